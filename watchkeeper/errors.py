@@ -1,0 +1,87 @@
+"""The one exception tree.
+
+Every library error is converted at the boundary of the module that talks to the external
+system, so the CLI catches only `WatchkeeperError` and prints one line plus a hint. The
+`transient` flag says whether retrying later can help (database down, server busy) or whether
+the input must change first (bad config, missing model).
+
+    WatchkeeperError
+    ├── ConfigError           malformed TOML, unknown key, unknown profile
+    ├── TaskSetError          malformed task line (with line number and field)
+    ├── InstallError          llama-server download/build failure
+    ├── ModelError            missing model, size/sha256 mismatch, fetch failure
+    ├── FlagError             profile field or spec type the installed build does not support
+    ├── ServerError           llama-server died, failed health check, port in use
+    ├── ClientError           HTTP transport failure against the server (per-request errors
+    │                         are recorded, not raised)
+    ├── StoreError            database unreachable or schema out of date
+    └── BenchError            a benchmark could not produce a result (e.g. every request failed)
+"""
+
+from __future__ import annotations
+
+
+class WatchkeeperError(Exception):
+    """Root of every error watchkeeper raises on purpose."""
+
+    transient: bool = False
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class ConfigError(WatchkeeperError):
+    """The configuration (file, env or CLI) is invalid."""
+
+
+class TaskSetError(WatchkeeperError):
+    """A task set file is malformed."""
+
+
+class InstallError(WatchkeeperError):
+    """Fetching or building llama-server failed."""
+
+
+class ModelError(WatchkeeperError):
+    """A model file is missing, corrupt or could not be fetched."""
+
+
+class FlagError(WatchkeeperError):
+    """A profile asks for something the installed llama-server build cannot do."""
+
+
+class ServerError(WatchkeeperError):
+    """The llama-server process failed to start, died or stopped answering."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        hint: str | None = None,
+        exit_code: int | None = None,
+        log_tail: str = "",
+    ) -> None:
+        super().__init__(message, hint=hint)
+        self.exit_code = exit_code
+        self.log_tail = log_tail
+
+
+class ClientError(WatchkeeperError):
+    """The HTTP client could not talk to the server at all."""
+
+    transient = True
+
+
+class StoreError(WatchkeeperError):
+    """The database is unreachable or not at the expected schema."""
+
+    transient = True
+
+
+class BenchError(WatchkeeperError):
+    """A benchmark could not produce a meaningful result."""

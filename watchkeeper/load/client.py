@@ -1,0 +1,218 @@
+"""Streaming OpenAI-compatible chat client for llama-server, measuring every request.
+
+Only `/v1/chat/completions` is offered: the raw completion endpoint skips the chat template,
+an instruct model then degenerates into repetition that any drafter predicts, and the
+benchmark reports a speed-up that is not real. Every failure of one request (HTTP error,
+non-JSON body, a stream cut short) becomes a `RequestSample` with `error` set, so a bad
+request costs one data point, never the run.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import httpx
+
+from watchkeeper.errors import ClientError
+from watchkeeper.records import Alternative, RequestSample, Task, TokenLogprob
+
+CHAT_PATH = "/v1/chat/completions"
+_REFUSED_PATHS = ("/v1/completions", "/completion", "/completions")
+
+
+def make_http_client(
+    base_url: str, *, request_timeout_s: float, connect_timeout_s: float = 5.0
+) -> httpx.Client:
+    """The one place an HTTP client to llama-server is built: explicit timeouts, no env proxies."""
+    timeout = httpx.Timeout(request_timeout_s, connect=connect_timeout_s)
+    return httpx.Client(base_url=base_url, timeout=timeout, trust_env=False)
+
+
+def check_endpoint(path: str) -> str:
+    if path.rstrip("/") in _REFUSED_PATHS:
+        raise ClientError(
+            f"endpoint {path} is refused: it skips the chat template, and an instruct model "
+            "then degenerates into repetition that inflates acceptance and tok/s",
+            hint=f"use {CHAT_PATH}",
+        )
+    if path != CHAT_PATH:
+        raise ClientError(f"unsupported endpoint {path}; only {CHAT_PATH} is measured")
+    return path
+
+
+@dataclass(slots=True)
+class _Stream:
+    """Accumulates one streamed response."""
+
+    text: list[str] = field(default_factory=list)
+    tokens: list[TokenLogprob] = field(default_factory=list)
+    first_token_at: float | None = None
+    last_token_at: float | None = None
+    finish_reason: str | None = None
+    timings: dict[str, Any] = field(default_factory=dict)
+    usage: dict[str, Any] = field(default_factory=dict)
+    done: bool = False
+
+    def feed(self, chunk: dict[str, Any], now: float) -> None:
+        if "error" in chunk:
+            raise _StreamError(f"server error in stream: {chunk['error']}")
+        if isinstance(chunk.get("timings"), dict):
+            self.timings = chunk["timings"]
+        if isinstance(chunk.get("usage"), dict):
+            self.usage = chunk["usage"]
+        for choice in chunk.get("choices") or []:
+            delta = choice.get("delta") or {}
+            piece = delta.get("content") or ""
+            for call in delta.get("tool_calls") or []:
+                function = call.get("function") or {}
+                piece += (function.get("name") or "") + (function.get("arguments") or "")
+            piece += delta.get("reasoning_content") or ""
+            if piece:
+                self.text.append(piece)
+                if self.first_token_at is None:
+                    self.first_token_at = now
+                self.last_token_at = now
+            logprobs = choice.get("logprobs") or {}
+            for entry in logprobs.get("content") or []:
+                self.tokens.append(_token(entry))
+            if choice.get("finish_reason"):
+                self.finish_reason = choice["finish_reason"]
+
+
+class _StreamError(Exception):
+    pass
+
+
+def _token(entry: dict[str, Any]) -> TokenLogprob:
+    top = tuple(
+        Alternative(alt.get("id"), alt.get("token", ""), float(alt.get("logprob", 0.0)))
+        for alt in entry.get("top_logprobs") or []
+    )
+    return TokenLogprob(entry.get("id"), entry.get("token", ""), float(entry.get("logprob", 0.0)), top)
+
+
+def build_payload(task: Task, *, temperature: float, top_logprobs: int, seed: int) -> dict[str, Any]:
+    payload: dict[str, Any] = {
+        "messages": list(task.messages),
+        "max_tokens": task.max_tokens,
+        "temperature": temperature,
+        "seed": seed,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        "cache_prompt": False,
+    }
+    if task.tools:
+        payload["tools"] = list(task.tools)
+    if top_logprobs > 0:
+        payload["logprobs"] = True
+        payload["top_logprobs"] = top_logprobs
+    return payload
+
+
+def chat(
+    client: httpx.Client,
+    task: Task,
+    *,
+    seq: int,
+    temperature: float = 0.0,
+    top_logprobs: int = 2,
+    seed: int = 42,
+    path: str = CHAT_PATH,
+) -> RequestSample:
+    """Send one streamed chat request and measure it. Never raises for a bad response."""
+    check_endpoint(path)
+    started_at = datetime.now(UTC)
+    base = {"task_id": task.id, "category": task.category, "seq": seq, "started_at": started_at}
+    payload = build_payload(task, temperature=temperature, top_logprobs=top_logprobs, seed=seed)
+    stream = _Stream()
+    status: int | None = None
+    t0 = time.perf_counter()
+    try:
+        with client.stream("POST", path, json=payload) as response:
+            status = response.status_code
+            if status != 200:
+                body = response.read().decode("utf-8", errors="replace")
+                return RequestSample(**base, http_status=status, error=_http_error(status, body))
+            for line in response.iter_lines():
+                if not line.startswith("data:"):
+                    continue
+                data = line[5:].strip()
+                if data == "[DONE]":
+                    stream.done = True
+                    break
+                try:
+                    chunk = json.loads(data)
+                except json.JSONDecodeError:
+                    return _partial(base, stream, t0, status, f"non-JSON stream chunk: {data[:120]!r}")
+                stream.feed(chunk, time.perf_counter())
+    except _StreamError as exc:
+        return _partial(base, stream, t0, status, str(exc))
+    except httpx.TimeoutException as exc:
+        return _partial(base, stream, t0, status, f"timeout: {type(exc).__name__}")
+    except httpx.HTTPError as exc:
+        return _partial(base, stream, t0, status, f"transport error: {type(exc).__name__}: {exc}")
+    end = time.perf_counter()
+    if not stream.done and stream.finish_reason is None:
+        return _partial(base, stream, t0, status, "stream ended before finish_reason/[DONE]")
+    return _complete(base, stream, t0, end, status)
+
+
+def _http_error(status: int, body: str) -> str:
+    try:
+        message = json.loads(body).get("error", {}).get("message", "")
+    except (json.JSONDecodeError, AttributeError):
+        message = body[:200]
+    return f"HTTP {status}: {message or body[:200]}"
+
+
+def _partial(
+    base: dict[str, Any], stream: _Stream, t0: float, status: int | None, error: str
+) -> RequestSample:
+    ttft = stream.first_token_at - t0 if stream.first_token_at is not None else None
+    return RequestSample(
+        **base,
+        ttft_s=ttft,
+        latency_s=time.perf_counter() - t0,
+        output_text="".join(stream.text),
+        http_status=status,
+        error=error,
+    )
+
+
+def _complete(
+    base: dict[str, Any], stream: _Stream, t0: float, end: float, status: int | None
+) -> RequestSample:
+    timings, usage = stream.timings, stream.usage
+    completion = usage.get("completion_tokens", timings.get("predicted_n"))
+    prompt = usage.get("prompt_tokens", timings.get("prompt_n"))
+    client_tps = None
+    if (
+        completion
+        and completion > 1
+        and stream.first_token_at is not None
+        and stream.last_token_at is not None
+        and stream.last_token_at > stream.first_token_at
+    ):
+        client_tps = (completion - 1) / (stream.last_token_at - stream.first_token_at)
+    tokens = tuple(stream.tokens) if stream.tokens else None
+    return RequestSample(
+        **base,
+        ttft_s=stream.first_token_at - t0 if stream.first_token_at is not None else None,
+        latency_s=end - t0,
+        prompt_tokens=prompt,
+        completion_tokens=completion,
+        prompt_ms=timings.get("prompt_ms"),
+        predicted_ms=timings.get("predicted_ms"),
+        decode_tps_server=timings.get("predicted_per_second"),
+        decode_tps_client=client_tps,
+        draft_n=timings.get("draft_n"),
+        draft_n_accepted=timings.get("draft_n_accepted"),
+        finish_reason=stream.finish_reason,
+        output_text="".join(stream.text),
+        tokens=tokens,
+        http_status=status,
+    )

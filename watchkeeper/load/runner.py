@@ -1,0 +1,70 @@
+"""Closed-loop load: `concurrency` workers, each sending its next request when the last one
+finished, so the number of requests in flight is exactly the concurrency (no burst, no queue
+building up behind a slow server).
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import httpx
+
+from watchkeeper.load.client import chat
+from watchkeeper.records import RequestSample, Task
+
+OnSample = Callable[[RequestSample], None]
+
+
+@dataclass(frozen=True, slots=True)
+class LoadSettings:
+    concurrency: int = 1
+    temperature: float = 0.0
+    top_logprobs: int = 2
+    seed: int = 42
+
+
+def run_tasks(
+    client: httpx.Client,
+    tasks: Sequence[Task],
+    settings: LoadSettings,
+    *,
+    on_sample: OnSample | None = None,
+    should_stop: Callable[[], bool] | None = None,
+) -> list[RequestSample]:
+    """Send every task once; returns samples in task order (seq = position in `tasks`)."""
+    work: queue.Queue[tuple[int, Task]] = queue.Queue()
+    for seq, task in enumerate(tasks):
+        work.put((seq, task))
+    results: dict[int, RequestSample] = {}
+    lock = threading.Lock()
+
+    def worker() -> None:
+        while should_stop is None or not should_stop():
+            try:
+                seq, task = work.get_nowait()
+            except queue.Empty:
+                return
+            sample = chat(
+                client, task, seq=seq, temperature=settings.temperature,
+                top_logprobs=settings.top_logprobs, seed=settings.seed,
+            )
+            with lock:
+                results[seq] = sample
+            if on_sample is not None:
+                on_sample(sample)
+
+    if settings.concurrency == 1:
+        worker()
+    else:
+        threads = [
+            threading.Thread(target=worker, name=f"load-{i}", daemon=True)
+            for i in range(settings.concurrency)
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    return [results[seq] for seq in sorted(results)]

@@ -1,0 +1,96 @@
+"""Plain dataclasses that stages hand to each other.
+
+The load stage produces them, the store persists them, checks and analysis read them. None of
+them knows about HTTP responses or ORM rows, so every stage can be tested with values built
+by hand.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class Alternative:
+    token_id: int | None
+    text: str
+    logprob: float
+
+
+@dataclass(frozen=True, slots=True)
+class TokenLogprob:
+    """One generated token with the server's top alternatives (sorted, best first)."""
+
+    token_id: int | None
+    text: str
+    logprob: float
+    top: tuple[Alternative, ...] = ()
+
+    def to_json(self) -> list[Any]:
+        return [self.token_id, self.text, self.logprob, [[a.token_id, a.text, a.logprob] for a in self.top]]
+
+    @staticmethod
+    def from_json(raw: list[Any]) -> TokenLogprob:
+        top = tuple(Alternative(int(a[0]) if a[0] is not None else None, a[1], a[2]) for a in raw[3])
+        return TokenLogprob(raw[0], raw[1], raw[2], top)
+
+
+@dataclass(frozen=True, slots=True)
+class Task:
+    """One chat request of a task set."""
+
+    id: str
+    category: str
+    messages: tuple[dict[str, Any], ...]
+    max_tokens: int
+    tools: tuple[dict[str, Any], ...] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RequestSample:
+    """Everything measured about one request; `error` is set instead of raising."""
+
+    task_id: str
+    category: str
+    seq: int
+    started_at: datetime
+    ttft_s: float | None = None
+    latency_s: float | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    prompt_ms: float | None = None
+    predicted_ms: float | None = None
+    decode_tps_server: float | None = None
+    decode_tps_client: float | None = None
+    draft_n: int | None = None
+    draft_n_accepted: int | None = None
+    finish_reason: str | None = None
+    output_text: str = ""
+    tokens: tuple[TokenLogprob, ...] | None = None
+    http_status: int | None = None
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+@dataclass(frozen=True, slots=True)
+class RunResult:
+    """One pass of a task set through one server configuration."""
+
+    arm: str
+    profile_name: str
+    round: int
+    is_warmup: bool
+    concurrency: int
+    started_at: datetime
+    finished_at: datetime
+    samples: tuple[RequestSample, ...]
+    server_argv: tuple[str, ...]
+    peak_rss_bytes: int | None = None
+    metrics_before: dict[str, float] = field(default_factory=dict)
+    metrics_after: dict[str, float] = field(default_factory=dict)
+    error: str | None = None

@@ -1,0 +1,227 @@
+"""Profile -> argv, in the dialect of the llama-server build that is actually installed.
+
+llama.cpp renames flags between builds (`--draft-max` became `--spec-draft-n-max`; `-md`
+alone stopped implying speculation once `--spec-type` arrived). A hard-coded argv silently
+runs a non-speculating server after an upgrade, which is the worst possible failure for a
+tool whose job is to measure speculation. So the builder reads the binary's own `--help`
+(cached per binary hash), picks the first spelling of each field that this build knows, and
+refuses with the list of what it does support when nothing fits.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from watchkeeper.config import ProfileConfig
+from watchkeeper.errors import FlagError
+from watchkeeper.server.install import ServerBinary
+
+_FLAG = re.compile(r"(?<![\w-])(--?[a-zA-Z][\w-]*)")
+_SPEC_TYPE_LINE = re.compile(r"--spec-type\s+\[?\{?([a-z0-9,|\-]+)")
+
+# Field -> spellings, newest first. The first one the build's --help lists is used.
+_SPELLINGS: dict[str, tuple[str, ...]] = {
+    "model": ("--model", "-m"),
+    "draft_model": ("--spec-draft-model", "--model-draft", "-md"),
+    "spec_type": ("--spec-type",),
+    "ctx_size": ("--ctx-size", "-c"),
+    "threads": ("--threads", "-t"),
+    "slots": ("--parallel", "-np"),
+    "host": ("--host",),
+    "port": ("--port",),
+    "metrics": ("--metrics",),
+    "slots_endpoint": ("--slots",),
+}
+
+# Draft length knobs differ by spec-type family.
+_DRAFT_KNOBS: dict[str, dict[str, tuple[str, ...]]] = {
+    "draft": {
+        "draft_n_max": ("--spec-draft-n-max", "--draft-max", "--draft-n-max"),
+        "draft_n_min": ("--spec-draft-n-min", "--draft-min", "--draft-n-min"),
+        "draft_p_min": ("--spec-draft-p-min", "--draft-p-min"),
+    },
+    "ngram-simple": {"draft_n_max": ("--spec-ngram-simple-size-m", "--spec-ngram-size-m")},
+    "ngram-map-k": {"draft_n_max": ("--spec-ngram-map-k-size-m",)},
+    "ngram-map-k4v": {"draft_n_max": ("--spec-ngram-map-k-size-m",)},
+    "ngram-mod": {
+        "draft_n_max": ("--spec-ngram-mod-n-max",),
+        "draft_n_min": ("--spec-ngram-mod-n-min",),
+    },
+    "ngram-cache": {},
+}
+
+
+@dataclass(frozen=True, slots=True)
+class HelpInfo:
+    """What one build's `--help` says it accepts."""
+
+    flags: frozenset[str]
+    spec_types: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ServerArgs:
+    """The argv to start, plus decisions the user should see (e.g. an implied spec type)."""
+
+    argv: tuple[str, ...]
+    notes: tuple[str, ...]
+
+
+def parse_help(text: str) -> HelpInfo:
+    flags: set[str] = set()
+    for line in text.splitlines():
+        stripped = line.lstrip()
+        if not stripped.startswith("-"):
+            continue
+        head = re.split(r"\s{2,}", stripped, maxsplit=1)[0]
+        flags.update(_FLAG.findall(head))
+    spec_types: tuple[str, ...] = ()
+    match = _SPEC_TYPE_LINE.search(text)
+    if match:
+        spec_types = tuple(t for t in re.split(r"[,|]", match.group(1)) if t)
+    return HelpInfo(flags=frozenset(flags), spec_types=spec_types)
+
+
+def read_help(binary: ServerBinary, cache_dir: Path) -> HelpInfo:
+    """`--help` of this exact binary, cached by its sha256 (it takes ~0.3 s and never changes)."""
+    cached = cache_dir / "help" / f"{binary.sha256}.txt"
+    if cached.is_file():
+        return parse_help(cached.read_text(encoding="utf-8"))
+    try:
+        result = subprocess.run(
+            [str(binary.path), "--help"], capture_output=True, text=True, timeout=60, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise FlagError(f"cannot read {binary.path} --help: {exc}") from exc
+    text = result.stdout + result.stderr
+    info = parse_help(text)
+    if "--port" not in info.flags:
+        raise FlagError(f"{binary.path} --help does not look like llama-server's (no --port)")
+    cached.parent.mkdir(parents=True, exist_ok=True)
+    cached.write_text(text, encoding="utf-8")
+    return info
+
+
+def _pick(field: str, spellings: tuple[str, ...], info: HelpInfo) -> str:
+    for flag in spellings:
+        if flag in info.flags:
+            return flag
+    raise FlagError(
+        f"profile field {field!r} has no flag in this llama-server build "
+        f"(tried {', '.join(spellings)})",
+        hint="remove the field from the profile or pass the build's own flag in extra_args",
+    )
+
+
+def _family(spec_type: str) -> str:
+    return "draft" if spec_type.startswith("draft-") else spec_type
+
+
+def resolve_spec_type(profile: ProfileConfig, info: HelpInfo) -> tuple[str | None, list[str]]:
+    """The spec type to pass, and notes. A draft model never silently means 'no speculation'."""
+    notes: list[str] = []
+    spec_type = profile.spec_type
+    if profile.draft_model is not None and spec_type is None:
+        spec_type = "draft-simple"
+        notes.append(
+            "draft model given without spec_type: using draft-simple "
+            "(in this build -md alone loads the draft but does not speculate)"
+        )
+    if spec_type is None:
+        return None, notes
+    if info.spec_types and spec_type not in info.spec_types:
+        raise FlagError(
+            f"spec type {spec_type!r} is not supported by this llama-server build; "
+            f"supported: {', '.join(info.spec_types)}"
+        )
+    if not info.spec_types and spec_type != "none":
+        raise FlagError(
+            f"spec type {spec_type!r} requested but this llama-server build has no --spec-type"
+        )
+    if spec_type.startswith("draft-") and profile.draft_model is None:
+        raise FlagError(f"spec type {spec_type!r} needs a draft_model in the profile")
+    if profile.draft_model is not None and not spec_type.startswith("draft-"):
+        raise FlagError(
+            f"profile has a draft_model but spec type {spec_type!r} does not use one; "
+            "use a draft-* spec type or remove draft_model"
+        )
+    return spec_type, notes
+
+
+def build_argv(
+    profile: ProfileConfig,
+    *,
+    info: HelpInfo,
+    binary: Path,
+    model_path: Path,
+    draft_path: Path | None,
+    port: int,
+    host: str = "127.0.0.1",
+) -> ServerArgs:
+    spec_type, notes = resolve_spec_type(profile, info)
+    argv: list[str] = [str(binary)]
+
+    def add(field: str, value: object | None = None) -> None:
+        flag = _pick(field, _SPELLINGS[field], info)
+        argv.append(flag)
+        if value is not None:
+            argv.append(str(value))
+
+    add("model", model_path)
+    add("host", host)
+    add("port", port)
+    add("ctx_size", profile.ctx_size)
+    add("slots", profile.slots)
+    if profile.threads is not None:
+        add("threads", profile.threads)
+    add("metrics")
+    if "--slots" in info.flags:
+        argv.append("--slots")
+    if spec_type is not None and spec_type != "none":
+        if draft_path is not None:
+            add("draft_model", draft_path)
+        add("spec_type", spec_type)
+        knobs = _DRAFT_KNOBS.get(_family(spec_type), {})
+        for field in ("draft_n_max", "draft_n_min", "draft_p_min"):
+            value = getattr(profile, field)
+            if value is None:
+                continue
+            if field not in knobs:
+                raise FlagError(
+                    f"profile field {field!r} is not supported for spec type {spec_type!r}; "
+                    f"supported draft fields for it: {', '.join(sorted(knobs)) or 'none'}"
+                )
+            argv.extend([_pick(field, knobs[field], info), str(value)])
+    else:
+        for field in ("draft_n_max", "draft_n_min", "draft_p_min"):
+            if getattr(profile, field) is not None:
+                raise FlagError(f"profile field {field!r} is set but the profile does not speculate")
+    _check_extra_args(profile.extra_args, info)
+    argv.extend(profile.extra_args)
+    return ServerArgs(argv=tuple(argv), notes=tuple(notes))
+
+
+def _check_extra_args(extra: list[str], info: HelpInfo) -> None:
+    managed = {"--host", "--port", "-m", "--model"}
+    for arg in extra:
+        if not arg.startswith("-") or _is_number(arg):
+            continue
+        flag = arg.split("=", 1)[0]
+        if flag in managed:
+            raise FlagError(f"extra_args may not set {flag}: watchkeeper manages it")
+        if flag not in info.flags:
+            close = difflib.get_close_matches(flag, sorted(info.flags), n=3, cutoff=0.6)
+            suggestion = f"; did you mean {', '.join(close)}?" if close else ""
+            raise FlagError(f"unknown llama-server flag {flag!r} in extra_args{suggestion}")
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True

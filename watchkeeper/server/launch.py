@@ -1,0 +1,122 @@
+"""From a profile name to a server answering on 127.0.0.1 (or an external URL).
+
+`prepare` does everything slow and fallible before any load starts (binary, models, argv), so
+a missing model or an unsupported flag fails in seconds; `serve` then starts the process and
+yields its URL, always stopping it afterwards.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from watchkeeper.config import Config, ProfileConfig
+from watchkeeper.errors import ServerError
+from watchkeeper.server.flags import HelpInfo, ServerArgs, build_argv, read_help, resolve_spec_type
+from watchkeeper.server.install import ServerBinary, ensure_binary
+from watchkeeper.server.models import ModelFile, ModelStore
+from watchkeeper.server.process import ManagedServer, check_external, free_port
+from watchkeeper.server.profiles import get_profile
+
+Progress = Callable[[str], None]
+
+
+def _quiet(_: str) -> None:
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedProfile:
+    """A profile with everything resolved: ready to start."""
+
+    name: str
+    profile: ProfileConfig
+    binary: ServerBinary | None
+    model: ModelFile | None
+    draft: ModelFile | None
+    help: HelpInfo | None
+    external_url: str = ""
+
+    @property
+    def spec_type(self) -> str | None:
+        if self.help is None:
+            return self.profile.spec_type
+        return resolve_spec_type(self.profile, self.help)[0]
+
+    def args(self, port: int) -> ServerArgs:
+        assert self.binary is not None and self.model is not None and self.help is not None
+        return build_argv(
+            self.profile,
+            info=self.help,
+            binary=self.binary.path,
+            model_path=self.model.path,
+            draft_path=self.draft.path if self.draft else None,
+            port=port,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class RunningServer:
+    base_url: str
+    argv: tuple[str, ...]
+    managed: ManagedServer | None
+
+    def peak_rss_bytes(self) -> int | None:
+        return self.managed.peak_rss_bytes if self.managed else None
+
+    def check_alive(self) -> None:
+        if self.managed is not None:
+            self.managed.check_alive()
+
+
+def prepare(config: Config, name: str, *, progress: Progress = _quiet) -> PreparedProfile:
+    profile = get_profile(config, name)
+    external = config.server.resolved_external_url()
+    if external:
+        return PreparedProfile(name, profile, None, None, None, None, external_url=external)
+    binary = ensure_binary(config.server, progress=progress)
+    models = ModelStore(config, progress=progress)
+    model = models.ensure(profile.model)
+    draft = models.ensure(profile.draft_model) if profile.draft_model else None
+    info = read_help(binary, config.server.resolved_cache_dir())
+    prepared = PreparedProfile(name, profile, binary, model, draft, info)
+    notes = prepared.args(port=8080).notes  # builds the argv once to fail early on bad flags
+    for note in notes:
+        progress(f"profile {name}: {note}")
+    return prepared
+
+
+@contextmanager
+def serve(
+    config: Config, prepared: PreparedProfile, *, log_path: Path
+) -> Iterator[RunningServer]:
+    if prepared.external_url:
+        check_external(prepared.external_url)
+        yield RunningServer(prepared.external_url.rstrip("/"), (), None)
+        return
+    explicit = config.server.port
+    attempts = 1 if explicit else 3
+    last_error: ServerError | None = None
+    for _ in range(attempts):
+        port = explicit or free_port()
+        argv = prepared.args(port).argv
+        server = ManagedServer(
+            argv, port=port, log_path=log_path, startup_timeout_s=config.server.startup_timeout_s
+        )
+        try:
+            server.start()
+        except ServerError as exc:
+            # A free port can be taken between our probe and the server's bind; try another.
+            if explicit or "bind" not in exc.log_tail:
+                raise
+            last_error = exc
+            continue
+        try:
+            yield RunningServer(server.info.base_url, argv, server)
+        finally:
+            server.stop()
+        return
+    assert last_error is not None
+    raise last_error

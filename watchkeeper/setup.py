@@ -1,0 +1,53 @@
+"""`watchkeeper setup`: everything slow, once, cached: the llama-server build and the models."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+from watchkeeper.config import Config
+from watchkeeper.server.install import ServerBinary, ensure_binary
+from watchkeeper.server.models import ModelFile, ModelStore
+from watchkeeper.server.profiles import get_profile
+
+DEFAULT_SETUP_PROFILES = ("smollm2-baseline",)
+
+
+@dataclass(frozen=True, slots=True)
+class SetupResult:
+    binary: ServerBinary
+    models: tuple[ModelFile, ...]
+
+
+def models_for_profiles(config: Config, profiles: Sequence[str]) -> list[str]:
+    names: list[str] = []
+    for profile_name in profiles:
+        profile = get_profile(config, profile_name)
+        for model in (profile.model, profile.draft_model):
+            if model and model not in names:
+                names.append(model)
+    return names
+
+
+def run_setup(
+    config: Config,
+    *,
+    models: Sequence[str] | None = None,
+    profiles: Sequence[str] | None = None,
+    progress: Callable[[str], None],
+) -> SetupResult:
+    with Progress(
+        TextColumn("[bold]llama-server build"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),
+        TimeElapsedColumn(), transient=True,
+    ) as bar:
+        task = bar.add_task("build", total=100)
+        binary = ensure_binary(
+            config.server, progress=progress, percent=lambda p: bar.update(task, completed=p)
+        )
+    wanted = list(models or [])
+    if not wanted:
+        wanted = models_for_profiles(config, profiles or DEFAULT_SETUP_PROFILES)
+    store = ModelStore(config, progress=progress)
+    return SetupResult(binary, tuple(store.ensure(name) for name in wanted))

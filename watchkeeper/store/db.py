@@ -1,0 +1,159 @@
+"""Database engine, sessions and migrations (SQLite embedded, Postgres in production).
+
+This is the only module that builds engines. Connection failures become `StoreError` with the
+URL's password masked, so a cron mail never leaks credentials and never shows a traceback.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from alembic import command
+from alembic.config import Config as AlembicConfig
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError, OperationalError, SQLAlchemyError
+from sqlalchemy.orm import Session, sessionmaker
+
+from watchkeeper.errors import StoreError
+from watchkeeper.paths import project_root
+
+
+def masked(url: str) -> str:
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except ArgumentError:
+        return "<unparseable database URL>"
+
+
+def _normalise(url: str) -> str:
+    """`postgresql://` means psycopg 3 here (SQLAlchemy's default driver is psycopg2)."""
+    if url.startswith("postgresql://") or url.startswith("postgres://"):
+        return "postgresql+psycopg://" + url.split("://", 1)[1]
+    return url
+
+
+def make_engine(url: str) -> Engine:
+    url = _normalise(url)
+    try:
+        parsed = make_url(url)
+    except ArgumentError as exc:
+        raise StoreError(f"invalid database URL {url!r}: {exc}") from exc
+    kwargs: dict[str, Any] = {"future": True}
+    if parsed.get_backend_name() == "sqlite":
+        if parsed.database and parsed.database != ":memory:":
+            Path(parsed.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+        kwargs["connect_args"] = {"timeout": 30}
+    else:
+        kwargs["pool_pre_ping"] = True
+        kwargs["connect_args"] = {"connect_timeout": 10}
+    engine = create_engine(url, **kwargs)
+    if parsed.get_backend_name() == "sqlite":
+
+        @event.listens_for(engine, "connect")
+        def _sqlite_pragmas(dbapi_conn: Any, _: Any) -> None:
+            cursor = dbapi_conn.cursor()
+            cursor.execute("PRAGMA foreign_keys=ON")
+            cursor.execute("PRAGMA journal_mode=WAL")
+            cursor.close()
+
+    return engine
+
+
+def alembic_config(url: str) -> AlembicConfig:
+    cfg = AlembicConfig()
+    cfg.set_main_option("script_location", str(project_root() / "migrations"))
+    cfg.set_main_option("sqlalchemy.url", _normalise(url).replace("%", "%%"))
+    return cfg
+
+
+def head_revision(url: str) -> str:
+    head = ScriptDirectory.from_config(alembic_config(url)).get_current_head()
+    assert head is not None
+    return head
+
+
+def current_revision(engine: Engine) -> str | None:
+    try:
+        with engine.connect() as conn:
+            return MigrationContext.configure(conn).get_current_revision()
+    except OperationalError as exc:
+        raise _unreachable(str(engine.url), exc) from exc
+
+
+def _unreachable(url: str, exc: Exception) -> StoreError:
+    detail = str(getattr(exc, "orig", exc)).strip().splitlines()[0]
+    return StoreError(
+        f"database {masked(url)} is unreachable: {detail}",
+        hint="check database.url / WATCHKEEPER_DATABASE_URL and that the server is running",
+    )
+
+
+def upgrade(url: str, revision: str = "head") -> None:
+    engine = make_engine(url)
+    try:
+        with engine.begin() as conn:
+            cfg = alembic_config(url)
+            cfg.attributes["connection"] = conn
+            command.upgrade(cfg, revision)
+    except OperationalError as exc:
+        raise _unreachable(url, exc) from exc
+    finally:
+        engine.dispose()
+
+
+def downgrade(url: str, revision: str = "base") -> None:
+    engine = make_engine(url)
+    try:
+        with engine.begin() as conn:
+            cfg = alembic_config(url)
+            cfg.attributes["connection"] = conn
+            command.downgrade(cfg, revision)
+    except OperationalError as exc:
+        raise _unreachable(url, exc) from exc
+    finally:
+        engine.dispose()
+
+
+class Database:
+    """An engine plus a session factory, at the schema this code expects."""
+
+    def __init__(self, url: str, *, auto_migrate: bool = True) -> None:
+        self.url = url
+        self.engine = make_engine(url)
+        current = current_revision(self.engine)
+        head = head_revision(url)
+        if current != head:
+            if current is None and auto_migrate:
+                upgrade(url)
+            else:
+                self.engine.dispose()
+                raise StoreError(
+                    f"database {masked(url)} is at schema {current}, this watchkeeper needs {head}",
+                    hint="run `watchkeeper db upgrade`",
+                )
+        self._sessions = sessionmaker(self.engine, expire_on_commit=False)
+
+    @contextmanager
+    def session(self) -> Iterator[Session]:
+        """A transaction: committed on success, rolled back on error."""
+        session = self._sessions()
+        try:
+            yield session
+            session.commit()
+        except OperationalError as exc:
+            session.rollback()
+            raise _unreachable(self.url, exc) from exc
+        except SQLAlchemyError:
+            session.rollback()
+            raise
+        finally:
+            session.close()
+
+    def close(self) -> None:
+        self.engine.dispose()

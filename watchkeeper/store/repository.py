@@ -1,0 +1,264 @@
+"""Reads and writes in the vocabulary of the pipeline (dataclasses in, dataclasses out).
+
+Callers never see ORM rows: a campaign is an id, a run result is a `RunResult`. Upserts on
+natural keys make every write safe to repeat.
+"""
+
+from __future__ import annotations
+
+import uuid as uuidlib
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from watchkeeper.config import ProfileConfig
+from watchkeeper.hostinfo import HostInfo
+from watchkeeper.records import RequestSample, RunResult, TokenLogprob
+from watchkeeper.server.install import ServerBinary
+from watchkeeper.server.models import ModelFile
+from watchkeeper.store.db import Database
+from watchkeeper.store.schema import (
+    Campaign,
+    Finding,
+    Host,
+    Model,
+    OutputCheck,
+    Profile,
+    RequestSampleRow,
+    Run,
+    ServerBuild,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class StoredRun:
+    run_id: int
+    arm: str
+    profile_name: str
+    round: int
+    is_warmup: bool
+    samples: tuple[RequestSample, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class CampaignSummary:
+    campaign_id: int
+    uuid: str
+    kind: str
+    status: str
+    runs: int
+    requests: int
+    errors: int
+
+
+def _get_or_create(session: Session, model: type[Any], lookup: dict[str, Any], **values: Any) -> Any:
+    row = session.scalars(select(model).filter_by(**lookup)).first()
+    if row is None:
+        row = model(**lookup, **values)
+        session.add(row)
+        session.flush()
+    return row
+
+
+class Repository:
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    def ensure_host(self, info: HostInfo) -> int:
+        with self._db.session() as s:
+            row = _get_or_create(
+                s, Host, {"fingerprint": info.fingerprint},
+                hostname=info.hostname, cpu_model=info.cpu_model, cpu_count=info.cpu_count,
+                memory_bytes=info.memory_bytes, gpu=info.gpu, os=info.os,
+            )
+            return int(row.id)
+
+    def ensure_build(self, binary: ServerBinary | None, *, external_url: str = "") -> int:
+        if binary is None:
+            fingerprint = f"external:{external_url}"[:64]
+            version, variant, path = "external", "external", None
+        else:
+            fingerprint, version, variant = binary.sha256, binary.version, binary.variant
+            path = str(binary.path)
+        with self._db.session() as s:
+            row = _get_or_create(
+                s, ServerBuild, {"fingerprint": fingerprint},
+                version=version, variant=variant, binary_path=path,
+            )
+            return int(row.id)
+
+    def ensure_model(self, model: ModelFile) -> int:
+        with self._db.session() as s:
+            row = _get_or_create(
+                s, Model, {"sha256": model.sha256},
+                name=model.name, path=str(model.path), size_bytes=model.size,
+            )
+            return int(row.id)
+
+    def ensure_profile(
+        self,
+        name: str,
+        profile: ProfileConfig,
+        *,
+        target_model_id: int | None,
+        draft_model_id: int | None,
+    ) -> int:
+        with self._db.session() as s:
+            row = _get_or_create(
+                s, Profile, {"name": name, "config_hash": profile.config_hash()},
+                config=profile.model_dump(mode="json"),
+                target_model_id=target_model_id,
+                draft_model_id=draft_model_id,
+                spec_type=profile.spec_type,
+            )
+            return int(row.id)
+
+    def create_campaign(
+        self, *, kind: str, host_id: int, build_id: int | None, params: dict[str, Any]
+    ) -> int:
+        with self._db.session() as s:
+            row = Campaign(
+                uuid=str(uuidlib.uuid4()), kind=kind, status="running", host_id=host_id,
+                server_build_id=build_id, params=params,
+            )
+            s.add(row)
+            s.flush()
+            return int(row.id)
+
+    def finish_campaign(
+        self, campaign_id: int, *, status: str, summary: dict[str, Any] | None = None
+    ) -> None:
+        with self._db.session() as s:
+            row = s.get_one(Campaign, campaign_id)
+            row.status = status
+            row.summary = summary
+            row.finished_at = datetime.now(UTC)
+
+    def save_run(self, campaign_id: int, profile_id: int, result: RunResult) -> int:
+        """Store one run and all its samples in one transaction (idempotent on the run key)."""
+        with self._db.session() as s:
+            run = s.scalars(
+                select(Run).filter_by(
+                    campaign_id=campaign_id, arm=result.arm, round=result.round,
+                    concurrency=result.concurrency,
+                )
+            ).first()
+            if run is None:
+                run = Run(campaign_id=campaign_id, arm=result.arm, round=result.round,
+                          concurrency=result.concurrency, started_at=result.started_at)
+                s.add(run)
+            run.profile_id = profile_id
+            run.is_warmup = result.is_warmup
+            run.status = "failed" if result.error else "completed"
+            run.server_argv = list(result.server_argv)
+            run.peak_rss_bytes = result.peak_rss_bytes
+            run.metrics_before = result.metrics_before or None
+            run.metrics_after = result.metrics_after or None
+            run.error = result.error
+            run.finished_at = result.finished_at
+            s.flush()
+            existing = set(s.scalars(select(RequestSampleRow.seq).filter_by(run_id=run.id)))
+            for sample in result.samples:
+                if sample.seq not in existing:
+                    s.add(_sample_row(int(run.id), sample))
+            return int(run.id)
+
+    def add_output_checks(self, rows: list[dict[str, Any]]) -> None:
+        with self._db.session() as s:
+            for values in rows:
+                key = {k: values[k] for k in ("candidate_run_id", "baseline_run_id", "task_id")}
+                if s.scalars(select(OutputCheck.id).filter_by(**key)).first() is None:
+                    s.add(OutputCheck(**values))
+
+    def add_finding(
+        self,
+        *,
+        campaign_id: int | None,
+        fingerprint: str,
+        kind: str,
+        label: str,
+        severity: str,
+        title: str,
+        evidence: dict[str, Any],
+    ) -> int:
+        with self._db.session() as s:
+            row = Finding(
+                campaign_id=campaign_id, fingerprint=fingerprint, kind=kind, label=label,
+                severity=severity, title=title, evidence=evidence, status="active",
+            )
+            s.add(row)
+            s.flush()
+            return int(row.id)
+
+    def findings(self, campaign_id: int) -> list[dict[str, Any]]:
+        with self._db.session() as s:
+            rows = s.scalars(select(Finding).filter_by(campaign_id=campaign_id).order_by(Finding.id))
+            return [
+                {"kind": r.kind, "label": r.label, "severity": r.severity, "title": r.title,
+                 "evidence": r.evidence, "fingerprint": r.fingerprint}
+                for r in rows
+            ]
+
+    def campaign_summary(self, campaign_id: int) -> CampaignSummary:
+        with self._db.session() as s:
+            campaign = s.get_one(Campaign, campaign_id)
+            runs = s.scalar(select(func.count(Run.id)).filter_by(campaign_id=campaign_id)) or 0
+            base = select(func.count(RequestSampleRow.id)).join(Run).where(
+                Run.campaign_id == campaign_id
+            )
+            requests = s.scalar(base) or 0
+            errors = s.scalar(base.where(RequestSampleRow.error.is_not(None))) or 0
+            return CampaignSummary(
+                campaign_id, campaign.uuid, campaign.kind, campaign.status, runs, requests, errors
+            )
+
+    def load_runs(self, campaign_id: int) -> list[StoredRun]:
+        with self._db.session() as s:
+            runs = s.scalars(select(Run).filter_by(campaign_id=campaign_id).order_by(Run.id)).all()
+            out = []
+            for run in runs:
+                profile = s.get_one(Profile, run.profile_id)
+                rows = s.scalars(
+                    select(RequestSampleRow).filter_by(run_id=run.id).order_by(RequestSampleRow.seq)
+                ).all()
+                out.append(StoredRun(
+                    int(run.id), run.arm, profile.name, run.round, run.is_warmup,
+                    tuple(_sample_from_row(r) for r in rows),
+                ))
+            return out
+
+
+def _sample_row(run_id: int, s: RequestSample) -> RequestSampleRow:
+    return RequestSampleRow(
+        run_id=run_id, seq=s.seq, task_id=s.task_id, category=s.category,
+        started_at=s.started_at,
+        ttft_ms=s.ttft_s * 1000 if s.ttft_s is not None else None,
+        latency_ms=s.latency_s * 1000 if s.latency_s is not None else None,
+        prompt_tokens=s.prompt_tokens, completion_tokens=s.completion_tokens,
+        prompt_ms=s.prompt_ms, predicted_ms=s.predicted_ms,
+        decode_tps_server=s.decode_tps_server, decode_tps_client=s.decode_tps_client,
+        draft_n=s.draft_n, draft_n_accepted=s.draft_n_accepted,
+        finish_reason=s.finish_reason, output_text=s.output_text,
+        output_tokens=[t.to_json() for t in s.tokens] if s.tokens is not None else None,
+        http_status=s.http_status, error=s.error,
+    )
+
+
+def _sample_from_row(r: RequestSampleRow) -> RequestSample:
+    started = r.started_at if r.started_at.tzinfo else r.started_at.replace(tzinfo=UTC)
+    return RequestSample(
+        task_id=r.task_id, category=r.category, seq=r.seq, started_at=started,
+        ttft_s=r.ttft_ms / 1000 if r.ttft_ms is not None else None,
+        latency_s=r.latency_ms / 1000 if r.latency_ms is not None else None,
+        prompt_tokens=r.prompt_tokens, completion_tokens=r.completion_tokens,
+        prompt_ms=r.prompt_ms, predicted_ms=r.predicted_ms,
+        decode_tps_server=r.decode_tps_server, decode_tps_client=r.decode_tps_client,
+        draft_n=r.draft_n, draft_n_accepted=r.draft_n_accepted,
+        finish_reason=r.finish_reason, output_text=r.output_text,
+        tokens=tuple(TokenLogprob.from_json(t) for t in r.output_tokens)
+        if r.output_tokens is not None else None,
+        http_status=r.http_status, error=r.error,
+    )

@@ -1,0 +1,228 @@
+"""ORM tables. The Alembic migrations in `migrations/` must match these exactly (a test
+compares them with autogenerate).
+
+Natural unique keys are on purpose: a replayed or resumed write hits the key instead of
+creating a duplicate row. Timestamps are timezone-aware UTC. JSON columns hold evidence that
+is read whole and never queried into (argv, metrics snapshots, token logprobs).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    DateTime,
+    Float,
+    ForeignKey,
+    Integer,
+    MetaData,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+NAMING = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING)
+    type_annotation_map = {  # noqa: RUF012  (SQLAlchemy reads this class attribute)
+        datetime: DateTime(timezone=True),
+        dict[str, Any]: JSON,
+        list[Any]: JSON,
+    }
+
+
+class Host(Base):
+    __tablename__ = "host"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    fingerprint: Mapped[str] = mapped_column(String(64), unique=True)
+    hostname: Mapped[str] = mapped_column(String(255))
+    cpu_model: Mapped[str] = mapped_column(String(255))
+    cpu_count: Mapped[int] = mapped_column(Integer)
+    memory_bytes: Mapped[int] = mapped_column(BigInteger)
+    gpu: Mapped[str | None] = mapped_column(String(255))
+    os: Mapped[str] = mapped_column(String(255))
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class ServerBuild(Base):
+    __tablename__ = "server_build"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    fingerprint: Mapped[str] = mapped_column(String(64), unique=True)
+    version: Mapped[str] = mapped_column(String(255))
+    variant: Mapped[str] = mapped_column(String(32))
+    binary_path: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class Model(Base):
+    __tablename__ = "model"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    sha256: Mapped[str] = mapped_column(String(64), unique=True)
+    name: Mapped[str] = mapped_column(String(255))
+    path: Mapped[str] = mapped_column(Text)
+    size_bytes: Mapped[int] = mapped_column(BigInteger)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class Profile(Base):
+    __tablename__ = "profile"
+    __table_args__ = (UniqueConstraint("name", "config_hash"),)
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(String(255))
+    config_hash: Mapped[str] = mapped_column(String(64))
+    config: Mapped[dict[str, Any]]
+    target_model_id: Mapped[int | None] = mapped_column(ForeignKey("model.id"))
+    draft_model_id: Mapped[int | None] = mapped_column(ForeignKey("model.id"))
+    spec_type: Mapped[str | None] = mapped_column(String(64))
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class Campaign(Base):
+    __tablename__ = "campaign"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    uuid: Mapped[str] = mapped_column(String(36), unique=True)
+    kind: Mapped[str] = mapped_column(String(32))
+    status: Mapped[str] = mapped_column(String(32), index=True)
+    host_id: Mapped[int] = mapped_column(ForeignKey("host.id"))
+    server_build_id: Mapped[int | None] = mapped_column(ForeignKey("server_build.id"))
+    params: Mapped[dict[str, Any]]
+    summary: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    started_at: Mapped[datetime] = mapped_column(default=utcnow)
+    finished_at: Mapped[datetime | None]
+
+
+class Run(Base):
+    __tablename__ = "run"
+    __table_args__ = (UniqueConstraint("campaign_id", "arm", "round", "concurrency"),)
+    id: Mapped[int] = mapped_column(primary_key=True)
+    campaign_id: Mapped[int] = mapped_column(ForeignKey("campaign.id", ondelete="CASCADE"))
+    profile_id: Mapped[int] = mapped_column(ForeignKey("profile.id"))
+    arm: Mapped[str] = mapped_column(String(255))
+    round: Mapped[int] = mapped_column(Integer)
+    is_warmup: Mapped[bool] = mapped_column(Boolean, default=False)
+    concurrency: Mapped[int] = mapped_column(Integer, default=1)
+    status: Mapped[str] = mapped_column(String(32))
+    server_argv: Mapped[list[Any]]
+    peak_rss_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    metrics_before: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    metrics_after: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    error: Mapped[str | None] = mapped_column(Text)
+    started_at: Mapped[datetime]
+    finished_at: Mapped[datetime | None]
+
+
+class RequestSampleRow(Base):
+    __tablename__ = "request_sample"
+    __table_args__ = (UniqueConstraint("run_id", "seq"),)
+    id: Mapped[int] = mapped_column(primary_key=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("run.id", ondelete="CASCADE"), index=True)
+    seq: Mapped[int] = mapped_column(Integer)
+    task_id: Mapped[str] = mapped_column(String(255))
+    category: Mapped[str] = mapped_column(String(64))
+    started_at: Mapped[datetime]
+    ttft_ms: Mapped[float | None] = mapped_column(Float)
+    latency_ms: Mapped[float | None] = mapped_column(Float)
+    prompt_tokens: Mapped[int | None] = mapped_column(Integer)
+    completion_tokens: Mapped[int | None] = mapped_column(Integer)
+    prompt_ms: Mapped[float | None] = mapped_column(Float)
+    predicted_ms: Mapped[float | None] = mapped_column(Float)
+    decode_tps_server: Mapped[float | None] = mapped_column(Float)
+    decode_tps_client: Mapped[float | None] = mapped_column(Float)
+    draft_n: Mapped[int | None] = mapped_column(Integer)
+    draft_n_accepted: Mapped[int | None] = mapped_column(Integer)
+    finish_reason: Mapped[str | None] = mapped_column(String(32))
+    output_text: Mapped[str] = mapped_column(Text, default="")
+    output_tokens: Mapped[list[Any] | None] = mapped_column(JSON)
+    http_status: Mapped[int | None] = mapped_column(Integer)
+    error: Mapped[str | None] = mapped_column(Text)
+
+
+class ResourceSample(Base):
+    __tablename__ = "resource_sample"
+    __table_args__ = (UniqueConstraint("campaign_id", "taken_at"),)
+    id: Mapped[int] = mapped_column(primary_key=True)
+    campaign_id: Mapped[int] = mapped_column(ForeignKey("campaign.id", ondelete="CASCADE"))
+    run_id: Mapped[int | None] = mapped_column(ForeignKey("run.id", ondelete="CASCADE"))
+    taken_at: Mapped[datetime]
+    rss_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    cpu_percent: Mapped[float | None] = mapped_column(Float)
+    vram_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    busy_slots: Mapped[int | None] = mapped_column(Integer)
+    kv_usage: Mapped[float | None] = mapped_column(Float)
+    metrics: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+
+
+class OutputCheck(Base):
+    __tablename__ = "output_check"
+    __table_args__ = (UniqueConstraint("candidate_run_id", "baseline_run_id", "task_id"),)
+    id: Mapped[int] = mapped_column(primary_key=True)
+    campaign_id: Mapped[int] = mapped_column(ForeignKey("campaign.id", ondelete="CASCADE"))
+    baseline_run_id: Mapped[int] = mapped_column(ForeignKey("run.id", ondelete="CASCADE"))
+    candidate_run_id: Mapped[int] = mapped_column(ForeignKey("run.id", ondelete="CASCADE"))
+    arm: Mapped[str] = mapped_column(String(255))
+    task_id: Mapped[str] = mapped_column(String(255))
+    category: Mapped[str] = mapped_column(String(64))
+    verdict: Mapped[str] = mapped_column(String(32))
+    first_divergence: Mapped[int | None] = mapped_column(Integer)
+    margin: Mapped[float | None] = mapped_column(Float)
+    baseline_excerpt: Mapped[str] = mapped_column(Text, default="")
+    candidate_excerpt: Mapped[str] = mapped_column(Text, default="")
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class Finding(Base):
+    __tablename__ = "finding"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    campaign_id: Mapped[int | None] = mapped_column(ForeignKey("campaign.id", ondelete="SET NULL"))
+    fingerprint: Mapped[str] = mapped_column(String(64), index=True)
+    kind: Mapped[str] = mapped_column(String(64))
+    label: Mapped[str] = mapped_column(String(32))
+    status: Mapped[str] = mapped_column(String(32), default="active")
+    severity: Mapped[str] = mapped_column(String(16))
+    title: Mapped[str] = mapped_column(Text)
+    evidence: Mapped[dict[str, Any]]
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(default=utcnow, onupdate=utcnow)
+
+
+class TrackerItem(Base):
+    __tablename__ = "tracker_item"
+    __table_args__ = (UniqueConstraint("tracker", "repository", "number"),)
+    id: Mapped[int] = mapped_column(primary_key=True)
+    finding_id: Mapped[int | None] = mapped_column(ForeignKey("finding.id", ondelete="SET NULL"))
+    tracker: Mapped[str] = mapped_column(String(32))
+    repository: Mapped[str] = mapped_column(String(255))
+    number: Mapped[int] = mapped_column(Integer)
+    kind: Mapped[str] = mapped_column(String(32))
+    url: Mapped[str] = mapped_column(Text)
+    state: Mapped[str] = mapped_column(String(32))
+    marker: Mapped[str] = mapped_column(String(255))
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(default=utcnow, onupdate=utcnow)
+
+
+class Report(Base):
+    __tablename__ = "report"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    campaign_id: Mapped[int | None] = mapped_column(ForeignKey("campaign.id", ondelete="SET NULL"))
+    kind: Mapped[str] = mapped_column(String(32))
+    path: Mapped[str] = mapped_column(Text)
+    commit_sha: Mapped[str | None] = mapped_column(String(64))
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
