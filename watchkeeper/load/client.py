@@ -107,7 +107,9 @@ def build_payload(task: Task, *, temperature: float, top_logprobs: int, seed: in
     }
     if task.tools:
         payload["tools"] = list(task.tools)
-    if top_logprobs > 0:
+    # llama-server answers HTTP 400 "logprobs is not supported with tools + stream"; tool
+    # tasks are compared on text instead (no near-tie classification for them).
+    if top_logprobs > 0 and not task.tools:
         payload["logprobs"] = True
         payload["top_logprobs"] = top_logprobs
     return payload

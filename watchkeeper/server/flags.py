@@ -13,7 +13,7 @@ from __future__ import annotations
 import difflib
 import re
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from watchkeeper.config import ProfileConfig
@@ -21,6 +21,7 @@ from watchkeeper.errors import FlagError
 from watchkeeper.server.install import ServerBinary
 
 _FLAG = re.compile(r"(?<![\w-])(--?[a-zA-Z][\w-]*)")
+_DESCRIPTION_GAP = re.compile(r"\s{2,}(?=[^\s-])")
 _SPEC_TYPE_LINE = re.compile(r"--spec-type\s+\[?\{?([a-z0-9,|\-]+)")
 
 # Field -> spellings, newest first. The first one the build's --help lists is used.
@@ -61,6 +62,8 @@ class HelpInfo:
 
     flags: frozenset[str]
     spec_types: tuple[str, ...]
+    removed: dict[str, str] = field(default_factory=dict)
+    """Flags --help still lists only to say they were removed -> what it says to use."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,17 +76,30 @@ class ServerArgs:
 
 def parse_help(text: str) -> HelpInfo:
     flags: set[str] = set()
-    for line in text.splitlines():
+    removed: dict[str, str] = {}
+    lines = text.splitlines()
+    for number, line in enumerate(lines):
         stripped = line.lstrip()
         if not stripped.startswith("-"):
             continue
-        head = re.split(r"\s{2,}", stripped, maxsplit=1)[0]
-        flags.update(_FLAG.findall(head))
+        # "-c,    --ctx-size N      size of ...": the description starts at the first wide
+        # gap that is not followed by another flag.
+        gap = _DESCRIPTION_GAP.search(stripped)
+        head = stripped[: gap.start()] if gap else stripped
+        description = stripped[gap.end() :] if gap else ""
+        names = _FLAG.findall(head)
+        continuation = " ".join(ln.strip() for ln in lines[number + 1 : number + 3]
+                                if ln.startswith(" "))
+        if "has been removed" in description:
+            advice = (description + " " + continuation).split("removed.", 1)[-1].strip()
+            removed.update(dict.fromkeys(names, advice.split("(env:")[0].strip()))
+            continue
+        flags.update(names)
     spec_types: tuple[str, ...] = ()
     match = _SPEC_TYPE_LINE.search(text)
     if match:
         spec_types = tuple(t for t in re.split(r"[,|]", match.group(1)) if t)
-    return HelpInfo(flags=frozenset(flags), spec_types=spec_types)
+    return HelpInfo(flags=frozenset(flags), spec_types=spec_types, removed=removed)
 
 
 def read_help(binary: ServerBinary, cache_dir: Path) -> HelpInfo:
@@ -213,6 +229,11 @@ def _check_extra_args(extra: list[str], info: HelpInfo) -> None:
         flag = arg.split("=", 1)[0]
         if flag in managed:
             raise FlagError(f"extra_args may not set {flag}: watchkeeper manages it")
+        if flag in info.removed:
+            raise FlagError(
+                f"llama-server flag {flag!r} in extra_args was removed in this build: "
+                f"{info.removed[flag] or 'see --help'}"
+            )
         if flag not in info.flags:
             close = difflib.get_close_matches(flag, sorted(info.flags), n=3, cutoff=0.6)
             suggestion = f"; did you mean {', '.join(close)}?" if close else ""

@@ -27,6 +27,7 @@ from watchkeeper.store.schema import (
     Model,
     OutputCheck,
     Profile,
+    Report,
     RequestSampleRow,
     Run,
     ServerBuild,
@@ -192,6 +193,10 @@ class Repository:
             s.add(row)
             s.flush()
             return int(row.id)
+
+    def add_report(self, campaign_id: int, *, kind: str, path: str) -> None:
+        with self._db.session() as s:
+            s.add(Report(campaign_id=campaign_id, kind=kind, path=path))
 
     def findings(self, campaign_id: int) -> list[dict[str, Any]]:
         with self._db.session() as s:

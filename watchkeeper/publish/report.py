@@ -1,0 +1,416 @@
+"""Markdown benchmark report: what was measured, how sure we are, and how to reproduce it.
+
+Rendering is a pure function of the `BenchResult` (no clock, no host lookups) so a stored
+result re-renders to the same bytes and the golden test can pin the format. Numbers and
+table rows are formatted here so every table uses the same precision and the same escaping;
+the template owns the order, the column headers and the prose.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+from collections.abc import Mapping, Sequence
+from functools import cache
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import jinja2
+
+from watchkeeper.analysis.benchmark import (
+    ArmSpec,
+    ArmStats,
+    BenchResult,
+    CategoryStats,
+    IdentityRecord,
+)
+from watchkeeper.analysis.recommend import Choice, Recommendation
+from watchkeeper.analysis.stats import RatioCI
+from watchkeeper.checks.guards import GuardFinding
+from watchkeeper.publish.plots import atomic_write, make_plots
+
+NONE = "—"
+EXCERPT_CHARS = 200
+EVIDENCE_CHARS = 600
+MAX_EXAMPLES = 5
+OVERHEAD_EFFICIENCY = 0.8
+"""Below this share of the predicted speed-up, overhead (not acceptance) is what costs."""
+
+PLOT_TITLES = {
+    "speedup": "Speed-up per category",
+    "tps": "Decode tok/s per request",
+    "acceptance": "Acceptance rate vs draft n_max",
+    "identity": "Identical-output rate per category",
+}
+VERDICTS = ("identical", "near_tie", "length_only", "mismatch")
+_VERDICT_ORDER = {"mismatch": 0, "near_tie": 1, "length_only": 2}
+_SEVERITY_ORDER = {"high": 0, "medium": 1, "low": 2}
+
+
+# -- number formatting ------------------------------------------------------------------------
+
+
+def _fixed(value: float | None, decimals: int, suffix: str = "") -> str:
+    return NONE if value is None else f"{value:.{decimals}f}{suffix}"
+
+
+def _ratio(value: float | None) -> str:
+    return _fixed(value, 2, "x")
+
+
+def _pct(value: float | None) -> str:
+    return NONE if value is None else f"{value * 100:.1f}%"
+
+
+def _ci(ci: RatioCI | None) -> str:
+    return NONE if ci is None else f"{ci.estimate:.2f}x ({ci.low:.2f}-{ci.high:.2f})"
+
+
+def _mib(value: int | None) -> str:
+    return NONE if value is None else f"{value / (1 << 20):.0f}"
+
+
+def _text(value: object) -> str:
+    return NONE if value is None else str(value)
+
+
+# -- Markdown building blocks -----------------------------------------------------------------
+
+
+def _inline(text: str) -> str:
+    """Model- and user-supplied names must not start a new Markdown line."""
+    return " ".join(text.split())
+
+
+def _cell(text: str) -> str:
+    return _inline(text).replace("|", "\\|")
+
+
+def _table(headers: Sequence[str], rows: Sequence[Sequence[str]], align: str = "") -> str:
+    """`align` has one letter per column: l or r (missing letters mean l)."""
+    marks = ["---:" if align[i : i + 1] == "r" else "---" for i in range(len(headers))]
+    lines = ["| " + " | ".join(_cell(h) for h in headers) + " |", "| " + " | ".join(marks) + " |"]
+    lines.extend("| " + " | ".join(_cell(c) for c in row) + " |" for row in rows)
+    return "\n".join(lines)
+
+
+def fence_for(text: str) -> str:
+    """A fence longer than any backtick run inside, so the content cannot close it early."""
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    return "`" * max(3, longest + 1)
+
+
+def _fenced(text: str, lang: str = "", indent: int = 0) -> str:
+    fence = fence_for(text)
+    pad = " " * indent
+    body = "\n".join(pad + line if line else "" for line in text.split("\n"))
+    return f"{pad}{fence}{lang}\n{body}\n{pad}{fence}"
+
+
+def _cap(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _link(target: str) -> str:
+    return quote(target, safe="/")
+
+
+# -- sections ---------------------------------------------------------------------------------
+
+
+def _candidates(result: BenchResult) -> list[ArmSpec]:
+    return [a for a in result.arms if a.role == "candidate"]
+
+
+def _arm_stats(result: BenchResult, arm: str) -> ArmStats | None:
+    return next((s for s in result.arm_stats if s.arm == arm), None)
+
+
+def _categories(result: BenchResult) -> list[str]:
+    present = {c.category for c in result.categories}
+    ordered = [c for c in result.method.categories if c in present]
+    return ordered + sorted(present - set(ordered))
+
+
+def _headline(result: BenchResult, recommendation: Recommendation | None) -> str:
+    if recommendation is not None:
+        return recommendation.headline
+    conf = f"{result.method.confidence:.0%} CI"
+    parts = []
+    for arm in _candidates(result):
+        stats = result.stats(arm.name)
+        ci = stats.speedup if stats is not None else None
+        parts.append(
+            f"{arm.name} {NONE}"
+            if ci is None
+            else f"{arm.name} {ci.estimate:.2f}x ({conf} {ci.low:.2f}-{ci.high:.2f})"
+        )
+    return "; ".join(parts) if parts else "no candidate arm was measured"
+
+
+def _summary_rows(result: BenchResult) -> list[list[str]]:
+    rows = []
+    for arm in result.arms:
+        st = _arm_stats(result, arm.name)
+        o = st.overall if st is not None else None
+        rows.append(
+            [
+                arm.name,
+                arm.role,
+                _text(arm.spec_type),
+                _text(arm.draft_n_max),
+                _fixed(o.median_tps if o else None, 1),
+                NONE if arm.role == "baseline" or o is None else _ci(o.speedup),
+                _pct(o.acceptance_rate if o else None),
+                _fixed(st.mean_accepted_per_draft if st else None, 2),
+                _pct(o.identical_rate if o else None),
+                _fixed(o.median_ttft_ms if o else None, 0),
+                _mib(st.peak_rss_bytes if st else None),
+                NONE if o is None else f"{o.errors}/{o.requests}",
+            ]
+        )
+    return rows
+
+
+def _category_rows(result: BenchResult) -> list[list[str]]:
+    rows = []
+    base = result.baseline.name
+    for category in _categories(result):
+        b = result.stats(base, category)
+        for arm in _candidates(result):
+            c = result.stats(arm.name, category)
+            if c is None:
+                continue
+            rows.append(
+                [
+                    category,
+                    arm.name,
+                    _fixed(b.median_tps if b else None, 1),
+                    _fixed(c.median_tps, 1),
+                    _ci(c.speedup),
+                    _pct(c.acceptance_rate),
+                    _pct(c.identical_rate),
+                ]
+            )
+    return rows
+
+
+def _reading(predicted: float | None, efficiency: float | None) -> str:
+    if predicted is None:
+        return NONE
+    if predicted <= 1.0:
+        return "acceptance limits it"
+    if efficiency is not None and efficiency < OVERHEAD_EFFICIENCY:
+        return "overhead eats the gain"
+    return "close to the prediction"
+
+
+def _bound_rows(result: BenchResult) -> list[list[str]]:
+    rows = []
+    for arm in _candidates(result):
+        st = _arm_stats(result, arm.name)
+        bound = st.bound if st else None
+        o = st.overall if st else None
+        cost = _fixed(bound.cost_ratio if bound else arm.cost_ratio, 2)
+        if arm.cost_note:
+            cost = f"{cost} ({arm.cost_note})"
+        measured = o.speedup.estimate if o is not None and o.speedup is not None else None
+        predicted = bound.predicted_speedup if bound else None
+        rows.append(
+            [
+                arm.name,
+                _pct(bound.acceptance if bound else (o.acceptance_rate if o else None)),
+                _fixed(bound.draft_length if bound else (st.mean_draft_length if st else None), 2),
+                cost,
+                _fixed(bound.expected_tokens_per_step if bound else None, 2),
+                _ratio(predicted),
+                _ratio(measured),
+                _fixed(st.efficiency if st else None, 2),
+                _reading(predicted, st.efficiency if st else None),
+            ]
+        )
+    return rows
+
+
+def _verdict_row(label: str, stats: CategoryStats | None) -> list[str]:
+    verdicts = stats.verdicts if stats is not None else {}
+    counts = [verdicts.get(v, 0) for v in VERDICTS]
+    return [
+        label,
+        str(sum(verdicts.values())),
+        *(str(n) for n in counts),
+        _pct(stats.identical_rate if stats else None),
+    ]
+
+
+def _examples(result: BenchResult) -> list[tuple[IdentityRecord, str, str]]:
+    """Mismatches first: they are the correctness bugs a reader must see."""
+    diverging = sorted(
+        (r for r in result.identity if r.verdict in _VERDICT_ORDER),
+        key=lambda r: _VERDICT_ORDER[r.verdict],
+    )
+    return [
+        (
+            r,
+            *(
+                _fenced(_cap(t, EXCERPT_CHARS), indent=2)
+                for t in (r.baseline_excerpt, r.candidate_excerpt)
+            ),
+        )
+        for r in diverging[:MAX_EXAMPLES]
+    ]
+
+
+def _findings(result: BenchResult) -> list[tuple[GuardFinding, str]]:
+    ordered = sorted(result.findings, key=lambda f: _SEVERITY_ORDER.get(f.severity, 3))
+    return [
+        (f, _fenced(_cap(_json(f.evidence), EVIDENCE_CHARS), "json", indent=2)) for f in ordered
+    ]
+
+
+def _json(value: object) -> str:
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
+
+
+def _choice_row(choice: Choice) -> list[str]:
+    profile = choice.profile or "keep the baseline"
+    speedup = _ratio(choice.speedup)
+    if choice.speedup is not None:
+        speedup += f" ({_fixed(choice.low, 2)}-{_fixed(choice.high, 2)})"
+    return [choice.category, profile, speedup, choice.reason]
+
+
+def _choice_rows(result: BenchResult, recommendation: Recommendation) -> list[list[str]]:
+    order = {c: i for i, c in enumerate(_categories(result))}
+    ranked = sorted(recommendation.per_category, key=lambda c: order.get(c.category, len(order)))
+    return [_choice_row(c) for c in ranked]
+
+
+def _argv_block(arms: Sequence[ArmSpec]) -> str:
+    lines = []
+    for arm in arms:
+        lines.extend([f"# {_inline(arm.name)}", shlex.join(arm.argv)])
+    return _fenced("\n".join(lines), "sh")
+
+
+def _context(
+    result: BenchResult,
+    plots: Mapping[str, str],
+    recommendation: Recommendation | None,
+    title: str,
+) -> dict[str, Any]:
+    m, host = result.method, result.host
+    verdict_rows = [_verdict_row(a.name, result.stats(a.name)) for a in _candidates(result)]
+    if result.control is not None:
+        verdict_rows.append(_verdict_row("control (baseline vs its previous pass)", result.control))
+    rec = None
+    if recommendation is not None:
+        rec = {
+            "headline": _inline(recommendation.headline),
+            "reason": _inline(recommendation.overall.reason),
+            "rows": _choice_rows(result, recommendation),
+        }
+    return {
+        "title": _inline(title),
+        "headline": _inline(_headline(result, recommendation)),
+        "kind": _inline(result.kind),
+        "started": result.started_at.isoformat(timespec="seconds"),
+        "finished": result.finished_at.isoformat(timespec="seconds"),
+        "conf": f"{m.confidence:.0%}",
+        "summary_rows": _summary_rows(result),
+        "category_rows": _category_rows(result),
+        "bound_rows": _bound_rows(result),
+        "overhead_efficiency": f"{OVERHEAD_EFFICIENCY:.0%}",
+        "verdicts": VERDICTS,
+        "verdict_rows": verdict_rows,
+        "near_tie": f"{m.near_tie_threshold:g}",
+        "examples": _examples(result),
+        "findings": _findings(result),
+        "recommendation": rec,
+        "plots": [(PLOT_TITLES[k], _link(plots[k])) for k in PLOT_TITLES if k in plots],
+        "host_line": _inline(
+            f"{host.hostname}, {host.cpu_model}, {host.cpu_count} cores, "
+            f"{host.memory_bytes / (1 << 30):.1f} GiB memory, GPU: {host.gpu or 'none'}, "
+            f"{host.os} (fingerprint {host.fingerprint})"
+        ),
+        "build": _inline(f"{result.build_version} ({result.build_variant})"),
+        "model_rows": [
+            [a.name, a.model, a.model_sha256, _text(a.draft_model), _text(a.draft_sha256)]
+            for a in result.arms
+        ],
+        "argv": _argv_block(result.arms),
+        "result": result,
+        "method": m,
+        "categories": ", ".join(m.categories) or NONE,
+    }
+
+
+@cache
+def _environment() -> jinja2.Environment:
+    # FileSystemLoader next to this package works the same from a wheel and an editable install.
+    templates = Path(__file__).resolve().parent.parent / "templates"
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(templates),
+        # Markdown is not HTML: escaping would turn `<` and `&` in model output into entities.
+        autoescape=jinja2.select_autoescape(("html", "htm", "xml"), default=False),
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+        undefined=jinja2.StrictUndefined,
+    )
+    env.globals["table"] = _table
+    env.filters["inline"] = _inline
+    env.filters["fixed"] = _fixed
+    env.filters["text"] = _text
+    return env
+
+
+def render_bench_report(
+    result: BenchResult,
+    *,
+    plots: Mapping[str, str],
+    recommendation: Recommendation | None = None,
+    title: str = "Speculative decoding benchmark",
+) -> str:
+    """Pure so a stored result can be re-rendered; `plots` keys without a file are skipped."""
+    template = _environment().get_template("bench_report.md.j2")
+    return template.render(**_context(result, plots, recommendation, title))
+
+
+def campaign_folder_name(result: BenchResult) -> str:
+    kind = re.sub(r"[^A-Za-z0-9_.-]+", "-", result.kind).strip("-.") or "bench"
+    return f"{result.started_at:%Y-%m-%d}-{kind}-c{result.campaign_id}"
+
+
+def _relative(target: Path, start: Path) -> str:
+    return Path(os.path.relpath(target.absolute(), start.absolute())).as_posix()
+
+
+def write_bench_report(
+    result: BenchResult,
+    reports_dir: Path,
+    *,
+    recommendation: Recommendation | None = None,
+    title: str = "Speculative decoding benchmark",
+    extra_copy: Path | None = None,
+) -> Path:
+    """Each campaign keeps its own folder; `latest.md` and `extra_copy` are re-rendered with
+    image links relative to where they live, so every copy shows its plots."""
+    folder = reports_dir / campaign_folder_name(result)
+    plots = make_plots(result, folder)
+
+    def write(path: Path, relative_to: Path) -> None:
+        links = {k: _relative(folder / v, relative_to) for k, v in plots.items()}
+        text = render_bench_report(result, plots=links, recommendation=recommendation, title=title)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(path, text.encode("utf-8"))
+
+    report = folder / "report.md"
+    write(report, folder)
+    write(reports_dir / "latest.md", reports_dir)
+    if extra_copy is not None:
+        write(extra_copy, extra_copy.parent)
+    return report
