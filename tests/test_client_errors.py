@@ -14,13 +14,17 @@ from watchkeeper.records import Task
 
 TASK = Task(id="t1", category="prose", messages=({"role": "user", "content": "hi"},), max_tokens=8)
 
-CHUNK = ('data: {"choices":[{"index":0,"delta":{"content":"Hel"},"logprobs":{"content":'
-         '[{"id":1,"token":"Hel","logprob":-0.1,"top_logprobs":[{"id":1,"token":"Hel","logprob":-0.1},'
-         '{"id":2,"token":"Hi","logprob":-2.5}]}]}}]}\n\n')
-FINAL = ('data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}],'
-         '"usage":{"prompt_tokens":5,"completion_tokens":1},'
-         '"timings":{"prompt_n":5,"prompt_ms":1.0,"predicted_n":1,"predicted_ms":2.0,'
-         '"predicted_per_second":500.0,"draft_n":4,"draft_n_accepted":3}}\n\ndata: [DONE]\n\n')
+CHUNK = (
+    'data: {"choices":[{"index":0,"delta":{"content":"Hel"},"logprobs":{"content":'
+    '[{"id":1,"token":"Hel","logprob":-0.1,"top_logprobs":[{"id":1,"token":"Hel","logprob":-0.1},'
+    '{"id":2,"token":"Hi","logprob":-2.5}]}]}}]}\n\n'
+)
+FINAL = (
+    'data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}],'
+    '"usage":{"prompt_tokens":5,"completion_tokens":1},'
+    '"timings":{"prompt_n":5,"prompt_ms":1.0,"predicted_n":1,"predicted_ms":2.0,'
+    '"predicted_per_second":500.0,"draft_n":4,"draft_n_accepted":3}}\n\ndata: [DONE]\n\n'
+)
 
 BODIES: dict[str, tuple[int, str, str]] = {
     "/ok": (200, "text/event-stream", CHUNK + FINAL),
@@ -85,7 +89,9 @@ def test_a_good_stream_is_measured_with_timings_tokens_and_draft_counts(fake_ser
         ("/stream-error", "server error in stream"),
     ],
 )
-def test_a_bad_response_is_a_recorded_request_error(fake_server: str, prefix: str, message: str) -> None:
+def test_a_bad_response_is_a_recorded_request_error(
+    fake_server: str, prefix: str, message: str
+) -> None:
     sample = send(fake_server, prefix)
     assert sample.error is not None and message in sample.error
     assert sample.task_id == "t1"

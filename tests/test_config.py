@@ -54,12 +54,15 @@ def test_user_profile_overrides_a_builtin_one_whole(tmp_path: Path) -> None:
 
 
 def test_unknown_profile_lists_the_known_ones() -> None:
-    with pytest.raises(ConfigError, match=r"unknown profile 'nope'; known profiles: .*smollm2-selfdraft"):
+    with pytest.raises(
+        ConfigError, match=r"unknown profile 'nope'; known profiles: .*smollm2-selfdraft"
+    ):
         get_profile(load_config(None), "nope")
 
 
-def test_database_url_comes_from_the_environment_first(monkeypatch: pytest.MonkeyPatch,
-                                                        tmp_path: Path) -> None:
+def test_database_url_comes_from_the_environment_first(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     path = write(tmp_path, '[database]\nurl = "sqlite:///from-file.db"\n')
     monkeypatch.setenv("WATCHKEEPER_DATABASE_URL", "sqlite:///from-env.db")
     assert load_config(path).database.resolved_url() == "sqlite:///from-env.db"

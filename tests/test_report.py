@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -30,7 +31,12 @@ from watchkeeper.analysis.stats import RatioCI
 from watchkeeper.checks.guards import GuardFinding
 from watchkeeper.hostinfo import HostInfo
 from watchkeeper.publish.plots import make_plots
-from watchkeeper.publish.report import fence_for, render_bench_report, write_bench_report
+from watchkeeper.publish.report import (
+    VERDICTS,
+    fence_for,
+    render_bench_report,
+    write_bench_report,
+)
 
 GOLDEN = Path(__file__).parent / "golden" / "bench_report.md"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -43,44 +49,25 @@ PLOTS = {
 
 
 def _stats(
-    arm: str,
-    category: str,
-    tps: float,
-    speedup: RatioCI | None = None,
-    *,
-    drafted: int = 0,
-    accepted: int = 0,
-    verdicts: dict[str, int] | None = None,
-    requests: int = 12,
+    arm: str, category: str, tps: float, ci: tuple[float, ...] = (), *counts: int
 ) -> CategoryStats:
-    verdicts = verdicts or {}
+    """counts: drafted, accepted, then verdict counts in VERDICTS order."""
+    drafted, accepted, *rest = (*counts, 0, 0, 0, 0, 0, 0)[:6]
+    verdicts = {v: n for v, n in zip(VERDICTS, rest, strict=False) if n}
     total = sum(verdicts.values())
     return CategoryStats(
-        arm=arm,
-        category=category,
-        requests=requests,
-        errors=0,
-        median_tps=tps,
-        median_ttft_ms=41.5,
-        median_completion_tokens=128.0,
-        speedup=speedup,
-        acceptance_rate=accepted / drafted if drafted else None,
-        drafted=drafted,
-        accepted=accepted,
+        arm, category, requests=24 if category == "all" else 12, errors=0, median_tps=tps,
+        median_ttft_ms=41.5, median_completion_tokens=128.0,
+        speedup=RatioCI(*ci, 48 if category == "all" else 24, 12) if ci else None,
+        acceptance_rate=accepted / drafted if drafted else None, drafted=drafted,
+        accepted=accepted, verdicts=verdicts,
         identical_rate=verdicts.get("identical", 0) / total if total else None,
-        verdicts=verdicts,
-    )
+    )  # fmt: skip
 
 
-def _arm_stats(
-    overall: CategoryStats,
-    rss: int,
-    mean_len: float | None = None,
-    mean_acc: float | None = None,
-    cost: float | None = None,
-) -> ArmStats:
-    bound = None
-    efficiency = None
+def _arm_stats(overall: CategoryStats, rss: int, mean_len: float | None = None,
+               mean_acc: float | None = None, cost: float | None = None) -> ArmStats:  # fmt: skip
+    bound = efficiency = None
     if overall.acceptance_rate is not None and cost is not None:
         bound = predicted_speedup(overall.acceptance_rate, mean_len or 1.0, cost)
         if overall.speedup is not None:
@@ -88,206 +75,65 @@ def _arm_stats(
     return ArmStats(overall.arm, overall, rss, mean_len, mean_acc, bound, efficiency)
 
 
+MODEL, DRAFT = "Qwen2.5-1.5B-Instruct-Q4_K_M.gguf", "Qwen2.5-0.5B-Instruct-Q8_0.gguf"
+SERVER = f"llama-server -m /models/{MODEL}"
+
+
 @pytest.fixture
 def result() -> BenchResult:
-    host = HostInfo(
-        "0123456789abcdef",
-        "bench-01",
-        "AMD EPYC 9654 96-Core Processor",
-        16,
-        128 * (1 << 30),
-        "NVIDIA H100 80GB HBM3, 81559 MiB",
-        "Linux 6.8.0",
-    )
-    model, sha = "Qwen2.5-1.5B-Instruct-Q4_K_M.gguf", "a" * 64
+    host = HostInfo("0123456789abcdef", "bench-01", "AMD EPYC 9654 96-Core Processor", 16,
+                    128 * (1 << 30), "NVIDIA H100 80GB HBM3, 81559 MiB", "Linux 6.8.0")  # fmt: skip
     arms = (
-        ArmSpec(
-            "baseline",
-            "baseline",
-            None,
-            None,
-            model,
-            sha,
-            None,
-            None,
-            ("llama-server", "-m", f"/models/{model}", "--port", "8081"),
-        ),
-        ArmSpec(
-            "draft4",
-            "candidate",
-            "draft-simple",
-            4,
-            model,
-            sha,
-            "Qwen2.5-0.5B-Instruct-Q8_0.gguf",
-            "b" * 64,
-            (
-                "llama-server",
-                "-m",
-                f"/models/{model}",
-                "--spec-type",
-                "draft-simple",
-                "--spec-draft-model",
-                "/models/My Drafts/Qwen2.5-0.5B-Instruct-Q8_0.gguf",
-                "--spec-draft-n-max",
-                "4",
-            ),
-            cost_ratio=0.18,
-            cost_note="measured on this host",
-        ),
-        ArmSpec(
-            "ngram",
-            "candidate",
-            "ngram-simple",
-            None,
-            model,
-            sha,
-            None,
-            None,
-            ("llama-server", "-m", f"/models/{model}", "--spec-type", "ngram-simple"),
-            cost_ratio=0.0,
-        ),
-    )
-    d_code = RatioCI(1.62, 1.41, 1.85, 24, 6)
-    d_chat = RatioCI(1.18, 1.02, 1.33, 24, 6)
-    d_all = RatioCI(1.38, 1.22, 1.55, 48, 12)
-    n_code = RatioCI(1.05, 0.93, 1.19, 24, 6)
-    n_chat = RatioCI(0.94, 0.88, 1.01, 24, 6)
-    n_all = RatioCI(0.99, 0.92, 1.07, 48, 12)
+        ArmSpec("baseline", "baseline", None, None, MODEL, "a" * 64, None, None,
+                tuple(shlex.split(f"{SERVER} --port 8081"))),
+        ArmSpec("draft4", "candidate", "draft-simple", 4, MODEL, "a" * 64, DRAFT, "b" * 64,
+                tuple(shlex.split(f"{SERVER} --spec-type draft-simple --spec-draft-model "
+                                  f"'/models/My Drafts/{DRAFT}' --spec-draft-n-max 4")),
+                cost_ratio=0.18, cost_note="measured on this host"),
+        ArmSpec("ngram", "candidate", "ngram-simple", None, MODEL, "a" * 64, None, None,
+                tuple(shlex.split(f"{SERVER} --spec-type ngram-simple")), cost_ratio=0.0),
+    )  # fmt: skip
     categories = (
         _stats("baseline", "code", 80.25),
         _stats("baseline", "chat", 82.0),
-        _stats(
-            "draft4",
-            "code",
-            130.0,
-            d_code,
-            drafted=400,
-            accepted=300,
-            verdicts={"identical": 23, "near_tie": 1},
-        ),
-        _stats(
-            "draft4", "chat", 96.75, d_chat, drafted=400, accepted=220, verdicts={"identical": 24}
-        ),
-        _stats(
-            "ngram",
-            "code",
-            84.3,
-            n_code,
-            drafted=120,
-            accepted=60,
-            verdicts={"identical": 23, "mismatch": 1},
-        ),
-        _stats("ngram", "chat", 77.1, n_chat, drafted=80, accepted=20, verdicts={"identical": 24}),
+        _stats("draft4", "code", 130.0, (1.62, 1.41, 1.85), 400, 300, 23, 1),
+        _stats("draft4", "chat", 96.75, (1.18, 1.02, 1.33), 400, 220, 24),
+        _stats("ngram", "code", 84.3, (1.05, 0.93, 1.19), 120, 60, 23, 0, 0, 1),
+        _stats("ngram", "chat", 77.1, (0.94, 0.88, 1.01), 80, 20, 24),
     )
     arm_stats = (
-        _arm_stats(_stats("baseline", "all", 81.1, requests=24), 1_610_612_736),
-        _arm_stats(
-            _stats(
-                "draft4",
-                "all",
-                112.0,
-                d_all,
-                drafted=800,
-                accepted=520,
-                verdicts={"identical": 47, "near_tie": 1},
-                requests=24,
-            ),
-            2_147_483_648,
-            mean_len=3.6,
-            mean_acc=2.34,
-            cost=0.18,
-        ),
-        _arm_stats(
-            _stats(
-                "ngram",
-                "all",
-                80.5,
-                n_all,
-                drafted=200,
-                accepted=80,
-                verdicts={"identical": 47, "mismatch": 1},
-                requests=24,
-            ),
-            1_650_000_000,
-            mean_len=2.5,
-            mean_acc=1.0,
-            cost=0.0,
-        ),
-    )
-    control = _stats("control", "all", 81.0, verdicts={"identical": 24}, requests=24)
+        _arm_stats(_stats("baseline", "all", 81.1), 1_610_612_736),
+        _arm_stats(_stats("draft4", "all", 112.0, (1.38, 1.22, 1.55), 800, 520, 47, 1),
+                   2_147_483_648, mean_len=3.6, mean_acc=2.34, cost=0.18),
+        _arm_stats(_stats("ngram", "all", 80.5, (0.99, 0.92, 1.07), 200, 80, 47, 0, 0, 1),
+                   1_650_000_000, mean_len=2.5, mean_acc=1.0, cost=0.0),
+    )  # fmt: skip
     identity = (
-        IdentityRecord(
-            "draft4",
-            "code-03",
-            "code",
-            2,
-            "near_tie",
-            57,
-            0.0041,
-            "return a + b⟦\n\n```\n⟧",
-            "return a + b⟦```\n\n⟧",
-        ),
-        IdentityRecord(
-            "ngram",
-            "code-05",
-            "code",
-            1,
-            "mismatch",
-            12,
-            1.73,
-            "for i in range(n):⟦ total += i⟧",
-            "for i in range(n):⟦ total -= i⟧",
-        ),
-    )
+        IdentityRecord("draft4", "code-03", "code", 2, "near_tie", 57, 0.0041,
+                       "return a + b⟦\n\n```\n⟧", "return a + b⟦```\n\n⟧"),
+        IdentityRecord("ngram", "code-05", "code", 1, "mismatch", 12, 1.73,
+                       "for i in range(n):⟦ total += i⟧", "for i in range(n):⟦ total -= i⟧"),
+    )  # fmt: skip
     finding = GuardFinding(
-        kind="length_parity",
-        profile="ngram",
-        severity="medium",
-        category="chat",
+        kind="length_parity", profile="ngram", severity="medium", category="chat",
         title="ngram/chat: median output length differs from baseline by -21% (101 vs 128 "
         "tokens); tok/s is not comparable",
-        evidence={
-            "baseline_median_tokens": 128.0,
-            "candidate_median_tokens": 101.0,
-            "tolerance": 0.15,
-        },
-    )
-    method = BenchMethod(
-        rounds=4,
-        warmup_rounds=1,
-        warmup_tasks=2,
-        concurrency=1,
-        tasks=6,
-        categories=("code", "chat"),
-        temperature=0.0,
-        seed=1234,
-        near_tie_threshold=0.05,
-        resamples=2000,
-    )
+        evidence={"baseline_median_tokens": 128.0, "candidate_median_tokens": 101.0,
+                  "tolerance": 0.15},
+    )  # fmt: skip
+    method = BenchMethod(rounds=4, warmup_rounds=1, warmup_tasks=2, concurrency=1, tasks=6,
+                         categories=("code", "chat"), temperature=0.0, seed=1234,
+                         near_tie_threshold=0.05, resamples=2000)  # fmt: skip
+    tps = {"baseline": [80.1, 81.0, 82.4, 79.8], "draft4": [101.0, 118.5, 131.2, 96.4],
+           "ngram": [78.0, 80.2, 84.9, 83.1]}  # fmt: skip
     return BenchResult(
-        campaign_id=7,
-        kind="bench",
-        host=host,
-        build_version="b4567 (abc1234)",
-        build_variant="cuda",
-        started_at=datetime(2025, 3, 14, 9, 26, 53, tzinfo=UTC),
-        finished_at=datetime(2025, 3, 14, 10, 2, 11, tzinfo=UTC),
-        arms=arms,
-        arm_stats=arm_stats,
-        categories=categories,
-        control=control,
-        identity=identity,
-        findings=(finding,),
-        method=method,
-        extras={
-            "tps_samples": {
-                "baseline": [80.1, 81.0, 82.4, 79.8],
-                "draft4": [101.0, 118.5, 131.2, 96.4],
-                "ngram": [78.0, 80.2, 84.9, 83.1],
-            }
-        },
-    )
+        campaign_id=7, kind="bench", host=host, build_version="b4567 (abc1234)",
+        build_variant="cuda", started_at=datetime(2025, 3, 14, 9, 26, 53, tzinfo=UTC),
+        finished_at=datetime(2025, 3, 14, 10, 2, 11, tzinfo=UTC), arms=arms,
+        arm_stats=arm_stats, categories=categories,
+        control=_stats("control", "all", 81.0, (), 0, 0, 24), identity=identity,
+        findings=(finding,), method=method, extras={"tps_samples": tps},
+    )  # fmt: skip
 
 
 def test_report_markdown_matches_golden_file(result: BenchResult) -> None:
@@ -352,6 +198,18 @@ def test_long_excerpts_are_capped_at_200_characters(result: BenchResult) -> None
     assert "y" * 200 not in markdown
 
 
+def test_finding_evidence_is_capped_json_in_a_fence_it_cannot_close(
+    result: BenchResult,
+) -> None:
+    finding = replace(result.findings[0], evidence={"excerpt": "````" + "z" * 2000})
+    markdown = render_bench_report(replace(result, findings=(finding,)), plots={})
+    block = re.search(r"^  (`{5})json\n  (.*)\n  \1$", markdown, flags=re.MULTILINE)
+    assert block is not None
+    assert len(block.group(2)) == 600
+    assert block.group(2).startswith('{"excerpt": "````zzz')
+    assert block.group(2).endswith("z…")
+
+
 def test_report_says_keep_the_baseline_when_nothing_beats_it(result: BenchResult) -> None:
     weak = RatioCI(1.03, 0.95, 1.12, 48, 12)
     arm_stats = tuple(
@@ -388,6 +246,47 @@ def test_plots_are_deterministic(result: BenchResult, tmp_path: Path) -> None:
         assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
 
 
+def test_a_baseline_only_run_renders_without_candidates_or_plots(
+    result: BenchResult, tmp_path: Path
+) -> None:
+    bare = replace(
+        result,
+        arms=result.arms[:1],
+        arm_stats=result.arm_stats[:1],
+        categories=result.categories[:2],
+        control=None,
+        identity=(),
+        findings=(),
+        extras={},
+    )
+    assert make_plots(bare, tmp_path) == {}
+    markdown = render_bench_report(bare, plots={})
+    assert "**no candidate arm was measured**" in markdown
+    assert "No guard or correctness finding." in markdown
+    assert "Example divergences" not in markdown
+
+
+def test_arm_names_matplotlib_hides_from_legends_do_not_warn(
+    result: BenchResult, tmp_path: Path
+) -> None:
+    arms = (result.arms[0], replace(result.arms[1], name="_draft4"), result.arms[2])
+    stats = tuple(replace(c, arm="_draft4") if c.arm == "draft4" else c for c in result.categories)
+    odd = replace(
+        result,
+        arms=arms[:2],
+        categories=stats,
+        arm_stats=(
+            result.arm_stats[0],
+            replace(
+                result.arm_stats[1],
+                arm="_draft4",
+                overall=replace(result.arm_stats[1].overall, arm="_draft4"),
+            ),
+        ),
+    )
+    assert "speedup" in make_plots(odd, tmp_path)
+
+
 def test_plots_without_data_are_skipped(result: BenchResult, tmp_path: Path) -> None:
     arms = tuple(replace(a, spec_type=None) for a in result.arms)
     bare = replace(result, arms=arms, extras={})
@@ -403,6 +302,7 @@ def test_write_creates_the_campaign_folder_with_report_and_plots(
     assert path == folder / "report.md"
     assert sorted(p.name for p in folder.iterdir()) == sorted(["report.md", *PLOTS.values()])
     assert "![Speed-up per category](speedup.png)" in path.read_text(encoding="utf-8")
+    assert path.stat().st_mode & 0o777 == 0o644
 
 
 def test_latest_md_links_point_into_the_campaign_folder(

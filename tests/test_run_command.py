@@ -65,11 +65,19 @@ def test_ngram_profile_runs_and_drafts_on_copy_heavy_tasks(
     from watchkeeper.config import BenchConfig
     from watchkeeper.load.tasks import load_taskset
 
-    edits = [t for t in load_taskset(BenchConfig().resolved_taskset()) if t.category == "code_edit"][:2]
+    edits = [
+        t for t in load_taskset(BenchConfig().resolved_taskset()) if t.category == "code_edit"
+    ][:2]
     path = tmp_path / "edits.jsonl"  # type: ignore[operator]
-    path.write_text("\n".join(json.dumps({"id": t.id, "category": t.category,
-                                          "messages": list(t.messages), "max_tokens": 96})
-                              for t in edits) + "\n")
+    path.write_text(
+        "\n".join(
+            json.dumps(
+                {"id": t.id, "category": t.category, "messages": list(t.messages), "max_tokens": 96}
+            )
+            for t in edits
+        )
+        + "\n"
+    )
     monkeypatch.setenv("WATCHKEEPER_DATABASE_URL", sqlite_url)
     code, summary = run_cli(capsys, "--profile", "smollm2-ngram", "--taskset", str(path))
     assert code == 0
@@ -78,14 +86,18 @@ def test_ngram_profile_runs_and_drafts_on_copy_heavy_tasks(
     assert isinstance(summary["draft_tokens"], int) and summary["draft_tokens"] > 0
 
 
-def test_unknown_profile_is_one_clear_line_and_exit_code_2(capsys: pytest.CaptureFixture[str]) -> None:
+def test_unknown_profile_is_one_clear_line_and_exit_code_2(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     assert main(["run", "--profile", "nope"]) == 2
     err = capsys.readouterr().err
     assert "error: unknown profile 'nope'" in err
     assert "Traceback" not in err
 
 
-def test_bad_config_file_is_one_clear_line(tmp_path: object, capsys: pytest.CaptureFixture[str]) -> None:
+def test_bad_config_file_is_one_clear_line(
+    tmp_path: object, capsys: pytest.CaptureFixture[str]
+) -> None:
     path = tmp_path / "bad.toml"  # type: ignore[operator]
     path.write_text("[bench]\nrounds = 0\n")
     assert main(["run", "--profile", "smollm2-baseline", "--config", str(path)]) == 2

@@ -41,13 +41,17 @@ def test_a_server_that_dies_at_start_reports_exit_code_and_log_tail(
 ) -> None:
     bogus = tmp_path / "broken.gguf"
     bogus.write_bytes(b"GGUF" + b"\x00" * 64)
-    config = Config(models={"broken": ModelConfig(path=str(bogus))},
-                    profiles={"p": ProfileConfig(model="broken")},
-                    server=ServerConfig(startup_timeout_s=60))
+    config = Config(
+        models={"broken": ModelConfig(path=str(bogus))},
+        profiles={"p": ProfileConfig(model="broken")},
+        server=ServerConfig(startup_timeout_s=60),
+    )
     prepared = prepare(config, "p")
-    with pytest.raises(ServerError, match="exited with code") as info:
-        with serve(config, prepared, log_path=tmp_path / "s.log"):
-            pass
+    with (
+        pytest.raises(ServerError, match="exited with code") as info,
+        serve(config, prepared, log_path=tmp_path / "s.log"),
+    ):
+        pass
     assert info.value.exit_code not in (None, 0)
     assert "broken.gguf" in info.value.log_tail
 
@@ -61,16 +65,20 @@ def test_an_explicit_port_in_use_is_a_clear_error(
         port = holder.getsockname()[1]
         config = config_with(ProfileConfig(model="smollm2-135m-instruct-q4_1"), port=port)
         prepared = prepare(config, "p")
-        with pytest.raises(ServerError, match=f"port {port} on 127.0.0.1 is already in use"):
-            with serve(config, prepared, log_path=tmp_path / "s.log"):
-                pass
+        with (
+            pytest.raises(ServerError, match=f"port {port} on 127.0.0.1 is already in use"),
+            serve(config, prepared, log_path=tmp_path / "s.log"),
+        ):
+            pass
 
 
 def test_a_missing_user_model_is_named(server_binary: ServerBinary, tmp_path: Path) -> None:
     from watchkeeper.errors import ModelError
 
-    config = Config(models={"mine": ModelConfig(path=str(tmp_path / "nope.gguf"))},
-                    profiles={"p": ProfileConfig(model="mine")})
+    config = Config(
+        models={"mine": ModelConfig(path=str(tmp_path / "nope.gguf"))},
+        profiles={"p": ProfileConfig(model="mine")},
+    )
     with pytest.raises(ModelError, match=r"model mine: file not found: .*nope\.gguf"):
         prepare(config, "p")
 
@@ -80,8 +88,9 @@ def test_an_external_server_is_used_without_start_or_stop(
 ) -> None:
     owner_config = config_with(ProfileConfig(model="smollm2-135m-instruct-q4_1", ctx_size=1024))
     with serve(owner_config, prepare(owner_config, "p"), log_path=tmp_path / "o.log") as owned:
-        external = config_with(ProfileConfig(model="smollm2-135m-instruct-q4_1"),
-                               external_url=owned.base_url)
+        external = config_with(
+            ProfileConfig(model="smollm2-135m-instruct-q4_1"), external_url=owned.base_url
+        )
         prepared = prepare(external, "p")
         assert prepared.binary is None
         with serve(external, prepared, log_path=tmp_path / "e.log") as server:
@@ -92,6 +101,8 @@ def test_an_external_server_is_used_without_start_or_stop(
 
 def test_an_unreachable_external_server_is_a_clear_error(tmp_path: Path) -> None:
     config = config_with(ProfileConfig(model="x"), external_url="http://127.0.0.1:9")
-    with pytest.raises(ServerError, match="external server http://127.0.0.1:9 is not reachable"):
-        with serve(config, prepare(config, "p"), log_path=tmp_path / "e.log"):
-            pass
+    with (
+        pytest.raises(ServerError, match=r"external server http://127\.0\.0\.1:9 is not reachable"),
+        serve(config, prepare(config, "p"), log_path=tmp_path / "e.log"),
+    ):
+        pass

@@ -30,8 +30,14 @@ def test_code_edit_and_summarize_tasks_carry_long_inputs() -> None:
 
 
 def test_malformed_json_line_is_reported_with_its_line_number(tmp_path: Path) -> None:
-    good = json.dumps({"id": "a", "category": "prose", "max_tokens": 8,
-                       "messages": [{"role": "user", "content": "hi"}]})
+    good = json.dumps(
+        {
+            "id": "a",
+            "category": "prose",
+            "max_tokens": 8,
+            "messages": [{"role": "user", "content": "hi"}],
+        }
+    )
     path = tmp_path / "t.jsonl"
     path.write_text(good + "\n{not json\n", encoding="utf-8")
     with pytest.raises(TaskSetError, match=rf"{path}:2: <line>: invalid JSON"):
@@ -49,8 +55,13 @@ def test_malformed_json_line_is_reported_with_its_line_number(tmp_path: Path) ->
     ],
 )
 def test_invalid_field_is_named(tmp_path: Path, patch: dict[str, object], field: str) -> None:
-    task = {"id": "a", "category": "prose", "max_tokens": 8,
-            "messages": [{"role": "user", "content": "hi"}], **patch}
+    task = {
+        "id": "a",
+        "category": "prose",
+        "max_tokens": 8,
+        "messages": [{"role": "user", "content": "hi"}],
+        **patch,
+    }
     path = tmp_path / "t.jsonl"
     path.write_text(json.dumps(task) + "\n", encoding="utf-8")
     with pytest.raises(TaskSetError, match=rf":1: {field}"):
@@ -58,8 +69,14 @@ def test_invalid_field_is_named(tmp_path: Path, patch: dict[str, object], field:
 
 
 def test_duplicate_ids_are_refused(tmp_path: Path) -> None:
-    line = json.dumps({"id": "a", "category": "prose", "max_tokens": 8,
-                       "messages": [{"role": "user", "content": "hi"}]})
+    line = json.dumps(
+        {
+            "id": "a",
+            "category": "prose",
+            "max_tokens": 8,
+            "messages": [{"role": "user", "content": "hi"}],
+        }
+    )
     path = tmp_path / "t.jsonl"
     path.write_text(f"{line}\n{line}\n", encoding="utf-8")
     with pytest.raises(TaskSetError, match="duplicate id 'a' \\(first on line 1\\)"):
@@ -69,5 +86,7 @@ def test_duplicate_ids_are_refused(tmp_path: Path) -> None:
 def test_per_category_selection_keeps_the_first_tasks_of_each_category() -> None:
     tasks = load_taskset(BenchConfig().resolved_taskset())
     chosen = select(tasks, per_category=1)
-    assert [t.category for t in chosen] == sorted({t.category for t in chosen}, key=[t.category for t in chosen].index)
+    assert [t.category for t in chosen] == sorted(
+        {t.category for t in chosen}, key=[t.category for t in chosen].index
+    )
     assert len(chosen) == len(CATEGORIES)

@@ -72,9 +72,12 @@ def run_profile(
 ) -> RunResult:
     """Start the profile's server, send every task once, stop the server."""
     started = datetime.now(UTC)
-    with serve(config, prepared, log_path=log_path) as server, make_http_client(
-        server.base_url, request_timeout_s=config.server.request_timeout_s
-    ) as client:
+    with (
+        serve(config, prepared, log_path=log_path) as server,
+        make_http_client(
+            server.base_url, request_timeout_s=config.server.request_timeout_s
+        ) as client,
+    ):
         before = fetch_metrics(client)
         samples = run_tasks(client, tasks, settings, on_sample=on_sample)
         after = fetch_metrics(client)

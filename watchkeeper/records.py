@@ -29,11 +29,18 @@ class TokenLogprob:
     top: tuple[Alternative, ...] = ()
 
     def to_json(self) -> list[Any]:
-        return [self.token_id, self.text, self.logprob, [[a.token_id, a.text, a.logprob] for a in self.top]]
+        return [
+            self.token_id,
+            self.text,
+            self.logprob,
+            [[a.token_id, a.text, a.logprob] for a in self.top],
+        ]
 
     @staticmethod
     def from_json(raw: list[Any]) -> TokenLogprob:
-        top = tuple(Alternative(int(a[0]) if a[0] is not None else None, a[1], a[2]) for a in raw[3])
+        top = tuple(
+            Alternative(int(a[0]) if a[0] is not None else None, a[1], a[2]) for a in raw[3]
+        )
         return TokenLogprob(raw[0], raw[1], raw[2], top)
 
 

@@ -39,8 +39,11 @@ def run_setup(
     progress: Callable[[str], None],
 ) -> SetupResult:
     with Progress(
-        TextColumn("[bold]llama-server build"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),
-        TimeElapsedColumn(), transient=True,
+        TextColumn("[bold]llama-server build"),
+        BarColumn(),
+        TextColumn("{task.percentage:>3.0f}%"),
+        TimeElapsedColumn(),
+        transient=True,
     ) as bar:
         task = bar.add_task("build", total=100)
         binary = ensure_binary(

@@ -69,6 +69,8 @@ class ArmStats:
     mean_accepted_per_draft: float | None
     bound: SpeedupBound | None
     efficiency: float | None
+    draft_length_source: str = "metrics"
+    """'metrics' (drafted / drafts from /metrics) or 'n_max' (no counters: an upper bound)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +84,8 @@ class IdentityRecord:
     margin: float | None
     baseline_excerpt: str
     candidate_excerpt: str
+    basis: str = "tokens"
+    """'tokens', 'baseline tokens' (candidate had text only) or 'text' (index is a character)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,8 +155,7 @@ def _category_stats(
     samples: list[RequestSample],
     pairs: list[Pair] | None,
     verdicts: Counter[str] | None,
-    resamples: int,
-    seed: int,
+    method: BenchMethod,
 ) -> CategoryStats:
     ok = [s for s in samples if s.ok]
     drafted = sum(s.draft_n or 0 for s in ok)
@@ -166,12 +169,17 @@ def _category_stats(
         median_tps=median([s.decode_tps_server for s in ok]),
         median_ttft_ms=median([s.ttft_s * 1000 if s.ttft_s is not None else None for s in ok]),
         median_completion_tokens=median([s.completion_tokens for s in ok]),
-        speedup=paired_speedup(pairs, resamples=resamples, seed=seed) if pairs is not None else None,
+        speedup=paired_speedup(
+            pairs, resamples=method.resamples, confidence=method.confidence, seed=method.seed
+        )
+        if pairs is not None
+        else None,
         acceptance_rate=accepted / drafted if drafted else None,
         drafted=drafted,
         accepted=accepted,
         identical_rate=(verdicts[Verdict.IDENTICAL] / total_verdicts)
-        if verdicts and total_verdicts else None,
+        if verdicts and total_verdicts
+        else None,
         verdicts=dict(verdicts) if verdicts else {},
     )
 
@@ -179,7 +187,8 @@ def _category_stats(
 def _metric_delta(runs: Sequence[RunResult], name: str) -> float | None:
     deltas = [
         r.metrics_after[name] - r.metrics_before.get(name, 0.0)
-        for r in runs if name in r.metrics_after
+        for r in runs
+        if name in r.metrics_after
     ]
     return sum(deltas) if deltas else None
 
@@ -228,10 +237,19 @@ def analyze(
                 result = compare_samples(b, c, near_tie_threshold=method.near_tie_threshold)
                 verdicts[c.category][result.verdict] += 1
                 verdicts[ALL][result.verdict] += 1
-                identity.append(IdentityRecord(
-                    arm, task_id, c.category, rnd, str(result.verdict), result.first_divergence,
-                    result.margin, result.baseline_excerpt, result.candidate_excerpt,
-                ))
+                identity.append(
+                    IdentityRecord(
+                        arm,
+                        task_id,
+                        c.category,
+                        rnd,
+                        str(result.verdict),
+                        result.first_divergence,
+                        result.margin,
+                        result.baseline_excerpt,
+                        result.candidate_excerpt,
+                    )
+                )
         return pairs, verdicts
 
     for arm in arms:
@@ -246,14 +264,23 @@ def analyze(
         else:
             pairs, verdicts = pairs_and_verdicts(arm.name, index.get(arm.name, {}), 0)
         for category in sorted(by_cat):
-            categories.append(_category_stats(
-                arm.name, category, by_cat[category],
-                pairs.get(category, []) if arm.role != "baseline" else None,
-                verdicts.get(category), method.resamples, method.seed,
-            ))
+            categories.append(
+                _category_stats(
+                    arm.name,
+                    category,
+                    by_cat[category],
+                    pairs.get(category, []) if arm.role != "baseline" else None,
+                    verdicts.get(category),
+                    method,
+                )
+            )
         overall = _category_stats(
-            arm.name, ALL, samples, pairs.get(ALL, []) if arm.role != "baseline" else None,
-            verdicts.get(ALL), method.resamples, method.seed,
+            arm.name,
+            ALL,
+            samples,
+            pairs.get(ALL, []) if arm.role != "baseline" else None,
+            verdicts.get(ALL),
+            method,
         )
         drafted_metric = _metric_delta(arm_runs, SPEC_DRAFT_TOKENS)
         drafts = _metric_delta(arm_runs, SPEC_DRAFTS)
@@ -262,41 +289,83 @@ def analyze(
         mean_acc = accepted_metric / drafts if accepted_metric is not None and drafts else None
         bound = None
         efficiency = None
+        length_source = "metrics"
         if arm.role != "baseline" and overall.acceptance_rate is not None:
             length = mean_len or float(arm.draft_n_max or 1)
+            length_source = "metrics" if mean_len else "n_max"
             if arm.cost_ratio is not None:
                 bound = predicted_speedup(overall.acceptance_rate, length, arm.cost_ratio)
                 if overall.speedup is not None and bound.predicted_speedup > 0:
                     efficiency = overall.speedup.estimate / bound.predicted_speedup
         peaks = [r.peak_rss_bytes for r in arm_runs if r.peak_rss_bytes]
-        arm_stats.append(ArmStats(
-            arm.name, overall, max(peaks) if peaks else None, mean_len, mean_acc, bound, efficiency,
-        ))
+        arm_stats.append(
+            ArmStats(
+                arm.name,
+                overall,
+                max(peaks) if peaks else None,
+                mean_len,
+                mean_acc,
+                bound,
+                efficiency,
+                length_source,
+            )
+        )
         if arm.role != "baseline":
-            findings.extend(_guards(arm, arm_runs, samples, by_cat, base_rounds, rounds,
-                                    drafted_metric, degenerate_threshold, length_tolerance))
+            findings.extend(
+                _guards(
+                    arm,
+                    arm_runs,
+                    samples,
+                    by_cat,
+                    base_rounds,
+                    rounds,
+                    drafted_metric,
+                    degenerate_threshold,
+                    length_tolerance,
+                )
+            )
             mismatches = verdicts.get(ALL, Counter())[Verdict.MISMATCH]
             if mismatches:
-                examples = [i for i in identity if i.arm == arm.name and i.verdict == Verdict.MISMATCH]
-                findings.append(GuardFinding(
-                    kind="correctness",
-                    profile=arm.name,
-                    severity="high",
-                    title=f"{arm.name}: {mismatches} output(s) differ from the baseline at "
-                    "temperature 0 beyond a near-tie",
-                    evidence={"mismatches": mismatches, "examples": [asdict(e) for e in examples[:3]]},
-                ))
+                examples = [
+                    i for i in identity if i.arm == arm.name and i.verdict == Verdict.MISMATCH
+                ]
+                findings.append(
+                    GuardFinding(
+                        kind="correctness",
+                        profile=arm.name,
+                        severity="high",
+                        title=f"{arm.name}: {mismatches} output(s) differ from the baseline at "
+                        "temperature 0 beyond a near-tie",
+                        evidence={
+                            "mismatches": mismatches,
+                            "examples": [asdict(e) for e in examples[:3]],
+                        },
+                    )
+                )
     base_samples = [s for r in measured if r.arm == baseline.name for s in r.samples]
     findings.extend(
-        f for f in (guards.degenerate_output(baseline.name, base_samples,
-                                              threshold=degenerate_threshold),) if f
+        f
+        for f in (
+            guards.degenerate_output(baseline.name, base_samples, threshold=degenerate_threshold),
+        )
+        if f
     )
     control = _control(baseline.name, base_rounds, rounds, method, identity)
     return BenchResult(
-        campaign_id=campaign_id, kind=kind, host=host, build_version=build_version,
-        build_variant=build_variant, started_at=started_at, finished_at=finished_at,
-        arms=tuple(arms), arm_stats=tuple(arm_stats), categories=tuple(categories),
-        control=control, identity=tuple(identity), findings=tuple(findings), method=method,
+        campaign_id=campaign_id,
+        kind=kind,
+        host=host,
+        build_version=build_version,
+        build_variant=build_variant,
+        started_at=started_at,
+        finished_at=finished_at,
+        arms=tuple(arms),
+        arm_stats=tuple(arm_stats),
+        categories=tuple(categories),
+        control=control,
+        identity=tuple(identity),
+        findings=tuple(findings),
+        method=method,
     )
 
 
@@ -324,8 +393,11 @@ def _guards(
         for s in base_rounds.get(rnd, {}).values():
             base_by_cat[s.category].append(s)
     for category, cand in sorted(by_cat.items()):
-        found.append(guards.length_parity(arm.name, category, base_by_cat.get(category, []), cand,
-                                          tolerance=length_tolerance))
+        found.append(
+            guards.length_parity(
+                arm.name, category, base_by_cat.get(category, []), cand, tolerance=length_tolerance
+            )
+        )
     unique: dict[tuple[str, str | None], GuardFinding] = {}
     for f in found:
         if f is not None:
@@ -352,11 +424,19 @@ def _control(
             result = compare_samples(b, c, near_tie_threshold=method.near_tie_threshold)
             verdicts[result.verdict] += 1
             samples.append(c)
-            identity.append(IdentityRecord(
-                CONTROL_ARM, task_id, c.category, rnd, str(result.verdict),
-                result.first_divergence, result.margin, result.baseline_excerpt,
-                result.candidate_excerpt,
-            ))
+            identity.append(
+                IdentityRecord(
+                    CONTROL_ARM,
+                    task_id,
+                    c.category,
+                    rnd,
+                    str(result.verdict),
+                    result.first_divergence,
+                    result.margin,
+                    result.baseline_excerpt,
+                    result.candidate_excerpt,
+                )
+            )
     if not verdicts:
         return None
-    return _category_stats(CONTROL_ARM, ALL, samples, None, verdicts, method.resamples, method.seed)
+    return _category_stats(CONTROL_ARM, ALL, samples, None, verdicts, method)

@@ -35,14 +35,15 @@ class Recommendation:
         c = self.overall
         if c.profile is None:
             return f"keep the baseline: {c.reason}"
-        return (f"{c.profile}: {c.speedup:.2f}x decode speed-up "
-                f"(95% CI {c.low:.2f}-{c.high:.2f}) over the baseline")
+        return (
+            f"{c.profile}: {c.speedup:.2f}x decode speed-up "
+            f"(95% CI {c.low:.2f}-{c.high:.2f}) over the baseline"
+        )
 
 
 def _choose(category: str, stats: Sequence[CategoryStats], excluded: set[str]) -> Choice:
     eligible = [
-        s for s in stats
-        if s.speedup is not None and s.speedup.low > 1.0 and s.arm not in excluded
+        s for s in stats if s.speedup is not None and s.speedup.low > 1.0 and s.arm not in excluded
     ]
     if not eligible:
         measured = [s for s in stats if s.speedup is not None]
@@ -51,27 +52,41 @@ def _choose(category: str, stats: Sequence[CategoryStats], excluded: set[str]) -
         best = max(measured, key=lambda s: s.speedup.estimate if s.speedup else 0.0)
         assert best.speedup is not None
         return Choice(
-            category, None, None, None, None,
+            category,
+            None,
+            None,
+            None,
+            None,
             f"no speculative profile beats it with confidence (best: {best.arm} "
             f"{best.speedup.estimate:.2f}x, CI {best.speedup.low:.2f}-{best.speedup.high:.2f})",
         )
     best = max(eligible, key=lambda s: s.speedup.low if s.speedup else 0.0)
     assert best.speedup is not None
     return Choice(
-        category, best.arm, best.speedup.estimate, best.speedup.low, best.speedup.high,
+        category,
+        best.arm,
+        best.speedup.estimate,
+        best.speedup.low,
+        best.speedup.high,
         "highest lower 95% CI bound among profiles whose CI lies above 1.0",
     )
 
 
 def recommend(result: BenchResult) -> Recommendation:
-    excluded = {f.profile for f in result.findings if f.kind in ("correctness", "spec_inactive",
-                                                                  "degenerate_output")}
+    excluded = {
+        f.profile
+        for f in result.findings
+        if f.kind in ("correctness", "spec_inactive", "degenerate_output")
+    }
     candidates = [a.name for a in result.arms if a.role == "candidate"]
     overall = _choose(ALL, [s.overall for s in result.arm_stats if s.arm in candidates], excluded)
     categories = sorted({c.category for c in result.categories})
     per_category = tuple(
-        _choose(cat, [c for c in result.categories if c.category == cat and c.arm in candidates],
-                excluded)
+        _choose(
+            cat,
+            [c for c in result.categories if c.category == cat and c.arm in candidates],
+            excluded,
+        )
         for cat in categories
     )
     return Recommendation(overall, per_category)

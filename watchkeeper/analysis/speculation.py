@@ -24,7 +24,7 @@ class SpeedupBound:
 def expected_tokens(acceptance: float, draft_length: float) -> float:
     if acceptance >= 1.0:
         return draft_length + 1.0
-    return (1.0 - acceptance ** (draft_length + 1.0)) / (1.0 - acceptance)
+    return float((1.0 - acceptance ** (draft_length + 1.0)) / (1.0 - acceptance))
 
 
 def predicted_speedup(acceptance: float, draft_length: float, cost_ratio: float) -> SpeedupBound:

@@ -45,8 +45,11 @@ def speculation_inactive(
         profile=profile,
         severity="high",
         title=f"{profile}: speculation configured but inactive (no drafted token on any request)",
-        evidence={"requests": len(ok), "draft_n_total": drafted,
-                  "metrics_draft_tokens_delta": metrics_draft_delta},
+        evidence={
+            "requests": len(ok),
+            "draft_n_total": drafted,
+            "metrics_draft_tokens_delta": metrics_draft_delta,
+        },
     )
 
 
@@ -90,8 +93,11 @@ def length_parity(
         severity="medium",
         title=f"{profile}/{category}: median output length differs from baseline by {diff:+.0%} "
         f"({cand:.0f} vs {base:.0f} tokens); tok/s is not comparable",
-        evidence={"baseline_median_tokens": base, "candidate_median_tokens": cand,
-                  "tolerance": tolerance},
+        evidence={
+            "baseline_median_tokens": base,
+            "candidate_median_tokens": cand,
+            "tolerance": tolerance,
+        },
     )
 
 

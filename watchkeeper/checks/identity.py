@@ -127,25 +127,95 @@ def compare_texts(
     return IdentityResult(Verdict.MISMATCH, index, None, excerpt_b, excerpt_c, basis="text")
 
 
+def compare_against_baseline_tokens(
+    baseline: Sequence[TokenLogprob],
+    baseline_text: str,
+    candidate_text: str,
+    *,
+    baseline_finish: str | None,
+    candidate_finish: str | None,
+    near_tie_threshold: float,
+) -> IdentityResult:
+    """Baseline has token logprobs, the candidate only text.
+
+    llama-server does not return logprobs for tokens accepted from a draft (its source says
+    "TODO: set result.probs"), so a speculative arm never has them. The baseline's do suffice:
+    find the first differing character, map it to the baseline token covering it, and ask
+    whether the candidate's text continues with the baseline's runner-up at that token.
+    """
+    text = compare_texts(
+        baseline_text,
+        candidate_text,
+        baseline_finish=baseline_finish,
+        candidate_finish=candidate_finish,
+    )
+    if text.verdict in (Verdict.IDENTICAL, Verdict.LENGTH_ONLY) or text.first_divergence is None:
+        return text
+    char = text.first_divergence
+    starts = [0]
+    for token in baseline:
+        starts.append(starts[-1] + len(token.text))
+    covering = next((i for i in range(len(baseline)) if starts[i] <= char < starts[i + 1]), None)
+    if covering is None:
+        return text
+    index = covering
+    if char == starts[covering] and covering > 0:
+        # The candidate may have taken a longer runner-up one token earlier (" fh" for " f"):
+        # the texts then agree through that token's own text and part ways only after it.
+        previous = baseline[covering - 1]
+        runner = previous.top[1].text if len(previous.top) >= 2 else ""
+        if len(runner) > len(previous.text) and candidate_text[starts[covering - 1] :].startswith(
+            runner
+        ):
+            index = covering - 1
+    token = baseline[index]
+    margin = _margin(token)
+    runner_up = token.top[1].text if len(token.top) >= 2 else ""
+    continues = bool(runner_up) and candidate_text[starts[index] :].startswith(runner_up)
+    near = margin is not None and margin < near_tie_threshold and continues
+    return IdentityResult(
+        Verdict.NEAR_TIE if near else Verdict.MISMATCH,
+        first_divergence=index,
+        margin=margin,
+        baseline_excerpt=_excerpt(baseline, index),
+        candidate_excerpt=_text_excerpt(candidate_text, starts[index]),
+        basis="baseline tokens",
+    )
+
+
+def _text_excerpt(text: str, start: int, width: int = 30) -> str:
+    return f"{text[max(0, start - width) : start]}⟦{text[start : start + width]}⟧"
+
+
+def _complete(sample: RequestSample) -> bool:
+    """Token logprobs cover the whole output (the end token itself is never streamed)."""
+    if sample.tokens is None or sample.completion_tokens is None:
+        return False
+    if "".join(t.text for t in sample.tokens) != sample.output_text:
+        return False
+    expected = sample.completion_tokens - (1 if sample.finish_reason == "stop" else 0)
+    return len(sample.tokens) in (expected, sample.completion_tokens)
+
+
 def compare_samples(
     baseline: RequestSample, candidate: RequestSample, *, near_tie_threshold: float
 ) -> IdentityResult:
-    if (
-        baseline.tokens is not None
-        and candidate.tokens is not None
-        and len(baseline.tokens) == baseline.completion_tokens
-        and len(candidate.tokens) == candidate.completion_tokens
-    ):
+    finishes = {
+        "baseline_finish": baseline.finish_reason,
+        "candidate_finish": candidate.finish_reason,
+    }
+    if _complete(baseline) and _complete(candidate):
+        assert baseline.tokens is not None and candidate.tokens is not None
         return compare_tokens(
-            baseline.tokens,
-            candidate.tokens,
-            baseline_finish=baseline.finish_reason,
-            candidate_finish=candidate.finish_reason,
-            near_tie_threshold=near_tie_threshold,
+            baseline.tokens, candidate.tokens, near_tie_threshold=near_tie_threshold, **finishes
         )
-    return compare_texts(
-        baseline.output_text,
-        candidate.output_text,
-        baseline_finish=baseline.finish_reason,
-        candidate_finish=candidate.finish_reason,
-    )
+    if _complete(baseline):
+        assert baseline.tokens is not None
+        return compare_against_baseline_tokens(
+            baseline.tokens,
+            baseline.output_text,
+            candidate.output_text,
+            near_tie_threshold=near_tie_threshold,
+            **finishes,
+        )
+    return compare_texts(baseline.output_text, candidate.output_text, **finishes)

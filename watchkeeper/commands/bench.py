@@ -15,8 +15,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from watchkeeper import hostinfo
-from watchkeeper.analysis.recommend import Recommendation
 from watchkeeper.analysis.benchmark import ArmSpec, BenchMethod, BenchResult, analyze
+from watchkeeper.analysis.recommend import Recommendation, recommend
 from watchkeeper.analysis.stats import median
 from watchkeeper.campaigns import open_campaign, register_profile
 from watchkeeper.config import Config, ProfileConfig
@@ -61,8 +61,11 @@ def plan_bench(
         raise ConfigError("bench needs at least two profiles: a baseline and a candidate")
     if len(set(names)) != len(names):
         raise ConfigError(f"bench profiles must be distinct: {', '.join(names)}")
-    tasks = select(load_taskset(taskset or config.bench.resolved_taskset()),
-                   limit=limit, per_category=per_category)
+    tasks = select(
+        load_taskset(taskset or config.bench.resolved_taskset()),
+        limit=limit,
+        per_category=per_category,
+    )
     return BenchPlan(
         profiles=names,
         tasks=tuple(tasks),
@@ -94,13 +97,24 @@ def _measure_run(
         after = fetch_metrics(c)
     error = None
     if server.managed is not None and server.managed.exit_code() is not None:
-        error = (f"llama-server exited with code {server.managed.exit_code()} during the run\n"
-                 f"{server.managed.log_tail()}")
+        error = (
+            f"llama-server exited with code {server.managed.exit_code()} during the run\n"
+            f"{server.managed.log_tail()}"
+        )
     return RunResult(
-        arm=arm, profile_name=arm, round=round_index, is_warmup=is_warmup,
-        concurrency=settings.concurrency, started_at=started, finished_at=datetime.now(UTC),
-        samples=tuple(samples), server_argv=server.argv, peak_rss_bytes=server.peak_rss_bytes(),
-        metrics_before=before, metrics_after=after, error=error,
+        arm=arm,
+        profile_name=arm,
+        round=round_index,
+        is_warmup=is_warmup,
+        concurrency=settings.concurrency,
+        started_at=started,
+        finished_at=datetime.now(UTC),
+        samples=tuple(samples),
+        server_argv=server.argv,
+        peak_rss_bytes=server.peak_rss_bytes(),
+        metrics_before=before,
+        metrics_after=after,
+        error=error,
     )
 
 
@@ -121,35 +135,66 @@ def _cost_ratio(
         return None, "unknown drafter cost"
     if prepared.draft.sha256 == prepared.model.sha256:
         return 1.0, "draft model is the target model"
-    draft_profile = ProfileConfig(model=prepared.profile.draft_model or "", ctx_size=prepared.profile.ctx_size,
-                                  threads=prepared.profile.threads)
-    alone = PreparedProfile(f"{prepared.name}-draft-alone", draft_profile, prepared.binary,
-                            prepared.draft, None, prepared.help)
+    draft_profile = ProfileConfig(
+        model=prepared.profile.draft_model or "",
+        ctx_size=prepared.profile.ctx_size,
+        threads=prepared.profile.threads,
+    )
+    alone = PreparedProfile(
+        f"{prepared.name}-draft-alone",
+        draft_profile,
+        prepared.binary,
+        prepared.draft,
+        None,
+        prepared.help,
+    )
     sample_tasks = list(tasks[:CALIBRATION_TASKS])
-    progress(f"calibrating draft cost for {prepared.name}: draft model alone on {len(sample_tasks)} tasks")
+    progress(
+        f"calibrating draft cost for {prepared.name}: draft model alone on {len(sample_tasks)} tasks"
+    )
     with serve(config, alone, log_path=log_dir / f"{alone.name}.log") as server:
-        draft_run = _measure_run(server, config, sample_tasks, arm=alone.name, round_index=0,
-                                 is_warmup=True, settings=settings)
-    target_run = _measure_run(baseline, config, sample_tasks, arm="calibration", round_index=0,
-                              is_warmup=True, settings=settings)
+        draft_run = _measure_run(
+            server,
+            config,
+            sample_tasks,
+            arm=alone.name,
+            round_index=0,
+            is_warmup=True,
+            settings=settings,
+        )
+    target_run = _measure_run(
+        baseline,
+        config,
+        sample_tasks,
+        arm="calibration",
+        round_index=0,
+        is_warmup=True,
+        settings=settings,
+    )
     draft_tps = median([s.decode_tps_server for s in draft_run.samples if s.ok])
     target_tps = median([s.decode_tps_server for s in target_run.samples if s.ok])
     if not draft_tps or not target_tps:
         return None, "draft cost calibration failed"
-    return target_tps / draft_tps, (f"measured: target alone {target_tps:.1f} tok/s, "
-                                   f"draft alone {draft_tps:.1f} tok/s")
+    return target_tps / draft_tps, (
+        f"measured: target alone {target_tps:.1f} tok/s, draft alone {draft_tps:.1f} tok/s"
+    )
 
 
-def _arm_spec(prepared: PreparedProfile, role: str, argv: tuple[str, ...],
-              cost: tuple[float | None, str]) -> ArmSpec:
+def _arm_spec(
+    prepared: PreparedProfile, role: str, argv: tuple[str, ...], cost: tuple[float | None, str]
+) -> ArmSpec:
     return ArmSpec(
-        name=prepared.name, role=role, spec_type=prepared.spec_type,
+        name=prepared.name,
+        role=role,
+        spec_type=prepared.spec_type,
         draft_n_max=prepared.profile.draft_n_max,
         model=prepared.model.name if prepared.model else prepared.profile.model,
         model_sha256=prepared.model.sha256 if prepared.model else "",
         draft_model=prepared.draft.name if prepared.draft else None,
         draft_sha256=prepared.draft.sha256 if prepared.draft else None,
-        argv=argv, cost_ratio=cost[0], cost_note=cost[1],
+        argv=argv,
+        cost_ratio=cost[0],
+        cost_note=cost[1],
     )
 
 
@@ -180,8 +225,13 @@ def _execute(
     report_copy: Path | None,
 ) -> BenchResult:
     repo = Repository(db)
-    params = {"profiles": list(plan.profiles), "rounds": plan.rounds, "tasks": len(plan.tasks),
-              "concurrency": plan.concurrency, "warmup_rounds": plan.warmup_rounds}
+    params = {
+        "profiles": list(plan.profiles),
+        "rounds": plan.rounds,
+        "tasks": len(plan.tasks),
+        "concurrency": plan.concurrency,
+        "warmup_rounds": plan.warmup_rounds,
+    }
     ctx = open_campaign(repo, kind=kind, prepared=prepared, params=params)
     profile_ids = {p.name: register_profile(repo, p) for p in prepared}
     settings = LoadSettings(concurrency=plan.concurrency, seed=config.bench.seed)
@@ -195,11 +245,18 @@ def _execute(
             for p in prepared:
                 progress(f"starting {p.name}")
                 servers[p.name] = stack.enter_context(
-                    serve(config, p, log_path=ctx.log_dir / f"{p.name}.log"))
+                    serve(config, p, log_path=ctx.log_dir / f"{p.name}.log")
+                )
             baseline = prepared[0]
-            costs = {p.name: _cost_ratio(config, p, servers[baseline.name], plan.tasks, settings,
-                                         ctx.log_dir, progress) for p in prepared[1:]}
-            schedule = [(r, True) for r in range(-plan.warmup_rounds + 1, 1)] if plan.warmup_rounds else []
+            costs = {
+                p.name: _cost_ratio(
+                    config, p, servers[baseline.name], plan.tasks, settings, ctx.log_dir, progress
+                )
+                for p in prepared[1:]
+            }
+            schedule = (
+                [(r, True) for r in range(-plan.warmup_rounds + 1, 1)] if plan.warmup_rounds else []
+            )
             schedule += [(r, False) for r in range(1, plan.rounds + 1)]
             total = len(schedule) * len(prepared)
             done = 0
@@ -209,9 +266,18 @@ def _execute(
                     done += 1
                     label = "warm-up" if warm else f"round {round_index}/{plan.rounds}"
                     progress(f"[{done}/{total}] {label}: {arm} ({len(tasks)} tasks)")
-                    run = _measure_run(servers[arm], config, tasks, arm=arm,
-                                       round_index=round_index, is_warmup=warm, settings=settings)
-                    run_ids[(arm, round_index)] = repo.save_run(ctx.campaign_id, profile_ids[arm], run)
+                    run = _measure_run(
+                        servers[arm],
+                        config,
+                        tasks,
+                        arm=arm,
+                        round_index=round_index,
+                        is_warmup=warm,
+                        settings=settings,
+                    )
+                    run_ids[(arm, round_index)] = repo.save_run(
+                        ctx.campaign_id, profile_ids[arm], run
+                    )
                     runs.append(run)
                     if run.error:
                         raise ServerError(f"{arm}: {run.error}")
@@ -219,19 +285,28 @@ def _execute(
         arms = [_arm_spec(prepared[0], "baseline", argvs[prepared[0].name], (None, ""))]
         arms += [_arm_spec(p, "candidate", argvs[p.name], costs[p.name]) for p in prepared[1:]]
         if not any(s.ok for r in runs if not r.is_warmup for s in r.samples):
-            raise BenchError("every measured request failed; see the server logs in "
-                             f"{ctx.log_dir}")
+            raise BenchError(f"every measured request failed; see the server logs in {ctx.log_dir}")
         first = prepared[0]
         result = analyze(
-            campaign_id=ctx.campaign_id, kind=kind, host=hostinfo.collect(),
+            campaign_id=ctx.campaign_id,
+            kind=kind,
+            host=hostinfo.collect(),
             build_version=first.binary.version if first.binary else "external",
             build_variant=first.binary.variant if first.binary else "external",
-            started_at=started, finished_at=datetime.now(UTC), arms=arms, runs=runs,
+            started_at=started,
+            finished_at=datetime.now(UTC),
+            arms=arms,
+            runs=runs,
             method=BenchMethod(
-                rounds=plan.rounds, warmup_rounds=plan.warmup_rounds, warmup_tasks=plan.warmup_tasks,
-                concurrency=plan.concurrency, tasks=len(plan.tasks),
-                categories=tuple(sorted({t.category for t in plan.tasks})), temperature=0.0,
-                seed=config.bench.seed, near_tie_threshold=config.bench.near_tie_threshold,
+                rounds=plan.rounds,
+                warmup_rounds=plan.warmup_rounds,
+                warmup_tasks=plan.warmup_tasks,
+                concurrency=plan.concurrency,
+                tasks=len(plan.tasks),
+                categories=tuple(sorted({t.category for t in plan.tasks})),
+                temperature=0.0,
+                seed=config.bench.seed,
+                near_tie_threshold=config.bench.near_tie_threshold,
             ),
             degenerate_threshold=config.bench.degenerate_threshold,
             length_tolerance=config.bench.length_parity_tolerance,
@@ -240,9 +315,12 @@ def _execute(
         _store_checks(repo, ctx.campaign_id, result, run_ids, prepared[0].name)
         status = "completed"
         return result
+    except KeyboardInterrupt:
+        status = "interrupted"
+        raise
     finally:
         if status != "completed":
-            repo.finish_campaign(ctx.campaign_id, status="failed")
+            repo.finish_campaign(ctx.campaign_id, status=status)
 
 
 def _with_samples(result: BenchResult, runs: list[RunResult]) -> BenchResult:
@@ -250,12 +328,18 @@ def _with_samples(result: BenchResult, runs: list[RunResult]) -> BenchResult:
     for run in runs:
         if not run.is_warmup:
             tps.setdefault(run.arm, []).extend(
-                s.decode_tps_server for s in run.samples if s.ok and s.decode_tps_server)
+                s.decode_tps_server for s in run.samples if s.ok and s.decode_tps_server
+            )
     return replace(result, extras={**result.extras, "tps_samples": tps})
 
 
-def _store_checks(repo: Repository, campaign_id: int, result: BenchResult,
-                  run_ids: dict[tuple[str, int], int], baseline: str) -> None:
+def _store_checks(
+    repo: Repository,
+    campaign_id: int,
+    result: BenchResult,
+    run_ids: dict[tuple[str, int], int],
+    baseline: str,
+) -> None:
     rows = []
     for rec in result.identity:
         if rec.arm == "control":
@@ -264,19 +348,30 @@ def _store_checks(repo: Repository, campaign_id: int, result: BenchResult,
             cand, base = run_ids.get((rec.arm, rec.round)), run_ids.get((baseline, rec.round))
         if cand is None or base is None:
             continue
-        rows.append({
-            "campaign_id": campaign_id, "baseline_run_id": base, "candidate_run_id": cand,
-            "arm": rec.arm, "task_id": rec.task_id, "category": rec.category,
-            "verdict": rec.verdict, "first_divergence": rec.first_divergence,
-            "margin": rec.margin, "baseline_excerpt": rec.baseline_excerpt[:500],
-            "candidate_excerpt": rec.candidate_excerpt[:500],
-        })
+        rows.append(
+            {
+                "campaign_id": campaign_id,
+                "baseline_run_id": base,
+                "candidate_run_id": cand,
+                "arm": rec.arm,
+                "task_id": rec.task_id,
+                "category": rec.category,
+                "verdict": rec.verdict,
+                "first_divergence": rec.first_divergence,
+                "margin": rec.margin,
+                "baseline_excerpt": rec.baseline_excerpt[:500],
+                "candidate_excerpt": rec.candidate_excerpt[:500],
+            }
+        )
     repo.add_output_checks(rows)
     for f in result.findings:
         repo.add_finding(
             campaign_id=campaign_id,
             fingerprint=f"{f.kind}:{f.profile}:{f.category or '*'}"[:64],
-            kind=f.kind, label="candidate", severity=f.severity, title=f.title,
+            kind=f.kind,
+            label="candidate",
+            severity=f.severity,
+            title=f.title,
             evidence=f.evidence,
         )
 
@@ -292,10 +387,17 @@ def bench_command(
     concurrency: int | None,
     progress: Progress,
 ) -> BenchResult:
-    plan = plan_bench(config, profiles=profiles, rounds=rounds, taskset=taskset, limit=limit,
-                      per_category=per_category, concurrency=concurrency)
+    plan = plan_bench(
+        config,
+        profiles=profiles,
+        rounds=rounds,
+        taskset=taskset,
+        limit=limit,
+        per_category=per_category,
+        concurrency=concurrency,
+    )
     result = execute_bench(config, plan, progress=progress)
-    return finish_with_report(config, result, progress=progress)
+    return finish_with_report(config, result, progress=progress, recommendation=recommend(result))
 
 
 def finish_with_report(
@@ -307,16 +409,20 @@ def finish_with_report(
     extra_copy: Path | None = None,
 ) -> BenchResult:
     rec = recommendation if isinstance(recommendation, Recommendation) else None
-    path = write_bench_report(result, config.bench.resolved_reports_dir(), recommendation=rec,
-                              extra_copy=extra_copy)
+    path = write_bench_report(
+        result, config.bench.resolved_reports_dir(), recommendation=rec, extra_copy=extra_copy
+    )
     progress(f"report: {path}")
     result = replace(result, report_path=str(path))
     db = Database(config.database.resolved_url())
     try:
         repo = Repository(db)
         repo.add_report(result.campaign_id, kind=result.kind, path=str(path))
-        repo.finish_campaign(result.campaign_id, status="completed",
-                             summary={"report": str(path), "findings": len(result.findings)})
+        repo.finish_campaign(
+            result.campaign_id,
+            status="completed",
+            summary={"report": str(path), "findings": len(result.findings)},
+        )
     finally:
         db.close()
     return result

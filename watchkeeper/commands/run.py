@@ -58,12 +58,15 @@ def run_command(
     try:
         repo = Repository(db)
         ctx = open_campaign(
-            repo, kind="run", prepared=[prepared],
+            repo,
+            kind="run",
+            prepared=[prepared],
             params={"profile": profile, "tasks": len(tasks), "limit": limit},
         )
         profile_id = register_profile(repo, prepared)
-        settings = LoadSettings(concurrency=concurrency or config.bench.concurrency,
-                                seed=config.bench.seed)
+        settings = LoadSettings(
+            concurrency=concurrency or config.bench.concurrency, seed=config.bench.seed
+        )
         progress(f"campaign {ctx.campaign_id}: {len(tasks)} tasks through {profile}")
         done = [0]
 
@@ -74,8 +77,15 @@ def run_command(
 
         try:
             result = run_profile(
-                config, prepared, tasks, arm=profile, round_index=0, is_warmup=False,
-                settings=settings, log_path=ctx.log_dir / f"{profile}.log", on_sample=tick,
+                config,
+                prepared,
+                tasks,
+                arm=profile,
+                round_index=0,
+                is_warmup=False,
+                settings=settings,
+                log_path=ctx.log_dir / f"{profile}.log",
+                on_sample=tick,
             )
         except ServerError as exc:
             repo.finish_campaign(ctx.campaign_id, status="failed", summary={"error": exc.message})

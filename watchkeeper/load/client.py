@@ -92,10 +92,14 @@ def _token(entry: dict[str, Any]) -> TokenLogprob:
         Alternative(alt.get("id"), alt.get("token", ""), float(alt.get("logprob", 0.0)))
         for alt in entry.get("top_logprobs") or []
     )
-    return TokenLogprob(entry.get("id"), entry.get("token", ""), float(entry.get("logprob", 0.0)), top)
+    return TokenLogprob(
+        entry.get("id"), entry.get("token", ""), float(entry.get("logprob", 0.0)), top
+    )
 
 
-def build_payload(task: Task, *, temperature: float, top_logprobs: int, seed: int) -> dict[str, Any]:
+def build_payload(
+    task: Task, *, temperature: float, top_logprobs: int, seed: int
+) -> dict[str, Any]:
     payload: dict[str, Any] = {
         "messages": list(task.messages),
         "max_tokens": task.max_tokens,
@@ -128,7 +132,12 @@ def chat(
     """Send one streamed chat request and measure it. Never raises for a bad response."""
     check_endpoint(path)
     started_at = datetime.now(UTC)
-    base = {"task_id": task.id, "category": task.category, "seq": seq, "started_at": started_at}
+    base: dict[str, Any] = {
+        "task_id": task.id,
+        "category": task.category,
+        "seq": seq,
+        "started_at": started_at,
+    }
     payload = build_payload(task, temperature=temperature, top_logprobs=top_logprobs, seed=seed)
     stream = _Stream()
     status: int | None = None
@@ -149,7 +158,9 @@ def chat(
                 try:
                     chunk = json.loads(data)
                 except json.JSONDecodeError:
-                    return _partial(base, stream, t0, status, f"non-JSON stream chunk: {data[:120]!r}")
+                    return _partial(
+                        base, stream, t0, status, f"non-JSON stream chunk: {data[:120]!r}"
+                    )
                 stream.feed(chunk, time.perf_counter())
     except _StreamError as exc:
         return _partial(base, stream, t0, status, str(exc))

@@ -48,8 +48,12 @@ def run_tasks(
             except queue.Empty:
                 return
             sample = chat(
-                client, task, seq=seq, temperature=settings.temperature,
-                top_logprobs=settings.top_logprobs, seed=settings.seed,
+                client,
+                task,
+                seq=seq,
+                temperature=settings.temperature,
+                top_logprobs=settings.top_logprobs,
+                seed=settings.seed,
             )
             with lock:
                 results[seq] = sample

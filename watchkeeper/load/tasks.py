@@ -29,7 +29,9 @@ def parse_task(raw: Any, *, path: Path, line: int) -> Task:
         raise _fail(path, line, "<line>", "expected a JSON object")
     unknown = set(raw) - _KEYS
     if unknown:
-        raise _fail(path, line, sorted(unknown)[0], f"unknown field (allowed: {', '.join(sorted(_KEYS))})")
+        raise _fail(
+            path, line, sorted(unknown)[0], f"unknown field (allowed: {', '.join(sorted(_KEYS))})"
+        )
     task_id = raw.get("id")
     if not isinstance(task_id, str) or not task_id:
         raise _fail(path, line, "id", "required non-empty string")
@@ -48,7 +50,11 @@ def parse_task(raw: Any, *, path: Path, line: int) -> Task:
         if not isinstance(message.get("content"), str):
             raise _fail(path, line, f"{where}.content", "expected a string")
     max_tokens = raw.get("max_tokens")
-    if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or not 1 <= max_tokens <= 32768:
+    if (
+        not isinstance(max_tokens, int)
+        or isinstance(max_tokens, bool)
+        or not 1 <= max_tokens <= 32768
+    ):
         raise _fail(path, line, "max_tokens", "expected an integer between 1 and 32768")
     tools = raw.get("tools")
     if tools is not None:
@@ -57,7 +63,12 @@ def parse_task(raw: Any, *, path: Path, line: int) -> Task:
         for index, tool in enumerate(tools):
             function = tool.get("function") if isinstance(tool, dict) else None
             if not isinstance(function, dict) or not isinstance(function.get("name"), str):
-                raise _fail(path, line, f"tools[{index}]", "expected {type: function, function: {name, ...}}")
+                raise _fail(
+                    path,
+                    line,
+                    f"tools[{index}]",
+                    "expected {type: function, function: {name, ...}}",
+                )
     return Task(
         id=task_id,
         category=category,
@@ -82,10 +93,14 @@ def load_taskset(path: Path) -> list[Task]:
         try:
             raw = json.loads(line)
         except json.JSONDecodeError as exc:
-            raise _fail(path, number, "<line>", f"invalid JSON: {exc.msg} at column {exc.colno}") from exc
+            raise _fail(
+                path, number, "<line>", f"invalid JSON: {exc.msg} at column {exc.colno}"
+            ) from exc
         task = parse_task(raw, path=path, line=number)
         if task.id in seen:
-            raise _fail(path, number, "id", f"duplicate id {task.id!r} (first on line {seen[task.id]})")
+            raise _fail(
+                path, number, "id", f"duplicate id {task.id!r} (first on line {seen[task.id]})"
+            )
         seen[task.id] = number
         tasks.append(task)
     if not tasks:

@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 from rich.table import Table
 
+from watchkeeper.analysis.benchmark import BenchResult, CategoryStats
+
 if TYPE_CHECKING:
     from watchkeeper.commands.run import RunCommandResult
 
@@ -18,15 +20,98 @@ def fmt(value: float | None, spec: str = ".1f", none: str = "—") -> str:
 def print_run_summary(console: Console, result: RunCommandResult) -> None:
     s = result.summary
     table = Table(title=f"watchkeeper run · {result.profile} · campaign {result.campaign_id}")
-    for column in ("requests", "errors", "median decode tok/s", "client tok/s",
-                   "median TTFT ms", "acceptance"):
+    for column in (
+        "requests",
+        "errors",
+        "median decode tok/s",
+        "client tok/s",
+        "median TTFT ms",
+        "acceptance",
+    ):
         table.add_column(column, justify="right")
-    acceptance = "—" if s.acceptance_rate is None else (
-        f"{s.acceptance_rate:.1%} ({s.accepted_tokens}/{s.draft_tokens})"
+    acceptance = (
+        "—"
+        if s.acceptance_rate is None
+        else (f"{s.acceptance_rate:.1%} ({s.accepted_tokens}/{s.draft_tokens})")
     )
-    table.add_row(str(s.requests), str(s.errors), fmt(s.median_decode_tps),
-                  fmt(s.median_decode_tps_client), fmt(s.median_ttft_ms, ".0f"), acceptance)
+    table.add_row(
+        str(s.requests),
+        str(s.errors),
+        fmt(s.median_decode_tps),
+        fmt(s.median_decode_tps_client),
+        fmt(s.median_ttft_ms, ".0f"),
+        acceptance,
+    )
     console.print(table)
     console.print(f"stored in {result.database}")
     if result.error:
         console.print(f"[red]run error:[/red] {result.error}")
+
+
+def _ci(stats: CategoryStats) -> str:
+    if stats.speedup is None:
+        return "—"
+    s = stats.speedup
+    return f"{s.estimate:.2f}x [{s.low:.2f}, {s.high:.2f}]"
+
+
+def _pct(value: float | None) -> str:
+    return "—" if value is None else f"{value:.1%}"
+
+
+def print_bench(console: Console, result: BenchResult) -> None:
+    table = Table(
+        title=f"watchkeeper {result.kind} · campaign {result.campaign_id} · "
+        f"{result.method.rounds} rounds x {result.method.tasks} tasks"
+    )
+    for column in (
+        "arm",
+        "spec",
+        "decode tok/s",
+        "speed-up [95% CI]",
+        "acceptance",
+        "identical",
+        "predicted",
+        "efficiency",
+        "errors",
+    ):
+        table.add_column(column, justify="left" if column in ("arm", "spec") else "right")
+    for arm, arm_stats in zip(result.arms, result.arm_stats, strict=True):
+        o = arm_stats.overall
+        spec = arm.spec_type or "none"
+        if arm.draft_n_max:
+            spec += f"/{arm.draft_n_max}"
+        table.add_row(
+            arm.name,
+            spec,
+            fmt(o.median_tps),
+            _ci(o),
+            _pct(o.acceptance_rate),
+            _pct(o.identical_rate),
+            fmt(arm_stats.bound.predicted_speedup, ".2f") + "x" if arm_stats.bound else "—",
+            _pct(arm_stats.efficiency),
+            f"{o.errors}/{o.requests}",
+        )
+    console.print(table)
+    categories = sorted({c.category for c in result.categories})
+    cat_table = Table(title="speed-up by category")
+    cat_table.add_column("category")
+    candidates = [a.name for a in result.arms if a.role == "candidate"]
+    for name in candidates:
+        cat_table.add_column(name, justify="right")
+    for category in categories:
+        row = [category]
+        for name in candidates:
+            stats = result.stats(name, category)
+            row.append(_ci(stats) if stats else "—")
+        cat_table.add_row(*row)
+    console.print(cat_table)
+    if result.control is not None:
+        console.print(
+            f"control (baseline vs its previous pass): identical "
+            f"{_pct(result.control.identical_rate)} of {result.control.requests}"
+        )
+    for finding in result.findings:
+        console.print(f"[yellow]finding[/yellow] [{finding.severity}] {finding.title}")
+    if result.report_path:
+        console.print(f"report: {result.report_path}")

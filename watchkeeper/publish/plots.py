@@ -15,6 +15,7 @@ import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
@@ -49,6 +50,17 @@ def _png(fig: Figure) -> bytes:
     fig.savefig(buffer, format="png", metadata={"Software": None})
     fig.clear()
     return buffer.getvalue()
+
+
+def _legend(fig: Figure, ax: Axes, *, below: bool = False) -> None:
+    """Matplotlib warns on a legend without labelled artists (e.g. arm names starting "_")."""
+    handles, labels = ax.get_legend_handles_labels()
+    if not handles:
+        return
+    if below:  # bars reach the top of the axes; a legend inside would cover them
+        fig.legend(handles, labels, loc="outside lower center", ncols=len(handles))
+    else:
+        ax.legend(handles, labels)
 
 
 def _candidates(result: BenchResult) -> list[str]:
@@ -95,7 +107,7 @@ def _speedup(result: BenchResult) -> Figure | None:
     ax.set_xticks(range(len(groups)), groups)
     ax.set_ylabel(f"decode speed-up vs baseline ({result.method.confidence:.0%} CI)")
     ax.set_title("Speed-up per category")
-    ax.legend()
+    _legend(fig, ax)
     return fig
 
 
@@ -188,8 +200,7 @@ def _identity(result: BenchResult) -> Figure | None:
     ax.set_ylim(0, 105)
     ax.set_ylabel("identical to baseline (%)")
     ax.set_title("Identical output at temperature 0")
-    # Bars reach the top of the axes, so the legend goes below them instead of over them.
-    fig.legend(loc="outside lower center", ncols=len(arms) + (control is not None))
+    _legend(fig, ax, below=True)
     return fig
 
 

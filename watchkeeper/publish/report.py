@@ -253,15 +253,13 @@ def _examples(result: BenchResult) -> list[tuple[IdentityRecord, str, str]]:
         key=lambda r: _VERDICT_ORDER[r.verdict],
     )
     return [
-        (
-            r,
-            *(
-                _fenced(_cap(t, EXCERPT_CHARS), indent=2)
-                for t in (r.baseline_excerpt, r.candidate_excerpt)
-            ),
-        )
+        (r, _excerpt_block(r.baseline_excerpt), _excerpt_block(r.candidate_excerpt))
         for r in diverging[:MAX_EXAMPLES]
     ]
+
+
+def _excerpt_block(text: str) -> str:
+    return _fenced(_cap(text, EXCERPT_CHARS), indent=2)
 
 
 def _findings(result: BenchResult) -> list[tuple[GuardFinding, str]]:

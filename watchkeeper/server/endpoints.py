@@ -18,8 +18,8 @@ SPEC_DRAFTS = "llamacpp:spec_decode_num_drafts_total"
 
 def parse_prometheus(text: str) -> dict[str, float]:
     samples: dict[str, float] = {}
-    for line in text.splitlines():
-        line = line.strip()
+    for raw in text.splitlines():
+        line = raw.strip()
         if not line or line.startswith("#"):
             continue
         name, _, value = line.rpartition(" ")

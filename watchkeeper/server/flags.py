@@ -88,8 +88,9 @@ def parse_help(text: str) -> HelpInfo:
         head = stripped[: gap.start()] if gap else stripped
         description = stripped[gap.end() :] if gap else ""
         names = _FLAG.findall(head)
-        continuation = " ".join(ln.strip() for ln in lines[number + 1 : number + 3]
-                                if ln.startswith(" "))
+        continuation = " ".join(
+            ln.strip() for ln in lines[number + 1 : number + 3] if ln.startswith(" ")
+        )
         if "has been removed" in description:
             advice = (description + " " + continuation).split("removed.", 1)[-1].strip()
             removed.update(dict.fromkeys(names, advice.split("(env:")[0].strip()))
@@ -215,7 +216,9 @@ def build_argv(
     else:
         for field in ("draft_n_max", "draft_n_min", "draft_p_min"):
             if getattr(profile, field) is not None:
-                raise FlagError(f"profile field {field!r} is set but the profile does not speculate")
+                raise FlagError(
+                    f"profile field {field!r} is set but the profile does not speculate"
+                )
     _check_extra_args(profile.extra_args, info)
     argv.extend(profile.extra_args)
     return ServerArgs(argv=tuple(argv), notes=tuple(notes))

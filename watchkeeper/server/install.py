@@ -84,7 +84,8 @@ def cmake_configure_command(
     source: Path, *, cuda: bool, extra: list[str] | None = None
 ) -> list[str]:
     cmd = [
-        "cmake", str(source),
+        "cmake",
+        str(source),
         "-DCMAKE_BUILD_TYPE=Release",
         "-DLLAMA_CURL=OFF",
         "-DGGML_NATIVE=ON",
@@ -293,8 +294,10 @@ def _build(
     binary = probe_binary(build / "bin" / "llama-server", variant="cuda" if server.cuda else "cpu")
     elapsed = time.monotonic() - started
     (root / MARKER).write_text(
-        json.dumps({"configure": configure, "version": binary.version,
-                    "seconds": round(elapsed, 1)}, indent=2),
+        json.dumps(
+            {"configure": configure, "version": binary.version, "seconds": round(elapsed, 1)},
+            indent=2,
+        ),
         encoding="utf-8",
     )
     progress(f"built {binary.path} in {elapsed:.0f}s")

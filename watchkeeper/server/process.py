@@ -247,4 +247,3 @@ def check_external(base_url: str, timeout_s: float = 5.0) -> None:
         raise ServerError(
             f"external server {base_url} is not healthy: /health answered {response.status_code}"
         )
-

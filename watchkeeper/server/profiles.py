@@ -28,9 +28,7 @@ BUILTIN_PROFILES: dict[str, ProfileConfig] = {
     "smollm2-ngram": ProfileConfig(
         model=SMOLLM2, spec_type="ngram-simple", description="SmolLM2-135M with n-gram drafting"
     ),
-    "qwen-baseline": ProfileConfig(
-        model=QWEN_TARGET, description="Qwen2.5-Coder 1.5B alone"
-    ),
+    "qwen-baseline": ProfileConfig(model=QWEN_TARGET, description="Qwen2.5-Coder 1.5B alone"),
     **{
         f"qwen-draft{n}": ProfileConfig(
             model=QWEN_TARGET,
@@ -42,7 +40,9 @@ BUILTIN_PROFILES: dict[str, ProfileConfig] = {
         for n in (4, 8, 16)
     },
     "qwen-ngram": ProfileConfig(
-        model=QWEN_TARGET, spec_type="ngram-simple", description="Qwen2.5-Coder 1.5B, n-gram drafting"
+        model=QWEN_TARGET,
+        spec_type="ngram-simple",
+        description="Qwen2.5-Coder 1.5B, n-gram drafting",
     ),
 }
 

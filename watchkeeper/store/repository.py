@@ -55,7 +55,9 @@ class CampaignSummary:
     errors: int
 
 
-def _get_or_create(session: Session, model: type[Any], lookup: dict[str, Any], **values: Any) -> Any:
+def _get_or_create(
+    session: Session, model: type[Any], lookup: dict[str, Any], **values: Any
+) -> Any:
     row = session.scalars(select(model).filter_by(**lookup)).first()
     if row is None:
         row = model(**lookup, **values)
@@ -71,9 +73,15 @@ class Repository:
     def ensure_host(self, info: HostInfo) -> int:
         with self._db.session() as s:
             row = _get_or_create(
-                s, Host, {"fingerprint": info.fingerprint},
-                hostname=info.hostname, cpu_model=info.cpu_model, cpu_count=info.cpu_count,
-                memory_bytes=info.memory_bytes, gpu=info.gpu, os=info.os,
+                s,
+                Host,
+                {"fingerprint": info.fingerprint},
+                hostname=info.hostname,
+                cpu_model=info.cpu_model,
+                cpu_count=info.cpu_count,
+                memory_bytes=info.memory_bytes,
+                gpu=info.gpu,
+                os=info.os,
             )
             return int(row.id)
 
@@ -86,16 +94,24 @@ class Repository:
             path = str(binary.path)
         with self._db.session() as s:
             row = _get_or_create(
-                s, ServerBuild, {"fingerprint": fingerprint},
-                version=version, variant=variant, binary_path=path,
+                s,
+                ServerBuild,
+                {"fingerprint": fingerprint},
+                version=version,
+                variant=variant,
+                binary_path=path,
             )
             return int(row.id)
 
     def ensure_model(self, model: ModelFile) -> int:
         with self._db.session() as s:
             row = _get_or_create(
-                s, Model, {"sha256": model.sha256},
-                name=model.name, path=str(model.path), size_bytes=model.size,
+                s,
+                Model,
+                {"sha256": model.sha256},
+                name=model.name,
+                path=str(model.path),
+                size_bytes=model.size,
             )
             return int(row.id)
 
@@ -109,7 +125,9 @@ class Repository:
     ) -> int:
         with self._db.session() as s:
             row = _get_or_create(
-                s, Profile, {"name": name, "config_hash": profile.config_hash()},
+                s,
+                Profile,
+                {"name": name, "config_hash": profile.config_hash()},
                 config=profile.model_dump(mode="json"),
                 target_model_id=target_model_id,
                 draft_model_id=draft_model_id,
@@ -122,8 +140,12 @@ class Repository:
     ) -> int:
         with self._db.session() as s:
             row = Campaign(
-                uuid=str(uuidlib.uuid4()), kind=kind, status="running", host_id=host_id,
-                server_build_id=build_id, params=params,
+                uuid=str(uuidlib.uuid4()),
+                kind=kind,
+                status="running",
+                host_id=host_id,
+                server_build_id=build_id,
+                params=params,
             )
             s.add(row)
             s.flush()
@@ -143,13 +165,20 @@ class Repository:
         with self._db.session() as s:
             run = s.scalars(
                 select(Run).filter_by(
-                    campaign_id=campaign_id, arm=result.arm, round=result.round,
+                    campaign_id=campaign_id,
+                    arm=result.arm,
+                    round=result.round,
                     concurrency=result.concurrency,
                 )
             ).first()
             if run is None:
-                run = Run(campaign_id=campaign_id, arm=result.arm, round=result.round,
-                          concurrency=result.concurrency, started_at=result.started_at)
+                run = Run(
+                    campaign_id=campaign_id,
+                    arm=result.arm,
+                    round=result.round,
+                    concurrency=result.concurrency,
+                    started_at=result.started_at,
+                )
                 s.add(run)
             run.profile_id = profile_id
             run.is_warmup = result.is_warmup
@@ -187,8 +216,14 @@ class Repository:
     ) -> int:
         with self._db.session() as s:
             row = Finding(
-                campaign_id=campaign_id, fingerprint=fingerprint, kind=kind, label=label,
-                severity=severity, title=title, evidence=evidence, status="active",
+                campaign_id=campaign_id,
+                fingerprint=fingerprint,
+                kind=kind,
+                label=label,
+                severity=severity,
+                title=title,
+                evidence=evidence,
+                status="active",
             )
             s.add(row)
             s.flush()
@@ -200,10 +235,18 @@ class Repository:
 
     def findings(self, campaign_id: int) -> list[dict[str, Any]]:
         with self._db.session() as s:
-            rows = s.scalars(select(Finding).filter_by(campaign_id=campaign_id).order_by(Finding.id))
+            rows = s.scalars(
+                select(Finding).filter_by(campaign_id=campaign_id).order_by(Finding.id)
+            )
             return [
-                {"kind": r.kind, "label": r.label, "severity": r.severity, "title": r.title,
-                 "evidence": r.evidence, "fingerprint": r.fingerprint}
+                {
+                    "kind": r.kind,
+                    "label": r.label,
+                    "severity": r.severity,
+                    "title": r.title,
+                    "evidence": r.evidence,
+                    "fingerprint": r.fingerprint,
+                }
                 for r in rows
             ]
 
@@ -211,8 +254,10 @@ class Repository:
         with self._db.session() as s:
             campaign = s.get_one(Campaign, campaign_id)
             runs = s.scalar(select(func.count(Run.id)).filter_by(campaign_id=campaign_id)) or 0
-            base = select(func.count(RequestSampleRow.id)).join(Run).where(
-                Run.campaign_id == campaign_id
+            base = (
+                select(func.count(RequestSampleRow.id))
+                .join(Run)
+                .where(Run.campaign_id == campaign_id)
             )
             requests = s.scalar(base) or 0
             errors = s.scalar(base.where(RequestSampleRow.error.is_not(None))) or 0
@@ -229,41 +274,66 @@ class Repository:
                 rows = s.scalars(
                     select(RequestSampleRow).filter_by(run_id=run.id).order_by(RequestSampleRow.seq)
                 ).all()
-                out.append(StoredRun(
-                    int(run.id), run.arm, profile.name, run.round, run.is_warmup,
-                    tuple(_sample_from_row(r) for r in rows),
-                ))
+                out.append(
+                    StoredRun(
+                        int(run.id),
+                        run.arm,
+                        profile.name,
+                        run.round,
+                        run.is_warmup,
+                        tuple(_sample_from_row(r) for r in rows),
+                    )
+                )
             return out
 
 
 def _sample_row(run_id: int, s: RequestSample) -> RequestSampleRow:
     return RequestSampleRow(
-        run_id=run_id, seq=s.seq, task_id=s.task_id, category=s.category,
+        run_id=run_id,
+        seq=s.seq,
+        task_id=s.task_id,
+        category=s.category,
         started_at=s.started_at,
         ttft_ms=s.ttft_s * 1000 if s.ttft_s is not None else None,
         latency_ms=s.latency_s * 1000 if s.latency_s is not None else None,
-        prompt_tokens=s.prompt_tokens, completion_tokens=s.completion_tokens,
-        prompt_ms=s.prompt_ms, predicted_ms=s.predicted_ms,
-        decode_tps_server=s.decode_tps_server, decode_tps_client=s.decode_tps_client,
-        draft_n=s.draft_n, draft_n_accepted=s.draft_n_accepted,
-        finish_reason=s.finish_reason, output_text=s.output_text,
+        prompt_tokens=s.prompt_tokens,
+        completion_tokens=s.completion_tokens,
+        prompt_ms=s.prompt_ms,
+        predicted_ms=s.predicted_ms,
+        decode_tps_server=s.decode_tps_server,
+        decode_tps_client=s.decode_tps_client,
+        draft_n=s.draft_n,
+        draft_n_accepted=s.draft_n_accepted,
+        finish_reason=s.finish_reason,
+        output_text=s.output_text,
         output_tokens=[t.to_json() for t in s.tokens] if s.tokens is not None else None,
-        http_status=s.http_status, error=s.error,
+        http_status=s.http_status,
+        error=s.error,
     )
 
 
 def _sample_from_row(r: RequestSampleRow) -> RequestSample:
     started = r.started_at if r.started_at.tzinfo else r.started_at.replace(tzinfo=UTC)
     return RequestSample(
-        task_id=r.task_id, category=r.category, seq=r.seq, started_at=started,
+        task_id=r.task_id,
+        category=r.category,
+        seq=r.seq,
+        started_at=started,
         ttft_s=r.ttft_ms / 1000 if r.ttft_ms is not None else None,
         latency_s=r.latency_ms / 1000 if r.latency_ms is not None else None,
-        prompt_tokens=r.prompt_tokens, completion_tokens=r.completion_tokens,
-        prompt_ms=r.prompt_ms, predicted_ms=r.predicted_ms,
-        decode_tps_server=r.decode_tps_server, decode_tps_client=r.decode_tps_client,
-        draft_n=r.draft_n, draft_n_accepted=r.draft_n_accepted,
-        finish_reason=r.finish_reason, output_text=r.output_text,
+        prompt_tokens=r.prompt_tokens,
+        completion_tokens=r.completion_tokens,
+        prompt_ms=r.prompt_ms,
+        predicted_ms=r.predicted_ms,
+        decode_tps_server=r.decode_tps_server,
+        decode_tps_client=r.decode_tps_client,
+        draft_n=r.draft_n,
+        draft_n_accepted=r.draft_n_accepted,
+        finish_reason=r.finish_reason,
+        output_text=r.output_text,
         tokens=tuple(TokenLogprob.from_json(t) for t in r.output_tokens)
-        if r.output_tokens is not None else None,
-        http_status=r.http_status, error=r.error,
+        if r.output_tokens is not None
+        else None,
+        http_status=r.http_status,
+        error=r.error,
     )

@@ -1,0 +1,85 @@
+"""`watchkeeper sweep` on SmolLM2: every spec type the build supports, a recommendation and a
+systemd unit for it."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from watchkeeper.commands.sweep import sweep_command, sweep_profiles
+from watchkeeper.config import load_config
+from watchkeeper.server.install import ServerBinary
+from watchkeeper.server.models import ModelFile
+
+
+def test_sweep_candidates_come_from_the_builds_spec_types() -> None:
+    names = list(sweep_profiles("qwen", ("none", "draft-simple", "ngram-simple", "ngram-mod")))
+    assert names == [
+        "qwen-baseline",
+        "qwen-sweep-draft4",
+        "qwen-sweep-draft8",
+        "qwen-sweep-draft16",
+        "qwen-sweep-ngram-simple",
+        "qwen-sweep-ngram-mod",
+    ]
+    assert list(sweep_profiles("qwen", ("none", "ngram-simple"))) == [
+        "qwen-baseline",
+        "qwen-sweep-ngram-simple",
+    ]
+
+
+def test_sweep_recommends_conservatively_and_writes_a_service_file(
+    real_server: tuple[ServerBinary, ModelFile], tmp_path: Path
+) -> None:
+    tasks = tmp_path / "tasks.jsonl"
+    lines = [json.loads(x) for x in Path("jobs/tasksets/standard.jsonl").read_text().splitlines()]
+    picked = [t for t in lines if t["id"] in ("prose-02", "code_edit-02")]
+    for t in picked:
+        t["max_tokens"] = 32
+    tasks.write_text("\n".join(json.dumps(t) for t in picked) + "\n")
+    config_path = tmp_path / "watchkeeper.toml"
+    config_path.write_text(
+        f'[database]\nurl = "sqlite:///{tmp_path / "wk.db"}"\n'
+        f'[bench]\nreports_dir = "{tmp_path / "reports"}"\nrounds = 1\n'
+    )
+    service = tmp_path / "systemd" / "llama-server-speculative.service"
+    result = sweep_command(
+        load_config(config_path),
+        family="smollm2",
+        rounds=1,
+        taskset=tasks,
+        per_category=None,
+        service_path=service,
+        progress=lambda _m: None,
+    )
+    arms = [a.name for a in result.bench.arms]
+    assert arms[0] == "smollm2-baseline" and "smollm2-sweep-draft16" in arms
+    assert any(name.startswith("smollm2-sweep-ngram") for name in arms)
+    chosen = result.recommendation.overall
+    if chosen.profile is not None:
+        assert chosen.low is not None and chosen.low > 1.0
+    else:
+        assert result.recommendation.headline.startswith("keep the baseline")
+    unit = service.read_text()
+    exec_start = next(line for line in unit.splitlines() if line.startswith("ExecStart="))
+    assert exec_start.split("=", 1)[1].startswith("/")
+    assert "--port 8080" in exec_start
+    assert "Restart=on-failure" in unit and "NoNewPrivileges=yes" in unit
+    assert (tmp_path / "reports" / "speculative_benchmark.md").is_file()
+    if shutil.which("systemd-analyze"):
+        check = subprocess.run(
+            ["systemd-analyze", "verify", str(service)], capture_output=True, text=True, check=False
+        )
+        assert "Unknown key" not in check.stderr and "Invalid" not in check.stderr, check.stderr
+
+
+@pytest.mark.parametrize("family", ["gpt"])
+def test_unknown_sweep_family_is_a_clear_error(family: str) -> None:
+    from watchkeeper.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="unknown sweep family 'gpt'; known: qwen, smollm2"):
+        sweep_profiles(family, ())
