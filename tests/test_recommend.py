@@ -12,7 +12,7 @@ from watchkeeper.analysis.stats import RatioCI
 from watchkeeper.checks.guards import GuardFinding
 
 
-def with_ci(result: BenchResult, arm: str, ci: tuple[float, float, float]) -> BenchResult:  # noqa: F811
+def with_ci(result: BenchResult, arm: str, ci: tuple[float, float, float]) -> BenchResult:
     stats = tuple(
         dataclasses.replace(s, overall=dataclasses.replace(s.overall, speedup=RatioCI(*ci, 10, 5)))
         if s.arm == arm
@@ -31,25 +31,25 @@ def test_the_profile_with_the_best_lower_bound_above_one_is_recommended(
     assert "draft4: 1.38x" in rec.headline
 
 
-def test_a_higher_point_estimate_with_a_ci_below_one_loses(result: BenchResult) -> None:  # noqa: F811
+def test_a_higher_point_estimate_with_a_ci_below_one_loses(result: BenchResult) -> None:
     changed = with_ci(result, "ngram", (2.5, 0.95, 4.0))
     assert recommend(changed).overall.profile == "draft4"
 
 
-def test_nothing_above_one_means_keep_the_baseline_said_plainly(result: BenchResult) -> None:  # noqa: F811
+def test_nothing_above_one_means_keep_the_baseline_said_plainly(result: BenchResult) -> None:
     changed = with_ci(with_ci(result, "draft4", (0.9, 0.8, 1.01)), "ngram", (0.7, 0.6, 0.8))
     rec = recommend(changed)
     assert rec.overall.profile is None
     assert rec.headline.startswith("keep the baseline: no speculative profile beats it")
 
 
-def test_a_profile_with_a_correctness_finding_is_never_recommended(result: BenchResult) -> None:  # noqa: F811
+def test_a_profile_with_a_correctness_finding_is_never_recommended(result: BenchResult) -> None:
     bad = GuardFinding(kind="correctness", profile="draft4", severity="high", title="x")
     changed = dataclasses.replace(result, findings=(*result.findings, bad))
     assert recommend(changed).overall.profile != "draft4"
 
 
-def test_each_category_gets_its_own_choice(result: BenchResult) -> None:  # noqa: F811
+def test_each_category_gets_its_own_choice(result: BenchResult) -> None:
     rec = recommend(result)
     by_category = {c.category: c.profile for c in rec.per_category}
     assert by_category == {"chat": "draft4", "code": "draft4"}

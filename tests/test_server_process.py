@@ -106,3 +106,52 @@ def test_an_unreachable_external_server_is_a_clear_error(tmp_path: Path) -> None
         serve(config, prepare(config, "p"), log_path=tmp_path / "e.log"),
     ):
         pass
+
+
+def test_a_server_crash_mid_run_is_recorded_and_loses_no_completed_request(
+    real_server: tuple[ServerBinary, ModelFile], tmp_path: Path
+) -> None:
+    import os
+    import signal
+
+    import psutil
+
+    from watchkeeper.campaigns import run_profile
+    from watchkeeper.load.runner import LoadSettings
+    from watchkeeper.records import RequestSample, Task
+
+    config = config_with(ProfileConfig(model="smollm2-135m-instruct-q4_1", ctx_size=1024))
+    prepared = prepare(config, "p")
+    tasks = [
+        Task(
+            id=f"t{i}",
+            category="prose",
+            max_tokens=16,
+            messages=({"role": "user", "content": f"Count to {i + 3}."},),
+        )
+        for i in range(4)
+    ]
+    completed: list[RequestSample] = []
+
+    def kill_after_first(sample: RequestSample) -> None:
+        completed.append(sample)
+        if len(completed) == 1:
+            for child in psutil.Process().children(recursive=True):
+                if "llama-server" in child.name():
+                    os.kill(child.pid, signal.SIGKILL)
+
+    result = run_profile(
+        config,
+        prepared,
+        tasks,
+        arm="p",
+        round_index=0,
+        is_warmup=False,
+        settings=LoadSettings(),
+        log_path=tmp_path / "s.log",
+        on_sample=kill_after_first,
+    )
+    assert result.error is not None and "exited with code -9" in result.error
+    assert len(result.samples) == 4
+    assert result.samples[0].error is None and result.samples[0].completion_tokens
+    assert all(s.error and s.error.startswith("transport error") for s in result.samples[1:])

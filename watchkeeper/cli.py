@@ -219,7 +219,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--profiles",
         metavar="A,B,...",
-        help="comma-separated; first is the baseline (default: qwen-baseline,qwen-draft4,qwen-ngram)",
+        help="comma-separated; the first is the baseline "
+        "(default: qwen-baseline,qwen-draft4,qwen-ngram)",
     )
     p.add_argument("--rounds", type=int, help="measured rounds (default: bench.rounds)")
     p.add_argument("--taskset", metavar="F")

@@ -150,7 +150,8 @@ def _cost_ratio(
     )
     sample_tasks = list(tasks[:CALIBRATION_TASKS])
     progress(
-        f"calibrating draft cost for {prepared.name}: draft model alone on {len(sample_tasks)} tasks"
+        f"calibrating draft cost for {prepared.name}: the draft model alone on "
+        f"{len(sample_tasks)} tasks"
     )
     with serve(config, alone, log_path=log_dir / f"{alone.name}.log") as server:
         draft_run = _measure_run(
@@ -204,13 +205,12 @@ def execute_bench(
     *,
     kind: str = "bench",
     progress: Progress,
-    report_copy: Path | None = None,
 ) -> BenchResult:
     """Run the plan, store everything, analyse, write the report."""
     prepared = [prepare(config, name, progress=progress) for name in plan.profiles]
     db = Database(config.database.resolved_url())
     try:
-        return _execute(config, plan, prepared, db, kind, progress, report_copy)
+        return _execute(config, plan, prepared, db, kind, progress)
     finally:
         db.close()
 
@@ -222,7 +222,6 @@ def _execute(
     db: Database,
     kind: str,
     progress: Progress,
-    report_copy: Path | None,
 ) -> BenchResult:
     repo = Repository(db)
     params = {
@@ -248,12 +247,21 @@ def _execute(
                     serve(config, p, log_path=ctx.log_dir / f"{p.name}.log")
                 )
             baseline = prepared[0]
-            costs = {
-                p.name: _cost_ratio(
-                    config, p, servers[baseline.name], plan.tasks, settings, ctx.log_dir, progress
-                )
-                for p in prepared[1:]
-            }
+            costs: dict[str, tuple[float | None, str]] = {}
+            measured_costs: dict[tuple[str, str], tuple[float | None, str]] = {}
+            for p in prepared[1:]:
+                key = (p.model.sha256 if p.model else "", p.draft.sha256 if p.draft else p.name)
+                if key not in measured_costs:  # one calibration per target/draft pair
+                    measured_costs[key] = _cost_ratio(
+                        config,
+                        p,
+                        servers[baseline.name],
+                        plan.tasks,
+                        settings,
+                        ctx.log_dir,
+                        progress,
+                    )
+                costs[p.name] = measured_costs[key]
             schedule = (
                 [(r, True) for r in range(-plan.warmup_rounds + 1, 1)] if plan.warmup_rounds else []
             )

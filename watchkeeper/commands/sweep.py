@@ -9,7 +9,7 @@ on a 2-core CPU box that is the expected, honest answer.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -36,8 +36,6 @@ class SweepResult:
     service_path: Path
 
     def to_json(self) -> dict[str, Any]:
-        from dataclasses import asdict
-
         return {
             "bench": self.bench.to_json(),
             "recommendation": asdict(self.recommendation),

@@ -52,6 +52,8 @@ def _ci(stats: CategoryStats) -> str:
     if stats.speedup is None:
         return "—"
     s = stats.speedup
+    if s.n_clusters < 2:
+        return f"{s.estimate:.2f}x [1 task]"
     return f"{s.estimate:.2f}x [{s.low:.2f}, {s.high:.2f}]"
 
 

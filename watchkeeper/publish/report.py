@@ -66,7 +66,11 @@ def _pct(value: float | None) -> str:
 
 
 def _ci(ci: RatioCI | None) -> str:
-    return NONE if ci is None else f"{ci.estimate:.2f}x ({ci.low:.2f}-{ci.high:.2f})"
+    if ci is None:
+        return NONE
+    if ci.n_clusters < 2:
+        return f"{ci.estimate:.2f}x (1 task: no CI)"
+    return f"{ci.estimate:.2f}x ({ci.low:.2f}-{ci.high:.2f})"
 
 
 def _mib(value: int | None) -> str:
@@ -198,10 +202,15 @@ def _category_rows(result: BenchResult) -> list[list[str]]:
     return rows
 
 
-def _reading(predicted: float | None, efficiency: float | None) -> str:
+def _reading(
+    predicted: float | None, efficiency: float | None, acceptance: float | None = None
+) -> str:
     if predicted is None:
         return NONE
     if predicted <= 1.0:
+        # With high acceptance a prediction at or below 1 can only come from the draft cost.
+        if acceptance is not None and acceptance >= 0.8:
+            return "draft cost limits it"
         return "acceptance limits it"
     if efficiency is not None and efficiency < OVERHEAD_EFFICIENCY:
         return "overhead eats the gain"
@@ -229,7 +238,9 @@ def _bound_rows(result: BenchResult) -> list[list[str]]:
                 _ratio(predicted),
                 _ratio(measured),
                 _fixed(st.efficiency if st else None, 2),
-                _reading(predicted, st.efficiency if st else None),
+                _reading(
+                    predicted, st.efficiency if st else None, bound.acceptance if bound else None
+                ),
             ]
         )
     return rows
