@@ -19,7 +19,7 @@ from watchkeeper.load.runner import LoadSettings, run_tasks
 from watchkeeper.paths import runs_log_dir
 from watchkeeper.records import RequestSample, RunResult, Task
 from watchkeeper.server.endpoints import fetch_metrics
-from watchkeeper.server.launch import PreparedProfile, serve
+from watchkeeper.server.launch import PreparedProfile, RunningServer, serve
 from watchkeeper.store.repository import Repository
 
 Progress = Callable[[str], None]
@@ -58,6 +58,46 @@ def register_profile(repo: Repository, prepared: PreparedProfile) -> int:
     )
 
 
+def measure_run(
+    server: RunningServer,
+    config: Config,
+    tasks: Sequence[Task],
+    *,
+    arm: str,
+    round_index: int,
+    is_warmup: bool,
+    settings: LoadSettings,
+    on_sample: OnSample | None = None,
+) -> RunResult:
+    """Send every task once to a running server; a server death becomes `RunResult.error`."""
+    started = datetime.now(UTC)
+    with make_http_client(server.base_url, request_timeout_s=config.server.request_timeout_s) as c:
+        before = fetch_metrics(c)
+        samples = run_tasks(c, tasks, settings, on_sample=on_sample)
+        after = fetch_metrics(c)
+    error = None
+    if server.managed is not None and server.managed.exit_code() is not None:
+        error = (
+            f"llama-server exited with code {server.managed.exit_code()} during the run\n"
+            f"{server.managed.log_tail()}"
+        )
+    return RunResult(
+        arm=arm,
+        profile_name=arm,
+        round=round_index,
+        is_warmup=is_warmup,
+        concurrency=settings.concurrency,
+        started_at=started,
+        finished_at=datetime.now(UTC),
+        samples=tuple(samples),
+        server_argv=server.argv,
+        peak_rss_bytes=server.peak_rss_bytes(),
+        metrics_before=before,
+        metrics_after=after,
+        error=error,
+    )
+
+
 def run_profile(
     config: Config,
     prepared: PreparedProfile,
@@ -71,33 +111,14 @@ def run_profile(
     on_sample: OnSample | None = None,
 ) -> RunResult:
     """Start the profile's server, send every task once, stop the server."""
-    started = datetime.now(UTC)
-    with (
-        serve(config, prepared, log_path=log_path) as server,
-        make_http_client(
-            server.base_url, request_timeout_s=config.server.request_timeout_s
-        ) as client,
-    ):
-        before = fetch_metrics(client)
-        samples = run_tasks(client, tasks, settings, on_sample=on_sample)
-        after = fetch_metrics(client)
-        error = None
-        if server.managed is not None and server.managed.exit_code() is not None:
-            error = f"llama-server exited with code {server.managed.exit_code()} during the run"
-        peak = server.peak_rss_bytes()
-        argv = server.argv
-    return RunResult(
-        arm=arm,
-        profile_name=prepared.name,
-        round=round_index,
-        is_warmup=is_warmup,
-        concurrency=settings.concurrency,
-        started_at=started,
-        finished_at=datetime.now(UTC),
-        samples=tuple(samples),
-        server_argv=argv,
-        peak_rss_bytes=peak,
-        metrics_before=before,
-        metrics_after=after,
-        error=error,
-    )
+    with serve(config, prepared, log_path=log_path) as server:
+        return measure_run(
+            server,
+            config,
+            tasks,
+            arm=arm,
+            round_index=round_index,
+            is_warmup=is_warmup,
+            settings=settings,
+            on_sample=on_sample,
+        )

@@ -23,6 +23,9 @@ from watchkeeper.errors import WatchkeeperError
 
 console = Console(stderr=True, highlight=False)
 out = Console(highlight=False)
+if not out.is_terminal:
+    # Cron mail and CI logs are read in wide viewers; 80 columns would fold every table.
+    out = Console(highlight=False, width=160)
 
 Handler = Callable[[argparse.Namespace, Config], int]
 

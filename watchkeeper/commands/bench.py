@@ -18,15 +18,13 @@ from watchkeeper import hostinfo
 from watchkeeper.analysis.benchmark import ArmSpec, BenchMethod, BenchResult, analyze
 from watchkeeper.analysis.recommend import Recommendation, recommend
 from watchkeeper.analysis.stats import median
-from watchkeeper.campaigns import open_campaign, register_profile
+from watchkeeper.campaigns import measure_run, open_campaign, register_profile
 from watchkeeper.config import Config, ProfileConfig
 from watchkeeper.errors import BenchError, ConfigError, ServerError
-from watchkeeper.load.client import make_http_client
-from watchkeeper.load.runner import LoadSettings, run_tasks
+from watchkeeper.load.runner import LoadSettings
 from watchkeeper.load.tasks import load_taskset, select
 from watchkeeper.publish.report import write_bench_report
 from watchkeeper.records import RunResult, Task
-from watchkeeper.server.endpoints import fetch_metrics
 from watchkeeper.server.launch import PreparedProfile, RunningServer, prepare, serve
 from watchkeeper.store.db import Database
 from watchkeeper.store.repository import Repository
@@ -80,44 +78,6 @@ def _arm_order(arms: Sequence[str], round_index: int) -> list[str]:
     return list(arms) if round_index % 2 == 1 else list(reversed(arms))
 
 
-def _measure_run(
-    server: RunningServer,
-    config: Config,
-    tasks: Sequence[Task],
-    *,
-    arm: str,
-    round_index: int,
-    is_warmup: bool,
-    settings: LoadSettings,
-) -> RunResult:
-    started = datetime.now(UTC)
-    with make_http_client(server.base_url, request_timeout_s=config.server.request_timeout_s) as c:
-        before = fetch_metrics(c)
-        samples = run_tasks(c, tasks, settings)
-        after = fetch_metrics(c)
-    error = None
-    if server.managed is not None and server.managed.exit_code() is not None:
-        error = (
-            f"llama-server exited with code {server.managed.exit_code()} during the run\n"
-            f"{server.managed.log_tail()}"
-        )
-    return RunResult(
-        arm=arm,
-        profile_name=arm,
-        round=round_index,
-        is_warmup=is_warmup,
-        concurrency=settings.concurrency,
-        started_at=started,
-        finished_at=datetime.now(UTC),
-        samples=tuple(samples),
-        server_argv=server.argv,
-        peak_rss_bytes=server.peak_rss_bytes(),
-        metrics_before=before,
-        metrics_after=after,
-        error=error,
-    )
-
-
 def _cost_ratio(
     config: Config,
     prepared: PreparedProfile,
@@ -154,7 +114,7 @@ def _cost_ratio(
         f"{len(sample_tasks)} tasks"
     )
     with serve(config, alone, log_path=log_dir / f"{alone.name}.log") as server:
-        draft_run = _measure_run(
+        draft_run = measure_run(
             server,
             config,
             sample_tasks,
@@ -163,7 +123,7 @@ def _cost_ratio(
             is_warmup=True,
             settings=settings,
         )
-    target_run = _measure_run(
+    target_run = measure_run(
         baseline,
         config,
         sample_tasks,
@@ -274,7 +234,7 @@ def _execute(
                     done += 1
                     label = "warm-up" if warm else f"round {round_index}/{plan.rounds}"
                     progress(f"[{done}/{total}] {label}: {arm} ({len(tasks)} tasks)")
-                    run = _measure_run(
+                    run = measure_run(
                         servers[arm],
                         config,
                         tasks,

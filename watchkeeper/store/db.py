@@ -6,7 +6,7 @@ URL's password masked, so a cron mail never leaks credentials and never shows a 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -94,30 +94,25 @@ def _unreachable(url: str, exc: Exception) -> StoreError:
     )
 
 
-def upgrade(url: str, revision: str = "head") -> None:
+def _migrate(url: str, step: Callable[[AlembicConfig], None]) -> None:
     engine = make_engine(url)
     try:
         with engine.begin() as conn:
             cfg = alembic_config(url)
             cfg.attributes["connection"] = conn
-            command.upgrade(cfg, revision)
+            step(cfg)
     except OperationalError as exc:
         raise _unreachable(url, exc) from exc
     finally:
         engine.dispose()
+
+
+def upgrade(url: str, revision: str = "head") -> None:
+    _migrate(url, lambda cfg: command.upgrade(cfg, revision))
 
 
 def downgrade(url: str, revision: str = "base") -> None:
-    engine = make_engine(url)
-    try:
-        with engine.begin() as conn:
-            cfg = alembic_config(url)
-            cfg.attributes["connection"] = conn
-            command.downgrade(cfg, revision)
-    except OperationalError as exc:
-        raise _unreachable(url, exc) from exc
-    finally:
-        engine.dispose()
+    _migrate(url, lambda cfg: command.downgrade(cfg, revision))
 
 
 class Database:

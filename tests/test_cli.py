@@ -1,0 +1,61 @@
+"""The CLI is thin wiring: help explains, profiles list, db migrates, errors are one line."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from sqlalchemy import inspect
+
+from watchkeeper.cli import build_parser, main
+from watchkeeper.store.db import make_engine
+
+
+def test_help_lists_every_command(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        build_parser().parse_args(["--help"])
+    assert exit_info.value.code == 0
+    text = capsys.readouterr().out
+    for command in ("setup", "run", "bench", "sweep", "profiles", "db"):
+        assert command in text
+
+
+def test_profiles_lists_builtins_and_marks_overrides(
+    tmp_path: object, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "wk.toml"  # type: ignore[operator]
+    path.write_text('[profiles.smollm2-baseline]\nmodel = "x"\n[profiles.mine]\nmodel = "y"\n')
+    assert main(["profiles", "--config", str(path), "--json"]) == 0
+    rows = {r["name"]: r for r in json.loads(capsys.readouterr().out)}
+    assert rows["smollm2-baseline"]["source"] == "config (overrides built-in)"
+    assert rows["mine"]["source"] == "config"
+    assert rows["qwen-draft8"]["draft_n_max"] == 8
+
+
+def test_db_upgrade_and_downgrade_from_the_cli(
+    sqlite_url: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("WATCHKEEPER_DATABASE_URL", sqlite_url)
+    assert main(["db", "upgrade"]) == 0
+    engine = make_engine(sqlite_url)
+    assert "request_sample" in inspect(engine).get_table_names()
+    assert main(["db", "downgrade", "base"]) == 0
+    assert "request_sample" not in inspect(engine).get_table_names()
+    engine.dispose()
+    assert "downgraded to base" in capsys.readouterr().out
+
+
+def test_database_down_is_one_line_without_the_password(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("WATCHKEEPER_DATABASE_URL", "postgresql://wk:hunter2@127.0.0.1:1/wk")
+    assert main(["db", "upgrade"]) == 2
+    err = capsys.readouterr().err
+    assert "is unreachable" in err and "hunter2" not in err and "Traceback" not in err
+
+
+def test_bench_needs_two_distinct_profiles(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["bench", "--profiles", "smollm2-baseline"]) == 2
+    assert "at least two profiles" in capsys.readouterr().err
+    assert main(["bench", "--profiles", "smollm2-baseline,smollm2-baseline"]) == 2
+    assert "must be distinct" in capsys.readouterr().err
