@@ -77,7 +77,8 @@ def test_self_drafting_accepts_nearly_every_draft_token(bench_run: tuple[dict, P
     selfdraft = arm(result, "smollm2-selfdraft")
     assert selfdraft["overall"]["acceptance_rate"] > 0.9  # type: ignore[index]
     assert selfdraft["bound"]["cost_ratio"] == 1.0  # type: ignore[index]
-    assert 0.9 < selfdraft["bound"]["predicted_speedup"] <= 1.0  # type: ignore[index]
+    # A model drafting for itself costs one target step per draft token: it cannot win.
+    assert 0.5 < selfdraft["bound"]["predicted_speedup"] <= 1.0  # type: ignore[index]
     assert selfdraft["efficiency"] is not None
 
 

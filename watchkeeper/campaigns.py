@@ -76,11 +76,13 @@ def measure_run(
         samples = run_tasks(c, tasks, settings, on_sample=on_sample)
         after = fetch_metrics(c)
     error = None
-    if server.managed is not None and server.managed.exit_code() is not None:
-        error = (
-            f"llama-server exited with code {server.managed.exit_code()} during the run\n"
-            f"{server.managed.log_tail()}"
-        )
+    if server.managed is not None:
+        failed = any(s.error for s in samples)
+        code = server.managed.exit_code(wait_s=2.0 if failed else 0.0)
+        if code is not None:
+            error = (
+                f"llama-server exited with code {code} during the run\n{server.managed.log_tail()}"
+            )
     return RunResult(
         arm=arm,
         profile_name=arm,

@@ -134,8 +134,15 @@ class ManagedServer:
     def rss_bytes(self) -> int:
         return self._sampler.sample() if self._sampler else 0
 
-    def exit_code(self) -> int | None:
-        return self._proc.poll() if self._proc else None
+    def exit_code(self, wait_s: float = 0.0) -> int | None:
+        """None while running. `wait_s` gives a dying process time to be reaped: a killed
+        server closes its socket (failing requests) a moment before it can be waited for."""
+        if self._proc is None:
+            return None
+        if wait_s > 0:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self._proc.wait(timeout=wait_s)
+        return self._proc.poll()
 
     def log_tail(self, lines: int = 25) -> str:
         return tail(self._log_path, lines)
