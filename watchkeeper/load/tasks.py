@@ -7,7 +7,6 @@ typo in a hand-edited task set fails in a second, not after an hour of load.
 from __future__ import annotations
 
 import json
-import random
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -132,9 +131,3 @@ def select(
     if limit is not None:
         chosen = chosen[:limit]
     return chosen
-
-
-def shuffled(tasks: Sequence[Task], seed: int) -> list[Task]:
-    order = list(tasks)
-    random.Random(seed).shuffle(order)
-    return order

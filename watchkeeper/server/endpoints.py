@@ -7,7 +7,6 @@ Prometheus text is parsed just enough to read named samples; labels are folded i
 from __future__ import annotations
 
 import contextlib
-from typing import Any
 
 import httpx
 
@@ -37,16 +36,3 @@ def fetch_metrics(client: httpx.Client) -> dict[str, float]:
     if response.status_code != 200:
         return {}
     return parse_prometheus(response.text)
-
-
-def fetch_json(client: httpx.Client, path: str) -> Any:
-    try:
-        response = client.get(path, timeout=10.0)
-    except httpx.HTTPError:
-        return None
-    if response.status_code != 200:
-        return None
-    try:
-        return response.json()
-    except ValueError:
-        return None

@@ -66,10 +66,6 @@ class RunningServer:
     def peak_rss_bytes(self) -> int | None:
         return self.managed.peak_rss_bytes if self.managed else None
 
-    def check_alive(self) -> None:
-        if self.managed is not None:
-            self.managed.check_alive()
-
 
 def prepare(config: Config, name: str, *, progress: Progress = _quiet) -> PreparedProfile:
     profile = get_profile(config, name)

@@ -201,17 +201,6 @@ class ManagedServer:
             log_tail=self.log_tail(),
         )
 
-    def check_alive(self) -> None:
-        """Raise if the server died since start (a crash mid-run)."""
-        code = self.exit_code()
-        if code is not None:
-            raise ServerError(
-                f"llama-server died with exit code {code} (log: {self._log_path})\n"
-                f"{self.log_tail()}",
-                exit_code=code,
-                log_tail=self.log_tail(),
-            )
-
     def stop(self) -> int | None:
         """SIGTERM, then SIGKILL after the grace period. Returns the exit code."""
         if self._sampler is not None:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from watchkeeper.config import ProfileConfig
@@ -42,17 +42,6 @@ class StoredRun:
     round: int
     is_warmup: bool
     samples: tuple[RequestSample, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class CampaignSummary:
-    campaign_id: int
-    uuid: str
-    kind: str
-    status: str
-    runs: int
-    requests: int
-    errors: int
 
 
 def _get_or_create(
@@ -232,38 +221,6 @@ class Repository:
     def add_report(self, campaign_id: int, *, kind: str, path: str) -> None:
         with self._db.session() as s:
             s.add(Report(campaign_id=campaign_id, kind=kind, path=path))
-
-    def findings(self, campaign_id: int) -> list[dict[str, Any]]:
-        with self._db.session() as s:
-            rows = s.scalars(
-                select(Finding).filter_by(campaign_id=campaign_id).order_by(Finding.id)
-            )
-            return [
-                {
-                    "kind": r.kind,
-                    "label": r.label,
-                    "severity": r.severity,
-                    "title": r.title,
-                    "evidence": r.evidence,
-                    "fingerprint": r.fingerprint,
-                }
-                for r in rows
-            ]
-
-    def campaign_summary(self, campaign_id: int) -> CampaignSummary:
-        with self._db.session() as s:
-            campaign = s.get_one(Campaign, campaign_id)
-            runs = s.scalar(select(func.count(Run.id)).filter_by(campaign_id=campaign_id)) or 0
-            base = (
-                select(func.count(RequestSampleRow.id))
-                .join(Run)
-                .where(Run.campaign_id == campaign_id)
-            )
-            requests = s.scalar(base) or 0
-            errors = s.scalar(base.where(RequestSampleRow.error.is_not(None))) or 0
-            return CampaignSummary(
-                campaign_id, campaign.uuid, campaign.kind, campaign.status, runs, requests, errors
-            )
 
     def load_runs(self, campaign_id: int) -> list[StoredRun]:
         with self._db.session() as s:
