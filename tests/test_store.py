@@ -8,7 +8,7 @@ from alembic.migration import MigrationContext
 from sqlalchemy import inspect
 
 from watchkeeper.errors import StoreError
-from watchkeeper.store.db import Database, downgrade, make_engine, upgrade
+from watchkeeper.store.db import Database, downgrade, head_revision, make_engine, upgrade
 from watchkeeper.store.schema import Base
 
 TABLES = {
@@ -60,7 +60,9 @@ def test_an_old_schema_is_refused_with_the_upgrade_hint(sqlite_url: str) -> None
     with engine.begin() as conn:
         conn.exec_driver_sql("UPDATE alembic_version SET version_num = '0000'")
     engine.dispose()
-    with pytest.raises(StoreError, match="is at schema 0000, this watchkeeper needs 0001") as info:
+    with pytest.raises(
+        StoreError, match=f"is at schema 0000, this watchkeeper needs {head_revision(sqlite_url)}"
+    ) as info:
         Database(sqlite_url)
     assert info.value.hint == "run `watchkeeper db upgrade`"
 

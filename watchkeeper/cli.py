@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -118,6 +119,40 @@ def cmd_sweep(args: argparse.Namespace, config: Config) -> int:
         out.print(f"\n[bold]Recommendation:[/bold] {result.recommendation.headline}")
         out.print(f"service file: {result.service_path}")
     return 0
+
+
+def cmd_soak(args: argparse.Namespace, config: Config) -> int:
+    import threading
+
+    from watchkeeper.commands.soak import soak_command
+    from watchkeeper.soak.loop import stop_on_signals
+
+    stop = threading.Event()
+    with stop_on_signals(stop):
+        result = soak_command(
+            config,
+            duration=args.duration,
+            profiles=_split(args.profiles),
+            concurrency=[int(c) for c in _split(args.concurrency) or []] or None,
+            block=args.block,
+            taskset=Path(args.taskset) if args.taskset else None,
+            limit=args.limit,
+            per_category=args.per_category,
+            seed=args.seed,
+            fresh=args.fresh,
+            resume_id=args.resume,
+            stop=stop,
+            progress=_progress if not args.json else (lambda _m: None),
+        )
+    if args.json:
+        out.print_json(json.dumps(result.to_json()))
+    else:
+        out.print(f"soak campaign {result.campaign_id} {result.status}: {result.verdict.headline}")
+        for line in (*result.verdict.reasons, *result.verdict.notes):
+            out.print(f"  - {escape(line)}")
+    if result.status == "interrupted":
+        return 130
+    return 0 if result.verdict.stable else 1
 
 
 def cmd_profiles(args: argparse.Namespace, config: Config) -> int:
@@ -253,6 +288,27 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler=cmd_sweep)
 
+    p = sub.add_parser(
+        "soak",
+        help="closed-loop load for hours; incidents, resources and a stable/unstable verdict",
+        description="Loop the task set against each profile (blocks, reshuffled per pass) "
+        "for --duration; crashes are restarted, an unreachable database is spooled, "
+        "SIGTERM marks the campaign interrupted and a later run of the same command resumes it.",
+    )
+    _add_common(p)
+    p.add_argument("--duration", help="e.g. 8h, 30m, 1h30m (default: soak.duration)")
+    p.add_argument("--profiles", metavar="A,B,...", help="default: soak.profiles")
+    p.add_argument("--concurrency", metavar="N,M,...", help="e.g. 1,4 (default: soak.concurrency)")
+    p.add_argument("--block", help="time per (profile, concurrency) block (default: soak.block)")
+    p.add_argument("--taskset", metavar="F")
+    p.add_argument("--limit", type=int, metavar="N", help="only the first N tasks")
+    p.add_argument("--per-category", type=int, metavar="N", help="first N tasks of each category")
+    p.add_argument("--seed", type=int, help="shuffle seed (default: random, recorded)")
+    p.add_argument("--fresh", action="store_true", help="never resume an interrupted soak")
+    p.add_argument("--resume", type=int, metavar="ID", help="resume this soak campaign")
+    p.add_argument("--json", action="store_true", help="print the verdict and figures as JSON")
+    p.set_defaults(handler=cmd_soak)
+
     p = sub.add_parser("profiles", help="list built-in and configured server profiles")
     _add_common(p)
     p.add_argument("--json", action="store_true")
@@ -266,11 +322,23 @@ def build_parser() -> argparse.ArgumentParser:
     down = dbsub.add_parser("downgrade", help="migrate down to a revision (default: base)")
     down.add_argument("revision", nargs="?", default="base")
     p.set_defaults(handler=cmd_db)
+
+    from watchkeeper.cli_tracking import register
+
+    register(sub)
     return parser
+
+
+def _terminate(signum: int, _frame: object) -> None:
+    # Python's default SIGTERM ends the process without unwinding, which would orphan a
+    # running llama-server; raising lets every `with serve(...)` stop what it started.
+    raise KeyboardInterrupt(f"signal {signum}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _terminate)
     try:
         config = load_config(args.config)
         code: int = args.handler(args, config)

@@ -20,6 +20,7 @@ from pydantic_core import ErrorDetails
 
 from watchkeeper.errors import ConfigError
 from watchkeeper.paths import cache_dir, default_database_url, project_root
+from watchkeeper.soak.durations import parse_duration
 
 DEFAULT_LLAMA_CPP_VERSION = "11434.0.0"
 CONFIG_ENV = "WATCHKEEPER_CONFIG"
@@ -129,12 +130,89 @@ class BenchConfig(_Strict):
         return Path.cwd() / "reports"
 
 
+class DetectorConfig(_Strict):
+    """Regression detector parameters (see watchkeeper/analysis/detector.py for why)."""
+
+    window: Annotated[int, Field(ge=2, le=1000)] = 10
+    min_good_runs: Annotated[int, Field(ge=3, le=1000)] = 10
+    alpha: Annotated[float, Field(gt=0.0, lt=1.0)] = 0.01
+    fence_multiplier: Annotated[float, Field(gt=0.0)] = 3.0
+    storm_fraction: Annotated[float, Field(gt=0.0, le=1.0)] = 0.2
+    storm_one_way: Annotated[int, Field(ge=2)] = 3
+    change_point_min_size: Annotated[int, Field(ge=2, le=100)] = 3
+
+
+class DigestConfig(_Strict):
+    """Where the morning digest goes and who commits it."""
+
+    repo: str = ""
+    """Git working tree of the reports repository; empty: the project checkout."""
+    branch: str = "main"
+    remote: str = "origin"
+    subdir: str = "reports/digests"
+    author_name: str = "watchkeeper"
+    author_email: str = "watchkeeper@localhost"
+    push_attempts: Annotated[int, Field(ge=1, le=20)] = 4
+
+    def resolved_repo(self) -> Path:
+        return Path(self.repo).expanduser() if self.repo else project_root()
+
+
+class SoakConfig(_Strict):
+    """Overnight soak (watchkeeper/soak/): load shape, fault handling, verdict thresholds."""
+
+    duration: str = "8h"
+    profiles: list[str] = Field(default_factory=lambda: ["qwen-baseline", "qwen-draft4"])
+    concurrency: list[Annotated[int, Field(ge=1, le=256)]] = Field(default_factory=lambda: [1])
+    block: str = "10m"
+    """How long the load stays on one (profile, concurrency) before moving on."""
+    slice: str = "5m"
+    """Time slice for throughput and acceptance drift."""
+    temperature: Annotated[float, Field(ge=0.0, le=2.0)] = 0.0
+    ramp_s: Annotated[float, Field(ge=0.0)] = 2.0
+    """Worker starts are spread over this long, so a block never opens with a burst."""
+    request_timeout_s: Annotated[float, Field(ge=0.0)] = 0.0
+    """0: server.request_timeout_s."""
+    sample_interval_s: Annotated[float, Field(gt=0.0)] = 5.0
+    probe_interval_s: Annotated[float, Field(gt=0.0)] = 300.0
+    """How often a temperature-0 probe (the same task every time) replaces a load request."""
+    stuck_after_s: Annotated[float, Field(ge=0.0)] = 0.0
+    """A slot busy with one task longer than this is stuck; 0: 2 x the request timeout."""
+    unresponsive_after: Annotated[int, Field(ge=1)] = 3
+    """Failed /health checks in a row (process alive) before the server is restarted."""
+    restart_backoff_s: Annotated[float, Field(ge=0.0)] = 1.0
+    restart_backoff_cap_s: Annotated[float, Field(ge=0.0)] = 30.0
+    max_crashes: Annotated[int, Field(ge=1)] = 3
+    crash_window_s: Annotated[float, Field(gt=0.0)] = 600.0
+    """`max_crashes` crashes within this window stop the profile with a finding."""
+    flush_interval_s: Annotated[float, Field(gt=0.0)] = 5.0
+    leak_threshold_mb_per_hour: Annotated[float, Field(gt=0.0)] = 50.0
+    leak_min_span_s: Annotated[float, Field(ge=0.0)] = 1800.0
+    """Less RSS history than this (after warm-up) judges no leak: 'insufficient data'."""
+    rss_warmup_s: Annotated[float, Field(ge=0.0)] = 120.0
+    """RSS samples this soon after a server (re)start are page-in, not leak."""
+    drift_threshold: Annotated[float, Field(gt=0.0, lt=1.0)] = 0.10
+    """Throughput change over the soak (fraction) whose CI lies beyond it: unstable."""
+    acceptance_drift_threshold: Annotated[float, Field(gt=0.0, lt=1.0)] = 0.05
+    max_error_rate: Annotated[float, Field(ge=0.0, le=1.0)] = 0.01
+    min_identical_rate: Annotated[float, Field(ge=0.0, le=1.0)] = 0.95
+
+    @field_validator("duration", "block", "slice")
+    @classmethod
+    def _is_a_duration(cls, value: str) -> str:
+        parse_duration(value)
+        return value
+
+
 class Config(_Strict):
     database: DatabaseConfig = Field(default_factory=DatabaseConfig)
     server: ServerConfig = Field(default_factory=ServerConfig)
     models: dict[str, ModelConfig] = Field(default_factory=dict)
     profiles: dict[str, ProfileConfig] = Field(default_factory=dict)
     bench: BenchConfig = Field(default_factory=BenchConfig)
+    detector: DetectorConfig = Field(default_factory=DetectorConfig)
+    digest: DigestConfig = Field(default_factory=DigestConfig)
+    soak: SoakConfig = Field(default_factory=SoakConfig)
     source: str = "<defaults>"
 
 

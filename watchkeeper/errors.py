@@ -15,7 +15,9 @@ the input must change first (bad config, missing model).
     ├── ClientError           HTTP transport failure against the server (per-request errors
     │                         are recorded, not raised)
     ├── StoreError            database unreachable or schema out of date
-    └── BenchError            a benchmark could not produce a result (e.g. every request failed)
+    ├── BenchError            a benchmark could not produce a result (e.g. every request failed)
+    ├── PublishError          reports repository: dirty tree, detached HEAD, push failed
+    └── SoakError             a soak cannot start or continue (bad duration, every profile stopped)
 """
 
 from __future__ import annotations
@@ -85,3 +87,11 @@ class StoreError(WatchkeeperError):
 
 class BenchError(WatchkeeperError):
     """A benchmark could not produce a meaningful result."""
+
+
+class PublishError(WatchkeeperError):
+    """Committing or pushing to the reports repository failed; nothing was lost."""
+
+
+class SoakError(WatchkeeperError):
+    """A soak cannot start or go on: a bad duration, nothing to resume, every profile stopped."""

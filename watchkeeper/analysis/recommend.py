@@ -41,14 +41,22 @@ class Recommendation:
         )
 
 
-def _choose(category: str, stats: Sequence[CategoryStats], excluded: set[str]) -> Choice:
-    eligible = [
-        s for s in stats if s.speedup is not None and s.speedup.low > 1.0 and s.arm not in excluded
-    ]
+def _choose(category: str, stats: Sequence[CategoryStats], excluded: dict[str, str]) -> Choice:
+    faster = [s for s in stats if s.speedup is not None and s.speedup.low > 1.0]
+    eligible = [s for s in faster if s.arm not in excluded]
     if not eligible:
         measured = [s for s in stats if s.speedup is not None]
         if not measured:
             return Choice(category, None, None, None, None, "no speculative profile was measured")
+        if faster:
+            # Faster with confidence but disqualified: say why, or the reader thinks it was noise.
+            why = "; ".join(
+                f"{s.arm} {s.speedup.estimate:.2f}x (CI {s.speedup.low:.2f}-{s.speedup.high:.2f}) "
+                f"is excluded by a {excluded[s.arm]} finding"
+                for s in faster
+                if s.speedup is not None
+            )
+            return Choice(category, None, None, None, None, f"no eligible profile: {why}")
         best = max(measured, key=lambda s: s.speedup.estimate if s.speedup else 0.0)
         assert best.speedup is not None
         return Choice(
@@ -73,11 +81,10 @@ def _choose(category: str, stats: Sequence[CategoryStats], excluded: set[str]) -
 
 
 def recommend(result: BenchResult) -> Recommendation:
-    excluded = {
-        f.profile
-        for f in result.findings
-        if f.kind in ("correctness", "spec_inactive", "degenerate_output")
-    }
+    excluded: dict[str, str] = {}
+    for f in result.findings:
+        if f.kind in ("correctness", "spec_inactive", "degenerate_output"):
+            excluded.setdefault(f.profile, f.kind.replace("_", " "))
     candidates = [a.name for a in result.arms if a.role == "candidate"]
     overall = _choose(ALL, [s.overall for s in result.arm_stats if s.arm in candidates], excluded)
     categories = sorted({c.category for c in result.categories})

@@ -20,6 +20,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from watchkeeper.analysis.benchmark import ALL, BenchResult
+from watchkeeper.digest import SeriesPlotData
 
 _DPI = 110
 _SIZE = (8.0, 4.5)
@@ -224,3 +225,31 @@ def make_plots(result: BenchResult, folder: Path) -> dict[str, str]:
         atomic_write(folder / name, _png(fig))
         written[key] = name
     return written
+
+
+def history_png(data: SeriesPlotData) -> bytes:
+    """A series' run values over time: excluded runs as crosses, the reported night in
+    colour, the first bad run of a change point as a dashed line."""
+    fig = _new_figure()
+    ax = fig.add_subplot()
+    order = {run: i for i, (run, _, _) in enumerate(data.points)}
+    good = [(order[r], v) for r, v, g in data.points if g]
+    bad = [(order[r], v) for r, v, g in data.points if not g]
+    night = [(order[r], v) for r, v, _ in data.points if r in set(data.highlight_runs)]
+    if good:
+        xs, ys = [x for x, _ in good], [y for _, y in good]
+        ax.plot(xs, ys, marker="o", ms=4, lw=1, color="#4c72b0", label="run")
+    if bad:
+        xs, ys = [x for x, _ in bad], [y for _, y in bad]
+        ax.scatter(xs, ys, marker="x", color="#999999", label="excluded run")
+    if night:
+        xs, ys = [x for x, _ in night], [y for _, y in night]
+        ax.scatter(xs, ys, s=60, color="#dd8452", zorder=3, label="this night")
+    if data.change_run is not None and data.change_run in order:
+        ax.axvline(order[data.change_run] - 0.5, ls="--", color="#c44e52", label="change point")
+    ax.set_xlabel("run (oldest first)")
+    ax.set_ylabel(f"value ({data.direction.value})")
+    ax.set_title(data.title)
+    ax.grid(alpha=0.3)
+    _legend(fig, ax)
+    return _png(fig)

@@ -13,12 +13,8 @@ import os
 import re
 import shlex
 from collections.abc import Mapping, Sequence
-from functools import cache
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
-
-import jinja2
 
 from watchkeeper.analysis.benchmark import (
     ArmSpec,
@@ -30,6 +26,7 @@ from watchkeeper.analysis.benchmark import (
 from watchkeeper.analysis.recommend import Choice, Recommendation
 from watchkeeper.analysis.stats import RatioCI
 from watchkeeper.checks.guards import GuardFinding
+from watchkeeper.publish import markdown as md
 from watchkeeper.publish.plots import atomic_write, make_plots
 
 NONE = "—"
@@ -77,51 +74,6 @@ def _mib(value: int | None) -> str:
     return NONE if value is None else f"{value / (1 << 20):.0f}"
 
 
-def _text(value: object) -> str:
-    return NONE if value is None else str(value)
-
-
-# -- Markdown building blocks -----------------------------------------------------------------
-
-
-def _inline(text: str) -> str:
-    """Model- and user-supplied names must not start a new Markdown line."""
-    return " ".join(text.split())
-
-
-def _cell(text: str) -> str:
-    return _inline(text).replace("|", "\\|")
-
-
-def _table(headers: Sequence[str], rows: Sequence[Sequence[str]], align: str = "") -> str:
-    """`align` has one letter per column: l or r (missing letters mean l)."""
-    marks = ["---:" if align[i : i + 1] == "r" else "---" for i in range(len(headers))]
-    lines = ["| " + " | ".join(_cell(h) for h in headers) + " |", "| " + " | ".join(marks) + " |"]
-    lines.extend("| " + " | ".join(_cell(c) for c in row) + " |" for row in rows)
-    return "\n".join(lines)
-
-
-def fence_for(text: str) -> str:
-    """A fence longer than any backtick run inside, so the content cannot close it early."""
-    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
-    return "`" * max(3, longest + 1)
-
-
-def _fenced(text: str, lang: str = "", indent: int = 0) -> str:
-    fence = fence_for(text)
-    pad = " " * indent
-    body = "\n".join(pad + line if line else "" for line in text.split("\n"))
-    return f"{pad}{fence}{lang}\n{body}\n{pad}{fence}"
-
-
-def _cap(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def _link(target: str) -> str:
-    return quote(target, safe="/")
-
-
 # -- sections ---------------------------------------------------------------------------------
 
 
@@ -164,8 +116,8 @@ def _summary_rows(result: BenchResult) -> list[list[str]]:
             [
                 arm.name,
                 arm.role,
-                _text(arm.spec_type),
-                _text(arm.draft_n_max),
+                md.text(arm.spec_type),
+                md.text(arm.draft_n_max),
                 _fixed(o.median_tps if o else None, 1),
                 NONE if arm.role == "baseline" or o is None else _ci(o.speedup),
                 _pct(o.acceptance_rate if o else None),
@@ -270,13 +222,13 @@ def _examples(result: BenchResult) -> list[tuple[IdentityRecord, str, str]]:
 
 
 def _excerpt_block(text: str) -> str:
-    return _fenced(_cap(text, EXCERPT_CHARS), indent=2)
+    return md.fenced(md.cap(text, EXCERPT_CHARS), indent=2)
 
 
 def _findings(result: BenchResult) -> list[tuple[GuardFinding, str]]:
     ordered = sorted(result.findings, key=lambda f: _SEVERITY_ORDER.get(f.severity, 3))
     return [
-        (f, _fenced(_cap(_json(f.evidence), EVIDENCE_CHARS), "json", indent=2)) for f in ordered
+        (f, md.fenced(md.cap(_json(f.evidence), EVIDENCE_CHARS), "json", indent=2)) for f in ordered
     ]
 
 
@@ -301,8 +253,8 @@ def _choice_rows(result: BenchResult, recommendation: Recommendation) -> list[li
 def _argv_block(arms: Sequence[ArmSpec]) -> str:
     lines = []
     for arm in arms:
-        lines.extend([f"# {_inline(arm.name)}", shlex.join(arm.argv)])
-    return _fenced("\n".join(lines), "sh")
+        lines.extend([f"# {md.inline(arm.name)}", shlex.join(arm.argv)])
+    return md.fenced("\n".join(lines), "sh")
 
 
 def _context(
@@ -318,14 +270,14 @@ def _context(
     rec = None
     if recommendation is not None:
         rec = {
-            "headline": _inline(recommendation.headline),
-            "reason": _inline(recommendation.overall.reason),
+            "headline": md.inline(recommendation.headline),
+            "reason": md.inline(recommendation.overall.reason),
             "rows": _choice_rows(result, recommendation),
         }
     return {
-        "title": _inline(title),
-        "headline": _inline(_headline(result, recommendation)),
-        "kind": _inline(result.kind),
+        "title": md.inline(title),
+        "headline": md.inline(_headline(result, recommendation)),
+        "kind": md.inline(result.kind),
         "started": result.started_at.isoformat(timespec="seconds"),
         "finished": result.finished_at.isoformat(timespec="seconds"),
         "conf": f"{m.confidence:.0%}",
@@ -339,15 +291,15 @@ def _context(
         "examples": _examples(result),
         "findings": _findings(result),
         "recommendation": rec,
-        "plots": [(PLOT_TITLES[k], _link(plots[k])) for k in PLOT_TITLES if k in plots],
-        "host_line": _inline(
+        "plots": [(PLOT_TITLES[k], md.link(plots[k])) for k in PLOT_TITLES if k in plots],
+        "host_line": md.inline(
             f"{host.hostname}, {host.cpu_model}, {host.cpu_count} cores, "
             f"{host.memory_bytes / (1 << 30):.1f} GiB memory, GPU: {host.gpu or 'none'}, "
             f"{host.os} (fingerprint {host.fingerprint})"
         ),
-        "build": _inline(f"{result.build_version} ({result.build_variant})"),
+        "build": md.inline(f"{result.build_version} ({result.build_variant})"),
         "model_rows": [
-            [a.name, a.model, a.model_sha256, _text(a.draft_model), _text(a.draft_sha256)]
+            [a.name, a.model, a.model_sha256, md.text(a.draft_model), md.text(a.draft_sha256)]
             for a in result.arms
         ],
         "argv": _argv_block(result.arms),
@@ -355,26 +307,6 @@ def _context(
         "method": m,
         "categories": ", ".join(m.categories) or NONE,
     }
-
-
-@cache
-def _environment() -> jinja2.Environment:
-    # FileSystemLoader next to this package works the same from a wheel and an editable install.
-    templates = Path(__file__).resolve().parent.parent / "templates"
-    env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(templates),
-        # Markdown is not HTML: escaping would turn `<` and `&` in model output into entities.
-        autoescape=jinja2.select_autoescape(("html", "htm", "xml"), default=False),
-        trim_blocks=True,
-        lstrip_blocks=True,
-        keep_trailing_newline=True,
-        undefined=jinja2.StrictUndefined,
-    )
-    env.globals["table"] = _table
-    env.filters["inline"] = _inline
-    env.filters["fixed"] = _fixed
-    env.filters["text"] = _text
-    return env
 
 
 def render_bench_report(
@@ -385,7 +317,7 @@ def render_bench_report(
     title: str = "Speculative decoding benchmark",
 ) -> str:
     """Pure so a stored result can be re-rendered; `plots` keys without a file are skipped."""
-    template = _environment().get_template("bench_report.md.j2")
+    template = md.environment().get_template("bench_report.md.j2")
     return template.render(**_context(result, plots, recommendation, title))
 
 

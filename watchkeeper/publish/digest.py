@@ -1,0 +1,175 @@
+"""Render the morning digest to Markdown (pure) and lay out its files for writing or committing.
+
+`render_digest` takes no clock and reads nothing: the same `Digest` gives the same bytes, which
+is what lets a second run on the same night leave the reports repository untouched.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from watchkeeper.digest import Digest
+from watchkeeper.publish import markdown as md
+from watchkeeper.publish.plots import history_png
+from watchkeeper.store.history import StoredFinding
+
+EXCERPT_CHARS = 200
+MAX_ROWS = 50
+
+
+def _pct(value: float | None) -> str:
+    return md.NONE if value is None else f"{value * 100:+.1f}%"
+
+
+def _points(value: float | None) -> str:
+    return md.NONE if value is None else f"{value * 100:+.1f} pt"
+
+
+def _delta(e: dict[str, Any]) -> tuple[str, str]:
+    """(delta, 95% CI) in the finding's own unit: relative % or absolute points."""
+    delta, ci = e.get("delta"), e.get("delta_ci") or [None, None]
+    if delta is None:
+        return md.NONE, md.NONE
+    fmt = _points if e.get("delta_unit") == "absolute" else _pct
+    interval = f"{fmt(ci[0])} to {fmt(ci[1])}" if None not in ci else md.NONE
+    return fmt(delta), interval
+
+
+def _p(value: float | None) -> str:
+    return md.NONE if value is None else f"{value:.2g}"
+
+
+def _series_row(f: StoredFinding, plots: dict[int, str]) -> list[str]:
+    e = f.evidence
+    delta, ci = _delta(e)
+    state = "confirmed" if f.confirmed_at else "candidate"
+    cv = e.get("baseline_cv")
+    plot = f"[plot]({md.link(plots[f.id])})" if f.id in plots else md.NONE
+    first_bad = e.get("change_point", {}).get("first_bad_build")
+    return [
+        f"#{f.id}",
+        e.get("series_name", f.title),
+        str(first_bad) if first_bad else "not yet named",
+        delta,
+        ci,
+        f"{_p(e.get('p_adjusted'))} ({e.get('test', md.NONE)})",
+        f"{e.get('baseline_runs', md.NONE)} runs, CV {cv * 100:.1f}%"
+        if cv is not None
+        else str(e.get("baseline_runs", md.NONE)),
+        state,
+        str(f.occurrences),
+        plot,
+    ]
+
+
+SERIES_HEADERS = (
+    "finding",
+    "series",
+    "first bad build",
+    "delta",
+    "95% CI",
+    "p (BH) and test",
+    "baseline",
+    "state",
+    "nights",
+    "history",
+)
+
+
+def _change_row(f: StoredFinding, plots: dict[int, str]) -> list[str]:
+    cp = f.evidence.get("change_point", {})
+    rel = cp.get("relative_change")
+    plot = f"[plot]({md.link(plots[f.id])})" if f.id in plots else md.NONE
+    return [
+        f"#{f.id}",
+        f.evidence.get("series_name", f.title),
+        str(cp.get("first_bad_build", md.NONE)),
+        f"run {cp.get('first_bad_run')} (campaign {cp.get('first_bad_campaign')})",
+        f"{cp.get('before_median', 0):.4g} → {cp.get('after_median', 0):.4g}",
+        _pct(rel) if rel is not None else md.NONE,
+        plot,
+    ]
+
+
+def _soak_row(c: dict[str, Any]) -> list[str]:
+    s = c["summary"]
+    verdict = s.get("verdict") or (s.get("soak") or {}).get("verdict") or c["status"]
+    reasons = s.get("reasons") or (s.get("soak") or {}).get("reasons") or []
+    return [f"{c['id']}", str(verdict), "; ".join(str(r) for r in reasons) or md.NONE]
+
+
+def _excerpt(text: str) -> str:
+    return md.fenced(md.cap(text, EXCERPT_CHARS), indent=2)
+
+
+def plot_name(day: str, finding_id: int) -> str:
+    return f"{day}/finding-{finding_id}.png"
+
+
+def render_digest(digest: Digest, *, plots: dict[int, str]) -> str:
+    """``plots`` maps finding id → link relative to the Markdown file."""
+    day = digest.day.isoformat()
+    template = md.environment().get_template("digest.md.j2")
+    return template.render(
+        d=digest,
+        day=day,
+        regression_table=md.table(
+            SERIES_HEADERS,
+            [_series_row(f, plots) for f in digest.regressions[:MAX_ROWS]],
+            "lllrrlllrl",
+        ),
+        improvement_table=md.table(
+            SERIES_HEADERS,
+            [_series_row(f, plots) for f in digest.improvements[:MAX_ROWS]],
+            "lllrrlllrl",
+        ),
+        change_table=md.table(
+            (
+                "finding",
+                "series",
+                "first bad build",
+                "first bad run",
+                "level (before → after)",
+                "change",
+                "history",
+            ),
+            [_change_row(f, plots) for f in digest.change_points[:MAX_ROWS]],
+        ),
+        suspicious_table=md.table(
+            ("campaign", "series", "delta", "p (BH)", "why not flagged"),
+            [
+                [
+                    str(v["campaign_id"]),
+                    v["series_name"],
+                    _delta(v)[0],
+                    _p(v.get("p_adjusted")),
+                    v["note"],
+                ]
+                for v in digest.suspicious[:MAX_ROWS]
+            ],
+            "llrrl",
+        ),
+        soak_table=md.table(
+            ("campaign", "verdict", "reasons"), [_soak_row(c) for c in digest.soaks]
+        ),
+        open_table=md.table(
+            ("finding", "kind", "status", "age (days)", "title"),
+            [
+                [f"#{f.id}", f.kind, f.status, str(age), f.title]
+                for f, age in digest.open_findings[:MAX_ROWS]
+            ],
+            "lllrl",
+        ),
+        campaign_list=", ".join(f"{c['id']} ({c['kind']})" for c in digest.campaigns) or md.NONE,
+        labels=", ".join(f"{k}: {v}" for k, v in sorted(digest.labels.items())) or md.NONE,
+        excerpt=_excerpt,
+    )
+
+
+def digest_files(digest: Digest) -> dict[str, bytes]:
+    """The digest's files, relative to the digests folder: ``DATE.md`` and its plots."""
+    day = digest.day.isoformat()
+    files = {plot_name(day, p.finding_id): history_png(p) for p in digest.plots}
+    plots = {p.finding_id: plot_name(day, p.finding_id) for p in digest.plots}
+    files[f"{day}.md"] = render_digest(digest, plots=plots).encode("utf-8")
+    return files

@@ -1,0 +1,316 @@
+"""The soak loop: closed-loop load for a fixed time, moving between profiles in blocks.
+
+The duration is cut into blocks; block b runs (profile, concurrency) number b of the plan's
+combinations, round robin, so drift over the night hits every profile. Inside a block,
+`concurrency` workers each send their next request when the last one finished (requests in
+flight = concurrency), starting staggered so a block never opens with a burst. The task order
+is reshuffled every pass through the task set, from (seed, block, pass), so any stretch of
+the night can be replayed. Every so often one worker sends the probe task at temperature 0
+instead of its next task: the identical-output rate compares those answers over time.
+
+SIGTERM/SIGINT only set the stop event: each worker finishes the request it is in, the block
+is closed as interrupted, the spool is flushed and the servers are stopped by the caller.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from types import FrameType
+
+import httpx
+
+from watchkeeper.config import Config
+from watchkeeper.load.client import chat, make_http_client
+from watchkeeper.records import RequestSample, Task
+from watchkeeper.soak.records import (
+    PROBE_SUFFIX,
+    IncidentRecord,
+    RunClose,
+    RunKey,
+    RunOpen,
+    SampleRecord,
+)
+from watchkeeper.soak.sampler import Active, ResourceSampler
+from watchkeeper.soak.spool import SpoolingWriter
+from watchkeeper.soak.supervisor import ServerSupervisor
+
+OnSample = Callable[[RunKey, RequestSample], None]
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True, slots=True)
+class SoakPlan:
+    duration_s: float
+    block_s: float
+    profiles: tuple[str, ...]
+    concurrencies: tuple[int, ...]
+    seed: int
+    tasks: tuple[Task, ...]
+    probe: Task
+    temperature: float = 0.0
+
+    def combination(self, block: int) -> tuple[str, int]:
+        combos = [(p, c) for p in self.profiles for c in self.concurrencies]
+        return combos[block % len(combos)]
+
+
+@dataclass(frozen=True, slots=True)
+class ResumePoint:
+    next_block: int = 0
+    elapsed_s: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class SoakOutcome:
+    interrupted: bool
+    blocks: int
+    completed: int
+    failed: int
+    restarts: int
+    stopped_profiles: tuple[str, ...]
+    elapsed_s: float
+
+
+class TaskCycle:
+    """Endless, thread-safe task order for one block: a fresh shuffle for every pass."""
+
+    def __init__(self, tasks: tuple[Task, ...], *, seed: int, block: int) -> None:
+        self._tasks, self._seed, self._block = tasks, seed, block
+        self._lock = threading.Lock()
+        self._order: list[Task] = []
+        self._cycle = -1
+
+    def next(self) -> Task:
+        with self._lock:
+            if not self._order:
+                self._cycle += 1
+                self._order = list(self._tasks)
+                random.Random(f"{self._seed}:{self._block}:{self._cycle}").shuffle(self._order)
+                self._order.reverse()
+            return self._order.pop()
+
+
+@contextlib.contextmanager
+def stop_on_signals(stop: threading.Event) -> Iterator[None]:
+    """SIGTERM and SIGINT set `stop` (nothing else happens in the handler), then restore."""
+
+    def handler(_signum: int, _frame: FrameType | None) -> None:
+        stop.set()
+
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+class SoakLoop:
+    def __init__(
+        self,
+        config: Config,
+        plan: SoakPlan,
+        *,
+        supervisors: dict[str, ServerSupervisor],
+        profile_ids: dict[str, int],
+        writer: SpoolingWriter,
+        stop: threading.Event,
+        on_sample: OnSample | None = None,
+        progress: Progress | None = None,
+    ) -> None:
+        self._config, self._plan = config, plan
+        self._soak = config.soak
+        self._sups, self._ids = supervisors, profile_ids
+        self._writer, self._stop = writer, stop
+        self._on_sample = on_sample
+        self._progress = progress or (lambda _m: None)
+        self.timeout_s = self._soak.request_timeout_s or config.server.request_timeout_s
+        stuck = self._soak.stuck_after_s or 2 * self.timeout_s
+        self._sampler = ResourceSampler(emit=writer.add, stuck_after_s=stuck)
+        self._active: Active | None = None
+        self._lock = threading.Lock()
+        self._completed = self._failed = 0
+
+    def run(self, resume: ResumePoint) -> SoakOutcome:
+        monitor_stop = threading.Event()
+        monitor = threading.Thread(
+            target=self._monitor, args=(monitor_stop,), name="soak-monitor", daemon=True
+        )
+        monitor.start()
+        elapsed, block, blocks = resume.elapsed_s, resume.next_block, 0
+        try:
+            while not self._stop.is_set():
+                remaining = self._plan.duration_s - elapsed
+                live = [p for p in self._plan.profiles if not self._sups[p].stopped]
+                if remaining < 1.0 or not live:
+                    break
+                profile, concurrency = self._plan.combination(block)
+                if self._sups[profile].stopped:
+                    block += 1
+                    continue
+                t0 = time.monotonic()
+                self._run_block(block, profile, concurrency, min(self._plan.block_s, remaining))
+                elapsed += time.monotonic() - t0
+                block, blocks = block + 1, blocks + 1
+                self._writer.drain()
+        finally:
+            monitor_stop.set()
+            monitor.join(timeout=30)
+            self._sampler.close()
+        return SoakOutcome(
+            interrupted=self._stop.is_set(),
+            blocks=blocks,
+            completed=self._completed,
+            failed=self._failed,
+            restarts=sum(s.restarts for s in self._sups.values()),
+            stopped_profiles=tuple(p for p, s in self._sups.items() if s.stopped),
+            elapsed_s=elapsed,
+        )
+
+    def _monitor(self, done: threading.Event) -> None:
+        while not done.wait(self._soak.sample_interval_s):
+            for sup in self._sups.values():
+                sup.watch()
+            active = self._active
+            if active is not None:
+                sup = self._sups[active.profile]
+                _, url = sup.current()
+                active = Active(active.profile, active.key, url, sup.pid)
+            with contextlib.suppress(httpx.HTTPError, OSError):
+                self._sampler.sample(active)
+
+    def _run_block(self, index: int, profile: str, concurrency: int, duration_s: float) -> None:
+        sup = self._sups[profile]
+        key = RunKey(profile, index, concurrency, self._ids[profile])
+        probe_key = RunKey(profile + PROBE_SUFFIX, index, concurrency, self._ids[profile])
+        started = datetime.now(UTC)
+        self._writer.add(RunOpen(key, started, sup.argv))
+        self._active = Active(profile, key, sup.base_url, sup.pid)
+        self._progress(
+            f"block {index}: {profile} at concurrency {concurrency} for {duration_s:.0f}s"
+        )
+        block = _Block(
+            key, probe_key, TaskCycle(self._plan.tasks, seed=self._plan.seed, block=index)
+        )
+        deadline = time.monotonic() + duration_s
+        workers = [
+            threading.Thread(
+                target=self._worker,
+                args=(sup, block, deadline, i * self._soak.ramp_s / concurrency),
+                name=f"soak-{profile}-{i}",
+                daemon=True,
+            )
+            for i in range(concurrency)
+        ]
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join()
+        status = "interrupted" if self._stop.is_set() else "stopped" if sup.stopped else "completed"
+        error = f"{block.failed} of {block.sent} requests failed" if block.failed else None
+        now = datetime.now(UTC)
+        self._writer.add(RunClose(key, now, status, sup.peak_rss_bytes or None, error))
+        if block.probe_opened:
+            self._writer.add(RunClose(probe_key, now, status, sup.peak_rss_bytes or None))
+        self._progress(
+            f"block {index} {status}: {block.sent - block.failed}/{block.sent} requests ok"
+        )
+
+    def _worker(self, sup: ServerSupervisor, block: _Block, deadline: float, delay: float) -> None:
+        if delay and self._stop.wait(delay):
+            return
+        client: httpx.Client | None = None
+        client_gen = -1
+        try:
+            while not self._stop.is_set() and time.monotonic() < deadline and not sup.stopped:
+                gen, url = sup.current()
+                if client is None or client_gen != gen:
+                    if client is not None:
+                        client.close()
+                    client = make_http_client(url, request_timeout_s=self.timeout_s)
+                    client_gen = gen
+                probe = block.claim_probe(self._soak.probe_interval_s, self._writer, sup.argv)
+                key = block.probe_key if probe else block.key
+                task = self._plan.probe if probe else block.cycle.next()
+                sample = chat(
+                    client,
+                    task,
+                    seq=block.next_seq(probe),
+                    temperature=0.0 if probe else self._plan.temperature,
+                    top_logprobs=2 if probe else 0,
+                    seed=self._plan.seed,
+                )
+                self._writer.add(SampleRecord(key, sample))
+                block.count(sample)
+                with self._lock:
+                    if sample.ok:
+                        self._completed += 1
+                    else:
+                        self._failed += 1
+                if self._on_sample is not None:
+                    self._on_sample(key, sample)
+                if sample.error is not None:
+                    self._failed_request(sup, key, sample)
+                    if not sup.recover(gen):
+                        return
+        finally:
+            if client is not None:
+                client.close()
+
+    def _failed_request(self, sup: ServerSupervisor, key: RunKey, sample: RequestSample) -> None:
+        if not (sample.error or "").startswith("timeout"):
+            return  # transport errors around a crash are judged by the supervisor
+        self._writer.add(
+            IncidentRecord(
+                f"request_timeout:{key.arm}:{key.round}:{key.concurrency}:{sample.seq}",
+                "request_timeout",
+                datetime.now(UTC),
+                sup.profile,
+                key,
+                detail=f"{sample.task_id} timed out after {sample.latency_s or 0:.1f}s "
+                f"(limit {self.timeout_s:.0f}s between bytes); the loop goes on",
+                evidence={"task_id": sample.task_id, "seq": sample.seq, "error": sample.error},
+            )
+        )
+
+
+class _Block:
+    """Counters shared by the workers of one block."""
+
+    def __init__(self, key: RunKey, probe_key: RunKey, cycle: TaskCycle) -> None:
+        self.key, self.probe_key, self.cycle = key, probe_key, cycle
+        self._lock = threading.Lock()
+        self._seq = {False: 0, True: 0}
+        self._next_probe = 0.0
+        self.probe_opened = False
+        self.sent = self.failed = 0
+
+    def claim_probe(self, interval_s: float, writer: SpoolingWriter, argv: tuple[str, ...]) -> bool:
+        with self._lock:
+            now = time.monotonic()
+            if now < self._next_probe:
+                return False
+            self._next_probe = now + interval_s
+            if not self.probe_opened:
+                self.probe_opened = True
+                writer.add(RunOpen(self.probe_key, datetime.now(UTC), argv))
+            return True
+
+    def next_seq(self, probe: bool) -> int:
+        with self._lock:
+            seq = self._seq[probe]
+            self._seq[probe] += 1
+            return seq
+
+    def count(self, sample: RequestSample) -> None:
+        with self._lock:
+            self.sent += 1
+            if not sample.ok:
+                self.failed += 1

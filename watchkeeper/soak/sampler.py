@@ -1,0 +1,186 @@
+"""Resource samples while a soak runs: memory, CPU, VRAM, the server's own counters, slots.
+
+One `sample()` reads the active server's process tree (RSS, CPU %), the GPU's used memory
+through `nvidia-smi` when there is one (a machine without it is not an error: VRAM is just
+absent), `/metrics` (busy slots, KV usage, speculative counters) and `/slots`. A slot that has
+been processing the same task for longer than any request may take is "stuck": the request's
+own timeout would have fired long ago, so the server is spinning on something nobody waits for.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import httpx
+import psutil
+
+from watchkeeper.load.client import make_http_client
+from watchkeeper.server.endpoints import fetch_metrics
+from watchkeeper.server.process import tree_rss_bytes
+from watchkeeper.soak.records import IncidentRecord, Item, ResourcePoint, RunKey
+
+Emit = Callable[[Item], None]
+KV_USAGE_KEYS = ("llamacpp:kv_cache_usage_ratio", "llamacpp:kv_cache_usage")
+
+
+@dataclass(frozen=True, slots=True)
+class Active:
+    """What the load is hitting right now."""
+
+    profile: str
+    key: RunKey
+    base_url: str
+    pid: int | None
+
+
+def gpu_memory_used_bytes() -> int | None:
+    """Total used GPU memory via nvidia-smi; None when there is no nvidia-smi or no GPU."""
+    exe = shutil.which("nvidia-smi")
+    if exe is None:
+        return None
+    try:
+        out = subprocess.run(
+            [exe, "--query-gpu=memory.used", "--format=csv,noheader,nounits"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        ).stdout
+        return sum(int(float(line)) for line in out.split() if line.strip()) * 2**20
+    except (OSError, subprocess.SubprocessError, ValueError):
+        return None
+
+
+def fetch_slots(client: httpx.Client) -> list[dict[str, Any]]:
+    try:
+        response = client.get("/slots", timeout=5.0)
+    except httpx.HTTPError:
+        return []
+    if response.status_code != 200:
+        return []
+    with contextlib.suppress(ValueError):
+        body = response.json()
+        if isinstance(body, list):
+            return [s for s in body if isinstance(s, dict)]
+    return []
+
+
+class ResourceSampler:
+    """Call `sample()` every few seconds from one thread; it emits one `ResourcePoint`."""
+
+    def __init__(self, *, emit: Emit, stuck_after_s: float, gpu: bool | None = None) -> None:
+        self._emit = emit
+        self._stuck_after = stuck_after_s
+        self._gpu = shutil.which("nvidia-smi") is not None if gpu is None else gpu
+        self._procs: dict[int, psutil.Process] = {}
+        self._busy_since: dict[tuple[str, int, Any, Any], datetime] = {}
+        self._reported: set[tuple[str, int, Any, Any]] = set()
+        self._client: httpx.Client | None = None
+        self._client_url = ""
+        self._self = psutil.Process(os.getpid())
+        self.last: ResourcePoint | None = None
+
+    def _http(self, base_url: str) -> httpx.Client:
+        if self._client is None or self._client_url != base_url:
+            if self._client is not None:
+                self._client.close()
+            self._client = make_http_client(base_url, request_timeout_s=5.0)
+            self._client_url = base_url
+        return self._client
+
+    def _cpu_percent(self, pid: int) -> float | None:
+        """CPU % of the process tree since the previous sample (psutil keeps the baseline)."""
+        try:
+            root = psutil.Process(pid)
+            procs = [root, *root.children(recursive=True)]
+        except psutil.Error:
+            return None
+        total = 0.0
+        for proc in procs:
+            cached = self._procs.setdefault(proc.pid, proc)
+            with contextlib.suppress(psutil.Error):
+                total += cached.cpu_percent(None)
+        return total
+
+    def sample(self, active: Active | None) -> ResourcePoint:
+        now = datetime.now(UTC)
+        metrics: dict[str, Any] = {"watchkeeper_rss_bytes": self._self.memory_info().rss}
+        rss = cpu = busy = kv = None
+        if active is not None:
+            metrics["server_pid"] = active.pid
+            if active.pid is not None:
+                rss = tree_rss_bytes(active.pid) or None
+                cpu = self._cpu_percent(active.pid)
+            client = self._http(active.base_url)
+            counters = fetch_metrics(client)
+            metrics.update({k: v for k, v in counters.items() if k.startswith("llamacpp:")})
+            if "llamacpp:requests_processing" in counters:
+                busy = int(counters["llamacpp:requests_processing"])
+            kv = next((counters[k] for k in KV_USAGE_KEYS if k in counters), None)
+            slots = fetch_slots(client)
+            if slots:
+                busy = sum(1 for s in slots if s.get("is_processing"))
+                metrics["slots"] = [
+                    {
+                        "id": s.get("id"),
+                        "is_processing": bool(s.get("is_processing")),
+                        "id_task": s.get("id_task"),
+                    }
+                    for s in slots
+                ]
+                self._check_stuck(active, slots, now)
+        point = ResourcePoint(
+            now,
+            active.key if active else None,
+            rss,
+            cpu,
+            gpu_memory_used_bytes() if self._gpu else None,
+            busy,
+            kv,
+            metrics,
+        )
+        self.last = point
+        self._emit(point)
+        return point
+
+    def _check_stuck(self, active: Active, slots: list[dict[str, Any]], now: datetime) -> None:
+        busy_now = set()
+        for slot in slots:
+            if not slot.get("is_processing"):
+                continue
+            ident = (active.profile, active.pid or 0, slot.get("id"), slot.get("id_task"))
+            busy_now.add(ident)
+            since = self._busy_since.setdefault(ident, now)
+            held = (now - since).total_seconds()
+            if held > self._stuck_after and ident not in self._reported:
+                self._reported.add(ident)
+                self._emit(
+                    IncidentRecord(
+                        f"stuck_slot:{active.profile}:{active.pid}:{slot.get('id')}:"
+                        f"{slot.get('id_task')}",
+                        "stuck_slot",
+                        now,
+                        active.profile,
+                        active.key,
+                        detail=f"slot {slot.get('id')} of {active.profile} busy with task "
+                        f"{slot.get('id_task')} for {held:.0f}s (> {self._stuck_after:.0f}s)",
+                        evidence={
+                            "slot": {k: slot.get(k) for k in ("id", "id_task", "n_ctx")},
+                            "busy_s": round(held, 1),
+                        },
+                    )
+                )
+        for ident in list(self._busy_since):
+            if ident not in busy_now:
+                del self._busy_since[ident]
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()

@@ -1,0 +1,341 @@
+"""Database side of the soak: idempotent batch writes keyed on natural keys, and the reads
+the verdicts and resume need, as plain dataclasses.
+
+Every write here may be repeated (a spool replay after an outage, a resume after SIGTERM, a
+commit whose acknowledgement was lost with the connection): runs are found by
+(campaign, arm, round, concurrency), samples by (run, seq), resource samples by
+(campaign, taken_at), incidents by (campaign, natural_key), findings by (campaign, fingerprint).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.orm import Session
+
+from watchkeeper.errors import StoreError
+from watchkeeper.soak.records import (
+    PROBE_SUFFIX,
+    IncidentRecord,
+    Item,
+    ResourcePoint,
+    RunClose,
+    RunKey,
+    RunOpen,
+    SampleRecord,
+)
+from watchkeeper.store.db import Database, masked
+from watchkeeper.store.repository import _sample_row
+from watchkeeper.store.schema import (
+    Campaign,
+    Finding,
+    Incident,
+    RequestSampleRow,
+    ResourceSample,
+    Run,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class SoakSampleView:
+    """One stored request, as the verdicts read it."""
+
+    profile: str
+    concurrency: int
+    is_probe: bool
+    task_id: str
+    started_at: datetime
+    latency_s: float | None
+    completion_tokens: int | None
+    decode_tps: float | None
+    draft_n: int | None
+    draft_n_accepted: int | None
+    error: str | None
+    output_text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceView:
+    taken_at: datetime
+    profile: str | None
+    rss_bytes: int | None
+    server_pid: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class IncidentView:
+    kind: str
+    occurred_at: datetime
+    profile: str | None
+    detail: str
+    evidence: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class BlockView:
+    arm: str
+    round: int
+    concurrency: int
+    started_at: datetime
+    finished_at: datetime | None
+    status: str
+
+
+@dataclass(frozen=True, slots=True)
+class SoakData:
+    campaign_id: int
+    params: dict[str, Any]
+    status: str
+    blocks: tuple[BlockView, ...]
+    samples: tuple[SoakSampleView, ...]
+    resources: tuple[ResourceView, ...]
+    incidents: tuple[IncidentView, ...]
+
+
+def _utc(value: datetime) -> datetime:
+    return value if value.tzinfo else value.replace(tzinfo=UTC)
+
+
+class SoakStore:
+    """Writes and reads for one database; every method is one transaction."""
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    def write(self, campaign_id: int, items: Sequence[Item]) -> None:
+        """Store a batch in one transaction; repeating it changes nothing. Raises StoreError
+        when the database cannot be reached (the caller keeps the batch in its spool)."""
+        try:
+            with self._db.session() as s:
+                runs: dict[RunKey, Run] = {}
+                for item in items:
+                    self._write_one(s, campaign_id, item, runs)
+        except DBAPIError as exc:  # a connection cut mid-transaction, not only at connect
+            detail = str(getattr(exc, "orig", exc)).strip().splitlines()[:1]
+            raise StoreError(
+                f"database {masked(self._db.url)} failed mid-write: {' '.join(detail)}"
+            ) from exc
+
+    def _run(self, s: Session, campaign_id: int, key: RunKey, runs: dict[RunKey, Run]) -> Run:
+        run = runs.get(key)
+        if run is None:
+            run = s.scalars(
+                select(Run).filter_by(
+                    campaign_id=campaign_id,
+                    arm=key.arm,
+                    round=key.round,
+                    concurrency=key.concurrency,
+                )
+            ).first()
+        if run is None:
+            run = Run(
+                campaign_id=campaign_id,
+                profile_id=key.profile_id,
+                arm=key.arm,
+                round=key.round,
+                concurrency=key.concurrency,
+                is_warmup=False,
+                status="running",
+                server_argv=[],
+                started_at=datetime.now(UTC),
+            )
+            s.add(run)
+            s.flush()
+        runs[key] = run
+        return run
+
+    def _write_one(self, s: Session, campaign_id: int, item: Item, runs: dict[RunKey, Run]) -> None:
+        if isinstance(item, RunOpen):
+            run = self._run(s, campaign_id, item.key, runs)
+            if not run.server_argv:
+                run.server_argv = list(item.server_argv)
+            run.started_at = min(_utc(run.started_at), item.started_at)
+        elif isinstance(item, RunClose):
+            run = self._run(s, campaign_id, item.key, runs)
+            run.status = item.status
+            run.finished_at = item.finished_at
+            run.peak_rss_bytes = item.peak_rss_bytes
+            run.error = item.error
+            if item.error:
+                run.excluded_reason = "soak block with errors"
+        elif isinstance(item, SampleRecord):
+            run = self._run(s, campaign_id, item.key, runs)
+            exists = s.scalars(
+                select(RequestSampleRow.id).filter_by(run_id=run.id, seq=item.sample.seq)
+            ).first()
+            if exists is None:
+                s.add(_sample_row(int(run.id), item.sample))
+                s.flush()
+        elif isinstance(item, ResourcePoint):
+            run_id = self._run(s, campaign_id, item.key, runs).id if item.key else None
+            exists = s.scalars(
+                select(ResourceSample.id).filter_by(campaign_id=campaign_id, taken_at=item.taken_at)
+            ).first()
+            if exists is None:
+                s.add(
+                    ResourceSample(
+                        campaign_id=campaign_id,
+                        run_id=run_id,
+                        taken_at=item.taken_at,
+                        rss_bytes=item.rss_bytes,
+                        cpu_percent=item.cpu_percent,
+                        vram_bytes=item.vram_bytes,
+                        busy_slots=item.busy_slots,
+                        kv_usage=item.kv_usage,
+                        metrics=item.metrics or None,
+                    )
+                )
+                s.flush()
+        else:
+            self._incident(s, campaign_id, item, runs)
+
+    def _incident(
+        self, s: Session, campaign_id: int, item: IncidentRecord, runs: dict[RunKey, Run]
+    ) -> None:
+        exists = s.scalars(
+            select(Incident.id).filter_by(campaign_id=campaign_id, natural_key=item.natural_key)
+        ).first()
+        if exists is not None:
+            return
+        run_id = self._run(s, campaign_id, item.key, runs).id if item.key else None
+        s.add(
+            Incident(
+                campaign_id=campaign_id,
+                run_id=run_id,
+                natural_key=item.natural_key[:255],
+                kind=item.kind,
+                profile=item.profile,
+                occurred_at=item.occurred_at,
+                detail=item.detail,
+                evidence=item.evidence,
+            )
+        )
+        s.flush()
+
+    def ensure_finding(
+        self,
+        campaign_id: int,
+        *,
+        fingerprint: str,
+        kind: str,
+        severity: str,
+        title: str,
+        evidence: dict[str, Any],
+    ) -> None:
+        """One finding per (campaign, fingerprint): judging a resumed soak twice adds none."""
+        with self._db.session() as s:
+            found = s.scalars(
+                select(Finding.id).filter_by(campaign_id=campaign_id, fingerprint=fingerprint)
+            ).first()
+            if found is None:
+                s.add(
+                    Finding(
+                        campaign_id=campaign_id,
+                        fingerprint=fingerprint,
+                        kind=kind,
+                        label="stability",
+                        severity=severity,
+                        title=title,
+                        evidence=evidence,
+                        status="active",
+                    )
+                )
+
+    def set_status(self, campaign_id: int, status: str) -> None:
+        with self._db.session() as s:
+            row = s.get_one(Campaign, campaign_id)
+            row.status = status
+            row.finished_at = None
+
+    def find_resumable(self, signature: str) -> int | None:
+        """The newest interrupted soak campaign with the same plan signature."""
+        with self._db.session() as s:
+            rows = s.scalars(
+                select(Campaign)
+                .filter_by(kind="soak", status="interrupted")
+                .order_by(Campaign.id.desc())
+            ).all()
+            for row in rows:
+                if row.params.get("signature") == signature:
+                    return int(row.id)
+        return None
+
+    def load(self, campaign_id: int) -> SoakData:
+        """Everything the verdicts and a resume need, for the whole campaign."""
+        with self._db.session() as s:
+            campaign = s.get(Campaign, campaign_id)
+            if campaign is None:
+                raise StoreError(f"campaign {campaign_id} does not exist")
+            runs = s.scalars(select(Run).filter_by(campaign_id=campaign_id)).all()
+            by_id = {r.id: r for r in runs}
+            blocks = tuple(
+                BlockView(
+                    r.arm,
+                    r.round,
+                    r.concurrency,
+                    _utc(r.started_at),
+                    _utc(r.finished_at) if r.finished_at else None,
+                    r.status,
+                )
+                for r in sorted(runs, key=lambda r: (r.round, r.arm))
+            )
+            samples: list[SoakSampleView] = []
+            if by_id:
+                rows = s.scalars(
+                    select(RequestSampleRow).where(RequestSampleRow.run_id.in_(list(by_id)))
+                ).all()
+                for row in rows:
+                    run = by_id[row.run_id]
+                    probe = run.arm.endswith(PROBE_SUFFIX)
+                    samples.append(
+                        SoakSampleView(
+                            run.arm.removesuffix(PROBE_SUFFIX),
+                            run.concurrency,
+                            probe,
+                            row.task_id,
+                            _utc(row.started_at),
+                            row.latency_ms / 1000 if row.latency_ms is not None else None,
+                            row.completion_tokens,
+                            row.decode_tps_server,
+                            row.draft_n,
+                            row.draft_n_accepted,
+                            row.error,
+                            row.output_text if probe else "",
+                        )
+                    )
+            samples.sort(key=lambda v: v.started_at)
+            resources = tuple(
+                ResourceView(
+                    _utc(r.taken_at),
+                    by_id[r.run_id].arm.removesuffix(PROBE_SUFFIX) if r.run_id in by_id else None,
+                    r.rss_bytes,
+                    (r.metrics or {}).get("server_pid"),
+                )
+                for r in s.scalars(
+                    select(ResourceSample)
+                    .filter_by(campaign_id=campaign_id)
+                    .order_by(ResourceSample.taken_at)
+                )
+            )
+            incidents = tuple(
+                IncidentView(i.kind, _utc(i.occurred_at), i.profile, i.detail, i.evidence)
+                for i in s.scalars(
+                    select(Incident)
+                    .filter_by(campaign_id=campaign_id)
+                    .order_by(Incident.occurred_at)
+                )
+            )
+            return SoakData(
+                campaign_id,
+                dict(campaign.params),
+                campaign.status,
+                blocks,
+                tuple(samples),
+                resources,
+                incidents,
+            )

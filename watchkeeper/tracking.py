@@ -1,0 +1,455 @@
+"""Regression tracking: judge each finished campaign against history and keep findings' state.
+
+One campaign is one "night". Its runs are pooled per series and tested by the detector against
+the series' recent good runs (``analysis.detector``); flags become *candidate* findings, and a
+candidate is confirmed only when the series flags the same way again — on a rerun of just that
+series or on the next night. A candidate that is not seen again expires: a single spike never
+reaches a tracker. A night where too much flags at once yields one "environment noise" finding
+instead. Then a retrospective change-point pass over each series' whole history names the
+first bad build of a level shift and restarts the series' baseline there, so the new level is
+what later nights are compared with.
+
+Both CLI and daemon call these functions; they hold the lifecycle rules, the store holds rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field, replace
+from datetime import UTC, datetime
+from typing import Any
+
+from watchkeeper.analysis.changepoints import ChangePoint, first_bad
+from watchkeeper.analysis.detector import (
+    DetectorParams,
+    Finding,
+    Label,
+    MetricKind,
+    NightResult,
+    SeriesKey,
+    detect_night,
+)
+from watchkeeper.analysis.series import (
+    SeriesPoint,
+    describe,
+    exclusion_reason,
+    fingerprint,
+    pool,
+    series_history,
+)
+from watchkeeper.errors import ConfigError
+from watchkeeper.store.history import OPEN_STATUSES, STATUSES, History, StoredFinding
+
+DETECTOR_KINDS = ("regression", "improvement")
+SETTABLE = {
+    "ack": "acknowledged",
+    "dismiss": "dismissed",
+    "silence": "silenced",
+    "fix": "fixed",
+    "reopen": "active",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class TrackingParams:
+    detector: DetectorParams = field(default_factory=DetectorParams)
+    change_point_min_size: int = 3
+    change_point_penalty: float | None = None
+    """On the noise-standardised scale; None is ``2 * log(n)`` (see analysis.changepoints)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ChangePointFinding:
+    key: SeriesKey
+    change: ChangePoint
+    first_bad_run: int
+    finding_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class Judgement:
+    """What one campaign's analysis did, for the console and the digest."""
+
+    campaign_id: int
+    night: NightResult
+    candidates: tuple[int, ...]
+    confirmed: tuple[int, ...]
+    expired: tuple[int, ...]
+    silenced: tuple[int, ...]
+    change_points: tuple[ChangePointFinding, ...]
+    noise_finding: int | None
+    excluded_runs: dict[int, str]
+
+    def counts(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for f in self.night.findings:
+            out[f.label.value] = out.get(f.label.value, 0) + 1
+        return out
+
+
+def finding_json(f: Finding) -> dict[str, Any]:
+    """The evidence a finding carries: delta with CI, test and p, baseline size and CV, and
+    the parameters, as the issue of record needs them."""
+    return {
+        "series": asdict(f.key),
+        "series_name": describe(f.key),
+        "label": f.label.value,
+        "note": f.note,
+        "run": f.run,
+        "side": f.side.value if f.side else None,
+        "delta": f.delta,
+        "delta_ci": [f.delta_low, f.delta_high],
+        "delta_unit": "absolute" if f.key.spec.kind is MetricKind.PROPORTION else "relative",
+        "test": f.test,
+        "p_value": f.p_value,
+        "p_adjusted": f.p_adjusted,
+        "current": f.current_value,
+        "baseline": f.baseline_value,
+        "baseline_runs": f.baseline_runs,
+        "baseline_trials": f.baseline_trials,
+        "baseline_cv": f.baseline_cv,
+        "fence": f.fence,
+        "floor": f.floor,
+        "params": asdict(f.params),
+    }
+
+
+def _delta_text(f: Finding) -> str:
+    if f.delta is None:
+        return ""
+    if f.key.spec.kind is MetricKind.PROPORTION:
+        ci = (
+            f" (95% CI {f.delta_low * 100:+.1f} to {f.delta_high * 100:+.1f})"
+            if f.delta_low is not None and f.delta_high is not None
+            else ""
+        )
+        return f"{f.delta * 100:+.1f} points{ci}"
+    ci = (
+        f" (95% CI {f.delta_low:+.1%} to {f.delta_high:+.1%})"
+        if f.delta_low is not None and f.delta_high is not None
+        else ""
+    )
+    return f"{f.delta:+.1%}{ci}"
+
+
+def title_for(f: Finding, profile: str) -> str:
+    k = f.key
+    return (
+        f"{k.metric} {f.label.value} in {k.category} (profile {profile}, concurrency "
+        f"{k.concurrency}): {_delta_text(f)}"
+    )
+
+
+def _severity(f: Finding) -> str:
+    if f.label is Label.IMPROVEMENT:
+        return "info"
+    return "high" if f.key.metric in ("error_rate", "identical_rate") else "medium"
+
+
+def _split(
+    points: Sequence[SeriesPoint], campaign_id: int, reset_run: int | None
+) -> tuple[list[SeriesPoint], list[SeriesPoint]]:
+    tonight = [p for p in points if p.run.campaign_id == campaign_id]
+    past = [
+        p
+        for p in points
+        if p.run.campaign_id != campaign_id and (reset_run is None or p.run.run_id >= reset_run)
+    ]
+    return past, tonight
+
+
+def judge_campaign(
+    history: History,
+    campaign_id: int,
+    params: TrackingParams | None = None,
+    *,
+    history_campaigns: Sequence[int] | None = None,
+    record: bool = True,
+) -> Judgement:
+    """Judge one campaign against everything before it (or only against
+    ``history_campaigns``, as the A/A check does). With ``record`` False nothing is written:
+    findings, resets and the analysed mark are left alone."""
+    params = params or TrackingParams()
+    if history_campaigns is None:
+        runs = history.run_records(up_to_campaign=campaign_id)
+    else:
+        runs = history.run_records(campaigns=[*history_campaigns, campaign_id])
+    excluded = {r.run_id: exclusion_reason(r) for r in runs if r.campaign_id == campaign_id}
+    if record:
+        history.record_exclusions(excluded)
+    resets = history.resets() if history_campaigns is None else {}
+    series = series_history(runs)
+    tested: dict[SeriesKey, tuple[list[SeriesPoint], list[SeriesPoint]]] = {}
+    for key, points in series.items():
+        past, tonight = _split(points, campaign_id, resets.get(fingerprint(key)))
+        if tonight:
+            tested[key] = (past, tonight)
+    # Environment noise is the explanation only where the engine did not change: every
+    # baseline run of the series measured the build that ran tonight.
+    window = params.detector.window
+    same_build = {
+        key: _baseline_labels(past, window) <= {tonight[-1].point.label}
+        for key, (past, tonight) in tested.items()
+    }
+    night = detect_night(
+        {
+            key: (
+                [p.point for p in past],
+                pool(tonight[-1].point.label, [p.point for p in tonight]),
+            )
+            for key, (past, tonight) in tested.items()
+        },
+        params.detector,
+        storm_eligible=lambda key: same_build[key],
+    )
+    judgement = Judgement(
+        campaign_id,
+        night,
+        (),
+        (),
+        (),
+        (),
+        (),
+        None,
+        {k: v for k, v in excluded.items() if v},
+    )
+    if not record:
+        return judgement
+    now = datetime.now(UTC)
+    latest_run = {key: tonight[-1].run for key, (_, tonight) in tested.items()}
+    if night.environment_noise is not None:
+        noise = night.environment_noise
+        flagged = [describe(f.key) for f in night.findings if f.flagged]
+        noise_id = history.create_finding(
+            campaign_id=campaign_id,
+            fingerprint=f"environment-noise-c{campaign_id}",
+            kind="environment_noise",
+            label=Label.ENVIRONMENT_NOISE.value,
+            status="active",
+            severity="medium",
+            title=f"environment noise in campaign {campaign_id}: {noise.reason}",
+            evidence={**asdict(noise), "series": flagged[:50]},
+            confirmed_at=now,
+            last_seen_at=now,
+        )
+        judgement = _with(judgement, noise_finding=noise_id)
+    else:
+        judgement = _file(history, judgement, latest_run, now)
+    judgement = _change_points(history, judgement, tested, params, now)
+    history.mark_analysed(campaign_id, _detection_summary(judgement))
+    return judgement
+
+
+def _baseline_labels(points: Sequence[SeriesPoint], window: int) -> set[str]:
+    good = [p for p in points if p.point.good]
+    return {p.point.label for p in good[-window:]}
+
+
+def _with(j: Judgement, **changes: Any) -> Judgement:
+    return replace(j, **changes)
+
+
+def _file(
+    history: History, j: Judgement, latest_run: dict[SeriesKey, Any], now: datetime
+) -> Judgement:
+    candidates, confirmed, expired, silenced = [], [], [], []
+    flagged = {fingerprint(f.key): f for f in j.night.findings if f.flagged}
+    tested = {fingerprint(f.key) for f in j.night.findings if f.label is not Label.INSUFFICIENT}
+    for fp, f in flagged.items():
+        run = latest_run[f.key]
+        side = f.side.value if f.side else None
+        previous = [
+            p
+            for p in history.findings(fingerprint=fp, kinds=DETECTOR_KINDS)
+            if p.side == side and p.status in (*OPEN_STATUSES, "silenced")
+        ]
+        evidence = finding_json(f)
+        if previous:
+            p = previous[-1]
+            history.update_finding(
+                p.id,
+                occurrences=p.occurrences + 1,
+                last_seen_at=now,
+                run_id=run.run_id,
+                evidence={**evidence, "first": p.evidence.get("first", p.evidence)},
+                confirmed_at=p.confirmed_at or now,
+                title=title_for(f, run.profile_name),
+            )
+            if p.status == "silenced":
+                silenced.append(p.id)
+            elif p.confirmed_at is None:
+                confirmed.append(p.id)
+            continue
+        new_id = history.create_finding(
+            campaign_id=j.campaign_id,
+            run_id=run.run_id,
+            fingerprint=fp,
+            kind=f.label.value,
+            label=f.label.value,
+            status="active",
+            severity=_severity(f),
+            title=title_for(f, run.profile_name),
+            evidence=evidence,
+            series_key=asdict(f.key),
+            side=side,
+            last_seen_at=now,
+        )
+        candidates.append(new_id)
+    for p in history.findings(statuses=("active",), kinds=DETECTOR_KINDS):
+        spike = p.confirmed_at is None and p.campaign_id != j.campaign_id
+        if spike and p.fingerprint in tested and p.fingerprint not in flagged:
+            history.update_finding(
+                p.id,
+                status="expired",
+                status_note=f"not seen again in campaign {j.campaign_id}: a one-night spike",
+            )
+            expired.append(p.id)
+    return _with(
+        j,
+        candidates=tuple(candidates),
+        confirmed=tuple(confirmed),
+        expired=tuple(expired),
+        silenced=tuple(silenced),
+    )
+
+
+def _change_points(
+    history: History,
+    j: Judgement,
+    tested: dict[SeriesKey, tuple[list[SeriesPoint], list[SeriesPoint]]],
+    params: TrackingParams,
+    now: datetime,
+) -> Judgement:
+    """Retrospective pass over each tested series' full good history (resets ignored: the
+    question is where the level changed, whatever the baseline is now)."""
+    found = []
+    for key, (past, tonight) in tested.items():
+        points = [p for p in [*past, *tonight] if p.point.good and p.point.size(key.spec.kind)]
+        if len(points) < 2 * params.change_point_min_size:
+            continue
+        kind = key.spec.kind
+        change = first_bad(
+            [(p.point.label, p.point.center(kind)) for p in points],
+            key.spec.direction,
+            min_size=params.change_point_min_size,
+            penalty=params.change_point_penalty,
+        )
+        if change is None or not change.is_current:
+            continue
+        change = _material(change, key)
+        if change is None:
+            continue
+        fp = fingerprint(key)
+        bad = points[change.index].run
+        known = history.findings(fingerprint=fp)
+        if any(
+            f.evidence.get("change_point", {}).get("first_bad_run") == bad.run_id for f in known
+        ):
+            continue
+        size = (
+            f"{change.relative_change:+.1%}"
+            if change.relative_change is not None and kind is MetricKind.CONTINUOUS
+            else f"{(change.after_median - change.before_median) * 100:+.1f} points"
+        )
+        cp = {
+            "first_bad_build": change.label,
+            "first_bad_run": bad.run_id,
+            "first_bad_campaign": bad.campaign_id,
+            "before_median": change.before_median,
+            "after_median": change.after_median,
+            "relative_change": change.relative_change,
+            "points": len(points),
+            "min_segment": params.change_point_min_size,
+            "method": "PELT (ruptures), l1 cost, penalty 2 log n on a robust noise scale",
+        }
+        named = f"first bad build {change.label} (run {bad.run_id}, campaign {bad.campaign_id})"
+        open_flag = [
+            f for f in known if f.kind == "regression" and f.status in (*OPEN_STATUSES, "silenced")
+        ]
+        if open_flag:
+            # The detector already tracks this regression: the change point names its cause,
+            # so it annotates that finding instead of opening a second one for one shift.
+            target = open_flag[-1]
+            finding_id = target.id
+            history.update_finding(
+                target.id,
+                evidence={**target.evidence, "change_point": cp},
+                title=f"{target.title.split(' — ')[0]} — {named}",
+                confirmed_at=target.confirmed_at or now,
+            )
+        else:
+            finding_id = history.create_finding(
+                campaign_id=j.campaign_id,
+                run_id=bad.run_id,
+                fingerprint=fp,
+                kind="change_point",
+                label=Label.REGRESSION.value,
+                status="active",
+                severity="medium",
+                title=(
+                    f"{key.metric} in {key.category} shifted {size} (profile "
+                    f"{bad.profile_name}) — {named}"
+                ),
+                evidence={"series": asdict(key), "series_name": describe(key), "change_point": cp},
+                series_key=asdict(key),
+                side="worse",
+                confirmed_at=now,
+                last_seen_at=now,
+            )
+        history.add_reset(fp, bad.run_id, reason="change point", finding_id=finding_id)
+        found.append(ChangePointFinding(key, change, bad.run_id, finding_id))
+    return _with(j, change_points=tuple(found))
+
+
+def _material(change: ChangePoint, key: SeriesKey) -> ChangePoint | None:
+    """A level shift smaller than the metric's floor is real but not worth a finding."""
+    spec = key.spec
+    if spec.kind is MetricKind.CONTINUOUS:
+        if change.relative_change is None or abs(change.relative_change) <= spec.floor:
+            return None
+    elif abs(change.after_median - change.before_median) <= spec.floor:
+        return None
+    return change
+
+
+def _detection_summary(j: Judgement) -> dict[str, Any]:
+    shown = [f for f in j.night.findings if f.flagged or f.label is Label.SUSPICIOUS]
+    return {
+        "series": len(j.night.findings),
+        "labels": j.counts(),
+        "environment_noise": asdict(j.night.environment_noise)
+        if j.night.environment_noise
+        else None,
+        "verdicts": [finding_json(f) for f in shown][:100],
+        "candidates": list(j.candidates),
+        "confirmed": list(j.confirmed),
+        "expired": list(j.expired),
+        "change_points": [c.finding_id for c in j.change_points],
+        "excluded_runs": {str(k): v for k, v in j.excluded_runs.items()},
+    }
+
+
+def judge_pending(history: History, params: TrackingParams | None = None) -> list[Judgement]:
+    """Judge every finished campaign not judged yet, oldest first (a missed night is caught up,
+    and judging is idempotent: a judged campaign is never judged twice)."""
+    return [judge_campaign(history, cid, params) for cid in history.pending_campaigns()]
+
+
+def set_status(history: History, finding_id: int, action: str, note: str = "") -> StoredFinding:
+    """A maintainer's decision. Acknowledging accepts the new level: the series' baseline
+    restarts at the finding's run. Dismissing records a false positive (the digest counts them)."""
+    if action not in SETTABLE:
+        raise ConfigError(f"unknown action {action!r}; use one of {', '.join(SETTABLE)}")
+    finding = history.finding(finding_id)
+    if finding is None:
+        raise ConfigError(f"no finding with id {finding_id}", hint="see `watchkeeper findings`")
+    status = SETTABLE[action]
+    assert status in STATUSES
+    history.update_finding(finding_id, status=status, status_note=note or None)
+    if status == "acknowledged" and finding.run_id is not None and finding.series_key:
+        history.add_reset(
+            finding.fingerprint, finding.run_id, reason="acknowledged", finding_id=finding_id
+        )
+    updated = history.finding(finding_id)
+    assert updated is not None
+    return updated
