@@ -323,9 +323,11 @@ def build_parser() -> argparse.ArgumentParser:
     down.add_argument("revision", nargs="?", default="base")
     p.set_defaults(handler=cmd_db)
 
-    from watchkeeper.cli_tracking import register
+    from watchkeeper import cli_daemon, cli_tracker, cli_tracking
 
-    register(sub)
+    cli_tracking.register(sub)
+    cli_tracker.register(sub)
+    cli_daemon.register(sub)
     return parser
 
 

@@ -18,6 +18,8 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic_core import ErrorDetails
 
+from watchkeeper.config_daemon import DaemonConfig
+from watchkeeper.config_tracker import ReviewConfig, TrackerConfig
 from watchkeeper.errors import ConfigError
 from watchkeeper.paths import cache_dir, default_database_url, project_root
 from watchkeeper.soak.durations import parse_duration
@@ -213,6 +215,9 @@ class Config(_Strict):
     detector: DetectorConfig = Field(default_factory=DetectorConfig)
     digest: DigestConfig = Field(default_factory=DigestConfig)
     soak: SoakConfig = Field(default_factory=SoakConfig)
+    tracker: TrackerConfig = Field(default_factory=TrackerConfig)
+    review: ReviewConfig = Field(default_factory=ReviewConfig)
+    daemon: DaemonConfig = Field(default_factory=DaemonConfig)
     source: str = "<defaults>"
 
 
