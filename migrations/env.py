@@ -9,6 +9,14 @@ from watchkeeper.store.schema import Base
 
 config = context.config
 target_metadata = Base.metadata
+APSCHEDULER_PREFIX = "apscheduler_"
+
+
+def include_object(
+    obj: object, name: str | None, type_: str, reflected: bool, compare_to: object
+) -> bool:
+    """APScheduler creates and owns its job-store tables; autogenerate leaves them alone."""
+    return not (type_ == "table" and (name or "").startswith(APSCHEDULER_PREFIX))
 
 
 def run_migrations_offline() -> None:
@@ -17,6 +25,7 @@ def run_migrations_offline() -> None:
         target_metadata=target_metadata,
         literal_binds=True,
         render_as_batch=True,
+        include_object=include_object,
     )
     with context.begin_transaction():
         context.run_migrations()
@@ -42,6 +51,7 @@ def _run(connection: object) -> None:
         target_metadata=target_metadata,
         render_as_batch=True,
         compare_type=True,
+        include_object=include_object,
     )
     with context.begin_transaction():
         context.run_migrations()

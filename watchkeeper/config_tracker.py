@@ -6,19 +6,119 @@ only the names of the environment variable or file they come from.
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+GITHUB_API = "https://api.github.com"
 
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-class TrackerConfig(_Strict):
-    """Where findings are filed (filled in by the tracker work)."""
+def _owner_name(value: str) -> str:
+    if value and (value.count("/") != 1 or not all(value.split("/"))):
+        raise ValueError("must be 'owner/name'")
+    return value
 
-    kind: str = ""
-    """"github" or "gitea"; empty: no tracker configured."""
+
+class TrackerConfig(_Strict):
+    """Where findings are filed, and how the tracker's API is spoken to."""
+
+    kind: Literal["", "github", "gitea"] = ""
+    """"github" or "gitea" (Forgejo too); empty: no tracker configured."""
+    api_url: str = ""
+    """API root: https://api.github.com (the default for github), https://HOST/api/v3 for
+    GitHub Enterprise, https://HOST/api/v1 for Gitea/Forgejo."""
+    repository: str = ""
+    """"owner/name" where issues are filed."""
+    token_env: str = "WATCHKEEPER_TRACKER_TOKEN"
+    """Environment variable holding the token; `<token_env>_FILE` may name a file instead."""
+    token_file: str = ""
+    """A file holding the token (read when the environment variable is unset)."""
+    labels: list[str] = Field(default_factory=lambda: ["watchkeeper"])
+    """Put on every issue watchkeeper opens; the first one also scopes the marker search."""
+    kind_labels: bool = True
+    """Also label each issue with its finding kind (regression, change_point, ...)."""
+    status_label_prefix: str = "watchkeeper/"
+    """A maintainer adding `<prefix>ack`, `<prefix>dismiss` or `<prefix>silence` decides."""
+    kinds: list[str] = Field(
+        default_factory=lambda: ["regression", "change_point", "environment_noise"]
+    )
+    """Finding kinds that get an issue (improvements never do)."""
+    max_new_issues_per_night: Annotated[int, Field(ge=0, le=1000)] = 5
+    recovery_nights: Annotated[int, Field(ge=1, le=100)] = 3
+    """Good nights in a row after which a regression's issue is commented on and closed."""
+    maintainers: list[str] = Field(default_factory=list)
+    """Logins whose `/watchkeeper ...` comments count, besides the repository's collaborators."""
+    digest_url: str = ""
+    """Where the digests are browsable (folder holding DATE.md); empty: no links."""
+    request_timeout_s: Annotated[float, Field(gt=0)] = 30.0
+    max_attempts: Annotated[int, Field(ge=1, le=20)] = 5
+    backoff_s: Annotated[float, Field(ge=0)] = 2.0
+    backoff_cap_s: Annotated[float, Field(ge=0)] = 60.0
+    max_rate_limit_wait_s: Annotated[float, Field(ge=0)] = 900.0
+    """A rate limit that resets later than this is reported instead of waited out."""
+    page_size: Annotated[int, Field(ge=1, le=100)] = 50
+    max_pages: Annotated[int, Field(ge=1, le=1000)] = 20
+    claim_lease_s: Annotated[float, Field(gt=0)] = 600.0
+    """A claim on a finding (or PR) older than this is taken over: its owner died mid-way."""
+    quote_chars: Annotated[int, Field(ge=100, le=20000)] = 1500
+    """Cap on each excerpt of model output or logs quoted into an issue or comment."""
+
+    @field_validator("repository")
+    @classmethod
+    def _repository_is_owner_name(cls, value: str) -> str:
+        return _owner_name(value)
+
+    def resolved_api_url(self) -> str:
+        if self.api_url:
+            return self.api_url.rstrip("/")
+        return GITHUB_API if self.kind == "github" else ""
 
 
 class ReviewConfig(_Strict):
-    """Which PRs get a paired A/B comment (filled in by the tracker work)."""
+    """Which PRs get a paired A/B comment, and how big that bench is."""
+
+    repository: str = ""
+    """"owner/name" of the watched repository on the tracker's forge; empty: tracker.repository."""
+    clone_url: str = ""
+    """Git URL (or path) to fetch base and head from; credentials come from git's own config."""
+    base_branch: str = "main"
+    """Only PRs into this branch are reviewed."""
+    paths: list[str] = Field(
+        default_factory=lambda: [
+            "watchkeeper.toml",
+            "profiles/*",
+            "systemd/*",
+            "*.service",
+            "models/*",
+            "models.lock",
+        ]
+    )
+    """Glob patterns (fnmatch, `*` crosses folders); a PR touching none of them is skipped."""
+    profiles_file: str = "watchkeeper.toml"
+    """Path inside the watched repository of the TOML with [profiles.*] (and [models.*])."""
+    profiles: list[str] = Field(default_factory=list)
+    """Profiles to compare head against base; empty: every profile both sides define."""
+    taskset: str = ""
+    """Task set for the review bench; empty: bench.taskset."""
+    per_category: Annotated[int, Field(ge=0, le=1000)] = 2
+    limit: Annotated[int, Field(ge=0, le=10000)] = 0
+    """0: no limit."""
+    rounds: Annotated[int, Field(ge=1, le=100)] = 3
+    warmup_rounds: Annotated[int, Field(ge=0, le=10)] = 1
+    max_prs: Annotated[int, Field(ge=1, le=100)] = 5
+    """PRs benchmarked per `--all-open` run; the rest wait for the next run."""
+    checkout_dir: str = ""
+    """Where the mirror and scratch worktrees live; empty: <cache>/review."""
+
+    @field_validator("repository")
+    @classmethod
+    def _repository_is_owner_name(cls, value: str) -> str:
+        return _owner_name(value)
+
+    def resolved_checkout_dir(self, cache: Path) -> Path:
+        return Path(self.checkout_dir).expanduser() if self.checkout_dir else cache / "review"

@@ -17,7 +17,11 @@ the input must change first (bad config, missing model).
     ├── StoreError            database unreachable or schema out of date
     ├── BenchError            a benchmark could not produce a result (e.g. every request failed)
     ├── PublishError          reports repository: dirty tree, detached HEAD, push failed
-    └── SoakError             a soak cannot start or continue (bad duration, every profile stopped)
+    ├── SoakError             a soak cannot start or continue (bad duration, every profile stopped)
+    ├── TrackerError          GitHub/Gitea API failure, with the HTTP status and the API's message
+    │   ├── TrackerTransientError   rate limited, 5xx or timeout still failing after retries
+    │   └── TrackerPermanentError   401, 403 without rate limit, 404, 422: fix token/config first
+    └── ReviewError           a PR review cannot run (checkout, profiles file, no such PR)
 """
 
 from __future__ import annotations
@@ -95,3 +99,25 @@ class PublishError(WatchkeeperError):
 
 class SoakError(WatchkeeperError):
     """A soak cannot start or go on: a bad duration, nothing to resume, every profile stopped."""
+
+
+class TrackerError(WatchkeeperError):
+    """The tracker (GitHub or Gitea) refused or failed a request. Never carries the token."""
+
+    def __init__(self, message: str, *, hint: str | None = None, status: int | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.status = status
+
+
+class TrackerTransientError(TrackerError):
+    """Rate limited, a 5xx or a timeout that retries did not get past: try again later."""
+
+    transient = True
+
+
+class TrackerPermanentError(TrackerError):
+    """401, 403 (not a rate limit), 404 or 422: retrying cannot help until something changes."""
+
+
+class ReviewError(WatchkeeperError):
+    """A pull request review could not run: checkout failed, profiles file unreadable."""

@@ -231,17 +231,32 @@ class SeriesReset(Base):
 
 
 class TrackerItem(Base):
+    """One tracker issue per dedupe key (the key is also the issue's hidden marker). The row
+    is inserted *before* the issue is created, as a claim: the unique key lets exactly one of
+    two concurrent triage runs file it; `number` is filled in once the issue exists."""
+
     __tablename__ = "tracker_item"
-    __table_args__ = (UniqueConstraint("tracker", "repository", "number"),)
+    __table_args__ = (
+        UniqueConstraint("tracker", "repository", "number"),
+        UniqueConstraint("tracker", "repository", "marker"),
+    )
     id: Mapped[int] = mapped_column(primary_key=True)
     finding_id: Mapped[int | None] = mapped_column(ForeignKey("finding.id", ondelete="SET NULL"))
     tracker: Mapped[str] = mapped_column(String(32))
     repository: Mapped[str] = mapped_column(String(255))
-    number: Mapped[int] = mapped_column(Integer)
+    number: Mapped[int | None] = mapped_column(Integer)
     kind: Mapped[str] = mapped_column(String(32))
-    url: Mapped[str] = mapped_column(Text)
+    url: Mapped[str] = mapped_column(Text, default="")
     state: Mapped[str] = mapped_column(String(32))
     marker: Mapped[str] = mapped_column(String(255))
+    claimed_by: Mapped[str | None] = mapped_column(String(64))
+    claimed_at: Mapped[datetime | None]
+    occurrences_synced: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    """The finding's occurrence count the issue has been told about (recurrence comments)."""
+    status_synced: Mapped[str | None] = mapped_column(String(32))
+    last_comment_id: Mapped[int | None] = mapped_column(BigInteger)
+    """Newest issue comment already read for `/watchkeeper` commands."""
+    last_error: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(default=utcnow, onupdate=utcnow)
 
@@ -273,3 +288,48 @@ class Incident(Base):
     occurred_at: Mapped[datetime]
     detail: Mapped[str] = mapped_column(Text, default="")
     evidence: Mapped[dict[str, Any]]
+
+
+class PrReview(Base):
+    """The sticky review comment of one pull request and the head it was measured at."""
+
+    __tablename__ = "pr_review"
+    __table_args__ = (UniqueConstraint("tracker", "repository", "number"),)
+    id: Mapped[int] = mapped_column(primary_key=True)
+    tracker: Mapped[str] = mapped_column(String(32))
+    repository: Mapped[str] = mapped_column(String(255))
+    number: Mapped[int] = mapped_column(Integer)
+    head_sha: Mapped[str] = mapped_column(String(64))
+    base_sha: Mapped[str | None] = mapped_column(String(64))
+    status: Mapped[str] = mapped_column(String(32))
+    """running, posted, skipped or failed (at `head_sha`)."""
+    comment_id: Mapped[int | None] = mapped_column(BigInteger)
+    campaign_id: Mapped[int | None] = mapped_column(ForeignKey("campaign.id", ondelete="SET NULL"))
+    verdict: Mapped[str | None] = mapped_column(Text)
+    claimed_by: Mapped[str | None] = mapped_column(String(64))
+    claimed_at: Mapped[datetime | None]
+    error: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(default=utcnow, onupdate=utcnow)
+
+
+class JobRun(Base):
+    """One execution of a daemon job. `claim_key` is unique: a fleet job's key is
+    (job, scheduled time), so of two hosts firing the same start only one inserts the row and
+    runs; a host job's key includes the host. `outcome` is running until the job ends."""
+
+    __tablename__ = "job_run"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    job: Mapped[str] = mapped_column(String(128), index=True)
+    kind: Mapped[str] = mapped_column(String(32))
+    scope: Mapped[str] = mapped_column(String(16))
+    host_id: Mapped[str] = mapped_column(String(64), index=True)
+    claim_key: Mapped[str] = mapped_column(String(255), unique=True)
+    scheduled_for: Mapped[datetime]
+    started_at: Mapped[datetime] = mapped_column(default=utcnow)
+    finished_at: Mapped[datetime | None]
+    outcome: Mapped[str] = mapped_column(String(16), index=True)
+    """running, ok, failed, interrupted."""
+    error: Mapped[str | None] = mapped_column(Text)
+    duration_s: Mapped[float | None] = mapped_column(Float)
+    details: Mapped[dict[str, Any] | None] = mapped_column(JSON)

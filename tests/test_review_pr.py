@@ -1,0 +1,205 @@
+"""`watchkeeper review-pr`: real git remotes with PR refs, the fake forge, a real paired bench
+of head against base on llama-server + SmolLM2, and one sticky comment edited in place."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import git
+import pytest
+from fakeforge import FakeForge, serve
+from sqlalchemy import delete
+from test_report import result  # noqa: F401  (the report's synthetic BenchResult)
+from trackerkit import TOKEN_ENV, Sleeps, tracker_config
+
+from watchkeeper.analysis.benchmark import BenchResult
+from watchkeeper.commands.review_pr import review_pr_command
+from watchkeeper.config import BenchConfig, Config, DatabaseConfig, ServerConfig
+from watchkeeper.config_tracker import ReviewConfig
+from watchkeeper.errors import ReviewError
+from watchkeeper.server.install import ServerBinary
+from watchkeeper.server.models import ModelFile
+from watchkeeper.store.db import Database
+from watchkeeper.store.schema import PrReview
+from watchkeeper.tracker import escape
+from watchkeeper.tracker.forge import PullRequest
+from watchkeeper.tracker.pr_comment import ProfileReview, review_comment, review_marker
+
+GOLDEN = Path(__file__).parent / "golden" / "pr_comment.md"
+BASE_TOML = '[profiles.prod]\nmodel = "smollm2-135m-instruct-q4_1"\nctx_size = 1024\n'
+NGRAM_TOML = BASE_TOML + 'spec_type = "ngram-simple"\n'
+
+
+class Upstream:
+    """A bare remote as the forge would host it, and a clone to push branches and PR refs."""
+
+    def __init__(self, root: Path) -> None:
+        self.bare = git.Repo.init(root / "remote.git", bare=True, initial_branch="main")
+        self.work = git.Repo.clone_from(str(root / "remote.git"), root / "work")
+        with self.work.config_writer() as cw:
+            cw.set_value("user", "name", "dev")
+            cw.set_value("user", "email", "dev@example.com")
+        self.commit("watchkeeper.toml", BASE_TOML, "initial profiles", branch="main")
+        self.base = self.work.head.commit.hexsha
+
+    def commit(self, path: str, text: str, message: str, *, branch: str) -> str:
+        if branch not in [h.name for h in self.work.heads]:
+            self.work.git.checkout("-b", branch)
+        else:
+            self.work.git.checkout(branch)
+        (Path(self.work.working_dir) / path).write_text(text, encoding="utf-8")
+        self.work.index.add([path])
+        self.work.index.commit(message)
+        self.work.git.push("origin", f"HEAD:refs/heads/{branch}", "--force")
+        return self.work.head.commit.hexsha
+
+    def pr_ref(self, number: int) -> None:
+        self.work.git.push("origin", f"HEAD:refs/pull/{number}/head", "--force")
+
+
+@pytest.fixture
+def upstream(tmp_path: Path) -> Upstream:
+    return Upstream(tmp_path)
+
+
+@pytest.fixture
+def gh(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeForge]:
+    fake = FakeForge("github")
+    monkeypatch.setenv(TOKEN_ENV, fake.token)
+    with serve(fake) as served:
+        yield served
+
+
+def make_config(forge: FakeForge, upstream: Upstream, tmp_path: Path, **server: Any) -> Config:
+    return Config(
+        database=DatabaseConfig(url=f"sqlite:///{tmp_path / 'wk.db'}"),
+        server=ServerConfig(**server),
+        bench=BenchConfig(reports_dir=str(tmp_path / "reports")),
+        tracker=tracker_config(forge),
+        review=ReviewConfig(
+            clone_url=str(Path(upstream.bare.git_dir)),
+            checkout_dir=str(tmp_path / "checkouts"),
+            limit=2,
+            per_category=0,
+            rounds=1,
+            warmup_rounds=0,
+        ),
+    )
+
+
+def open_pr(forge: FakeForge, upstream: Upstream, text: str, files: list[str]) -> int:
+    head = upstream.commit("watchkeeper.toml", text, "change profiles", branch="feature")
+    number = forge.add_pull("Tune the server", "feature", head, upstream.base, files)
+    upstream.pr_ref(number)
+    return number
+
+
+def bot_comments(forge: FakeForge, number: int) -> list[dict[str, Any]]:
+    return [c for c in forge.comments_on(number) if c["user"] == forge.bot]
+
+
+def test_a_pr_is_benchmarked_head_against_base_once_per_head_and_the_comment_is_sticky(
+    gh: FakeForge, upstream: Upstream, tmp_path: Path, real_server: tuple[ServerBinary, ModelFile]
+) -> None:
+    binary, _ = real_server
+    config = make_config(gh, upstream, tmp_path, binary=str(binary.path))
+    number = open_pr(gh, upstream, NGRAM_TOML, ["watchkeeper.toml"])
+    started = datetime.now(UTC)
+
+    first = review_pr_command(config, pr=number, sleep=Sleeps())
+    (r,) = first.reviews
+    assert r.status == "reviewed", r.detail
+    (comment,) = bot_comments(gh, number)
+    body = comment["body"]
+    assert escape.has_marker(body, review_marker(number))
+    assert f"head `{r.head_sha[:10]}` against base `{upstream.base[:10]}`" in body
+    assert "#### Speed-up (decode tok/s, head / base)" in body and "| prod | all |" in body
+    assert "#### Identical output" in body and "#### Method" in body
+    assert "2 tasks" in body and "1 measured round(s)" in body
+    db = Database(config.database.url)
+    with db.session() as s:
+        (row,) = s.query(PrReview).all()
+        assert (row.status, row.head_sha, row.comment_id) == ("posted", r.head_sha, comment["id"])
+        assert row.campaign_id is not None
+    db.close()
+
+    again = review_pr_command(config, all_open=True, sleep=Sleeps())
+    assert [x.status for x in again.reviews] == ["skipped"]
+    assert len(bot_comments(gh, number)) == 1
+
+    head2 = upstream.commit(
+        "watchkeeper.toml", NGRAM_TOML + "draft_n_max = 8\n", "longer drafts", branch="feature"
+    )
+    upstream.pr_ref(number)
+    gh.update_pull(number, head2)
+    pushed = review_pr_command(config, all_open=True, sleep=Sleeps())
+    assert [x.status for x in pushed.reviews] == ["reviewed"]
+    (comment,) = bot_comments(gh, number)  # edited in place, not a second comment
+    assert f"head `{head2[:10]}`" in comment["body"]
+    assert gh.requests("PATCH", "/issues/comments/") == 1
+    assert (datetime.now(UTC) - started).total_seconds() < 240
+    assert not list((tmp_path / "checkouts").glob("*/worktrees/*/base"))  # scratch removed
+
+
+def test_prs_touching_no_watched_path_are_left_alone(
+    gh: FakeForge, upstream: Upstream, tmp_path: Path
+) -> None:
+    config = make_config(gh, upstream, tmp_path)
+    number = open_pr(gh, upstream, BASE_TOML + "# comment only\n", ["README.md", "docs/x.md"])
+    outcome = review_pr_command(config, all_open=True, sleep=Sleeps())
+    assert [(x.number, x.status) for x in outcome.reviews] == [(number, "not relevant")]
+    assert gh.comments_on(number) == []
+
+
+def test_identical_profiles_are_not_benchmarked_and_a_lost_row_still_finds_the_comment(
+    gh: FakeForge, upstream: Upstream, tmp_path: Path
+) -> None:
+    config = make_config(gh, upstream, tmp_path)
+    text = BASE_TOML + "# only a comment changed\n"
+    number = open_pr(gh, upstream, text, ["watchkeeper.toml", "systemd/llama.service"])
+    gh.add_comment(number, "Looks fine to me", "alice")
+    (r,) = review_pr_command(config, pr=number, sleep=Sleeps()).reviews
+    assert r.status == "reviewed"
+    (comment,) = bot_comments(gh, number)
+    assert "no profile differs between base and head" in comment["body"]
+    assert "prod: identical on both sides" in comment["body"]
+    db = Database(config.database.url)
+    with db.session() as s:  # the database forgets the review (a new agent, a restore)
+        s.execute(delete(PrReview))
+    db.close()
+    head2 = upstream.commit("watchkeeper.toml", text + "# again\n", "again", branch="feature")
+    upstream.pr_ref(number)
+    gh.update_pull(number, head2)
+    review_pr_command(config, pr=number, sleep=Sleeps())
+    (comment,) = bot_comments(gh, number)
+    assert f"head `{head2[:10]}`" in comment["body"]
+    assert len(gh.comments_on(number)) == 2  # alice's and ours
+
+
+def test_a_head_commit_missing_from_the_remote_is_a_review_error(
+    gh: FakeForge, upstream: Upstream, tmp_path: Path
+) -> None:
+    config = make_config(gh, upstream, tmp_path)
+    number = gh.add_pull("ghost", "nowhere", "f" * 40, upstream.base, ["watchkeeper.toml"])
+    with pytest.raises(ReviewError, match="could not fetch nowhere|not in nowhere"):
+        review_pr_command(config, pr=number, sleep=Sleeps())
+    db = Database(config.database.url)
+    with db.session() as s:
+        (row,) = s.query(PrReview).all()
+        assert row.status == "failed" and row.error
+    db.close()
+
+
+def test_the_pr_comment_matches_the_golden_file(result: BenchResult) -> None:  # noqa: F811
+    pr = PullRequest(42, "Enable drafting", "open", "https://forge/pr/42", "1234567890abcdef" * 2 + "12345678",
+                     "feature", "fedcba0987654321" * 2 + "87654321", "main")  # fmt: skip
+    reviews = [ProfileReview("prod", result), ProfileReview("batch", None, "identical on both sides")]
+    text = review_comment(pr, reviews, ["watchkeeper.toml", "systemd/llama-server.service"])
+    if os.environ.get("WATCHKEEPER_UPDATE_GOLDEN") == "1":
+        GOLDEN.write_text(text, encoding="utf-8")
+    assert text == GOLDEN.read_text(encoding="utf-8")
+    assert "**⚠️ head regresses**" in text  # the ngram arm has a mismatch

@@ -1,0 +1,308 @@
+"""`watchkeeper review-pr`: a paired A/B bench of a PR's head against its base, as one sticky
+comment on the PR.
+
+For each open PR into `review.base_branch` whose changed files match `review.paths`: skip it
+when the database says it was already reviewed at its current head SHA; otherwise claim it
+(one agent per PR and head), check out base and head as scratch worktrees, read
+`review.profiles_file` on each side, and bench every profile whose definition differs, the
+base's as baseline and the head's as candidate, through the same `execute_bench` the nightly
+bench uses. The comment is found again by its hidden marker (or the stored comment id) and
+edited in place, so a PR carries one review however often it is pushed.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+import tomllib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from fnmatch import fnmatch
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from watchkeeper.analysis.benchmark import BenchResult
+from watchkeeper.commands.bench import BenchPlan, execute_bench, finish_with_report
+from watchkeeper.config import Config, ModelConfig, ProfileConfig
+from watchkeeper.errors import ReviewError, TrackerError, TrackerPermanentError, WatchkeeperError
+from watchkeeper.load.tasks import load_taskset, select
+from watchkeeper.store.db import Database
+from watchkeeper.store.history import History
+from watchkeeper.store.tracker_store import TrackerStore
+from watchkeeper.tracker import escape
+from watchkeeper.tracker.checkout import Mirror
+from watchkeeper.tracker.forge import Forge, PullRequest
+from watchkeeper.tracker.pr_comment import ProfileReview, review_comment, review_marker, verdict
+from watchkeeper.tracker.tokens import open_forge
+
+Progress = Callable[[str], None]
+
+
+def _quiet(_: str) -> None:
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class PrOutcome:
+    number: int
+    head_sha: str
+    status: str
+    """reviewed, skipped, not relevant, busy, failed."""
+    detail: str
+    comment_url: str = ""
+
+
+@dataclass(slots=True)
+class ReviewOutcome:
+    reviews: list[PrOutcome] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "reviews": [
+                {
+                    "number": r.number,
+                    "head_sha": r.head_sha,
+                    "status": r.status,
+                    "detail": r.detail,
+                    "comment_url": r.comment_url,
+                }
+                for r in self.reviews
+            ]
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Side:
+    profiles: dict[str, ProfileConfig]
+    models: dict[str, ModelConfig]
+
+
+def load_side(root: Path, rel: str, side: str) -> Side:
+    """The profiles (and pinned models) one side of the PR defines, namespaced by side so that
+    base and head can both be loaded into one config."""
+    path = root / rel
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return Side({}, {})
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise ReviewError(f"{side}: {rel}: cannot read it ({exc})") from exc
+    try:
+        models = {
+            name: ModelConfig.model_validate(value)
+            for name, value in (data.get("models") or {}).items()
+        }
+        profiles = {
+            name: ProfileConfig.model_validate(value)
+            for name, value in (data.get("profiles") or {}).items()
+        }
+    except ValidationError as exc:
+        raise ReviewError(f"{side}: {rel}: {exc.errors()[0]['msg']}") from exc
+    renamed_models = {
+        f"{side}-{name}": m.model_copy(
+            update={"path": str((root / Path(m.path).expanduser()).resolve())}
+        )
+        for name, m in models.items()
+    }
+
+    def ref(name: str | None) -> str | None:
+        return f"{side}-{name}" if name in models else name
+
+    renamed = {
+        name: p.model_copy(update={"model": ref(p.model), "draft_model": ref(p.draft_model)})
+        for name, p in profiles.items()
+    }
+    return Side(renamed, renamed_models)
+
+
+def _fingerprint(profile: ProfileConfig, models: dict[str, ModelConfig]) -> str:
+    """What the profile runs: its fields with side names replaced by the pinned files."""
+    pins = {n: (m.path, m.sha256) for n, m in models.items()}
+    payload = profile.model_dump(exclude={"description"})
+    payload["model"] = pins.get(profile.model, profile.model)
+    payload["draft_model"] = pins.get(profile.draft_model or "", profile.draft_model)
+    return repr(sorted(payload.items()))
+
+
+@dataclass
+class _Review:
+    config: Config
+    forge: Forge
+    store: TrackerStore
+    db: Database
+    progress: Progress
+    owner: str
+
+    def bench_pair(self, name: str, base: Side, head: Side) -> BenchResult:
+        review = self.config.review
+        profiles = {f"base-{name}": base.profiles[name], f"head-{name}": head.profiles[name]}
+        config = self.config.model_copy(
+            update={
+                "profiles": {**self.config.profiles, **profiles},
+                "models": {**self.config.models, **base.models, **head.models},
+            }
+        )
+        taskset = Path(review.taskset) if review.taskset else config.bench.resolved_taskset()
+        tasks = select(
+            load_taskset(taskset),
+            limit=review.limit or None,
+            per_category=review.per_category or None,
+        )
+        plan = BenchPlan(
+            profiles=tuple(profiles),
+            tasks=tuple(tasks),
+            rounds=review.rounds,
+            warmup_rounds=review.warmup_rounds,
+            warmup_tasks=min(2, len(tasks)),
+            concurrency=config.bench.concurrency,
+        )
+        result = execute_bench(config, plan, kind="review", progress=self.progress)
+        result = finish_with_report(config, result, progress=self.progress)
+        # A review is not a night: keep it out of the regression detector's judging.
+        History(self.db).mark_analysed(result.campaign_id, {"skipped": "pull request review"})
+        return result
+
+    def measure(self, pr: PullRequest) -> list[ProfileReview]:
+        review = self.config.review
+        root = review.resolved_checkout_dir(self.config.server.resolved_cache_dir())
+        root = root / self.forge.repository.replace("/", "-")
+        mirror = Mirror(root, review.clone_url)
+        mirror.fetch()
+        for sha, ref in ((pr.base_sha, pr.base_ref), (pr.head_sha, pr.head_ref)):
+            if not mirror.has(sha):
+                mirror.fetch_ref(ref)
+            if not mirror.has(sha):
+                raise ReviewError(f"PR #{pr.number}: commit {sha[:12]} is not in {ref}")
+        scratch = root / "worktrees" / f"pr{pr.number}-{os.getpid()}"
+        with (
+            mirror.worktree(pr.base_sha, scratch / "base") as base_dir,
+            mirror.worktree(pr.head_sha, scratch / "head") as head_dir,
+        ):
+            base = load_side(base_dir, review.profiles_file, "base")
+            head = load_side(head_dir, review.profiles_file, "head")
+            names = review.profiles or sorted(set(base.profiles) | set(head.profiles))
+            out = []
+            for name in names:
+                if name not in base.profiles or name not in head.profiles:
+                    where = "head" if name in head.profiles else "base"
+                    out.append(ProfileReview(name, None, f"defined only on the {where} side"))
+                    continue
+                same = _fingerprint(base.profiles[name], base.models) == _fingerprint(
+                    head.profiles[name], head.models
+                )
+                if same:
+                    out.append(ProfileReview(name, None, "identical on both sides"))
+                    continue
+                self.progress(f"PR #{pr.number}: benchmarking {name}, head against base")
+                out.append(ProfileReview(name, self.bench_pair(name, base, head)))
+        return out
+
+    def post(self, pr: PullRequest, body: str, comment_id: int | None) -> tuple[int, str]:
+        """Edit the sticky comment (stored id, else found by marker), or create it."""
+        if comment_id is not None:
+            try:
+                c = self.forge.edit_comment(comment_id, body)
+                return c.id, c.url
+            except TrackerPermanentError as exc:
+                if exc.status != 404:  # deleted by someone: look again, else create
+                    raise
+        token, me = review_marker(pr.number), self.forge.whoami()
+        for c in self.forge.comments(pr.number):
+            if escape.has_marker(c.body, token) and c.author == me:
+                edited = self.forge.edit_comment(c.id, body)
+                return edited.id, edited.url
+        made = self.forge.comment(pr.number, body)
+        return made.id, made.url
+
+    def review(self, pr: PullRequest) -> PrOutcome:
+        review = self.config.review
+        files = self.forge.pull_files(pr.number)
+        matched = [f for f in files if any(fnmatch(f, pat) for pat in review.paths)]
+        if not matched:
+            return PrOutcome(pr.number, pr.head_sha, "not relevant", "no watched path changed")
+        state = self.store.review(pr.number)
+        if state is not None and state.head_sha == pr.head_sha and state.status == "posted":
+            return PrOutcome(pr.number, pr.head_sha, "skipped", "already reviewed at this head")
+        lease = self.config.tracker.claim_lease_s
+        if not self.store.claim_review(
+            pr.number, head_sha=pr.head_sha, base_sha=pr.base_sha, owner=self.owner, lease_s=lease
+        ):
+            return PrOutcome(pr.number, pr.head_sha, "busy", "another run is reviewing it")
+        try:
+            reviews = self.measure(pr)
+            body = review_comment(pr, reviews, matched)
+            comment_id, url = self.post(pr, body, state.comment_id if state else None)
+        except WatchkeeperError as exc:
+            self.store.finish_review(pr.number, status="failed", error=str(exc)[:2000])
+            raise
+        campaigns = [r.result.campaign_id for r in reviews if r.result is not None]
+        line = verdict(reviews)
+        self.store.finish_review(
+            pr.number,
+            status="posted",
+            comment_id=comment_id,
+            campaign_id=campaigns[0] if campaigns else None,
+            verdict=line[:2000],
+            error=None,
+        )
+        self.progress(f"PR #{pr.number}: {line}")
+        return PrOutcome(pr.number, pr.head_sha, "reviewed", line, url)
+
+
+def review_pr_command(
+    config: Config,
+    *,
+    pr: int | None = None,
+    all_open: bool = False,
+    progress: Progress = _quiet,
+    client: Forge | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+) -> ReviewOutcome:
+    """Review one PR (`pr`) or every matching open PR (`all_open`, at most review.max_prs)."""
+    if (pr is None) == (not all_open):
+        raise ReviewError("review-pr needs exactly one of pr=N or all_open=True")
+    repository = config.review.repository or config.tracker.repository
+    forge = client or open_forge(config.tracker, repository=repository, sleep=sleep)
+    db = Database(config.database.resolved_url())
+    outcome = ReviewOutcome()
+    try:
+        run = _Review(
+            config=config,
+            forge=forge,
+            store=TrackerStore(db, tracker=forge.kind, repository=forge.repository),
+            db=db,
+            progress=progress,
+            owner=f"{socket.gethostname()[:40]}:{os.getpid()}",
+        )
+        if pr is not None:
+            pulls = [forge.pull(pr)]
+            if pulls[0].state != "open":
+                raise ReviewError(f"PR #{pr} is {pulls[0].state}, not open")
+        else:
+            base = config.review.base_branch
+            pulls = [p for p in forge.open_pulls() if p.base_ref == base]
+        benched = 0
+        for p in pulls:
+            if benched >= config.review.max_prs:
+                outcome.reviews.append(
+                    PrOutcome(p.number, p.head_sha, "busy", "left for the next run (max_prs)")
+                )
+                continue
+            try:
+                result = run.review(p)
+            except TrackerError:
+                raise
+            except WatchkeeperError as exc:
+                if pr is not None:
+                    raise
+                result = PrOutcome(p.number, p.head_sha, "failed", str(exc))
+            benched += result.status in ("reviewed", "failed")
+            outcome.reviews.append(result)
+        return outcome
+    finally:
+        db.close()
+        if client is None:
+            forge.close_client()

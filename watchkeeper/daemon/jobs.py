@@ -1,0 +1,174 @@
+"""One plain function per job kind: the daemon and `watchkeeper job run` call the same ones.
+
+Each takes the config, the job's validated `[args]` and a `JobContext` (a stop event and a
+progress callback) and returns a `JobResult`. They wrap the stage commands and hold no logic
+of their own. Stopping: the soak watches the stop event itself (it finishes the requests in
+flight, flushes the spool and marks the campaign interrupted); the other commands report
+progress between steps, and the progress callback raises `StepInterrupted` there once a stop
+is requested, which unwinds them exactly like the CLI's Ctrl-C: servers stopped, campaign
+marked interrupted.
+"""
+
+from __future__ import annotations
+
+import importlib
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from watchkeeper.commands.bench import bench_command
+from watchkeeper.commands.digest import digest_command
+from watchkeeper.commands.soak import soak_command
+from watchkeeper.config import Config
+from watchkeeper.daemon.jobdefs import BenchArgs, DigestArgs, HealthArgs, SoakArgs
+from watchkeeper.errors import ConfigError
+from watchkeeper.server.process import check_external
+from watchkeeper.store.db import Database, masked
+
+Progress = Callable[[str], None]
+
+
+class StepInterrupted(KeyboardInterrupt):
+    """Raised at a step boundary after SIGTERM: the commands treat it as the CLI's Ctrl-C."""
+
+
+@dataclass(frozen=True, slots=True)
+class JobContext:
+    stop: threading.Event = field(default_factory=threading.Event)
+    progress: Progress = lambda _m: None
+
+    def checkpoint(self, message: str) -> None:
+        """Progress that is also a step boundary: after a stop request, go no further."""
+        if self.stop.is_set():
+            raise StepInterrupted(f"stop requested before: {message}")
+        self.progress(message)
+
+
+@dataclass(frozen=True, slots=True)
+class JobResult:
+    outcome: str = "ok"
+    """ok or interrupted (a failure is an exception)."""
+    summary: str = ""
+    campaign_id: int | None = None
+    samples: int | None = None
+    """Request samples this run stored; None: count the campaign's rows."""
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+def _path(text: str | None) -> Path | None:
+    return Path(text).expanduser() if text else None
+
+
+def soak_job(config: Config, args: SoakArgs, ctx: JobContext) -> JobResult:
+    result = soak_command(
+        config,
+        duration=args.duration,
+        profiles=args.profiles,
+        concurrency=args.concurrency,
+        block=args.block,
+        taskset=_path(args.taskset),
+        limit=args.limit,
+        per_category=args.per_category,
+        stop=ctx.stop,
+        progress=ctx.progress,
+    )
+    return JobResult(
+        outcome="interrupted" if result.status == "interrupted" else "ok",
+        summary=f"soak campaign {result.campaign_id} {result.status}: {result.verdict.headline}",
+        campaign_id=result.campaign_id,
+        samples=result.outcome.completed + result.outcome.failed,
+        details={"resumed": result.resumed, "stable": result.verdict.stable},
+    )
+
+
+def bench_job(config: Config, args: BenchArgs, ctx: JobContext) -> JobResult:
+    result = bench_command(
+        config,
+        profiles=args.profiles,
+        rounds=args.rounds,
+        taskset=_path(args.taskset),
+        limit=args.limit,
+        per_category=args.per_category,
+        concurrency=args.concurrency,
+        progress=ctx.checkpoint,
+    )
+    return JobResult(
+        summary=f"bench campaign {result.campaign_id}: report {result.report_path}",
+        campaign_id=result.campaign_id,
+        details={"report": result.report_path, "findings": len(result.findings)},
+    )
+
+
+def digest_job(config: Config, args: DigestArgs, ctx: JobContext) -> JobResult:
+    outcome = digest_command(
+        config,
+        commit=args.commit or args.push,
+        push=args.push,
+        rerun=args.rerun,
+        progress=ctx.checkpoint,
+    )
+    data = outcome.to_json()
+    return JobResult(
+        summary=f"digest {outcome.path}: {outcome.digest.headline}",
+        samples=0,
+        details={k: data[k] for k in ("path", "headline", "judged_now", "commit", "pushed")},
+    )
+
+
+def _as_details(result: object) -> dict[str, Any]:
+    to_json = getattr(result, "to_json", None)
+    if callable(to_json):
+        data = to_json()
+        return data if isinstance(data, dict) else {"result": data}
+    return {"result": str(result)}
+
+
+def _tracker_command(module: str, name: str) -> Callable[..., object]:
+    """The tracker stage's commands, imported when a job needs them (never at start-up)."""
+    function: Callable[..., object] = getattr(importlib.import_module(module), name)
+    return function
+
+
+def triage_job(config: Config, args: object, ctx: JobContext) -> JobResult:
+    triage_command = _tracker_command("watchkeeper.commands.triage", "triage_command")
+    result = triage_command(config, progress=ctx.checkpoint)
+    return JobResult(summary="triage done", samples=0, details=_as_details(result))
+
+
+def review_pr_job(config: Config, args: object, ctx: JobContext) -> JobResult:
+    review_pr_command = _tracker_command("watchkeeper.commands.review_pr", "review_pr_command")
+    result = review_pr_command(config, all_open=True, progress=ctx.checkpoint)
+    return JobResult(summary="PR review poll done", samples=0, details=_as_details(result))
+
+
+def health_job(config: Config, args: HealthArgs, ctx: JobContext) -> JobResult:
+    """The database answers at the expected schema, and the watched server's /health is 200."""
+    url = config.database.resolved_url()
+    Database(url).close()
+    checked = [f"database {masked(url)}"]
+    server = args.url or config.server.resolved_external_url()
+    if server:
+        check_external(server, timeout_s=args.timeout_s)
+        checked.append(f"llama-server {server}")
+    ctx.progress(f"healthy: {', '.join(checked)}")
+    return JobResult(summary=f"healthy: {', '.join(checked)}", samples=0)
+
+
+JobFunction = Callable[[Config, Any, JobContext], JobResult]
+JOB_FUNCTIONS: dict[str, JobFunction] = {
+    "soak": soak_job,
+    "bench": bench_job,
+    "digest": digest_job,
+    "triage": triage_job,
+    "review-pr": review_pr_job,
+    "health": health_job,
+}
+
+
+def job_function(kind: str) -> JobFunction:
+    try:
+        return JOB_FUNCTIONS[kind]
+    except KeyError:
+        raise ConfigError(f"no job function for kind {kind!r}") from None

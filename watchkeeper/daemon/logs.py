@@ -1,0 +1,71 @@
+"""structlog for the daemon: JSON lines for the journal, a readable console on a TTY.
+
+Context (host, job, job run, campaign) is bound with contextvars, so every line a job's
+thread writes carries its ids; the standard library's loggers (APScheduler's) go through the
+same renderer.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from typing import Any, TextIO
+
+import structlog
+
+LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING}
+
+
+def use_json(log_format: str, stream: TextIO) -> bool:
+    if log_format == "json":
+        return True
+    if log_format == "console":
+        return False
+    return not stream.isatty()
+
+
+def configure(log_format: str = "auto", level: str = "info", stream: TextIO | None = None) -> None:
+    """Route structlog and stdlib logging to `stream` (stderr) in one format."""
+    stream = stream or sys.stderr
+    shared: list[Any] = [
+        structlog.contextvars.merge_contextvars,
+        structlog.stdlib.add_log_level,
+        structlog.stdlib.add_logger_name,
+        structlog.processors.TimeStamper(fmt="iso", utc=True),
+    ]
+    final: list[Any] = (
+        [structlog.processors.format_exc_info, structlog.processors.JSONRenderer()]
+        if use_json(log_format, stream)
+        else [structlog.dev.ConsoleRenderer(colors=stream.isatty())]
+    )
+    structlog.configure(
+        processors=[
+            *shared,
+            structlog.stdlib.ProcessorFormatter.wrap_for_formatter,
+        ],
+        logger_factory=structlog.stdlib.LoggerFactory(),
+        wrapper_class=structlog.stdlib.BoundLogger,
+        cache_logger_on_first_use=False,
+    )
+    formatter = structlog.stdlib.ProcessorFormatter(
+        foreign_pre_chain=shared,
+        processors=[
+            structlog.stdlib.ProcessorFormatter.remove_processors_meta,
+            *final,
+        ],
+    )
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(formatter)
+    root = logging.getLogger()
+    for old in list(root.handlers):
+        root.removeHandler(old)
+    root.addHandler(handler)
+    root.setLevel(LEVELS.get(level, logging.ERROR))
+    # APScheduler narrates every start and finish (the daemon logs those itself, with ids),
+    # Alembic every schema check: warnings only.
+    logging.getLogger("apscheduler").setLevel(logging.WARNING)
+    logging.getLogger("alembic").setLevel(logging.WARNING)
+
+
+def get_logger(name: str = "watchkeeper.daemon") -> Any:
+    return structlog.stdlib.get_logger(name)

@@ -1,0 +1,183 @@
+"""Issue titles, bodies and comments for findings: pure functions returning strings.
+
+Every value that did not come from this file (titles, series names, model output, notes)
+passes through `escape` first; the golden test pins the layout.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import date, datetime, timedelta
+from typing import Any
+
+from watchkeeper.store.history import StoredFinding
+from watchkeeper.tracker import escape
+
+QUOTED_FIELDS = ("baseline_excerpt", "candidate_excerpt", "excerpt", "output", "log_tail")
+"""Evidence fields that hold model output or logs: quoted as code, never as Markdown."""
+
+
+@dataclass(frozen=True, slots=True)
+class IssueContext:
+    marker: str
+    key: str
+    digest_url: str
+    label_prefix: str
+    recovery_nights: int
+    quote_chars: int
+
+
+def digest_day(moment: datetime) -> date:
+    """The digest that covers a moment: nights run from noon UTC to noon UTC (digest.day_window)."""
+    return (moment + timedelta(hours=12)).date()
+
+
+def _num(value: Any, fmt: str) -> str:
+    return "—" if value is None else format(value, fmt)
+
+
+def _delta(e: dict[str, Any]) -> str:
+    delta, (low, high) = e.get("delta"), (e.get("delta_ci") or [None, None])
+    if delta is None:
+        return "—"
+    if e.get("delta_unit") == "absolute":
+        ci = f" (95% CI {low * 100:+.1f} to {high * 100:+.1f})" if low is not None else ""
+        return f"{delta * 100:+.1f} points{ci}"
+    ci = f" (95% CI {low:+.1%} to {high:+.1%})" if low is not None and high is not None else ""
+    return f"{delta:+.1%}{ci}"
+
+
+def _p(e: dict[str, Any]) -> str:
+    p, adj = e.get("p_value"), e.get("p_adjusted")
+    if p is None:
+        return "—"
+    return f"p = {p:.2g}" + (f", BH-adjusted {adj:.2g}" if adj is not None else "")
+
+
+def _table(rows: Sequence[tuple[str, str]]) -> str:
+    lines = ["| | |", "|---|---|"]
+    lines += [f"| {escape.inline(k)} | {escape.inline(v, 300)} |" for k, v in rows]
+    return "\n".join(lines)
+
+
+def _evidence_rows(f: StoredFinding) -> list[tuple[str, str]]:
+    e = f.evidence
+    rows: list[tuple[str, str]] = []
+    if e.get("series_name"):
+        rows.append(("series", str(e["series_name"])))
+    rows += [("kind", f.kind), ("severity", f.severity)]
+    if "current" in e or "baseline" in e:
+        cv = e.get("baseline_cv")
+        rows += [
+            ("tonight", _num(e.get("current"), ".4g")),
+            (
+                f"baseline ({e.get('baseline_runs', '?')} good runs, "
+                f"{e.get('baseline_trials', '?')} trials, CV {_num(cv, '.1%')})",
+                _num(e.get("baseline"), ".4g"),
+            ),
+            ("change", _delta(e)),
+            ("test", f"{e.get('test') or '—'}, {_p(e)}"),
+            ("fence / floor", f"{_num(e.get('fence'), '.4g')} / {_num(e.get('floor'), '.4g')}"),
+        ]
+    cp = e.get("change_point")
+    if isinstance(cp, dict):
+        rows += [
+            ("first bad build", f"{cp.get('first_bad_build')} (run {cp.get('first_bad_run')})"),
+            ("level", f"{_num(cp.get('before_median'), '.4g')} → {_num(cp.get('after_median'), '.4g')}"),
+            ("change-point method", str(cp.get("method", "—"))),
+        ]
+    if e.get("reason"):
+        rows.append(("reason", str(e["reason"])))
+    seen = f.last_seen_at or f.created_at
+    rows += [
+        ("finding", f"{f.id}, campaign {f.campaign_id}, run {f.run_id}"),
+        ("seen", f"{f.occurrences} time(s), last {seen:%Y-%m-%d %H:%M} UTC"),
+    ]
+    return rows
+
+
+def _links(f: StoredFinding, ctx: IssueContext) -> str:
+    if not ctx.digest_url:
+        return ""
+    day = digest_day(f.last_seen_at or f.created_at).isoformat()
+    base = ctx.digest_url.rstrip("/")
+    return f"Evidence: [digest {day}]({base}/{day}.md) · [plot]({base}/{day}/finding-{f.id}.png)\n\n"
+
+
+def _quotes(f: StoredFinding, limit: int) -> str:
+    parts = []
+    for name in QUOTED_FIELDS:
+        value = f.evidence.get(name)
+        if isinstance(value, str) and value:
+            parts.append(f"{name.replace('_', ' ')}:\n\n{escape.code_block(value, limit)}\n")
+    return "\n".join(parts)
+
+
+def issue_title(f: StoredFinding) -> str:
+    return escape.title(f"[watchkeeper] {f.title}")
+
+
+def issue_body(f: StoredFinding, ctx: IssueContext) -> str:
+    params = f.evidence.get("params")
+    details = ""
+    if isinstance(params, dict):
+        blob = json.dumps(params, indent=2, sort_keys=True, default=str)
+        details = (
+            "<details><summary>Detector parameters</summary>\n\n"
+            f"{escape.code_block(blob, ctx.quote_chars, 'json')}\n\n</details>\n\n"
+        )
+    quotes = _quotes(f, ctx.quote_chars)
+    p = ctx.label_prefix
+    text = (
+        f"{escape.marker_line(ctx.marker, ctx.key)}\n"
+        f"**{escape.inline(f.title, 300)}**\n\n"
+        f"{_table(_evidence_rows(f))}\n\n"
+        f"{_links(f, ctx)}"
+        f"{quotes + chr(10) if quotes else ''}"
+        f"{details}"
+        "---\n"
+        "Filed by watchkeeper from a confirmed finding (flagged on two nights, or on a rerun). "
+        "A recurrence adds a comment here; after "
+        f"{ctx.recovery_nights} good night(s) in a row the issue is closed.\n"
+        f"Maintainers: comment `/watchkeeper ack` (accept the new level as the baseline), "
+        f"`/watchkeeper dismiss` (false positive) or `/watchkeeper silence` (stop updates), "
+        f"or add the label `{p}ack`, `{p}dismiss` or `{p}silence`.\n"
+    )
+    return escape.body(text)
+
+
+def recurrence_comment(f: StoredFinding) -> str:
+    e = f.evidence
+    seen = f.last_seen_at or f.updated_at
+    return escape.body(
+        f"Seen again ({f.occurrences} times now, last {seen:%Y-%m-%d %H:%M} UTC, run "
+        f"{f.run_id}): change {escape.inline(_delta(e))}, {escape.inline(_p(e))}, tonight "
+        f"{_num(e.get('current'), '.4g')} against a baseline of {_num(e.get('baseline'), '.4g')}.\n"
+    )
+
+
+def reopened_comment(f: StoredFinding) -> str:
+    return escape.body(
+        f"Regressed again: finding {f.id} ({escape.inline(_delta(f.evidence))}, "
+        f"{escape.inline(_p(f.evidence))}). Reopening.\n"
+    )
+
+
+def recovery_comment(f: StoredFinding, nights: int) -> str:
+    return escape.body(
+        f"Recovered: the series has been back at its baseline level for {nights} good night(s) "
+        f"in a row since run {f.run_id}. Closing; finding {f.id} is now `fixed`.\n"
+    )
+
+
+def status_comment(status: str, who: str, via: str) -> str:
+    what = {
+        "acknowledged": "acknowledged: the new level is now the series' baseline",
+        "dismissed": "dismissed as a false positive; closing",
+        "silenced": "silenced: it is still counted, but nothing more is posted here",
+        "fixed": "marked fixed; closing",
+        "active": "reopened",
+    }.get(status, status)
+    return escape.body(f"Finding {what} (by {escape.inline(who, 80)} via {escape.inline(via, 80)}).\n")

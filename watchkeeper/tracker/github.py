@@ -1,0 +1,50 @@
+"""GitHub's REST API (github.com and GitHub Enterprise at https://HOST/api/v3).
+
+Dialect: `Authorization: Bearer`, `per_page`/`page`, labels by name (unknown names are created
+on the fly), a close answers 200 and takes a `state_reason`, the issues listing includes pull
+requests (dropped here), and `/search/issues` is eventually consistent: an issue created a
+moment ago may not be found yet, so a miss falls back to listing issues by label, which is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from urllib.parse import quote
+
+from watchkeeper.errors import TrackerPermanentError
+from watchkeeper.tracker.forge import Forge, Issue, _issue
+
+HEADERS = {"Accept": "application/vnd.github+json", "X-GitHub-Api-Version": "2022-11-28"}
+AUTH_SCHEME = "Bearer"
+
+
+class GitHub(Forge):
+    kind = "github"
+    page_param = "per_page"
+    close_status = 200
+
+    def close(self, number: int, *, not_planned: bool = False) -> Issue:
+        reason = "not_planned" if not_planned else "completed"
+        return self._set_state(number, {"state": "closed", "state_reason": reason})
+
+    def remove_label(self, number: int, label: str) -> None:
+        try:
+            self.api.request(
+                "DELETE", f"{self._repo}/issues/{number}/labels/{quote(label, safe='')}"
+            )
+        except TrackerPermanentError as exc:
+            if exc.status != 404:  # GitHub: 404 when the label is not on the issue
+                raise
+
+    def search_issues(self, text: str) -> list[Issue]:
+        query = f'"{text}" repo:{self.repository} is:issue in:body'
+        items = self.api.paginate(
+            "/search/issues",
+            {"q": query, "per_page": self.page_size, "page": 1},
+            max_pages=self.max_pages,
+            items_key="items",
+        )
+        return [_issue(d) for d in items]
+
+    def _label_payload(self, labels: Sequence[str]) -> list[str]:
+        return list(dict.fromkeys(labels))

@@ -1,0 +1,104 @@
+"""Rules that connect an issue's life to its finding's: dedupe keys, maintainer decisions from
+labels and `/watchkeeper` comments, and when a regressed series counts as recovered.
+
+Pure functions over dataclasses, except `SeriesNights`, which reads run history once per
+triage run and answers "how many good nights since this finding's last bad run?".
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from watchkeeper.analysis.detector import Direction, MetricKind, SeriesKey
+from watchkeeper.analysis.series import SeriesPoint, fingerprint, pool, series_history
+from watchkeeper.store.history import History, StoredFinding
+from watchkeeper.tracker.forge import Comment
+
+ACTIONS = {"ack": "acknowledged", "dismiss": "dismissed", "silence": "silenced"}
+_COMMAND = re.compile(r"^\s*/watchkeeper\s+(ack|dismiss|silence)\b", re.MULTILINE | re.IGNORECASE)
+
+
+def issue_key(f: StoredFinding) -> str:
+    """One issue per (series fingerprint, change point); detector findings per side."""
+    if f.kind == "change_point":
+        cp = f.evidence.get("change_point") or {}
+        return f"{f.fingerprint}:cp:{cp.get('first_bad_run')}"
+    if f.kind in ("regression", "improvement"):
+        return f"{f.fingerprint}:{f.side or 'worse'}"
+    return f"{f.fingerprint}:{f.kind}"
+
+
+def fileable(f: StoredFinding, kinds: Sequence[str]) -> bool:
+    """Confirmed, of a configured kind, and not an improvement."""
+    return f.confirmed_at is not None and f.kind in kinds and f.side != "better"
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    action: str
+    """ack, dismiss or silence."""
+    who: str
+    via: str
+
+
+def label_decision(labels: Sequence[str], prefix: str) -> Decision | None:
+    for action in ("dismiss", "silence", "ack"):
+        if f"{prefix}{action}" in labels:
+            return Decision(action, "a maintainer", f"label {prefix}{action}")
+    return None
+
+
+def comment_decision(comment: Comment) -> Decision | None:
+    """The last `/watchkeeper ack|dismiss|silence` line of a comment, if any."""
+    found = _COMMAND.findall(comment.body)
+    if not found:
+        return None
+    return Decision(found[-1].lower(), comment.author, f"comment {comment.url or comment.id}")
+
+
+def _bad(key: SeriesKey, value: float, baseline: float) -> bool:
+    """Worse than the pre-regression baseline by more than the metric's floor."""
+    spec = key.spec
+    if spec.kind is MetricKind.CONTINUOUS:
+        if baseline == 0:
+            return False
+        change = (value - baseline) / abs(baseline)
+    else:
+        change = value - baseline
+    worse = -change if spec.direction is Direction.HIGHER else change
+    return worse > spec.floor
+
+
+class SeriesNights:
+    """Per series fingerprint, each night's (campaign's) pooled value, oldest first."""
+
+    def __init__(self, history: History) -> None:
+        self._series: dict[str, tuple[SeriesKey, list[SeriesPoint]]] = {}
+        for key, points in series_history(history.run_records()).items():
+            self._series[fingerprint(key)] = (key, points)
+
+    def good_nights(self, f: StoredFinding) -> int:
+        """Consecutive most recent nights after the finding's last flagged run whose level is
+        back within the floor of the baseline the finding was measured against."""
+        baseline = f.evidence.get("baseline")
+        entry = self._series.get(f.fingerprint)
+        if f.kind != "regression" or f.run_id is None or baseline is None or entry is None:
+            return 0
+        key, points = entry
+        nights: dict[int, list[SeriesPoint]] = defaultdict(list)
+        for p in points:
+            if p.run.run_id > f.run_id:
+                nights[p.run.campaign_id].append(p)
+        streak = 0
+        for campaign in sorted(nights, reverse=True):
+            group = nights[campaign]
+            pooled = pool(group[-1].point.label, [p.point for p in group])
+            if not pooled.good or not pooled.size(key.spec.kind):
+                break
+            if _bad(key, pooled.center(key.spec.kind), float(baseline)):
+                break
+            streak += 1
+        return streak

@@ -1,0 +1,79 @@
+"""The tracker token, from an environment variable or a file, and the client built with it.
+
+The token is never a config value or a command-line argument (both end up in process listings,
+shell history and cron mail); it is read here and handed to the HTTP client's header only.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from watchkeeper.config_tracker import TrackerConfig
+from watchkeeper.errors import ConfigError
+from watchkeeper.tracker import gitea, github
+from watchkeeper.tracker.forge import Forge
+from watchkeeper.tracker.http import ApiClient, RetryPolicy
+
+
+def load_token(config: TrackerConfig, environ: dict[str, str] | None = None) -> str:
+    """`$<token_env>`, else the file `$<token_env>_FILE`, else `token_file`."""
+    env = os.environ if environ is None else environ
+    value = env.get(config.token_env, "").strip()
+    if value:
+        return value
+    file_name = env.get(f"{config.token_env}_FILE", "") or config.token_file
+    if file_name:
+        path = Path(file_name).expanduser()
+        try:
+            value = path.read_text(encoding="utf-8").strip()
+        except OSError as exc:
+            raise ConfigError(
+                f"tracker token file {path}: cannot read it ({exc.strerror})",
+                hint="check tracker.token_file (or $" + config.token_env + "_FILE)",
+            ) from exc
+        if value:
+            return value
+        raise ConfigError(f"tracker token file {path} is empty")
+    raise ConfigError(
+        f"no tracker token: ${config.token_env} is not set and no token file is configured",
+        hint=f"export {config.token_env}=... or set tracker.token_file",
+    )
+
+
+def open_forge(
+    config: TrackerConfig,
+    *,
+    repository: str | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+) -> Forge:
+    """A client for `[tracker]` (or another repository on the same forge)."""
+    if not config.kind:
+        raise ConfigError(
+            "no tracker configured", hint='set [tracker] kind = "github" or "gitea", api_url, ...'
+        )
+    repo = repository or config.repository
+    if not repo:
+        raise ConfigError("tracker.repository is not set", hint='e.g. repository = "ops/llm"')
+    api_url = config.resolved_api_url()
+    if not api_url:
+        raise ConfigError("tracker.api_url is not set", hint="e.g. https://git.example.com/api/v1")
+    module = github if config.kind == "github" else gitea
+    api = ApiClient(
+        api_url,
+        token=load_token(config),
+        auth_scheme=module.AUTH_SCHEME,
+        headers=module.HEADERS,
+        timeout_s=config.request_timeout_s,
+        policy=RetryPolicy(
+            max_attempts=config.max_attempts,
+            backoff_s=config.backoff_s,
+            backoff_cap_s=config.backoff_cap_s,
+            max_rate_limit_wait_s=config.max_rate_limit_wait_s,
+        ),
+        sleep=sleep,
+    )
+    cls = github.GitHub if config.kind == "github" else gitea.Gitea
+    return cls(api, repo, page_size=config.page_size, max_pages=config.max_pages)
