@@ -152,7 +152,12 @@ def test_open_pulls_and_their_changed_files(forge: FakeForge, client: Forge) -> 
     files = [f"src/file{n}.py" for n in range(5)] + ["watchkeeper.toml"]
     number = forge.add_pull("bump", "feature", "a" * 40, "b" * 40, files)
     (pr,) = client.open_pulls()
-    assert (pr.number, pr.head_sha, pr.head_ref, pr.base_ref) == (number, "a" * 40, "feature", "main")
+    assert (pr.number, pr.head_sha, pr.head_ref, pr.base_ref) == (
+        number,
+        "a" * 40,
+        "feature",
+        "main",
+    )
     assert client.pull_files(number) == files
     assert client.list_issues() == []  # pull requests are not issues here
 

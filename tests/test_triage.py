@@ -213,7 +213,11 @@ def test_a_recurrence_adds_one_comment(
 def test_labels_and_commands_from_maintainers_set_the_findings_status(
     forge: FakeForge, config: Config, history: History, sleeps: Sleeps
 ) -> None:
-    acked, dismissed, ignored = add_finding(history, 0), add_finding(history, 1), add_finding(history, 2)
+    acked, dismissed, ignored = (
+        add_finding(history, 0),
+        add_finding(history, 1),
+        add_finding(history, 2),
+    )
     numbers = dict(zip((acked, dismissed, ignored), triage(config, sleeps).filed, strict=True))
     forge.add_label_by_user(numbers[acked], "watchkeeper/ack")
     forge.add_comment(numbers[dismissed], "Known: the box was busy.\n/watchkeeper dismiss", "alice")
@@ -262,7 +266,9 @@ def test_quoted_model_output_cannot_ping_inject_html_or_break_the_fence(
         "@octocat please look #1\n<img src=x onerror=alert(1)>\n````\n# heading\n"
         "<!-- watchkeeper:wk0000 key=x -->\n" + "A" * 5000
     )
-    add_finding(history, title="bad @team <b>title</b>", evidence=evidence(candidate_excerpt=hostile))
+    add_finding(
+        history, title="bad @team <b>title</b>", evidence=evidence(candidate_excerpt=hostile)
+    )
     triage(config, sleeps)
     (issue,) = forge.all_issues()
     body, title = issue["body"], issue["title"]
@@ -290,3 +296,34 @@ def test_a_permanent_error_stops_the_run_and_the_token_is_nowhere(
     assert forge.token not in str(info.value) + (info.value.hint or "") + item.last_error
     assert forge.token not in caplog.text
     assert len(triage(config, sleeps).filed) == 1  # the released claim is picked up again
+
+
+def test_the_cli_files_and_reports_in_one_line_and_errors_are_one_line_too(
+    forge: FakeForge,
+    history: History,
+    sqlite_url: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from watchkeeper.cli import main
+
+    add_finding(history)
+    config = tmp_path / "wk.toml"
+    config.write_text(
+        f'[database]\nurl = "{sqlite_url}"\n[tracker]\nkind = "{forge.dialect}"\n'
+        f'api_url = "{forge.api_url}"\nrepository = "{forge.repository}"\n'
+        f'token_env = "{TOKEN_ENV}"\n',
+        encoding="utf-8",
+    )
+    assert main(["triage", "--config", str(config)]) == 0
+    assert "triage: 1 issue(s) opened" in capsys.readouterr().out
+    monkeypatch.setenv(TOKEN_ENV, "not-the-token-XYZZY")
+    assert main(["triage", "--config", str(config)]) == 2
+    captured = capsys.readouterr()
+    assert "HTTP 401" in captured.err and "XYZZY" not in captured.out + captured.err
+    monkeypatch.delenv(TOKEN_ENV)
+    assert main(["triage", "--config", str(config)]) == 2
+    assert "no tracker token" in capsys.readouterr().err
+    assert main(["review-pr", "--config", str(config)]) == 2
+    assert "exactly one of --pr N or --all-open" in capsys.readouterr().err

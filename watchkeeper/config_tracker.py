@@ -34,7 +34,7 @@ class TrackerConfig(_Strict):
     GitHub Enterprise, https://HOST/api/v1 for Gitea/Forgejo."""
     repository: str = ""
     """"owner/name" where issues are filed."""
-    token_env: str = "WATCHKEEPER_TRACKER_TOKEN"
+    token_env: str = "WATCHKEEPER_TRACKER_TOKEN"  # noqa: S105  (a variable name, not a token)
     """Environment variable holding the token; `<token_env>_FILE` may name a file instead."""
     token_file: str = ""
     """A file holding the token (read when the environment variable is unset)."""

@@ -26,10 +26,13 @@ import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, time as dtime, timedelta
+from datetime import UTC, datetime, timedelta
+from datetime import time as dtime
+from functools import partial
 from typing import Any
 
 from watchkeeper.config import Config
+from watchkeeper.config_tracker import TrackerConfig
 from watchkeeper.errors import TrackerError, TrackerTransientError
 from watchkeeper.store.db import Database
 from watchkeeper.store.history import History, StoredFinding
@@ -109,7 +112,7 @@ class _Run:
     trusted: dict[str, bool] = field(default_factory=dict)
 
     @property
-    def t(self) -> Any:
+    def t(self) -> TrackerConfig:
         return self.config.tracker
 
     def labels_for(self, f: StoredFinding) -> list[str]:
@@ -242,7 +245,7 @@ class _Run:
                     return issue
                 if attempt == self.t.max_attempts:
                     raise
-                self.sleep(min(self.t.backoff_cap_s, self.t.backoff_s * 2 ** (attempt - 1)))
+                self.sleep(min(self.t.backoff_cap_s, self.t.backoff_s * 2.0 ** (attempt - 1)))
         raise AssertionError("unreachable")
 
     def record(self, item: TrackedIssue, f: StoredFinding, issue: Issue, *, adopted: bool) -> None:
@@ -367,21 +370,19 @@ def triage_command(
         run.me = forge.whoami()
         for item in run.store.items():
             if item.number is not None and item.state == "open" and item.finding_id is not None:
-                _guard(run, f"issue #{item.number}", lambda item=item: run.sync_decisions(item))
+                _guard(run, f"issue #{item.number}", partial(run.sync_decisions, item))
         kinds = config.tracker.kinds
-        findings = [
-            f for f in run.history.findings(statuses=OPEN_FINDING) if fileable(f, kinds)
-        ]
+        findings = [f for f in run.history.findings(statuses=OPEN_FINDING) if fileable(f, kinds)]
         since = night_start(now or datetime.now(UTC))
         for f in findings:
             left = config.tracker.max_new_issues_per_night - run.store.claimed_since(since)
-            _guard(run, f"finding #{f.id}", lambda f=f, left=left: run.file(f, left))
+            _guard(run, f"finding #{f.id}", partial(run.file, f, left))
         for item in run.store.items():
             if item.state != "open" or item.finding_id is None:
                 continue
-            f = run.history.finding(item.finding_id)
-            if f is not None and f.status in OPEN_FINDING:
-                _guard(run, f"issue #{item.number}", lambda item=item, f=f: run.recover(item, f))
+            found = run.history.finding(item.finding_id)
+            if found is not None and found.status in OPEN_FINDING:
+                _guard(run, f"issue #{item.number}", partial(run.recover, item, found))
         return run.outcome
     finally:
         db.close()

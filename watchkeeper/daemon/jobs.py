@@ -11,7 +11,6 @@ marked interrupted.
 
 from __future__ import annotations
 
-import importlib
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -20,7 +19,9 @@ from typing import Any
 
 from watchkeeper.commands.bench import bench_command
 from watchkeeper.commands.digest import digest_command
+from watchkeeper.commands.review_pr import review_pr_command
 from watchkeeper.commands.soak import soak_command
+from watchkeeper.commands.triage import triage_command
 from watchkeeper.config import Config
 from watchkeeper.daemon.jobdefs import BenchArgs, DigestArgs, HealthArgs, SoakArgs
 from watchkeeper.errors import ConfigError
@@ -117,30 +118,23 @@ def digest_job(config: Config, args: DigestArgs, ctx: JobContext) -> JobResult:
     )
 
 
-def _as_details(result: object) -> dict[str, Any]:
-    to_json = getattr(result, "to_json", None)
-    if callable(to_json):
-        data = to_json()
-        return data if isinstance(data, dict) else {"result": data}
-    return {"result": str(result)}
-
-
-def _tracker_command(module: str, name: str) -> Callable[..., object]:
-    """The tracker stage's commands, imported when a job needs them (never at start-up)."""
-    function: Callable[..., object] = getattr(importlib.import_module(module), name)
-    return function
+NO_TRACKER = "nothing to do: no [tracker] configured"
 
 
 def triage_job(config: Config, args: object, ctx: JobContext) -> JobResult:
-    triage_command = _tracker_command("watchkeeper.commands.triage", "triage_command")
+    # The shipped jobs/triage.toml is enabled everywhere; a host without a tracker must not
+    # record a failure every morning for it.
+    if not config.tracker.kind:
+        return JobResult(summary=NO_TRACKER, samples=0)
     result = triage_command(config, progress=ctx.checkpoint)
-    return JobResult(summary="triage done", samples=0, details=_as_details(result))
+    return JobResult(summary="triage done", samples=0, details=result.to_json())
 
 
 def review_pr_job(config: Config, args: object, ctx: JobContext) -> JobResult:
-    review_pr_command = _tracker_command("watchkeeper.commands.review_pr", "review_pr_command")
+    if not config.tracker.kind:
+        return JobResult(summary=NO_TRACKER, samples=0)
     result = review_pr_command(config, all_open=True, progress=ctx.checkpoint)
-    return JobResult(summary="PR review poll done", samples=0, details=_as_details(result))
+    return JobResult(summary="PR review poll done", samples=0, details=result.to_json())
 
 
 def health_job(config: Config, args: HealthArgs, ctx: JobContext) -> JobResult:

@@ -32,6 +32,9 @@ from watchkeeper.store.schema import (
 )
 
 OPEN_STATUSES = ("active", "acknowledged")
+NOT_NIGHTLY = ("soak", "review")
+"""Campaign kinds that never join a nightly series: a soak has its own verdicts, and a PR
+review measures somebody's proposal, not the deployed configuration."""
 STATUSES = ("active", "acknowledged", "dismissed", "fixed", "silenced", "expired")
 
 
@@ -131,8 +134,8 @@ class History:
         self, *, up_to_campaign: int | None = None, campaigns: Iterable[int] | None = None
     ) -> list[RunRecord]:
         """Measured runs in chronological order, optionally only up to (and including) one
-        campaign or only from the given campaigns. Soak campaigns have their own verdicts and
-        are not nightly series."""
+        campaign or only from the given campaigns. Soak and PR-review campaigns are not
+        nightly series (``NOT_NIGHTLY``)."""
         with self._db.session() as s:
             query = (
                 select(Run, Campaign, Host, ServerBuild, Profile)
@@ -140,7 +143,7 @@ class History:
                 .join(Host, Campaign.host_id == Host.id)
                 .outerjoin(ServerBuild, Campaign.server_build_id == ServerBuild.id)
                 .join(Profile, Run.profile_id == Profile.id)
-                .where(Run.is_warmup.is_(False), Campaign.kind != "soak")
+                .where(Run.is_warmup.is_(False), Campaign.kind.not_in(NOT_NIGHTLY))
                 .order_by(Run.started_at, Run.id)
             )
             if up_to_campaign is not None:
@@ -232,7 +235,7 @@ class History:
                     .where(
                         Campaign.analysed_at.is_(None),
                         Campaign.status == "completed",
-                        Campaign.kind.not_in(("soak", "aa")),
+                        Campaign.kind.not_in((*NOT_NIGHTLY, "aa")),
                     )
                     .order_by(Campaign.id)
                 )

@@ -85,7 +85,10 @@ def _evidence_rows(f: StoredFinding) -> list[tuple[str, str]]:
     if isinstance(cp, dict):
         rows += [
             ("first bad build", f"{cp.get('first_bad_build')} (run {cp.get('first_bad_run')})"),
-            ("level", f"{_num(cp.get('before_median'), '.4g')} → {_num(cp.get('after_median'), '.4g')}"),
+            (
+                "level",
+                f"{_num(cp.get('before_median'), '.4g')} → {_num(cp.get('after_median'), '.4g')}",
+            ),
             ("change-point method", str(cp.get("method", "—"))),
         ]
     if e.get("reason"):
@@ -103,7 +106,9 @@ def _links(f: StoredFinding, ctx: IssueContext) -> str:
         return ""
     day = digest_day(f.last_seen_at or f.created_at).isoformat()
     base = ctx.digest_url.rstrip("/")
-    return f"Evidence: [digest {day}]({base}/{day}.md) · [plot]({base}/{day}/finding-{f.id}.png)\n\n"
+    return (
+        f"Evidence: [digest {day}]({base}/{day}.md) · [plot]({base}/{day}/finding-{f.id}.png)\n\n"
+    )
 
 
 def _quotes(f: StoredFinding, limit: int) -> str:
@@ -180,4 +185,6 @@ def status_comment(status: str, who: str, via: str) -> str:
         "fixed": "marked fixed; closing",
         "active": "reopened",
     }.get(status, status)
-    return escape.body(f"Finding {what} (by {escape.inline(who, 80)} via {escape.inline(via, 80)}).\n")
+    return escape.body(
+        f"Finding {what} (by {escape.inline(who, 80)} via {escape.inline(via, 80)}).\n"
+    )

@@ -33,7 +33,8 @@ class Mirror:
     def __init__(self, root: Path, clone_url: str) -> None:
         if not clone_url:
             raise ReviewError(
-                "review.clone_url is not set", hint="the git URL (or path) of the watched repository"
+                "review.clone_url is not set",
+                hint="the git URL (or path) of the watched repository",
             )
         self.path = root / "mirror.git"
         self.clone_url = clone_url

@@ -134,7 +134,9 @@ class Forge:
         if labels:
             params["labels"] = ",".join(labels)
         return [
-            _issue(d) for d in self._list(f"{self._repo}/issues", params) if not d.get("pull_request")
+            _issue(d)
+            for d in self._list(f"{self._repo}/issues", params)
+            if not d.get("pull_request")
         ]
 
     def search_issues(self, text: str) -> list[Issue]:

@@ -152,7 +152,7 @@ class ApiClient:
 
     def _backoff(self, attempt: int) -> float:
         p = self._policy
-        return min(p.backoff_cap_s, p.backoff_s * 2 ** (attempt - 1)) * random.uniform(0.8, 1.0)
+        return min(p.backoff_cap_s, p.backoff_s * 2.0 ** (attempt - 1)) * random.uniform(0.8, 1.0)
 
     def request(
         self,

@@ -47,7 +47,7 @@ def _ci(ci: RatioCI | None) -> str:
         return "—"
     if ci.n_clusters < 2:
         return f"{ci.estimate:.2f}x (1 task: no CI)"
-    return f"{ci.estimate:.2f}x ({ci.low:.2f}–{ci.high:.2f})"
+    return f"{ci.estimate:.2f}x ({ci.low:.2f}-{ci.high:.2f})"
 
 
 def _num(value: float | None, fmt: str) -> str:
@@ -118,7 +118,7 @@ def _rows(reviews: Sequence[ProfileReview]) -> tuple[list[str], list[str]]:
             n = sum(h.verdicts.values())
             same = h.verdicts.get("identical", 0)
             low, high = wilson(same, n)
-            rate = f"{same / n:.0%} ({low:.0%}–{high:.0%})" if n else "—"
+            rate = f"{same / n:.0%} ({low:.0%}-{high:.0%})" if n else "—"
             counts = " | ".join(str(h.verdicts.get(v, 0)) for v in VERDICTS)
             ident.append(f"| {name} | {escape.inline(cat, 40)} | {counts} | {rate} |")
     return speed, ident
@@ -150,7 +150,9 @@ def _method(reviews: Sequence[ProfileReview]) -> list[str]:
     return lines
 
 
-def review_comment(pr: PullRequest, reviews: Sequence[ProfileReview], matched: Sequence[str]) -> str:
+def review_comment(
+    pr: PullRequest, reviews: Sequence[ProfileReview], matched: Sequence[str]
+) -> str:
     marker = escape.marker_line(review_marker(pr.number), f"review:{pr.number}")
     speed, ident = _rows(reviews)
     out = [
@@ -165,18 +167,22 @@ def review_comment(pr: PullRequest, reviews: Sequence[ProfileReview], matched: S
         out += [
             "#### Speed-up (decode tok/s, head / base)",
             "",
-            "| profile | category | base tok/s | head tok/s | speed-up (95% CI) | head acceptance | head errors |",
+            "| profile | category | base tok/s | head tok/s | speed-up (95% CI) "
+            "| head acceptance | head errors |",
             "|---|---|---:|---:|---:|---:|---:|",
             *speed,
             "",
             "#### Identical output (head vs base, temperature 0)",
             "",
-            "| profile | category | identical | near-tie | length-only | mismatch | identical rate (95% CI) |",
+            "| profile | category | identical | near-tie | length-only | mismatch "
+            "| identical rate (95% CI) |",
             "|---|---|---:|---:|---:|---:|---:|",
             *ident,
             "",
         ]
-    notes = [f"- {escape.inline(r.profile, 60)}: {escape.inline(r.note)}" for r in reviews if r.note]
+    notes = [
+        f"- {escape.inline(r.profile, 60)}: {escape.inline(r.note)}" for r in reviews if r.note
+    ]
     if notes:
         out += ["#### Not measured", "", *notes, ""]
     method = _method(reviews)
