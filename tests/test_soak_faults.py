@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 from collections import Counter
@@ -229,9 +231,6 @@ def test_sigterm_marks_the_soak_interrupted_and_the_same_command_resumes_it(
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    import subprocess
-    import sys
-
     from watchkeeper.cli import main
 
     toml = tmp_path / "wk.toml"
@@ -296,9 +295,21 @@ def test_sigterm_marks_the_soak_interrupted_and_the_same_command_resumes_it(
     assert 25 <= worked <= 45
 
 
+def cpu_hog(core: int) -> subprocess.Popen[bytes]:
+    """A busy loop pinned to one core: the neighbour that takes half of it."""
+    hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    psutil.Process(hog.pid).cpu_affinity([core])
+    return hog
+
+
 def test_a_server_restarted_with_fewer_threads_halfway_shows_as_throughput_drift(
     real_server: tuple[ServerBinary, ModelFile], sqlite_url: str, tmp_path: Path
 ) -> None:
+    """Halfway through, the server is replaced by one with 1 thread instead of 2. On a quiet
+    2-core VM that alone is 137 -> 91 tok/s, but the soak's own client takes CPU too and the
+    two speeds end up within ~6% of each other (measured: 85 vs 80 tok/s), inside the noise of a
+    40 s soak. So the slow server also shares its core with a busy neighbour, which halves it:
+    a drift big enough that the test fails only when drift detection is broken."""
     fast_cfg = make_config(sqlite_url, threads=2)
     slow_cfg = make_config(sqlite_url, threads=1)
     with (
@@ -312,6 +323,7 @@ def test_a_server_restarted_with_fewer_threads_halfway_shows_as_throughput_drift
             drift_threshold=0.05,
         )
         stop = threading.Event()
+        hog: subprocess.Popen[bytes] | None = None
         thread, box = run_in_thread(
             config=config,
             duration="40s",
@@ -324,21 +336,29 @@ def test_a_server_restarted_with_fewer_threads_halfway_shows_as_throughput_drift
         try:
             time.sleep(20)
             with serve(slow_cfg, prepare(slow_cfg, "s"), log_path=tmp_path / "slow.log") as slow:
+                assert slow.managed is not None and fast.managed is not None
+                slow_pid = slow.managed.info.pid
+                assert slow_pid is not None
+                psutil.Process(slow_pid).cpu_affinity([0])
+                hog = cpu_hog(0)
                 relay.retarget(int(slow.base_url.rsplit(":", 1)[1]))
-                assert fast.managed is not None
                 fast.managed.stop()
                 thread.join(timeout=120)
         finally:
             stop.set()
             thread.join(timeout=60)
+            if hog is not None:
+                hog.kill()
+                hog.wait()
     (result,) = box
     assert isinstance(result, SoakCommandResult), result
     (series,) = result.verdict.figures["series"]
-    drift = series["throughput_drift"]
-    assert drift["change"] < -0.05 and drift["change_ci95"][1] < 0, json.dumps(
+    shift = series["throughput_shift"]
+    assert shift["change"] < -0.2 and shift["change_ci95"][1] < 0, json.dumps(
         result.to_json(), indent=1
     )
     assert any("throughput drifted" in r for r in result.verdict.reasons)
+    assert not result.verdict.stable
 
 
 def test_a_hung_server_times_out_requests_and_is_restarted_as_unresponsive(

@@ -27,11 +27,11 @@ from watchkeeper.soak.records import (
 )
 from watchkeeper.soak.spool import Journal, SpoolingWriter, read_items
 from watchkeeper.soak.supervisor import backoff_s
-from watchkeeper.soak.verdicts import theil_sen
+from watchkeeper.soak.verdicts import level_shift, theil_sen
 from watchkeeper.store.db import Database
 from watchkeeper.store.repository import Repository
 from watchkeeper.store.schema import Incident, RequestSampleRow, ResourceSample, Run
-from watchkeeper.store.soak_store import SoakStore
+from watchkeeper.store.soak_store import SoakSampleView, SoakStore
 
 T0 = datetime(2026, 11, 22, 1, 0, tzinfo=UTC)
 
@@ -176,3 +176,47 @@ def test_replaying_a_batch_twice_stores_every_row_once(db_url: str, tmp_path: Pa
         assert not (tmp_path / "spool").exists()
     finally:
         db.close()
+
+
+def speeds(levels: list[float], seed: int = 0) -> list[SoakSampleView]:
+    """One request every 10 s at the given levels, with 3% noise."""
+    rng = np.random.default_rng(seed)
+    t0 = datetime(2026, 11, 22, 1, 0, tzinfo=UTC)
+    return [
+        SoakSampleView(
+            "s",
+            1,
+            False,
+            "t",
+            t0 + timedelta(seconds=10 * i),
+            1.0,
+            64,
+            level * float(rng.lognormal(0, 0.03)),
+            None,
+            None,
+            None,
+            "ok",
+        )
+        for i, level in enumerate(levels)
+    ]
+
+
+def test_a_step_in_the_last_quarter_is_a_level_shift_that_theil_sen_understates() -> None:
+    rows = speeds([140.0] * 45 + [50.0] * 15)
+    shift = level_shift(rows)
+    assert shift is not None
+    assert shift["change"] == pytest.approx(50 / 140 - 1, abs=0.03)
+    assert shift["change_ci95"][1] < -0.5
+    x = [(r.started_at - rows[0].started_at).total_seconds() for r in rows]
+    trend = theil_sen([(x, [r.decode_tps or 0.0 for r in rows])])
+    assert trend is not None
+    # The robust slope reads a 64% drop as a gentle slide of about a fifth of that.
+    assert -0.25 < trend.slope * x[-1] / 140.0 < 0
+
+
+def test_a_steady_soak_shows_no_level_shift_and_too_few_requests_none() -> None:
+    shift = level_shift(speeds([100.0] * 60, seed=3))
+    assert shift is not None
+    # Never beyond the 10% drift threshold: the verdict stays stable.
+    assert abs(shift["change"]) < 0.03 and shift["change_ci95"][0] > -0.10
+    assert level_shift(speeds([100.0] * 10)) is None

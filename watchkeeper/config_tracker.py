@@ -45,7 +45,7 @@ class TrackerConfig(_Strict):
     status_label_prefix: str = "watchkeeper/"
     """A maintainer adding `<prefix>ack`, `<prefix>dismiss` or `<prefix>silence` decides."""
     kinds: list[str] = Field(
-        default_factory=lambda: ["regression", "change_point", "environment_noise"]
+        default_factory=lambda: ["regression", "change_point", "environment_noise", "correctness"]
     )
     """Finding kinds that get an issue (improvements never do)."""
     max_new_issues_per_night: Annotated[int, Field(ge=0, le=1000)] = 5

@@ -333,9 +333,20 @@ def _store_checks(
         )
     repo.add_output_checks(rows)
     for f in result.findings:
+        fingerprint = f"{f.kind}:{f.profile}:{f.category or '*'}"[:64]
+        if f.kind == "correctness":
+            repo.record_recurring_finding(
+                campaign_id=campaign_id,
+                fingerprint=fingerprint,
+                kind=f.kind,
+                severity=f.severity,
+                title=f.title,
+                evidence=f.evidence,
+            )
+            continue
         repo.add_finding(
             campaign_id=campaign_id,
-            fingerprint=f"{f.kind}:{f.profile}:{f.category or '*'}"[:64],
+            fingerprint=fingerprint,
             kind=f.kind,
             label="candidate",
             severity=f.severity,

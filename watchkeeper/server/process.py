@@ -201,8 +201,9 @@ class ManagedServer:
             log_tail=self.log_tail(),
         )
 
-    def stop(self) -> int | None:
-        """SIGTERM, then SIGKILL after the grace period. Returns the exit code."""
+    def stop(self, *, kill: bool = False) -> int | None:
+        """SIGTERM, then SIGKILL after the grace period (at once with ``kill``: a server
+        that stopped answering will not shut down gracefully). Returns the exit code."""
         if self._sampler is not None:
             self._sampler.sample()
             self._sampler.stop()
@@ -211,7 +212,7 @@ class ManagedServer:
             return None
         if proc.poll() is None:
             with contextlib.suppress(ProcessLookupError):
-                proc.send_signal(signal.SIGTERM)
+                proc.send_signal(signal.SIGKILL if kill else signal.SIGTERM)
             try:
                 proc.wait(timeout=self._stop_timeout)
             except subprocess.TimeoutExpired:

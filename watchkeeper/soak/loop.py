@@ -178,13 +178,14 @@ class SoakLoop:
         while not done.wait(self._soak.sample_interval_s):
             for sup in self._sups.values():
                 sup.watch()
-            active = self._active
+            active, answering = self._active, True
             if active is not None:
                 sup = self._sups[active.profile]
                 _, url = sup.current()
                 active = Active(active.profile, active.key, url, sup.pid)
+                answering = sup.answering
             with contextlib.suppress(httpx.HTTPError, OSError):
-                self._sampler.sample(active)
+                self._sampler.sample(active, answering=answering)
 
     def _run_block(self, index: int, profile: str, concurrency: int, duration_s: float) -> None:
         sup = self._sups[profile]

@@ -29,6 +29,10 @@ from watchkeeper.soak.records import IncidentRecord, Item, ResourcePoint, RunKey
 Emit = Callable[[Item], None]
 KV_USAGE_KEYS = ("llamacpp:kv_cache_usage_ratio", "llamacpp:kv_cache_usage")
 
+PROBE_TIMEOUT_S = 3.0
+"""/metrics and /slots answer in milliseconds from the HTTP thread, even mid-decode; a
+hung server must not stall the monitor (and with it hang detection) for long."""
+
 
 @dataclass(frozen=True, slots=True)
 class Active:
@@ -60,7 +64,7 @@ def gpu_memory_used_bytes() -> int | None:
 
 def fetch_slots(client: httpx.Client) -> list[dict[str, Any]]:
     try:
-        response = client.get("/slots", timeout=5.0)
+        response = client.get("/slots", timeout=PROBE_TIMEOUT_S)
     except httpx.HTTPError:
         return []
     if response.status_code != 200:
@@ -91,7 +95,7 @@ class ResourceSampler:
         if self._client is None or self._client_url != base_url:
             if self._client is not None:
                 self._client.close()
-            self._client = make_http_client(base_url, request_timeout_s=5.0)
+            self._client = make_http_client(base_url, request_timeout_s=PROBE_TIMEOUT_S)
             self._client_url = base_url
         return self._client
 
@@ -109,7 +113,9 @@ class ResourceSampler:
                 total += cached.cpu_percent(None)
         return total
 
-    def sample(self, active: Active | None) -> ResourcePoint:
+    def sample(self, active: Active | None, *, answering: bool = True) -> ResourcePoint:
+        """One resource point. With ``answering`` False (the server failed its last health
+        check) only the process is read: asking a hung server would stall the monitor."""
         now = datetime.now(UTC)
         metrics: dict[str, Any] = {"watchkeeper_rss_bytes": self._self.memory_info().rss}
         rss = cpu = busy = kv = None
@@ -118,6 +124,7 @@ class ResourceSampler:
             if active.pid is not None:
                 rss = tree_rss_bytes(active.pid) or None
                 cpu = self._cpu_percent(active.pid)
+        if active is not None and answering:
             client = self._http(active.base_url)
             counters = fetch_metrics(client)
             metrics.update({k: v for k, v in counters.items() if k.startswith("llamacpp:")})

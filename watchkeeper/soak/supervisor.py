@@ -34,7 +34,12 @@ def backoff_s(failures: int, *, base_s: float, cap_s: float) -> float:
     return float(min(cap_s, base_s * 2 ** max(0, failures - 1)))
 
 
-def healthy(base_url: str, timeout_s: float = 5.0) -> bool:
+HEALTH_TIMEOUT_S = 3.0
+"""/health is served by the HTTP thread even while a slot decodes; 3 s without an answer is a
+failed check, and `soak.unresponsive_after` failed checks in a row are a hang."""
+
+
+def healthy(base_url: str, timeout_s: float = HEALTH_TIMEOUT_S) -> bool:
     try:
         return httpx.get(f"{base_url}/health", timeout=timeout_s).status_code == 200
     except httpx.HTTPError:
@@ -80,6 +85,11 @@ class ServerSupervisor:
     @property
     def stopped(self) -> bool:
         return self.stopped_reason is not None
+
+    @property
+    def answering(self) -> bool:
+        """False while /health checks are failing (a hang being confirmed)."""
+        return self._unhealthy_checks == 0
 
     @property
     def pid(self) -> int | None:
@@ -171,7 +181,8 @@ class ServerSupervisor:
         pid = self.pid
         tail = self._server.log_tail(40)
         if how == "unresponsive":
-            code = self._server.stop()
+            # A hung (or SIGSTOPped) process never acts on SIGTERM: kill it outright.
+            code = self._server.stop(kill=True)
         self.peak_rss_bytes = max(self.peak_rss_bytes, self._server.peak_rss_bytes)
         evidence = {
             "exit_code": code,

@@ -161,6 +161,19 @@ def _series_trends(
                     f"{name}: throughput drifted {change:+.0%} over the soak "
                     f"(95% CI {ci[0]:+.0%}..{ci[1]:+.0%})"
                 )
+        shift = level_shift(rows)
+        if shift is not None:
+            entry["throughput_shift"] = shift
+            low, high = shift["change_ci95"]
+            if (
+                shift["change"] < -cfg.drift_threshold
+                and high < 0
+                and not any(r.startswith(f"{name}: throughput drifted") for r in reasons)
+            ):
+                reasons.append(
+                    f"{name}: throughput drifted {shift['change']:+.0%} from the first to the "
+                    f"last third of the soak (95% CI {low:+.0%}..{high:+.0%})"
+                )
         acc_points = [(r["t_h"], r["acceptance"]) for r in table if r["acceptance"] is not None]
         if len(acc_points) >= 3:
             acc = theil_sen([tuple(zip(*acc_points, strict=True))])  # type: ignore[list-item]
@@ -176,6 +189,38 @@ def _series_trends(
                     reasons.append(f"{name}: acceptance drifted {change * 100:+.1f} points")
         out.append(entry)
     return out, reasons, notes
+
+
+def level_shift(
+    rows: Sequence[SoakSampleView], *, min_requests: int = 5, resamples: int = 2000
+) -> dict[str, Any] | None:
+    """Median decode speed of the last third of the soak against the first third, with a
+    bootstrap CI of the relative change (requests resampled within each third).
+
+    Theil-Sen is robust by design, which makes it blind to a step late in the run: with the
+    slow part under ~30% of the points its median slope stays near zero. A server restarted
+    slower at 2 a.m. is exactly such a step, so it gets its own check."""
+    timed = sorted((s.started_at, s.decode_tps) for s in rows if s.decode_tps)
+    if len(timed) < 3 * min_requests:
+        return None
+    start, end = timed[0][0], timed[-1][0]
+    third = (end - start) / 3
+    first = np.array([v for t, v in timed if t < start + third])
+    last = np.array([v for t, v in timed if t > end - third])
+    if len(first) < min_requests or len(last) < min_requests:
+        return None
+    rng = np.random.default_rng(0)
+    ratios = np.median(rng.choice(last, (resamples, len(last))), axis=1) / np.median(
+        rng.choice(first, (resamples, len(first))), axis=1
+    )
+    low, high = np.percentile(ratios - 1.0, [2.5, 97.5])
+    return {
+        "first_third_tps": float(np.median(first)),
+        "last_third_tps": float(np.median(last)),
+        "requests": [len(first), len(last)],
+        "change": float(np.median(last) / np.median(first) - 1.0),
+        "change_ci95": [float(low), float(high)],
+    }
 
 
 def _rss_trends(

@@ -218,6 +218,55 @@ class Repository:
             s.flush()
             return int(row.id)
 
+    def record_recurring_finding(
+        self,
+        *,
+        campaign_id: int,
+        fingerprint: str,
+        kind: str,
+        severity: str,
+        title: str,
+        evidence: dict[str, Any],
+    ) -> int:
+        """A finding that is a fact, not a statistic (an output mismatch at temperature 0):
+        confirmed when seen. Seen again while still open, it is the same finding with one more
+        occurrence, so thirty nights of one bug are one finding (and one tracker issue with
+        recurrence comments), not thirty."""
+        now = datetime.now(UTC)
+        with self._db.session() as s:
+            row = s.scalars(
+                select(Finding)
+                .where(
+                    Finding.fingerprint == fingerprint,
+                    Finding.kind == kind,
+                    Finding.status.in_(("active", "acknowledged", "silenced")),
+                )
+                .order_by(Finding.id.desc())
+            ).first()
+            if row is None:
+                row = Finding(
+                    campaign_id=campaign_id,
+                    fingerprint=fingerprint,
+                    kind=kind,
+                    label=kind,
+                    severity=severity,
+                    title=title,
+                    evidence=evidence,
+                    status="active",
+                    confirmed_at=now,
+                    last_seen_at=now,
+                    occurrences=1,
+                )
+                s.add(row)
+            else:
+                row.campaign_id = campaign_id
+                row.title = title
+                row.evidence = evidence
+                row.last_seen_at = now
+                row.occurrences = row.occurrences + 1
+            s.flush()
+            return int(row.id)
+
     def add_report(self, campaign_id: int, *, kind: str, path: str) -> None:
         with self._db.session() as s:
             s.add(Report(campaign_id=campaign_id, kind=kind, path=path))

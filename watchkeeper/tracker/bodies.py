@@ -113,11 +113,29 @@ def _links(f: StoredFinding, ctx: IssueContext) -> str:
 
 def _quotes(f: StoredFinding, limit: int) -> str:
     parts = []
+    # A correctness finding keeps its mismatches under "examples": quote the first one.
+    examples = f.evidence.get("examples")
+    first = examples[0] if isinstance(examples, list) and examples else {}
+    quoted = {**(first if isinstance(first, dict) else {}), **f.evidence}
     for name in QUOTED_FIELDS:
-        value = f.evidence.get(name)
+        value = quoted.get(name)
         if isinstance(value, str) and value:
             parts.append(f"{name.replace('_', ' ')}:\n\n{escape.code_block(value, limit)}\n")
     return "\n".join(parts)
+
+
+def _origin(f: StoredFinding, recovery_nights: int) -> str:
+    if f.kind == "correctness":
+        return (
+            "Filed by watchkeeper: at temperature 0 the speculative output differed from the "
+            "baseline's beyond a near-tie (not a statistic: the outputs are quoted above). "
+            "Each bench that sees it again adds a comment here; close the issue when it is fixed."
+        )
+    return (
+        "Filed by watchkeeper from a confirmed finding (flagged on two nights, or on a rerun). "
+        "A recurrence adds a comment here; after "
+        f"{recovery_nights} good night(s) in a row the issue is closed."
+    )
 
 
 def issue_title(f: StoredFinding) -> str:
@@ -143,9 +161,7 @@ def issue_body(f: StoredFinding, ctx: IssueContext) -> str:
         f"{quotes + chr(10) if quotes else ''}"
         f"{details}"
         "---\n"
-        "Filed by watchkeeper from a confirmed finding (flagged on two nights, or on a rerun). "
-        "A recurrence adds a comment here; after "
-        f"{ctx.recovery_nights} good night(s) in a row the issue is closed.\n"
+        f"{_origin(f, ctx.recovery_nights)}\n"
         f"Maintainers: comment `/watchkeeper ack` (accept the new level as the baseline), "
         f"`/watchkeeper dismiss` (false positive) or `/watchkeeper silence` (stop updates), "
         f"or add the label `{p}ack`, `{p}dismiss` or `{p}silence`.\n"
