@@ -269,6 +269,9 @@ def test_sigterm_marks_the_soak_interrupted_and_the_same_command_resumes_it(
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+        for stream in (proc.stdout, proc.stderr):
+            if stream is not None:
+                stream.close()
     assert proc.returncode == 130, err
     first = json.loads(out)
     assert first["status"] == "interrupted" and not first["resumed"]

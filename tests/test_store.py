@@ -8,7 +8,14 @@ from alembic.migration import MigrationContext
 from sqlalchemy import inspect
 
 from watchkeeper.errors import StoreError
-from watchkeeper.store.db import Database, downgrade, head_revision, make_engine, upgrade
+from watchkeeper.store.db import (
+    Database,
+    current_revision,
+    downgrade,
+    head_revision,
+    make_engine,
+    upgrade,
+)
 from watchkeeper.store.schema import Base
 
 TABLES = {
@@ -72,3 +79,26 @@ def test_unreachable_postgres_is_a_store_error_without_the_password() -> None:
     with pytest.raises(StoreError, match="unreachable") as info:
         Database(url)
     assert "s3cret" not in str(info.value)
+
+
+def test_processes_meeting_a_fresh_database_at_once_migrate_it_exactly_once(db_url: str) -> None:
+    """Two agents (or the CLI beside the daemon) starting on an empty database together: one
+    migrates, the others wait for it and find the schema at head."""
+    import subprocess
+    import sys
+
+    code = "import sys; from watchkeeper.store.db import Database; Database(sys.argv[1]).close()"
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", code, db_url], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+        for _ in range(4)
+    ]
+    results = [p.communicate(timeout=120) for p in procs]
+    errors = [err.decode() for p, (_, err) in zip(procs, results, strict=True) if p.returncode]
+    assert not errors, errors
+    db = Database(db_url)
+    try:
+        assert current_revision(db.engine) == head_revision(db_url)
+    finally:
+        db.close()

@@ -6,8 +6,9 @@ URL's password masked, so a cron mail never leaks credentials and never shows a 
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,7 @@ from alembic import command
 from alembic.config import Config as AlembicConfig
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, OperationalError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
@@ -94,10 +95,40 @@ def _unreachable(url: str, exc: Exception) -> StoreError:
     )
 
 
+MIGRATION_LOCK_KEY = 0x77617463  # "watc": one key for every watchkeeper on a Postgres
+
+
+@contextlib.contextmanager
+def _sqlite_file_lock(engine: Engine) -> Iterator[None]:
+    """SQLite has no advisory locks; a lock file beside the database serialises migrators."""
+    database = engine.url.database
+    if not database or database == ":memory:":
+        yield
+        return
+    lock_path = Path(database).expanduser().with_name(Path(database).name + ".migrate.lock")
+    with lock_path.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 def _migrate(url: str, step: Callable[[AlembicConfig], None]) -> None:
+    """Run one Alembic step under a lock, so that two processes meeting a fresh database at
+    the same moment (two agents, a CLI next to the daemon) migrate it once, not twice: the
+    second waits, then finds the schema at head and does nothing."""
     engine = make_engine(url)
+    sqlite = engine.dialect.name == "sqlite"
     try:
-        with engine.begin() as conn:
+        with (
+            _sqlite_file_lock(engine) if sqlite else contextlib.nullcontext(),
+            engine.begin() as conn,
+        ):
+            if not sqlite:
+                conn.execute(
+                    text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK_KEY}
+                )
             cfg = alembic_config(url)
             cfg.attributes["connection"] = conn
             step(cfg)
@@ -134,7 +165,7 @@ class Database:
                 )
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
 
-    @contextmanager
+    @contextlib.contextmanager
     def session(self) -> Iterator[Session]:
         """A transaction: committed on success, rolled back on error."""
         session = self._sessions()
