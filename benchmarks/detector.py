@@ -6,13 +6,15 @@ Three figures, each from the real code paths:
    of --aa-history runs, one server start each, and a test campaign judged against it).
 2. The noise of this host, measured from that history (run-to-run CV of per-run medians and
    the within-run spread of per-request decode speeds), then the detection rate of a step of
-   2, 3, 5 and 10% at exactly that noise, over --seeds synthetic histories.
+   2, 3, 5, 10, 20, 30 and 50% at exactly that noise, over --seeds synthetic histories
+   (--skip-aa with --run-cv/--trial-sd/--trials reuses a noise measured before).
 3. Analysis time for --nights nights x about --series series on Postgres: the nightly
    judgement of the newest night (history read, detector, change-point pass, findings written)
    and the digest's gather step.
 
     .venv/bin/python benchmarks/detector.py [--seeds 200] [--nights 365] [--series 100]
-        [--aa-history 10] [--aa-test 3] [--per-category 4] [--database-url URL] [--skip-aa]
+        [--aa-history 10] [--aa-test 3] [--per-category 4] [--database-url URL]
+        [--skip-aa --run-cv 0.089 --trial-sd 0.044 --trials 4] [--skip-scale]
 
 Without --database-url a throw-away Postgres database is created on
 postgresql://postgres@127.0.0.1:5432 and dropped afterwards.
@@ -26,7 +28,7 @@ import sys
 import tempfile
 import time
 import uuid
-from datetime import timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
@@ -36,7 +38,7 @@ from psycopg import sql
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 # Synthetic nights written through the real store (shared with the tests).
-from tests.nights import START, Nights
+from tests.nights import Nights
 from watchkeeper.analysis.detector import DetectorParams, Label, RunPoint, SeriesKey, detect_series
 from watchkeeper.commands.aa import aa_command, wilson
 from watchkeeper.config import Config, DatabaseConfig
@@ -46,7 +48,7 @@ from watchkeeper.store.history import History
 from watchkeeper.tracking import judge_pending
 
 ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
-EFFECTS = (0.02, 0.03, 0.05, 0.10)
+EFFECTS = (0.02, 0.03, 0.05, 0.10, 0.20, 0.30, 0.50)
 
 
 def say(message: str) -> None:
@@ -149,7 +151,7 @@ def scale(url: str, nights: int, series: int) -> None:
     judge_s = time.monotonic() - started
     verdicts = judged[0].night.findings
     started = time.monotonic()
-    gather(history, day=(START + timedelta(days=nights - 1)).date())
+    gather(history, day=datetime.now(UTC).date())  # campaigns are stamped when written
     gather_s = time.monotonic() - started
     say(
         f"  judging the newest night: {len(verdicts)} series x {nights} nights of history "
@@ -168,18 +170,24 @@ def main() -> None:
     parser.add_argument("--aa-test", type=int, default=3)
     parser.add_argument("--per-category", type=int, default=4)
     parser.add_argument("--database-url")
-    parser.add_argument("--skip-aa", action="store_true", help="assume 1%% / 3%% noise")
+    parser.add_argument("--skip-aa", action="store_true", help="use --run-cv/--trial-sd/--trials")
+    parser.add_argument("--run-cv", type=float, default=0.01, help="with --skip-aa")
+    parser.add_argument("--trial-sd", type=float, default=0.03, help="with --skip-aa")
+    parser.add_argument("--trials", type=int, default=16, help="with --skip-aa")
+    parser.add_argument("--skip-scale", action="store_true")
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory() as tmp:
         if args.skip_aa:
-            run_cv, trial_sd, trials = 0.01, 0.03, 4 * args.per_category
+            run_cv, trial_sd, trials = args.run_cv, args.trial_sd, args.trials
         else:
             db, history_campaign = run_aa(args, Path(tmp))
             run_cv, trial_sd, trials = measure_noise(db, history_campaign)
             db.close()
         power(run_cv, trial_sd, trials, args.seeds)
 
+    if args.skip_scale:
+        return
     say(f"analysis time on Postgres: {args.nights} nights x ~{args.series} series")
     if args.database_url:
         scale(args.database_url, args.nights, args.series)

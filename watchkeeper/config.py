@@ -142,6 +142,8 @@ class DetectorConfig(_Strict):
     storm_fraction: Annotated[float, Field(gt=0.0, le=1.0)] = 0.2
     storm_one_way: Annotated[int, Field(ge=2)] = 3
     change_point_min_size: Annotated[int, Field(ge=2, le=100)] = 3
+    change_point_window: Annotated[int, Field(ge=6, le=100_000)] = 120
+    """Good runs per series the nightly change-point pass looks at (see tracking.py)."""
 
 
 class DigestConfig(_Strict):

@@ -56,6 +56,11 @@ class TrackingParams:
     change_point_min_size: int = 3
     change_point_penalty: float | None = None
     """On the noise-standardised scale; None is ``2 * log(n)`` (see analysis.changepoints)."""
+    change_point_window: int = 120
+    """The newest good runs of a series that the nightly change-point pass reads. PELT with an
+    l1 cost is quadratic in the points: over a year of nights x 100 series one pass took 77 s
+    (benchmarks/detector.py), and only a *current* shift is acted on; older ones were acted on
+    the nights they were current."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -320,11 +325,13 @@ def _change_points(
     params: TrackingParams,
     now: datetime,
 ) -> Judgement:
-    """Retrospective pass over each tested series' full good history (resets ignored: the
-    question is where the level changed, whatever the baseline is now)."""
+    """Retrospective pass over each tested series' recent good history, the newest
+    ``change_point_window`` runs (resets ignored: the question is where the level changed,
+    whatever the baseline is now)."""
     found = []
     for key, (past, tonight) in tested.items():
         points = [p for p in [*past, *tonight] if p.point.good and p.point.size(key.spec.kind)]
+        points = points[-params.change_point_window :]
         if len(points) < 2 * params.change_point_min_size:
             continue
         kind = key.spec.kind

@@ -36,6 +36,7 @@ def tracking_params(config: Config) -> TrackingParams:
             storm_one_way=c.storm_one_way,
         ),
         change_point_min_size=c.change_point_min_size,
+        change_point_window=c.change_point_window,
     )
 
 
