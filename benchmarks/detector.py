@@ -145,7 +145,7 @@ def scale(url: str, nights: int, series: int) -> None:
             say(f"  wrote {i + 1} nights ({time.monotonic() - started:.0f} s)")
     say(f"  wrote {nights} nights in {time.monotonic() - started:.0f} s")
     for cid in ids[:-1]:
-        history.mark_analysed(cid, {"benchmark": "pre-judged"})
+        history.mark_analysed(cid, {"series": 0, "labels": {}, "verdicts": []})
     started = time.monotonic()
     judged = judge_pending(history)
     judge_s = time.monotonic() - started

@@ -136,3 +136,19 @@ def test_a_dirty_reports_repo_is_refused_and_the_change_is_kept(
         digest_command(config, day=date.today(), commit=True, progress=print)
     assert notes.read_text() == "half-written thoughts\n"
     assert not (clone / "reports").exists()
+
+
+def test_a_night_with_an_a_a_check_beside_it_digests_without_counting_the_check(
+    tmp_path: Path,
+) -> None:
+    db = Database(f"sqlite:///{tmp_path / 'wk.db'}")
+    try:
+        history = history_with_a_regression(db)
+        before = gather(history, day=date(2026, 11, 22), since=SINCE, until=UNTIL)
+        aa = Nights(db, seed=9).add()  # what `watchkeeper aa` stores: analysed, not a night
+        history.mark_analysed(aa, {"aa": {"role": "history"}})
+        after = gather(history, day=date(2026, 11, 22), since=SINCE, until=UNTIL)
+    finally:
+        db.close()
+    assert after.series_judged == before.series_judged > 0
+    assert after.labels == before.labels

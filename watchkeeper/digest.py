@@ -134,7 +134,9 @@ def gather(
     since, until = since or window_since, until or window_until
     now = now or datetime.now(UTC)
     campaigns = history.campaigns_between(since, until)
-    judged = [c for c in campaigns if "detection" in c["summary"]]
+    # Judged as a night: the A/A check marks its campaigns analysed with its own summary, and
+    # they are not nights (nothing is compared with history there).
+    judged = [c for c in campaigns if "labels" in c["summary"].get("detection", {})]
     labels: dict[str, int] = {}
     suspicious: list[dict[str, Any]] = []
     for c in judged:
