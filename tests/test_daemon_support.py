@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import psutil
+import taskfiles
 from prometheus_client.parser import text_string_to_metric_families
 
 from watchkeeper.server.profiles import SMOLLM2
@@ -28,20 +29,7 @@ TASKS = [
 
 
 def write_taskset(directory: Path, max_tokens: int = 12) -> Path:
-    path = directory / "tasks.jsonl"
-    lines = [
-        json.dumps(
-            {
-                "id": tid,
-                "category": "prose",
-                "max_tokens": max_tokens,
-                "messages": [{"role": "user", "content": text}],
-            }
-        )
-        for tid, text in TASKS
-    ]
-    path.write_text("\n".join(lines) + "\n")
-    return path
+    return taskfiles.write_taskset(directory, TASKS, max_tokens)
 
 
 def write_config(

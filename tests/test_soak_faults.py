@@ -17,6 +17,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+import taskfiles
 from sqlalchemy import select
 
 from watchkeeper.commands.soak import SoakCommandResult, soak_command, spool_dir
@@ -42,20 +43,7 @@ Completed = list[tuple[RunKey, RequestSample]]
 
 
 def write_taskset(tmp_path: Path, max_tokens: int = 12) -> Path:
-    path = tmp_path / "tasks.jsonl"
-    lines = [
-        json.dumps(
-            {
-                "id": tid,
-                "category": "prose",
-                "max_tokens": max_tokens,
-                "messages": [{"role": "user", "content": text}],
-            }
-        )
-        for tid, text in TASKS
-    ]
-    path.write_text("\n".join(lines) + "\n")
-    return path
+    return taskfiles.write_taskset(tmp_path, TASKS, max_tokens)
 
 
 def soak_settings(**overrides: object) -> SoakConfig:
