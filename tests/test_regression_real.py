@@ -29,7 +29,13 @@ from watchkeeper.tracking import TrackingParams, judge_pending
 # near 35%, about the size of the one-thread slowdown. The test is about the pipeline — flag,
 # confirm, name the build — on real runs; the detector's power and false-positive rate at the
 # default fence are measured on synthetic histories (test_detector.py). So: a 1.5 IQR fence.
-PARAMS = TrackingParams(DetectorParams(resamples=300, fence_multiplier=1.5))
+# For the same reason the change-point penalty is raised from 2 log n (about 5 here) to 8: at
+# the default, two low good nights next to the first slow one were once read as a shift that
+# started on the good build (and confirmed the candidate before its rerun). The one-thread step
+# is ~3 noise sigmas per night, so three or four slow nights still clear 8 easily.
+PARAMS = TrackingParams(
+    DetectorParams(resamples=300, fence_multiplier=1.5), change_point_penalty=8.0
+)
 PROMPTS = [
     "Write two sentences about the sea.",
     "List three colours and one fruit.",
