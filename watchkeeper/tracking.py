@@ -38,7 +38,7 @@ from watchkeeper.analysis.series import (
     series_history,
 )
 from watchkeeper.errors import ConfigError
-from watchkeeper.store.history import OPEN_STATUSES, STATUSES, History, StoredFinding
+from watchkeeper.store.history import LIVE_STATUSES, STATUSES, History, StoredFinding
 
 DETECTOR_KINDS = ("regression", "improvement")
 SETTABLE = {
@@ -266,7 +266,7 @@ def _file(
         previous = [
             p
             for p in history.findings(fingerprint=fp, kinds=DETECTOR_KINDS)
-            if p.side == side and p.status in (*OPEN_STATUSES, "silenced")
+            if p.side == side and p.status in LIVE_STATUSES
         ]
         evidence = finding_json(f)
         if previous:
@@ -370,9 +370,7 @@ def _change_points(
             "method": "PELT (ruptures), l1 cost, penalty 2 log n on a robust noise scale",
         }
         named = f"first bad build {change.label} (run {bad.run_id}, campaign {bad.campaign_id})"
-        open_flag = [
-            f for f in known if f.kind == "regression" and f.status in (*OPEN_STATUSES, "silenced")
-        ]
+        open_flag = [f for f in known if f.kind == "regression" and f.status in LIVE_STATUSES]
         if open_flag:
             # The detector already tracks this regression: the change point names its cause,
             # so it annotates that finding instead of opening a second one for one shift.

@@ -35,7 +35,7 @@ from watchkeeper.config import Config
 from watchkeeper.config_tracker import TrackerConfig
 from watchkeeper.errors import TrackerError, TrackerTransientError
 from watchkeeper.store.db import Database
-from watchkeeper.store.history import History, StoredFinding
+from watchkeeper.store.history import LIVE_STATUSES, History, StoredFinding
 from watchkeeper.store.tracker_store import TrackedIssue, TrackerStore
 from watchkeeper.tracker import bodies, escape
 from watchkeeper.tracker.forge import Forge, Issue
@@ -53,7 +53,6 @@ from watchkeeper.tracking import set_status
 
 Progress = Callable[[str], None]
 log = logging.getLogger("watchkeeper.tracker")
-OPEN_FINDING = ("active", "acknowledged", "silenced")
 MAX_TRANSIENT = 3
 
 
@@ -162,7 +161,7 @@ class _Run:
             self.store.update(item.id, last_comment_id=newest)
         if decision is not None and ACTIONS[decision.action] != finding.status:
             self.apply(item, finding, decision, issue)
-        elif issue.state == "closed" and finding.status in OPEN_FINDING:
+        elif issue.state == "closed" and finding.status in LIVE_STATUSES:
             set_status(self.history, finding.id, "fix", "issue closed on the tracker")
             self.store.update(item.id, state="closed", status_synced="fixed")
             self.outcome.decisions.append(f"#{item.number}: closed on the tracker -> fixed")
@@ -372,7 +371,7 @@ def triage_command(
             if item.number is not None and item.state == "open" and item.finding_id is not None:
                 _guard(run, f"issue #{item.number}", partial(run.sync_decisions, item))
         kinds = config.tracker.kinds
-        findings = [f for f in run.history.findings(statuses=OPEN_FINDING) if fileable(f, kinds)]
+        findings = [f for f in run.history.findings(statuses=LIVE_STATUSES) if fileable(f, kinds)]
         since = night_start(now or datetime.now(UTC))
         for f in findings:
             left = config.tracker.max_new_issues_per_night - run.store.claimed_since(since)
@@ -381,7 +380,7 @@ def triage_command(
             if item.state != "open" or item.finding_id is None:
                 continue
             found = run.history.finding(item.finding_id)
-            if found is not None and found.status in OPEN_FINDING:
+            if found is not None and found.status in LIVE_STATUSES:
                 _guard(run, f"issue #{item.number}", partial(run.recover, item, found))
         return run.outcome
     finally:

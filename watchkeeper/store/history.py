@@ -32,6 +32,8 @@ from watchkeeper.store.schema import (
 )
 
 OPEN_STATUSES = ("active", "acknowledged")
+LIVE_STATUSES = (*OPEN_STATUSES, "silenced")
+"""Still the same finding when seen again (a silenced one keeps counting, files nothing)."""
 NOT_NIGHTLY = ("soak", "review")
 """Campaign kinds that never join a nightly series: a soak has its own verdicts, and a PR
 review measures somebody's proposal, not the deployed configuration."""

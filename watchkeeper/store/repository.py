@@ -20,6 +20,7 @@ from watchkeeper.records import RequestSample, RunResult, TokenLogprob
 from watchkeeper.server.install import ServerBinary
 from watchkeeper.server.models import ModelFile
 from watchkeeper.store.db import Database
+from watchkeeper.store.history import LIVE_STATUSES
 from watchkeeper.store.schema import (
     Campaign,
     Finding,
@@ -32,6 +33,15 @@ from watchkeeper.store.schema import (
     Run,
     ServerBuild,
 )
+
+
+def find_run(s: Session, campaign_id: int, arm: str, round_: int, concurrency: int) -> Run | None:
+    """A run by its natural key: what makes a save, a spool replay or a resume idempotent."""
+    return s.scalars(
+        select(Run).filter_by(
+            campaign_id=campaign_id, arm=arm, round=round_, concurrency=concurrency
+        )
+    ).first()
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,14 +162,7 @@ class Repository:
     def save_run(self, campaign_id: int, profile_id: int, result: RunResult) -> int:
         """Store one run and all its samples in one transaction (idempotent on the run key)."""
         with self._db.session() as s:
-            run = s.scalars(
-                select(Run).filter_by(
-                    campaign_id=campaign_id,
-                    arm=result.arm,
-                    round=result.round,
-                    concurrency=result.concurrency,
-                )
-            ).first()
+            run = find_run(s, campaign_id, result.arm, result.round, result.concurrency)
             if run is None:
                 run = Run(
                     campaign_id=campaign_id,
@@ -239,7 +242,7 @@ class Repository:
                 .where(
                     Finding.fingerprint == fingerprint,
                     Finding.kind == kind,
-                    Finding.status.in_(("active", "acknowledged", "silenced")),
+                    Finding.status.in_(LIVE_STATUSES),
                 )
                 .order_by(Finding.id.desc())
             ).first()

@@ -30,7 +30,7 @@ from watchkeeper.soak.records import (
     SampleRecord,
 )
 from watchkeeper.store.db import Database, masked
-from watchkeeper.store.repository import _sample_row
+from watchkeeper.store.repository import _sample_row, find_run
 from watchkeeper.store.schema import (
     Campaign,
     Finding,
@@ -124,14 +124,7 @@ class SoakStore:
     def _run(self, s: Session, campaign_id: int, key: RunKey, runs: dict[RunKey, Run]) -> Run:
         run = runs.get(key)
         if run is None:
-            run = s.scalars(
-                select(Run).filter_by(
-                    campaign_id=campaign_id,
-                    arm=key.arm,
-                    round=key.round,
-                    concurrency=key.concurrency,
-                )
-            ).first()
+            run = find_run(s, campaign_id, key.arm, key.round, key.concurrency)
         if run is None:
             run = Run(
                 campaign_id=campaign_id,
