@@ -6,11 +6,13 @@ WK     := $(BIN)/watchkeeper
 
 QUICKSTART_PROFILES ?= qwen-baseline,qwen-draft4,qwen-ngram
 
-.PHONY: help venv setup quickstart bench test lint typecheck unit postgres clean
+.PHONY: help venv setup quickstart bench test test-fast test-clock lint typecheck unit postgres faketime clean
 
 help:
 	@echo "make quickstart  venv + llama-server build + Qwen models, then the paired bench"
-	@echo "make test        lint, type-check and the full test suite (real llama-server, Postgres, SQLite)"
+	@echo "make test        lint, type-check, the full test suite (real llama-server, Postgres, SQLite) and test-clock"
+	@echo "make test-fast   lint + every test that needs no llama-server (pytest -m 'not server')"
+	@echo "make test-clock  the scheduling and digest unit tests under three faked clocks (faketime)"
 	@echo "make setup       only the venv, the llama-server build and the SmolLM2 test model"
 
 venv: $(VENV)/.installed
@@ -33,6 +35,9 @@ bench: quickstart
 postgres:
 	bash scripts/ensure-postgres.sh
 
+faketime:
+	bash scripts/ensure-faketime.sh
+
 lint: venv
 	$(BIN)/ruff check watchkeeper tests migrations benchmarks
 	$(BIN)/ruff format --check watchkeeper tests migrations benchmarks
@@ -43,7 +48,20 @@ typecheck: venv
 unit: venv postgres
 	$(BIN)/pytest -q
 
-test: lint typecheck unit
+# The clock-dependent unit tests under faked clocks: a month/year-end minute, and both
+# Europe/Berlin DST changes (a skipped hour in March, a repeated one in October).
+CLOCK_TESTS ?= tests/test_daemon_units.py tests/test_digest.py
+test-clock: venv postgres faketime
+	faketime '2026-11-30 23:58:00' $(BIN)/pytest -q -p no:cacheprovider $(CLOCK_TESTS)
+	TZ=Europe/Berlin faketime '2026-03-29 01:59:00' $(BIN)/pytest -q -p no:cacheprovider $(CLOCK_TESTS)
+	TZ=Europe/Berlin faketime '2026-10-25 02:30:00' $(BIN)/pytest -q -p no:cacheprovider $(CLOCK_TESTS)
+
+# Two workers: these tests wait on subprocesses and sockets more than on the CPU. The full
+# suite stays serial: llama-server tests measure speed and must not share the cores.
+test-fast: lint postgres
+	$(BIN)/pytest -q -n 2 -m "not server"
+
+test: lint typecheck unit test-clock
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

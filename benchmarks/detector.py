@@ -1,6 +1,7 @@
 """How sensitive is the nightly detector on this host, how often does it cry wolf, how fast is it?
 
-Three figures, each from the real code paths:
+Two designs. ``--design absolute`` (the default, the old detector: tonight's absolute tok/s
+judged against earlier nights) gives three figures, each from the real code paths:
 
 1. False-positive rate from a real A/A check (`watchkeeper aa` on SmolLM2: a history campaign
    of --aa-history runs, one server start each, and a test campaign judged against it).
@@ -18,18 +19,52 @@ Three figures, each from the real code paths:
 
 Without --database-url a throw-away Postgres database is created on
 postgresql://postgres@127.0.0.1:5432 and dropped afterwards.
+
+``--design paired`` (the nightly: current vs pinned reference in one run, one ratio per series
+judged by `paired_speedup` at a 3% threshold, a flag confirmed by an immediate rerun or the
+next night):
+
+1. --nights real A/A nights: a paired bench (`execute_bench`, throw-away SQLite store) of
+   smollm2-baseline against smollm2-twin, the same profile under another name, --rounds rounds
+   over --per-category tasks of each category of the standard task set, max_tokens capped at
+   64. Each night gives a table of log(twin/baseline) decode tok/s (server timings) per task
+   and round; per night the ratio, its CI half-width and the round-to-round sd, and across
+   nights the night-to-night sd of the ratio, and what a night cost.
+2. Power and false alarms by simulation on that real noise: a simulated night is one of the
+   real tables resampled (tasks and rounds independently, with replacement) with a drop d
+   applied to every candidate value; flag = verdict "slower". Detection within n nights =
+   confirmed (two flags: a night and its rerun, or two consecutive nights) by night n. The
+   false-alarm rate is a confirmed regression within one night (rerun included) on A/A data;
+   the single-flag rate is a night's flag alone. For the overall series and each category's
+   (its rows of the tables).
+
+    .venv/bin/python benchmarks/detector.py --design paired [--nights 4] [--rounds 10]
+        [--per-category 2] [--sims 200] [--aa-sims 1000]
+        [--resamples 500] [--reuse FILE] [--json]
+
+--reuse FILE loads the A/A tables from FILE when it exists (no server started), else measures
+them and saves them there; --sims 0 measures only.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import json
+import math
+import os
 import statistics
 import sys
 import tempfile
 import time
 import uuid
+import warnings
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import psycopg
@@ -39,23 +74,29 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 # Synthetic nights written through the real store (shared with the tests).
 from tests.nights import Nights
-from watchkeeper.analysis.detector import DetectorParams, Label, RunPoint, SeriesKey, detect_series
+from watchkeeper.analysis.stats import Pair, RatioCI, paired_speedup
 from watchkeeper.commands.aa import aa_command, wilson
-from watchkeeper.config import Config, DatabaseConfig
-from watchkeeper.digest import gather
+from watchkeeper.commands.bench import BenchPlan, execute_bench
+from watchkeeper.config import Config, DatabaseConfig, parse_config
+from watchkeeper.load.tasks import load_taskset, select
+from watchkeeper.nightly.detector import DetectorParams, Label, RunPoint, SeriesKey, detect_series
+from watchkeeper.nightly.digest import gather
+from watchkeeper.nightly.findings import judge_pending
+from watchkeeper.server.profiles import BUILTIN_PROFILES
 from watchkeeper.store.db import Database
 from watchkeeper.store.history import History
-from watchkeeper.tracking import judge_pending
+from watchkeeper.store.repository import Repository
 
 ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
 EFFECTS = (0.02, 0.03, 0.05, 0.10, 0.20, 0.30, 0.50)
+THRESHOLD = 0.03
 
 
 def say(message: str) -> None:
     print(message, flush=True)
 
 
-def run_aa(args: argparse.Namespace, workdir: Path) -> tuple[Database, int]:
+def run_aa(args: argparse.Namespace, workdir: Path) -> tuple[Database, int, float, float]:
     url = f"sqlite:///{workdir / 'aa.db'}"
     config = Config(database=DatabaseConfig(url=url))
     started = time.monotonic()
@@ -77,7 +118,7 @@ def run_aa(args: argparse.Namespace, workdir: Path) -> tuple[Database, int]:
     )
     for flag in result.flagged:
         say(f"    flagged: {flag}")
-    return Database(url), result.history_campaign
+    return Database(url), result.history_campaign, rate, (time.monotonic() - started) / 60
 
 
 def measure_noise(db: Database, campaign: int) -> tuple[float, float, int]:
@@ -102,7 +143,9 @@ def measure_noise(db: Database, campaign: int) -> tuple[float, float, int]:
     return statistics.median(run_cvs), statistics.median(trial_sds), int(np.median(trials))
 
 
-def power(run_cv: float, trial_sd: float, trials: int, seeds: int) -> None:
+def power(
+    run_cv: float, trial_sd: float, trials: int, seeds: int
+) -> dict[float, dict[Label, float]]:
     key = SeriesKey("host", "cpu", "smollm2", "cfg", "code_gen", 1, "decode_tps")
     params = DetectorParams(resamples=200)
 
@@ -116,17 +159,20 @@ def power(run_cv: float, trial_sd: float, trials: int, seeds: int) -> None:
         f"{seeds} seeds)"
     )
     say("  effect  regression  suspicious  no change")
-    for effect in (0.0, *EFFECTS):
+    rates: dict[float, dict[Label, float]] = {}
+    for effect in sorted({0.0, *EFFECTS, *DROPS}):
         labels = []
         for seed in range(seeds):
             rng = np.random.default_rng(seed)
             past = [run(rng, f"b{i}", 100.0) for i in range(15)]
             labels.append(detect_series(key, past, run(rng, "new", 100.0 * (1 - effect)), params))
         counts = {lab: sum(f.label is lab for f in labels) / seeds for lab in Label}
+        rates[effect] = counts
         say(
             f"  {effect:>5.0%}  {counts[Label.REGRESSION]:>10.1%}  "
             f"{counts[Label.SUSPICIOUS]:>10.1%}  {counts[Label.NO_CHANGE]:>9.1%}"
         )
+    return rates
 
 
 def scale(url: str, nights: int, series: int) -> None:
@@ -161,47 +207,357 @@ def scale(url: str, nights: int, series: int) -> None:
     db.close()
 
 
+# --- the paired design: current vs reference in one run, judged by its ratio ---------------
+
+BASELINE = "smollm2-baseline"
+TWIN = "smollm2-twin"
+DROPS = (0.02, 0.03, 0.05, 0.10, 0.20)
+MAX_TOKENS = 64
+Table = dict[str, Any]
+"""One A/A night: {"minutes": m, "rounds": [r...], "tasks": {id: {"category", "log_ratios"}}}."""
+
+
+def measure_aa_night(args: argparse.Namespace, index: int) -> Table:
+    """One real A/A night: smollm2-baseline against its twin, paired, on a throw-away store."""
+    with tempfile.TemporaryDirectory() as tmp:
+        os.environ["WATCHKEEPER_DATA_DIR"] = tmp  # run logs; models stay in the cache
+        url = f"sqlite:///{Path(tmp) / 'wk.db'}"
+        config = parse_config(
+            {
+                "database": {"url": url},
+                "bench": {"reports_dir": str(Path(tmp) / "reports")},
+                "profiles": {TWIN: BUILTIN_PROFILES[BASELINE].model_dump()},
+            },
+            source="benchmarks/detector.py",
+        )
+        tasks = select(
+            load_taskset(config.bench.resolved_taskset()),
+            limit=None,
+            per_category=args.per_category,
+        )
+        tasks = [replace(t, max_tokens=min(t.max_tokens, MAX_TOKENS)) for t in tasks]
+        plan = BenchPlan(
+            profiles=(BASELINE, TWIN),
+            tasks=tuple(tasks),
+            rounds=args.rounds,
+            warmup_rounds=config.bench.warmup_rounds,
+            warmup_tasks=min(2, len(tasks)),
+            concurrency=1,
+        )
+        started = time.monotonic()
+        result = execute_bench(config, plan, progress=lambda _m: None, drift_only=True)
+        minutes = (time.monotonic() - started) / 60
+        db = Database(url)
+        runs = Repository(db).load_runs(result.campaign_id)
+        db.close()
+    speeds: dict[tuple[str, str, int], float] = {}
+    for run in runs:
+        if run.is_warmup:
+            continue
+        for s in run.samples:
+            if s.ok and s.decode_tps_server:
+                speeds[(run.arm, s.task_id, run.round)] = s.decode_tps_server
+    rounds = list(range(1, args.rounds + 1))
+    table: Table = {"night": index, "minutes": minutes, "rounds": rounds, "tasks": {}}
+    for t in tasks:
+        row = []
+        for r in rounds:
+            b, c = speeds.get((BASELINE, t.id, r)), speeds.get((TWIN, t.id, r))
+            row.append(math.log(c / b) if b and c else None)
+        table["tasks"][t.id] = {"category": t.category, "log_ratios": row}
+    return table
+
+
+def as_array(table: Table, category: str | None = None) -> np.ndarray:
+    rows = [
+        [np.nan if v is None else v for v in task["log_ratios"]]
+        for task in table["tasks"].values()
+        if category is None or task["category"] == category
+    ]
+    return np.array(rows, dtype=float)
+
+
+def judge(array: np.ndarray, drop: float, resamples: int, seed: int) -> RatioCI | None:
+    shift = math.log1p(-drop)
+    pairs = [
+        Pair(f"t{i}", j, 1.0, math.exp(v + shift))
+        for (i, j), v in np.ndenumerate(array)
+        if not np.isnan(v)
+    ]
+    return paired_speedup(pairs, resamples=resamples, seed=seed, threshold=THRESHOLD)
+
+
+def noise(tables: list[Table], resamples: int) -> dict[str, Any]:
+    nights = []
+    for table in tables:
+        array = as_array(table)
+        ci = judge(array, 0.0, resamples, 0)
+        with np.errstate(all="ignore"):
+            per_round = np.nanmean(array, axis=0)
+        nights.append(
+            {
+                "night": table["night"],
+                "minutes": table["minutes"],
+                "tasks": int(array.shape[0]),
+                "rounds": int(array.shape[1]),
+                "ratio": ci.estimate if ci else None,
+                "ci95": [ci.low, ci.high] if ci else None,
+                "half_width": ci.half_width if ci else None,
+                "verdict": ci.verdict if ci else None,
+                "round_sd": float(np.nanstd(per_round, ddof=1)),
+            }
+        )
+    logs = [math.log(n["ratio"]) for n in nights if n["ratio"]]
+    return {
+        "nights": nights,
+        "night_to_night_sd": statistics.stdev(logs) if len(logs) > 1 else None,
+        "mean_half_width": statistics.mean(n["half_width"] or 0 for n in nights),
+    }
+
+
+class Simulator:
+    """Simulated nights: a real A/A table resampled (tasks and rounds with replacement)."""
+
+    def __init__(self, arrays: list[np.ndarray], resamples: int, seed: int) -> None:
+        self.arrays = [a for a in arrays if a.size]
+        self.resamples = resamples
+        self.rng = np.random.default_rng(seed)
+
+    def flag(self, drop: float) -> bool:
+        array = self.arrays[self.rng.integers(len(self.arrays))]
+        rows = self.rng.integers(0, array.shape[0], size=array.shape[0])
+        cols = self.rng.integers(0, array.shape[1], size=array.shape[1])
+        seed = int(self.rng.integers(2**31))
+        ci = judge(array[np.ix_(rows, cols)], drop, self.resamples, seed)
+        return ci is not None and ci.verdict == "slower"
+
+    def series(self, drop: float, nights: int = 3) -> tuple[list[bool], bool]:
+        """Confirmed by night 1..nights (a flag, then its immediate rerun or the next night's
+        flag), and whether night 1 flagged at all."""
+        confirmed, previous, first = [], False, False
+        done = False
+        for night in range(nights):
+            if not done:
+                flagged = self.flag(drop)
+                if night == 0:
+                    first = flagged
+                if flagged and (previous or self.flag(drop)):
+                    done = True
+                previous = flagged
+            confirmed.append(done)
+        return confirmed, first
+
+
+def simulate(
+    arrays: list[np.ndarray],
+    drops: Sequence[float],
+    sims: int,
+    aa_sims: int,
+    resamples: int,
+    seed: int,
+) -> tuple[dict[str, dict[str, float]], float, float]:
+    sim = Simulator(arrays, resamples, seed)
+    power: dict[str, dict[str, float]] = {}
+    for drop in drops:
+        runs = [sim.series(drop)[0] for _ in range(sims)]
+        power[f"{drop * 100:g}"] = {str(n + 1): sum(r[n] for r in runs) / sims for n in range(3)}
+    aa = [sim.series(0.0, nights=1) for _ in range(aa_sims)]
+    false_alarm = sum(c[0] for c, _ in aa) / aa_sims
+    single = sum(f for _, f in aa) / aa_sims
+    return power, false_alarm, single
+
+
+def simulate_series(
+    job: tuple[list[np.ndarray], int, int, int, int],
+) -> tuple[int, dict[str, dict[str, float]], float, float, float]:
+    """One series' simulation (a process of its own under --jobs)."""
+    arrays, sims, aa_sims, resamples, seed = job
+    started = time.monotonic()
+    with warnings.catch_warnings():  # a resample of a category can miss every task of a round
+        warnings.simplefilter("ignore", RuntimeWarning)
+        power, false_alarm, single = simulate(arrays, DROPS, sims, aa_sims, resamples, seed)
+    return int(arrays[0].shape[0]), power, false_alarm, single, time.monotonic() - started
+
+
+def paired(args: argparse.Namespace) -> dict[str, Any]:
+    nights = args.nights if args.nights is not None else 4
+    if args.per_category is None:
+        args.per_category = 2
+    reuse = Path(args.reuse) if args.reuse else None
+    if reuse is not None and reuse.is_file():
+        tables = json.loads(reuse.read_text())["tables"]
+        say(f"A/A tables from {reuse}: {len(tables)} nights")
+    else:
+        tables = []
+        for k in range(nights):
+            say(f"A/A night {k + 1}/{nights}: {BASELINE} vs {TWIN}, {args.rounds} rounds ...")
+            tables.append(measure_aa_night(args, k + 1))
+            say(f"  done in {tables[-1]['minutes']:.1f} min")
+            if reuse is not None:  # saved after every night: an interrupted run keeps them
+                reuse.write_text(json.dumps({"tables": tables}, indent=1))
+        if reuse is not None:
+            say(f"A/A tables saved to {reuse}")
+    measured = noise(tables, args.resamples)
+    minutes = statistics.mean(t["minutes"] for t in tables)
+    first = measured["nights"][0]
+    say(
+        f"A/A nights on SmolLM2 ({first['tasks']} tasks x {first['rounds']} rounds, "
+        f"max_tokens {MAX_TOKENS}; a night costs {minutes:.1f} min)"
+    )
+    say("  night  ratio   95% CI          half-width  round sd  verdict")
+    for n in measured["nights"]:
+        low, high = n["ci95"] or (math.nan, math.nan)
+        say(
+            f"  {n['night']:>5}  {n['ratio']:.3f}  [{low:.3f}, {high:.3f}]  "
+            f"{(n['half_width'] or math.nan):>10.1%}  {n['round_sd']:>8.1%}  {n['verdict']}"
+        )
+    n2n = measured["night_to_night_sd"]
+    say(f"  night-to-night sd of the ratio: {'n/a' if n2n is None else f'{n2n:.1%}'}")
+
+    out: dict[str, Any] = {
+        "design": "paired",
+        "night_minutes": minutes,
+        "noise": measured,
+    }
+    if args.sims <= 0:  # measure (and save with --reuse) only
+        return out
+    series: dict[str, Any] = {}
+    categories = sorted({t["category"] for t in tables[0]["tasks"].values()})
+    names = ("overall", *categories)
+    jobs = [
+        (
+            [as_array(t, None if name == "overall" else name) for t in tables],
+            args.sims,
+            args.aa_sims,
+            args.resamples,
+            seed,
+        )
+        for seed, name in enumerate(names)
+    ]
+    with ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        results = list(pool.map(simulate_series, jobs))
+    for name, (tasks, power, false_alarm, single, seconds) in zip(names, results, strict=True):
+        series[name] = {
+            "tasks": tasks,
+            "power": power,
+            "false_alarm_rate": false_alarm,
+            "single_flag_rate": single,
+        }
+        say(
+            f"series {name} ({tasks} tasks; {args.sims} simulated series per drop, {seconds:.0f} s)"
+        )
+        say("  drop   1 night  2 nights  3 nights")
+        for drop, p in power.items():
+            say(f"  {drop:>3}%  {p['1']:>7.1%}  {p['2']:>8.1%}  {p['3']:>8.1%}")
+        fa_low, fa_high = wilson(round(false_alarm * args.aa_sims), args.aa_sims)
+        say(
+            f"  false alarms per series-night (confirmed incl. rerun, {args.aa_sims} A/A "
+            f"series-nights): {false_alarm:.1%} (95% CI {fa_low:.1%}-{fa_high:.1%}); "
+            f"single flags: {single:.1%}"
+        )
+    overall = series["overall"]
+    cats = [series[c] for c in categories]
+    say("goals:")
+    say(f"  3% overall within 2 nights >= 90%: {overall['power']['3']['2']:.1%}")
+    say(
+        "  5% per category within 2 nights >= 90%: "
+        + ", ".join(f"{c} {series[c]['power']['5']['2']:.0%}" for c in categories)
+    )
+    worst = max(s["false_alarm_rate"] for s in [overall, *cats])
+    say(f"  false alarms <= 1% per series-night: worst series {worst:.1%}")
+    return {
+        **out,
+        "power": overall["power"],
+        "false_alarm_rate": overall["false_alarm_rate"],
+        "single_flag_rate": overall["single_flag_rate"],
+        "series": series,
+    }
+
+
+def absolute(args: argparse.Namespace) -> dict[str, Any]:
+    """The old absolute detector (tonight's tok/s against earlier nights): its old figures."""
+    nights = args.nights if args.nights is not None else 365
+    if args.per_category is None:
+        args.per_category = 4
+    false_alarm: float | None = None
+    minutes: float | None = None
+    with tempfile.TemporaryDirectory() as tmp:
+        if args.skip_aa:
+            run_cv, trial_sd, trials = args.run_cv, args.trial_sd, args.trials
+        else:
+            db, history_campaign, false_alarm, minutes = run_aa(args, Path(tmp))
+            run_cv, trial_sd, trials = measure_noise(db, history_campaign)
+            db.close()
+        rates = power(run_cv, trial_sd, trials, args.seeds)
+    out: dict[str, Any] = {
+        "design": "absolute",
+        # One night is all the absolute detector looks at: a drop it misses tonight is
+        # history tomorrow, so only the 1-night figure exists.
+        "power": {f"{d * 100:g}": {"1": rates[d][Label.REGRESSION]} for d in DROPS},
+        # The real A/A check's rate when it ran, else the simulated 0% effect's.
+        "false_alarm_rate": rates[0.0][Label.REGRESSION] if false_alarm is None else false_alarm,
+        "false_alarm_source": "simulated" if false_alarm is None else "real A/A",
+        "single_flag_rate": rates[0.0][Label.REGRESSION],
+        "night_minutes": minutes,
+        "noise": {"run_cv": run_cv, "trial_sd": trial_sd, "trials": trials},
+    }
+    if args.skip_scale:
+        return out
+    say(f"analysis time on Postgres: {nights} nights x ~{args.series} series")
+    if args.database_url:
+        scale(args.database_url, nights, args.series)
+        return out
+    name = f"wk_bench_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(ADMIN_URL, autocommit=True) as admin:
+        admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    try:
+        scale(f"postgresql://postgres@127.0.0.1:5432/{name}", nights, args.series)
+    finally:
+        with psycopg.connect(ADMIN_URL, autocommit=True) as admin:
+            admin.execute(
+                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+            )
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--design", choices=("absolute", "paired"), default="absolute")
+    parser.add_argument("--json", action="store_true", help="figures as JSON on stdout")
     parser.add_argument("--seeds", type=int, default=200)
-    parser.add_argument("--nights", type=int, default=365)
+    parser.add_argument(
+        "--nights", type=int, help="absolute: nights of the scale run (365); paired: A/A nights (4)"
+    )
     parser.add_argument("--series", type=int, default=100)
     parser.add_argument("--aa-history", type=int, default=10)
     parser.add_argument("--aa-test", type=int, default=3)
-    parser.add_argument("--per-category", type=int, default=4)
+    parser.add_argument(
+        "--per-category", type=int, help="tasks per category (absolute 4, paired 2)"
+    )
     parser.add_argument("--database-url")
     parser.add_argument("--skip-aa", action="store_true", help="use --run-cv/--trial-sd/--trials")
     parser.add_argument("--run-cv", type=float, default=0.01, help="with --skip-aa")
     parser.add_argument("--trial-sd", type=float, default=0.03, help="with --skip-aa")
     parser.add_argument("--trials", type=int, default=16, help="with --skip-aa")
     parser.add_argument("--skip-scale", action="store_true")
+    parser.add_argument("--rounds", type=int, default=10, help="paired: rounds per A/A night")
+    parser.add_argument("--sims", type=int, default=200, help="paired: simulated series per drop")
+    parser.add_argument(
+        "--aa-sims", type=int, default=1000, help="paired: simulated A/A series-nights"
+    )
+    parser.add_argument(
+        "--resamples", type=int, default=500, help="paired: bootstrap resamples per verdict"
+    )
+    parser.add_argument("--jobs", type=int, default=2, help="paired: simulation processes")
+    parser.add_argument(
+        "--reuse", help="paired: A/A tables JSON; loaded when it exists, else measured and saved"
+    )
     args = parser.parse_args()
-
-    with tempfile.TemporaryDirectory() as tmp:
-        if args.skip_aa:
-            run_cv, trial_sd, trials = args.run_cv, args.trial_sd, args.trials
-        else:
-            db, history_campaign = run_aa(args, Path(tmp))
-            run_cv, trial_sd, trials = measure_noise(db, history_campaign)
-            db.close()
-        power(run_cv, trial_sd, trials, args.seeds)
-
-    if args.skip_scale:
-        return
-    say(f"analysis time on Postgres: {args.nights} nights x ~{args.series} series")
-    if args.database_url:
-        scale(args.database_url, args.nights, args.series)
-        return
-    name = f"wk_bench_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(ADMIN_URL, autocommit=True) as admin:
-        admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    try:
-        scale(f"postgresql://postgres@127.0.0.1:5432/{name}", args.nights, args.series)
-    finally:
-        with psycopg.connect(ADMIN_URL, autocommit=True) as admin:
-            admin.execute(
-                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
-            )
+    # Under --json the human-readable figures go to stderr, so stdout is the JSON alone.
+    with contextlib.redirect_stdout(sys.stderr if args.json else sys.stdout):
+        out = paired(args) if args.design == "paired" else absolute(args)
+    if args.json:
+        print(json.dumps(out, indent=1))
 
 
 if __name__ == "__main__":

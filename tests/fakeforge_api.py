@@ -64,6 +64,10 @@ def _route(forge: FakeForge, method: str, path: str, query: dict[str, str], payl
         return _page(forge, path, query, hits, key="items")
     m = re.fullmatch(rf"/repos/{forge.owner}/{forge.name}(?P<rest>/.*)?", path)
     if not m:
+        if method == "POST" and path.startswith("/repos/"):
+            # What a write to a repository that does not exist can answer (GitHub Enterprise
+            # behind an app, Gitea on a renamed repository): a validation error, not a 404.
+            return _error(forge, 422, "Validation Failed", errors=[_invalid("repository")])
         return _error(forge, 404, "Not Found")
     rest = m.group("rest") or ""
     if method == "GET" and (c := re.fullmatch(r"/collaborators/([^/]+)", rest)):
@@ -109,6 +113,8 @@ def _route(forge: FakeForge, method: str, path: str, query: dict[str, str], payl
             state = (payload or {}).get("state")
             if state not in (None, "open", "closed"):
                 return _error(forge, 422, "Validation Failed", errors=[_invalid("state")])
+            if state and state != issue["state"]:
+                forge._event(number, "closed" if state == "closed" else "reopened", forge.bot)
             if state:
                 issue["state"] = state
                 issue["state_reason"] = (payload or {}).get("state_reason") if gh else None
@@ -125,6 +131,12 @@ def _route(forge: FakeForge, method: str, path: str, query: dict[str, str], payl
             if not body:
                 return _error(forge, 422, "Validation Failed", errors=[_missing("body")])
             return _Reply(201, forge.comment_json(forge._new_comment(number, body, forge.bot)))
+    if (c := re.fullmatch(r"/issues/(\d+)/(events|timeline)", rest)) and method == "GET":
+        number = int(c.group(1))
+        if number not in forge.issues or (c.group(2) == "events") != gh:
+            return _error(forge, 404, "Not Found")
+        items = [forge.event_json(e) for e in forge.events.get(number, [])]
+        return _page(forge, path, query, items)
     if (c := re.fullmatch(r"/issues/comments/(\d+)", rest)) and method == "PATCH":
         comment = forge.comments.get(int(c.group(1)))
         if comment is None:
@@ -140,6 +152,9 @@ def _route(forge: FakeForge, method: str, path: str, query: dict[str, str], payl
             names = _label_names(forge, (payload or {}).get("labels") or [])
             if isinstance(names, _Reply):
                 return names
+            for name in names:
+                if name not in issue["labels"]:
+                    forge._event(number, "labeled", forge.bot, name)
             issue["labels"] = list(dict.fromkeys([*issue["labels"], *names]))
             return _Reply(200, forge.issue_json(number)["labels"])
         if method == "DELETE" and c.group(2):
@@ -148,6 +163,7 @@ def _route(forge: FakeForge, method: str, path: str, query: dict[str, str], payl
             if name not in issue["labels"]:
                 return _error(forge, 404, "Label does not exist")
             issue["labels"].remove(name)
+            forge._event(number, "unlabeled", forge.bot, name)
             return _Reply(200, forge.issue_json(number)["labels"]) if gh else _Reply(204)
     if rest == "/pulls" and method == "GET":
         state = query.get("state", "open")

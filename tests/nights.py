@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 
 from watchkeeper.config import ProfileConfig
-from watchkeeper.hostinfo import HostInfo
-from watchkeeper.records import RequestSample, RunResult
+from watchkeeper.host.info import HostInfo
+from watchkeeper.load.records import RequestSample, RunResult
 from watchkeeper.server.install import ServerBinary
 from watchkeeper.server.models import ModelFile
 from watchkeeper.store.db import Database

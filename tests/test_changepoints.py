@@ -7,8 +7,8 @@ from itertools import pairwise
 import numpy as np
 import pytest
 
-from watchkeeper.analysis.changepoints import find_change_points, first_bad, noise_scale
-from watchkeeper.analysis.detector import Direction
+from watchkeeper.nightly.changepoints import find_change_points, first_bad, noise_scale
+from watchkeeper.nightly.detector import Direction
 
 
 def nights(seed: int, n: int = 40, level: float = 50.0, cv: float = 0.013) -> list[float]:

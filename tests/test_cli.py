@@ -13,7 +13,7 @@ import psutil
 import pytest
 from sqlalchemy import inspect
 
-from watchkeeper.cli import build_parser, main
+from watchkeeper.cli.app import build_parser, main
 from watchkeeper.server.install import ServerBinary
 from watchkeeper.server.models import ModelFile
 from watchkeeper.store.db import make_engine

@@ -9,8 +9,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from watchkeeper.errors import ClientError
-from watchkeeper.load.client import chat, check_endpoint, make_http_client
-from watchkeeper.records import Task
+from watchkeeper.load.client import chat, check_endpoint
+from watchkeeper.load.records import Task
+from watchkeeper.server.endpoints import make_http_client
 
 TASK = Task(id="t1", category="prose", messages=({"role": "user", "content": "hi"},), max_tokens=8)
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from watchkeeper.paths import project_root
+from watchkeeper.config.paths import project_root
 
 SYSTEMD = project_root() / "systemd"
 BINARIES = ("/opt/watchkeeper/venv/bin/watchkeeper", "/opt/llama.cpp/bin/llama-server")

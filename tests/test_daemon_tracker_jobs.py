@@ -9,7 +9,7 @@ from test_triage import add_finding
 from trackerkit import forge, tracker_config  # noqa: F401
 
 from watchkeeper.config import Config, DatabaseConfig
-from watchkeeper.config_daemon import DaemonConfig
+from watchkeeper.config.daemon import DaemonConfig
 from watchkeeper.daemon.execute import JobRunner
 from watchkeeper.daemon.fleet import make_fleet_lock
 from watchkeeper.daemon.jobdefs import load_jobs

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import io
 import json
-import time
 import urllib.error
 import urllib.request
 from datetime import UTC, datetime, timedelta
@@ -15,7 +14,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from watchkeeper.config import Config, DatabaseConfig
-from watchkeeper.config_daemon import DaemonConfig
+from watchkeeper.config.daemon import DaemonConfig
+from watchkeeper.config.paths import project_root
 from watchkeeper.daemon import logs
 from watchkeeper.daemon.execute import JobRunner
 from watchkeeper.daemon.fleet import FileLock, PostgresLock, make_fleet_lock
@@ -26,7 +26,6 @@ from watchkeeper.daemon.runstore import RunStore
 from watchkeeper.daemon.service import Daemon
 from watchkeeper.daemon.status import gather_status, spool_depth
 from watchkeeper.errors import ConfigError
-from watchkeeper.paths import project_root
 from watchkeeper.server.process import free_port
 from watchkeeper.store.db import Database
 
@@ -52,8 +51,9 @@ def daemon_config(url: str, jobs_dir: Path, **daemon: object) -> Config:
 
 def test_the_shipped_job_files_load_with_their_scopes() -> None:
     jobs = {j.name: j for j in load_jobs(ROOT_JOBS)}
-    assert set(jobs) == {"soak", "digest", "triage", "review-pr", "health"}
+    assert set(jobs) == {"nightly", "soak", "digest", "triage", "review-pr", "health"}
     assert {n: j.scope for n, j in jobs.items()} == {
+        "nightly": "host",
         "soak": "host",
         "health": "host",
         "digest": "fleet",
@@ -69,7 +69,7 @@ def test_the_shipped_job_files_load_with_their_scopes() -> None:
     [
         ('kind = "bench"\ncron = "* * * * *"\nbogus = 1\n', "bogus: unknown key"),
         ('kind = "bench"\n', "cron: required key is missing"),
-        ('kind = "nightly"\ncron = "* * * * *"\n', "kind: Input should be"),
+        ('kind = "weekly"\ncron = "* * * * *"\n', "kind: Input should be"),
         ('kind = "bench"\ncron = "* * *"\n', "cron: Value error, a cron expression has 5"),
         ('kind = "bench"\ncron = "61 * * * *"\n', "cron: "),
         ('kind = "bench"\ncron = "* * * * *"\ntimezone = "Mars/Olympus"\n', "timezone: "),
@@ -295,14 +295,15 @@ def test_a_restart_marks_a_dead_run_interrupted_and_resumes_a_soak_whose_night_i
     for name in ("soak", "old-soak"):
         store.claim(job=name, kind="soak", scope="host", host_id="unit-host", scheduled_for=None)
     store.claim(job="soak", kind="soak", scope="host", host_id="other", scheduled_for=None)
+    started = max(r.started_at for r in store.runs())
     db.close()
-    time.sleep(1.1)
     daemon = Daemon(daemon_config(sqlite_url, jobs))
     daemon.jobs = {j.name: j for j in load_jobs(jobs)}
     daemon._db = Database(sqlite_url)
     daemon._store = RunStore(daemon._db)
     try:
-        assert daemon.recover() == ["soak"]
+        # An hour after the starts: the 6 h night is still on, the 1 s one is over.
+        assert daemon.recover(now=started + timedelta(hours=1)) == ["soak"]
         runs = daemon._store.runs()
     finally:
         daemon._db.close()
@@ -326,14 +327,18 @@ def test_reload_keeps_the_old_jobs_when_a_job_file_is_broken(
     daemon = Daemon(load_config(toml), config_path=str(toml))
     daemon.start()
     try:
-        before = daemon._schedule.next_runs() if daemon._schedule else {}
+        assert daemon._schedule is not None
+        before = daemon._schedule.next_runs()
         assert set(before) == {"db"}
+        assert minutes(daemon, "db") == "0"
+        # Compared by trigger, not by next start: two crons' next starts can coincide at some
+        # minutes of the hour (0 and */5 do between xx:55 and xx:59).
         write_job(jobs, "db", 'kind = "health"\ncron = "*/5 * * * *"\n')
         write_job(jobs, "bench", 'kind = "bench"\ncron = "0 3 * * *"\n')
         daemon.request_reload()
         assert daemon.step()
-        after = daemon._schedule.next_runs() if daemon._schedule else {}
-        assert set(after) == {"db", "bench"} and after["db"] != before["db"]
+        assert set(daemon._schedule.next_runs()) == {"db", "bench"}
+        assert minutes(daemon, "db") == "*/5"
         write_job(jobs, "broken", 'kind = "bench"\ncron = "nope"\n')
         assert not daemon.reload()
         assert set(daemon.jobs) == {"db", "bench"}
@@ -341,6 +346,14 @@ def test_reload_keeps_the_old_jobs_when_a_job_file_is_broken(
         assert not daemon.step()
     finally:
         assert daemon.shutdown() == 0
+
+
+def minutes(daemon: Daemon, name: str) -> str:
+    """The minute field of the cron trigger the scheduler holds for job `name`."""
+    assert daemon._schedule is not None
+    job = daemon._schedule.scheduler.get_job(name, jobstore="default")
+    assert job is not None
+    return str({f.name: f for f in job.trigger.fields}["minute"])
 
 
 def test_status_lists_next_and_last_runs_findings_and_spool_depth(
@@ -362,13 +375,13 @@ def test_status_lists_next_and_last_runs_findings_and_spool_depth(
     spool.mkdir(parents=True)
     (spool / "journal.jsonl").write_text('{"a": 1}\n{"a": 2}\n')
     (spool / "pending-1.jsonl").write_text('{"a": 3}\n')
-    status = gather_status(config)
+    now = datetime(2026, 11, 30, 23, 58, 30, tzinfo=UTC)
+    status = gather_status(config, now=now)
     data = status.to_json()
     by_name = {j["name"]: j for j in data["jobs"]}
     assert by_name["db"]["last_run"]["outcome"] == "failed"
     assert by_name["db"]["last_run"]["error"] == "database down"
-    nxt = datetime.fromisoformat(by_name["db"]["next_run"])
-    assert timedelta(0) < nxt - datetime.now(UTC) <= timedelta(hours=1)
+    assert datetime.fromisoformat(by_name["db"]["next_run"]) == datetime(2026, 12, 1, tzinfo=UTC)
     assert by_name["digest"]["next_run"] is None and by_name["digest"]["last_run"] is None
     assert data["spool_depth"] == 3 == spool_depth(tmp_path / "data" / "spool")
     assert data["daemon"] is None and data["open_findings"] == {}

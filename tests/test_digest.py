@@ -11,20 +11,23 @@ from pathlib import Path
 import pytest
 from nights import Nights
 
-from watchkeeper.analysis.detector import DetectorParams
 from watchkeeper.commands.digest import digest_command
 from watchkeeper.config import parse_config
-from watchkeeper.digest import gather
 from watchkeeper.errors import PublishError
+from watchkeeper.nightly.detector import DetectorParams
+from watchkeeper.nightly.digest import gather
+from watchkeeper.nightly.findings import TrackingParams, judge_campaign, judge_pending
 from watchkeeper.publish.digest import digest_files, render_digest
 from watchkeeper.store.db import Database
 from watchkeeper.store.history import History
-from watchkeeper.tracking import TrackingParams, judge_campaign, judge_pending
 
 GOLDEN = Path(__file__).parent / "golden" / "digest.md"
 PARAMS = TrackingParams(DetectorParams(resamples=200))
 SINCE = datetime(2000, 1, 1, tzinfo=UTC)
 UNTIL = datetime(2100, 1, 1, tzinfo=UTC)
+# The digest's day and clock: fixed, so no test reads the wall clock.
+DAY = date(2026, 11, 22)
+NOW = datetime(2026, 11, 22, 7, 15, tzinfo=UTC)
 
 
 def history_with_a_regression(db: Database) -> History:
@@ -37,11 +40,17 @@ def history_with_a_regression(db: Database) -> History:
     return history
 
 
+def created(history: History) -> datetime:
+    """The digest's clock for a history just written: when its newest finding was created (the
+    store stamps findings with the real time), so every finding's age is the same on every run."""
+    return max(f.created_at for f in history.findings())
+
+
 def test_the_digest_matches_the_golden_file(tmp_path: Path) -> None:
     db = Database(f"sqlite:///{tmp_path / 'wk.db'}")
     history = history_with_a_regression(db)
     digest = gather(
-        history, day=date(2026, 11, 22), since=SINCE, until=UNTIL, params=PARAMS.detector
+        history, day=DAY, since=SINCE, until=UNTIL, params=PARAMS.detector, now=created(history)
     )
     plots = {p.finding_id: f"2026-11-22/finding-{p.finding_id}.png" for p in digest.plots}
     markdown = render_digest(digest, plots=plots)
@@ -58,7 +67,7 @@ def test_the_digest_files_hold_the_markdown_and_one_history_plot_per_finding(
 ) -> None:
     db = Database(f"sqlite:///{tmp_path / 'wk.db'}")
     history = history_with_a_regression(db)
-    digest = gather(history, day=date(2026, 11, 22), since=SINCE, until=UNTIL)
+    digest = gather(history, day=DAY, since=SINCE, until=UNTIL, now=created(history))
     db.close()
     files = digest_files(digest)
     (finding,) = digest.regressions
@@ -67,7 +76,9 @@ def test_the_digest_files_hold_the_markdown_and_one_history_plot_per_finding(
     text = files["2026-11-22.md"].decode()
     assert f"[plot](2026-11-22/finding-{finding.id}.png)" in text
     # A quiet window says so plainly.
-    quiet = gather(History(Database(f"sqlite:///{tmp_path / 'wk.db'}")), day=date(1999, 1, 1))
+    quiet = gather(
+        History(Database(f"sqlite:///{tmp_path / 'wk.db'}")), day=date(1999, 1, 1), now=NOW
+    )
     assert quiet.headline == "No campaign ran in this window"
 
 
@@ -108,15 +119,15 @@ def test_digest_commit_and_push_twice_on_one_night_makes_one_commit(
         },
         source="test",
     )
-    first = digest_command(config, day=date.today(), commit=True, push=True, progress=print)
+    first = digest_command(config, day=DAY, now=NOW, commit=True, push=True, progress=print)
     assert first.published is not None and first.published.committed
     assert first.published.pushed
-    day = date.today().isoformat()
+    day = DAY.isoformat()
     assert (clone / "reports" / "digests" / f"{day}.md").is_file()
     assert git(remote, "log", "-1", "--format=%an <%ae>|%s", "main").startswith(
         f"Night Watch <night@example.org>|digest {day}: "
     )
-    second = digest_command(config, day=date.today(), commit=True, push=True, progress=print)
+    second = digest_command(config, day=DAY, now=NOW, commit=True, push=True, progress=print)
     assert second.published is not None and not second.published.committed
     assert second.published.commit_sha == first.published.commit_sha
     assert git(remote, "rev-list", "--count", "main") == "1"
@@ -133,7 +144,7 @@ def test_a_dirty_reports_repo_is_refused_and_the_change_is_kept(
         source="test",
     )
     with pytest.raises(PublishError, match="notes.md"):
-        digest_command(config, day=date.today(), commit=True, progress=print)
+        digest_command(config, day=DAY, now=NOW, commit=True, progress=print)
     assert notes.read_text() == "half-written thoughts\n"
     assert not (clone / "reports").exists()
 

@@ -115,3 +115,89 @@ def test_old_dialect_help_uses_the_old_spellings() -> None:
     )
     assert argv[argv.index("--draft-max") + 1] == "3"
     assert "--model-draft" in argv
+
+
+# --- explicit offload, KV cache types and flash attention ---
+
+
+def test_offload_and_kv_cache_keys_map_to_this_builds_flags(help_info: HelpInfo) -> None:
+    profile = ProfileConfig(
+        model="m",
+        draft_model="d",
+        spec_type="draft-simple",
+        gpu_layers="all",
+        draft_gpu_layers=12,
+        cache_type_k="q8_0",
+        cache_type_v="q8_0",
+        draft_cache_type_k="f16",
+        draft_cache_type_v="q4_0",
+        flash_attn="on",
+    )
+    argv = argv_for(profile, help_info, draft=True)
+    assert argv[argv.index("--gpu-layers") + 1] == "all"
+    assert argv[argv.index("--spec-draft-ngl") + 1] == "12"
+    assert argv[argv.index("--cache-type-k") + 1] == "q8_0"
+    assert argv[argv.index("--cache-type-v") + 1] == "q8_0"
+    assert argv[argv.index("--spec-draft-type-k") + 1] == "f16"
+    assert argv[argv.index("--spec-draft-type-v") + 1] == "q4_0"
+    assert argv[argv.index("--flash-attn") + 1] == "on"
+
+
+def test_gpu_layers_default_to_all_on_a_cuda_build_and_to_nothing_on_cpu(
+    help_info: HelpInfo,
+) -> None:
+    profile = BUILTIN_PROFILES["smollm2-selfdraft"]
+    kwargs = {
+        "info": help_info,
+        "binary": Path("/b"),
+        "model_path": Path("/m"),
+        "draft_path": Path("/d"),
+        "port": 1,
+    }
+    cpu = list(build_argv(profile, **kwargs).argv)  # type: ignore[arg-type]
+    assert "--gpu-layers" not in cpu and "--spec-draft-ngl" not in cpu
+    cuda = list(build_argv(profile, cuda=True, **kwargs).argv)  # type: ignore[arg-type]
+    assert cuda[cuda.index("--gpu-layers") + 1] == "all"
+    assert cuda[cuda.index("--spec-draft-ngl") + 1] == "all"
+    zero = ProfileConfig(model="m", gpu_layers=0)
+    assert argv_for(zero, help_info)[-2:] == ["--gpu-layers", "0"]
+
+
+def test_a_kv_cache_type_the_build_does_not_list_is_refused(help_info: HelpInfo) -> None:
+    with pytest.raises(FlagError, match=r"KV cache type 'q3_k' .*allowed: f32, f16, bf16, q8_0"):
+        argv_for(ProfileConfig(model="m", cache_type_k="q3_k"), help_info)
+
+
+def test_draft_offload_without_a_draft_model_is_refused(help_info: HelpInfo) -> None:
+    with pytest.raises(FlagError, match="'draft_gpu_layers' is set but the profile has no"):
+        argv_for(ProfileConfig(model="m", draft_gpu_layers="all"), help_info)
+
+
+def test_gpu_layers_and_flash_attn_are_validated_by_the_config() -> None:
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError):
+        ProfileConfig(model="m", gpu_layers=-1)
+    with pytest.raises(ValidationError):
+        ProfileConfig(model="m", gpu_layers="most")  # type: ignore[arg-type]
+    with pytest.raises(ValidationError):
+        ProfileConfig(model="m", flash_attn="yes")  # type: ignore[arg-type]
+
+
+def test_new_keys_leave_the_hash_of_existing_profiles_alone() -> None:
+    assert ProfileConfig(model="m").config_hash() == "88177f65ff1b1e78"
+    assert ProfileConfig(model="m", gpu_layers="all").config_hash() != "88177f65ff1b1e78"
+
+
+def test_old_dialect_offload_flags_without_all_and_a_bare_flash_attn_switch() -> None:
+    old = parse_help(
+        "-m,    --model FNAME     model\n--port PORT  port\n--host HOST  host\n"
+        "-c,    --ctx-size N   ctx\n-np,   --parallel N  slots\n--metrics  metrics\n"
+        "-ngl,  --gpu-layers N   number of layers to store in VRAM\n"
+        "-fa,   --flash-attn     enable Flash Attention (default: disabled)\n"
+    )
+    argv = argv_for(ProfileConfig(model="m", gpu_layers="all", flash_attn="on"), old)
+    assert argv[argv.index("--gpu-layers") + 1] == "999"
+    assert argv[-1] == "--flash-attn"
+    with pytest.raises(FlagError, match="'auto' is not supported"):
+        argv_for(ProfileConfig(model="m", flash_attn="auto"), old)

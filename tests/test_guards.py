@@ -11,7 +11,7 @@ from watchkeeper.checks.guards import (
     repetition,
     speculation_inactive,
 )
-from watchkeeper.records import RequestSample
+from watchkeeper.load.records import RequestSample
 from watchkeeper.server.endpoints import SPEC_DRAFT_TOKENS, parse_prometheus
 
 

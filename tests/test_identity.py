@@ -6,12 +6,14 @@ from datetime import UTC, datetime
 
 from watchkeeper.checks.identity import (
     Verdict,
+    classify_divergence,
     compare_against_baseline_tokens,
     compare_samples,
     compare_texts,
     compare_tokens,
 )
-from watchkeeper.records import Alternative, RequestSample, TokenLogprob
+from watchkeeper.checks.replay import ReplayResult
+from watchkeeper.load.records import Alternative, RequestSample, TokenLogprob
 
 
 def tok(
@@ -140,3 +142,163 @@ def test_samples_fall_back_to_baseline_tokens_when_the_candidate_has_none() -> N
         sample("The cat sat", BASE), sample("The dog ran", None), near_tie_threshold=0.1
     )
     assert r.verdict == Verdict.NEAR_TIE and r.basis == "baseline tokens"
+
+
+# --- classify_divergence: the five verdicts, top-k (k = 5) samples --------------------------
+
+
+def topk(token_id: int, text: str, alts: list[tuple[int, str, float]]) -> TokenLogprob:
+    """A baseline token at logprob -0.1 with alternatives (id, text, gap below top-1)."""
+    rest = tuple(Alternative(i, t, -0.1 - gap) for i, t, gap in alts)
+    top = (Alternative(token_id, text, -0.1), *rest)
+    return TokenLogprob(token_id, text, -0.1, top)
+
+
+FIVE = [(3, " dog", 0.3), (7, " cow", 0.6), (8, " pig", 1.0), (9, " hen", 4.0)]
+BASE5 = [tok(1, "The"), topk(2, " cat", FIVE), tok(4, " sat")]
+
+
+def picks(token_id: int, text: str) -> ReplayResult:
+    chosen = Alternative(token_id, text, -0.2)
+    return ReplayResult(chosen, (chosen, Alternative(2, " cat", -0.25)), prompt_tokens=40)
+
+
+def never(_: int) -> ReplayResult:
+    raise AssertionError("replay must not be asked")
+
+
+def test_classify_identical_and_length_only_ask_no_replay() -> None:
+    same = classify_divergence(
+        sample("The cat sat", BASE5),
+        sample("The cat sat", BASE5),
+        replay=never,
+        floor=0.5,
+        near_tie_threshold=0.1,
+    )
+    assert same.verdict == Verdict.IDENTICAL and same.replay is None
+    cut = classify_divergence(
+        sample("The cat sat", BASE5),
+        sample("The cat", BASE5[:2], finish="length"),
+        replay=never,
+        floor=0.5,
+        near_tie_threshold=0.1,
+    )
+    assert cut.verdict == Verdict.LENGTH_ONLY
+
+
+def test_classify_third_ranked_token_within_the_threshold_is_a_near_tie() -> None:
+    base = [tok(1, "The"), topk(2, " cat", [(3, " dog", 0.01), (7, " cow", 0.02)]), tok(4, " sat")]
+    cand = [BASE5[0], tok(7, " cow"), tok(5, " ran")]
+    r = classify_divergence(
+        sample("The cat sat", base),
+        sample("The cow ran", cand),
+        replay=never,
+        floor=0.0,
+        near_tie_threshold=0.1,
+    )
+    assert r.verdict == Verdict.NEAR_TIE and r.first_divergence == 1
+
+
+def test_classify_target_replay_picking_the_candidate_token_is_batch_variance() -> None:
+    cand = [BASE5[0], tok(8, " pig"), tok(5, " ran")]
+    asked: list[int] = []
+
+    def replay(i: int) -> ReplayResult:
+        asked.append(i)
+        return picks(8, " pig")
+
+    r = classify_divergence(
+        sample("The cat sat", BASE5),
+        sample("The pig ran", cand),
+        replay=replay,
+        floor=0.2,
+        near_tie_threshold=0.1,
+    )
+    assert asked == [1]
+    assert r.verdict == Verdict.BATCH_VARIANCE and r.first_divergence == 1
+    assert r.replay is not None
+    assert r.replay["target_token"]["id"] == 8 and r.replay["candidate_token"]["id"] == 8
+    assert r.replay["baseline_token"]["id"] == 2
+    assert abs(r.replay["margin"] - 1.0) < 1e-9 and r.replay["floor"] == 0.2
+
+
+def test_classify_gap_within_the_noise_floor_is_batch_variance_without_replay() -> None:
+    cand = [BASE5[0], tok(7, " cow"), tok(5, " ran")]
+    r = classify_divergence(
+        sample("The cat sat", BASE5),
+        sample("The cow ran", cand),
+        replay=None,
+        floor=0.7,
+        near_tie_threshold=0.1,
+    )
+    assert r.verdict == Verdict.BATCH_VARIANCE
+    assert r.replay is not None and r.replay["target_token"] is None
+    assert abs(r.replay["margin"] - 0.6) < 1e-9
+
+
+def test_classify_target_keeps_its_token_beyond_the_floor_is_a_mismatch() -> None:
+    cand = [BASE5[0], tok(9, " hen"), tok(5, " ran")]
+    r = classify_divergence(
+        sample("The cat sat", BASE5),
+        sample("The hen ran", cand),
+        replay=lambda i: picks(2, " cat"),
+        floor=0.5,
+        near_tie_threshold=0.1,
+    )
+    assert r.verdict == Verdict.MISMATCH
+    assert r.replay is not None and r.replay["target_token"]["id"] == 2
+    assert abs(r.replay["margin"] - 4.0) < 1e-9
+
+
+def test_classify_a_token_outside_the_top_k_is_a_mismatch_unless_the_target_picks_it() -> None:
+    cand = [BASE5[0], tok(77, " owl"), tok(5, " ran")]
+    kept = classify_divergence(
+        sample("The cat sat", BASE5),
+        sample("The owl ran", cand),
+        replay=lambda i: picks(2, " cat"),
+        floor=10.0,
+        near_tie_threshold=0.1,
+    )
+    assert kept.verdict == Verdict.MISMATCH and kept.replay is not None
+    assert kept.replay["margin"] is None
+    flipped = classify_divergence(
+        sample("The cat sat", BASE5),
+        sample("The owl ran", cand),
+        replay=lambda i: picks(77, " owl"),
+        floor=0.0,
+        near_tie_threshold=0.1,
+    )
+    assert flipped.verdict == Verdict.BATCH_VARIANCE
+
+
+def test_classify_text_only_candidate_uses_the_baseline_top_k() -> None:
+    """A speculative arm has no logprobs: its text is matched to the baseline's alternatives."""
+    by_replay = classify_divergence(
+        sample("The cat sat", BASE5),
+        sample("The pig ran", None),
+        replay=lambda i: picks(8, " pig"),
+        floor=0.0,
+        near_tie_threshold=0.1,
+    )
+    assert by_replay.verdict == Verdict.BATCH_VARIANCE and by_replay.basis == "baseline tokens"
+    assert by_replay.replay is not None and by_replay.replay["candidate_token"]["id"] == 8
+    beyond = classify_divergence(
+        sample("The cat sat", BASE5),
+        sample("The pig ran", None),
+        replay=lambda i: picks(2, " cat"),
+        floor=0.5,
+        near_tie_threshold=0.1,
+    )
+    assert beyond.verdict == Verdict.MISMATCH
+
+
+def test_classify_candidate_stopping_where_the_target_stops_when_batched() -> None:
+    base = [tok(1, "Done"), topk(2, ".", [(3, "!", 0.2), (0, "", 0.4)])]
+    r = classify_divergence(
+        sample("Done.", base, finish="length"),
+        sample("Done", base[:1]),
+        replay=lambda i: picks(0, ""),
+        floor=0.0,
+        near_tie_threshold=0.1,
+    )
+    assert r.verdict == Verdict.BATCH_VARIANCE and r.first_divergence == 1

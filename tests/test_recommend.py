@@ -8,13 +8,18 @@ from test_report import result  # noqa: F401  (shared BenchResult fixture)
 
 from watchkeeper.analysis.benchmark import BenchResult
 from watchkeeper.analysis.recommend import recommend
-from watchkeeper.analysis.stats import RatioCI
+from watchkeeper.analysis.stats import RatioCI, classify
 from watchkeeper.checks.guards import GuardFinding
 
 
 def with_ci(result: BenchResult, arm: str, ci: tuple[float, float, float]) -> BenchResult:
     stats = tuple(
-        dataclasses.replace(s, overall=dataclasses.replace(s.overall, speedup=RatioCI(*ci, 10, 5)))
+        dataclasses.replace(
+            s,
+            overall=dataclasses.replace(
+                s.overall, speedup=RatioCI(*ci, 10, 5, 4, verdict=classify(*ci, threshold=0.03))
+            ),
+        )
         if s.arm == arm
         else s
         for s in result.arm_stats

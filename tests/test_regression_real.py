@@ -1,41 +1,37 @@
-"""A real regression, end to end: repeated SmolLM2 runs on a real llama-server, then a
-"regressed build" that runs with one thread. The detector must flag it, the next night must
-confirm it, and the change-point pass must name the regressed build. Also a real A/A check.
+"""A real regression, end to end, through the shipped nightly, digest and triage jobs.
 
-The two "builds" are shell wrappers around the cached binary, configured as `server.binary`:
-different files (so different build fingerprints and labels), the same build flavour (so the
-same series), and one of them appends `--threads 1` to whatever the profile asks for.
+Real SmolLM2 runs on a real llama-server. The first night pins the reference and is an A/A
+night, as is the second; neither may flag anything. Then the "current build" becomes a slower
+one (a wrapper that pins the server's two decode threads to one core):
+its first night must flag the regression and the immediate rerun must confirm it, which
+files one confirmed regression finding, which the shipped triage job files as one issue on a
+fake forge; the morning digest in between is committed and pushed. Nothing in this test tunes
+the verdict: it uses the nightly's default threshold (3%) and CI.
+
+The two builds are shell wrappers around the cached binary, configured as `server.binary`:
+different files (so different sha256, so different identities), the same llama.cpp underneath.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
+import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
-from watchkeeper.analysis.detector import DetectorParams
-from watchkeeper.commands.aa import aa_command
-from watchkeeper.commands.rerun import rerun_candidates
-from watchkeeper.commands.run import RunCommandResult, run_command
+import pytest
+from fakeforge import FakeForge, serve
+from trackerkit import TOKEN_ENV, tracker_config
+
+from watchkeeper.commands.digest import digest_command
 from watchkeeper.config import Config, parse_config
+from watchkeeper.daemon.service import run_once
 from watchkeeper.server.install import ServerBinary
 from watchkeeper.server.models import ModelFile
 from watchkeeper.store.db import Database
-from watchkeeper.store.history import History
-from watchkeeper.tracking import TrackingParams, judge_pending
+from watchkeeper.store.references import RatioRecord, ReferenceStore
+from watchkeeper.tracker.bodies import digest_day
 
-# This shared VM wobbles 10-15% from run to run on its own (measured: SmolLM2 run medians
-# 68-88 tok/s in one sitting), which puts the default fence (Q3 + 3 IQR of run-to-run changes)
-# near 35%, about the size of the one-thread slowdown. The test is about the pipeline — flag,
-# confirm, name the build — on real runs; the detector's power and false-positive rate at the
-# default fence are measured on synthetic histories (test_detector.py). So: a 1.5 IQR fence.
-# For the same reason the change-point penalty is raised from 2 log n (about 5 here) to 8: at
-# the default, two low good nights next to the first slow one were once read as a shift that
-# started on the good build (and confirmed the candidate before its rerun). The one-thread step
-# is ~3 noise sigmas per night, so three or four slow nights still clear 8 easily.
-PARAMS = TrackingParams(
-    DetectorParams(resamples=300, fence_multiplier=1.5), change_point_penalty=8.0
-)
 PROMPTS = [
     "Write two sentences about the sea.",
     "List three colours and one fruit.",
@@ -54,7 +50,7 @@ def taskset(tmp_path: Path) -> Path:
                 "id": f"prose-{i}",
                 "category": "prose",
                 "messages": [{"role": "user", "content": prompt}],
-                "max_tokens": 40,
+                "max_tokens": 32,
             }
         )
         for i, prompt in enumerate(PROMPTS)
@@ -63,114 +59,113 @@ def taskset(tmp_path: Path) -> Path:
     return path
 
 
-def wrapper(tmp_path: Path, name: str, real: Path, extra: str = "") -> Path:
+def wrapper(tmp_path: Path, name: str, real: Path, prefix: str = "") -> Path:
     script = tmp_path / name / "llama-server"
     script.parent.mkdir(parents=True)
-    script.write_text(f'#!/bin/sh\nexec "{real}" "$@"{extra}\n', encoding="utf-8")
+    script.write_text(f'#!/bin/sh\nexec {prefix}"{real}" "$@"\n', encoding="utf-8")
     script.chmod(0o755)
     return script
 
 
-def config_for(binary: Path, db_url: str, tasks: Path, threads: int = 2) -> Config:
+def config_for(
+    binary: Path, db_url: str, tasks: Path, root: Path, forge: FakeForge, reports: Path
+) -> Config:
     return parse_config(
         {
             "database": {"url": db_url},
             "server": {"binary": str(binary)},
-            "bench": {"taskset": str(tasks)},
-            "profiles": {
-                "smollm2-baseline": {"model": "smollm2-135m-instruct-q4_1", "threads": threads}
-            },
+            "bench": {"reports_dir": str(root / "reports")},
+            "nightly": {"profiles": ["s"], "taskset": str(tasks), "per_category": 6, "rounds": 5},
+            "profiles": {"s": {"model": "smollm2-135m-instruct-q4_1", "threads": 2}},
+            # The shipped jobs/ (nightly, digest, triage), run exactly as the daemon runs them.
+            "daemon": {"host_id": "nightly-test", "metrics_port": -1},
+            "digest": {"repo": str(reports), "author_name": "wk", "author_email": "wk@localhost"},
+            "tracker": tracker_config(forge).model_dump(),
         },
         source="test",
     )
 
 
-def test_a_build_with_fewer_threads_is_flagged_confirmed_by_a_rerun_and_named(
-    tmp_path: Path, server_binary: ServerBinary, smollm2: ModelFile
-) -> None:
-    tasks = taskset(tmp_path)
-    url = f"sqlite:///{tmp_path / 'wk.db'}"
-    good = config_for(wrapper(tmp_path, "good-build", server_binary.path), url, tasks)
-    slow_binary = wrapper(tmp_path, "slow-build", server_binary.path, " --threads 1")
-    slow = config_for(slow_binary, url, tasks)
+@pytest.fixture
+def gh(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeForge]:
+    fake = FakeForge("github")
+    monkeypatch.setenv(TOKEN_ENV, fake.token)
+    with serve(fake) as served:
+        yield served
+
+
+def git(cwd: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", *args], cwd=cwd, check=True, capture_output=True, text=True
+    ).stdout.strip()
+
+
+def nightly_ratios(url: str) -> list[RatioRecord]:
     db = Database(url)
-    history = History(db)
     try:
-        for index in range(10):
-            result = night(good)
-            assert result.ok, f"night {index}: {result.error}"
-            (judged,) = judge_pending(history, PARAMS)
-            assert "regression" not in judged.counts(), judged.night.findings
-        night(slow)
-        (first,) = judge_pending(history, PARAMS)
-        assert first.night.environment_noise is None
-        assert first.candidates, [f.label for f in first.night.findings]
-        (finding,) = [
-            f
-            for f in history.findings(kinds=("regression",))
-            if f.series_key and f.series_key["metric"] == "decode_tps"
-        ]
-        assert finding.id in first.candidates
-        assert finding.confirmed_at is None
-        # Confirmation by a rerun of only that series (the job is allowed to rerun).
-        reruns = rerun_candidates(slow, db, first.candidates, PARAMS, progress=lambda _m: None)
-        assert finding.id in reruns[0].confirmed
-        confirmed = history.finding(finding.id)
-        assert confirmed is not None and confirmed.confirmed_at is not None
-        assert confirmed.evidence["delta"] < -0.15
-        # The next slow night gives the new level its third point (the minimum segment), and
-        # the change-point pass names the slow build. PELT on a history that wobbles 10-15%
-        # may want one more point before it commits; more than that would be a miss.
-        for _ in range(2):
-            night(slow)
-            (later,) = judge_pending(history, PARAMS)
-            if any(c.finding_id == finding.id for c in later.change_points):
-                break
-        else:
-            raise AssertionError(f"no change point named the slow build: {later.change_points}")
-        named = history.finding(finding.id)
-        assert named is not None
-        first_bad = named.evidence["change_point"]["first_bad_build"]
-        assert first_bad.endswith(f"#{_sha8(slow_binary)}")
-        assert named.evidence["change_point"]["first_bad_run"] == finding.run_id
+        return ReferenceStore(db).ratios()
     finally:
         db.close()
 
 
-def night(config: Config) -> RunCommandResult:
-    """One nightly run of the baseline profile (its own campaign), as the cron job makes."""
-    return run_command(
-        config,
-        profile="smollm2-baseline",
-        taskset=None,
-        limit=None,
-        concurrency=None,
-        progress=lambda _m: None,
-    )
-
-
-def _sha8(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()[:8]
-
-
-def test_an_a_a_check_reports_the_false_positive_rate_on_this_host(
-    tmp_path: Path, server_binary: ServerBinary, smollm2: ModelFile
+def test_shipped_nightly_jobs_judge_aa_nights_quietly_and_file_a_slower_build_once(
+    tmp_path: Path, server_binary: ServerBinary, smollm2: ModelFile, gh: FakeForge
 ) -> None:
+    tasks = taskset(tmp_path)
     url = f"sqlite:///{tmp_path / 'wk.db'}"
-    config = config_for(server_binary.path, url, taskset(tmp_path))
-    result = aa_command(
-        config,
-        profile="smollm2-baseline",
-        history_runs=5,
-        test_runs=2,
-        per_category=None,
-        progress=lambda _m: None,
-    )
-    data = result.to_json()
-    assert result.series >= 3  # decode, TTFT, errors in prose; peak RSS overall
-    assert result.tested == result.series  # 5 history runs are enough at min_good_runs 5
-    assert 0 <= len(result.flagged) <= result.tested
-    low, high = data["false_positive_rate_ci95"]
-    assert 0.0 <= low <= (result.false_positive_rate or 0.0) <= high <= 1.0
-    # The A/A campaigns are judged by the A/A check itself, never again as nights.
-    assert History(Database(url)).pending_campaigns() == []
+    remote, reports = tmp_path / "reports.git", tmp_path / "reports-clone"
+    git(tmp_path, "init", "--bare", "-b", "main", str(remote))
+    git(tmp_path, "clone", str(remote), str(reports))
+    git(reports, "config", "user.name", "someone")
+    git(reports, "config", "user.email", "someone@example.org")
+    git(reports, "checkout", "-B", "main")
+    good_binary = wrapper(tmp_path, "good-build", server_binary.path)
+    good = config_for(good_binary, url, tasks, tmp_path, gh, reports)
+    # Both decode threads pinned to one core: they spin-wait on each other, a slowdown that
+    # holds on a busy host too. (`--threads 1` alone was measured 137 -> 91 tok/s on a quiet
+    # VM, but on a host oversubscribed by other work one thread came out *faster* than two:
+    # the paired night rightly called it an improvement.)
+    slow_binary = wrapper(tmp_path, "slow-build", server_binary.path, "taskset -c 0 ")
+    slow = config_for(slow_binary, url, tasks, tmp_path, gh, reports)
+
+    # Nights 1 and 2: the first pins the reference; both are A/A nights and flag nothing.
+    for night in (1, 2):
+        outcome = run_once(good, "nightly")
+        assert outcome.outcome == "ok", outcome
+        (result,) = outcome.details["nights"]
+        assert result["aa"] and result["pinned_now"] == (night == 1)
+        assert {r["n_rounds"] for r in result["ratios"]} == {5}
+        assert not {r["verdict"] for r in result["ratios"]} & {"regression", "improvement"}
+
+    # The morning digest judges the ratios (the day is that of the nights, not the wall clock).
+    first_night = nightly_ratios(url)[0]
+    assert first_night.created_at is not None
+    day = digest_day(first_night.created_at)
+    digest = digest_command(good, day=day, commit=True, push=True, progress=lambda _m: None)
+    text = digest.path.read_text(encoding="utf-8")
+    assert "## Nightly: current against the pinned reference" in text
+    assert "A/A series-nights" in text
+    assert git(remote, "log", "--oneline", "main").count("\n") == 0  # one commit, pushed
+
+    # Night 3: a slower build. Flagged, confirmed by the immediate rerun, one finding.
+    outcome = run_once(slow, "nightly")
+    assert outcome.outcome == "ok", outcome
+    (third,) = outcome.details["nights"]
+    assert not third["aa"] and third["rerun_campaign_id"] is not None
+    overall = next(r for r in third["ratios"] if r["category"] == "all")
+    assert overall["verdict"] == "regression", third
+    assert overall["ci95"][1] < 0.97
+    assert third["confirmed"] and len(third["findings"]) == 1
+
+    # Triage (the shipped job) files it: one issue, and a second run files nothing more.
+    for _ in range(2):
+        outcome = run_once(slow, "triage")
+        assert outcome.outcome == "ok", outcome
+    issues = gh.all_issues()
+    assert len(issues) == 1
+    assert "current / reference" in issues[0]["body"]
+    # One cause, one issue: the category the overall series is made of rides in its evidence.
+    assert "also confirmed in" in issues[0]["body"] and "prose" in issues[0]["body"]
+
+    aa = [r for r in nightly_ratios(url) if r.aa]
+    assert len(aa) == 4 and not [r for r in aa if r.verdict in ("regression", "improvement")]

@@ -27,9 +27,9 @@ from watchkeeper.analysis.benchmark import (
 )
 from watchkeeper.analysis.recommend import recommend
 from watchkeeper.analysis.speculation import predicted_speedup
-from watchkeeper.analysis.stats import RatioCI
+from watchkeeper.analysis.stats import RatioCI, classify
 from watchkeeper.checks.guards import GuardFinding
-from watchkeeper.hostinfo import HostInfo
+from watchkeeper.host.info import HostInfo
 from watchkeeper.publish.markdown import fence_for
 from watchkeeper.publish.plots import make_plots
 from watchkeeper.publish.report import (
@@ -40,6 +40,8 @@ from watchkeeper.publish.report import (
 
 GOLDEN = Path(__file__).parent / "golden" / "bench_report.md"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+COUNT_ORDER = ("identical", "near_tie", "length_only", "mismatch", "batch_variance")
+"""Order of the verdict counts `_stats` takes (batch_variance last: added later)."""
 PLOTS = {
     "speedup": "speedup.png",
     "tps": "tps.png",
@@ -51,14 +53,18 @@ PLOTS = {
 def _stats(
     arm: str, category: str, tps: float, ci: tuple[float, ...] = (), *counts: int
 ) -> CategoryStats:
-    """counts: drafted, accepted, then verdict counts in VERDICTS order."""
-    drafted, accepted, *rest = (*counts, 0, 0, 0, 0, 0, 0)[:6]
-    verdicts = {v: n for v, n in zip(VERDICTS, rest, strict=False) if n}
+    """counts: drafted, accepted, then verdict counts in COUNT_ORDER."""
+    drafted, accepted, *rest = (*counts, 0, 0, 0, 0, 0, 0, 0)[:7]
+    verdicts = {v: n for v, n in zip(COUNT_ORDER, rest, strict=False) if n}
     total = sum(verdicts.values())
     return CategoryStats(
         arm, category, requests=24 if category == "all" else 12, errors=0, median_tps=tps,
         median_ttft_ms=41.5, median_completion_tokens=128.0,
-        speedup=RatioCI(*ci, 48 if category == "all" else 24, 12) if ci else None,
+        speedup=RatioCI(
+            *ci, 48 if category == "all" else 24, 12, 4, verdict=classify(*ci, threshold=0.03)
+        )
+        if ci
+        else None,
         acceptance_rate=accepted / drafted if drafted else None, drafted=drafted,
         accepted=accepted, verdicts=verdicts,
         identical_rate=verdicts.get("identical", 0) / total if total else None,
@@ -75,6 +81,9 @@ def _arm_stats(overall: CategoryStats, rss: int, mean_len: float | None = None,
     return ArmStats(overall.arm, overall, rss, mean_len, mean_acc, bound, efficiency)
 
 
+NOISE_FLOOR = {"floor": 0.0312, "positions": 48, "disagreements": 1, "quantile": 0.99,
+               "logprob_delta_q": 0.021, "logprob_delta_max": 0.03, "gap_delta_q": 0.0312,
+               "gap_delta_max": 0.04, "disagreement_margins": [0.012]}  # fmt: skip
 MODEL, DRAFT = "Qwen2.5-1.5B-Instruct-Q4_K_M.gguf", "Qwen2.5-0.5B-Instruct-Q8_0.gguf"
 SERVER = f"llama-server -m /models/{MODEL}"
 
@@ -96,14 +105,14 @@ def result() -> BenchResult:
     categories = (
         _stats("baseline", "code", 80.25),
         _stats("baseline", "chat", 82.0),
-        _stats("draft4", "code", 130.0, (1.62, 1.41, 1.85), 400, 300, 23, 1),
+        _stats("draft4", "code", 130.0, (1.62, 1.41, 1.85), 400, 300, 22, 1, 0, 0, 1),
         _stats("draft4", "chat", 96.75, (1.18, 1.02, 1.33), 400, 220, 24),
         _stats("ngram", "code", 84.3, (1.05, 0.93, 1.19), 120, 60, 23, 0, 0, 1),
         _stats("ngram", "chat", 77.1, (0.94, 0.88, 1.01), 80, 20, 24),
     )
     arm_stats = (
         _arm_stats(_stats("baseline", "all", 81.1), 1_610_612_736),
-        _arm_stats(_stats("draft4", "all", 112.0, (1.38, 1.22, 1.55), 800, 520, 47, 1),
+        _arm_stats(_stats("draft4", "all", 112.0, (1.38, 1.22, 1.55), 800, 520, 46, 1, 0, 0, 1),
                    2_147_483_648, mean_len=3.6, mean_acc=2.34, cost=0.18),
         _arm_stats(_stats("ngram", "all", 80.5, (0.99, 0.92, 1.07), 200, 80, 47, 0, 0, 1),
                    1_650_000_000, mean_len=2.5, mean_acc=1.0, cost=0.0),
@@ -112,7 +121,17 @@ def result() -> BenchResult:
         IdentityRecord("draft4", "code-03", "code", 2, "near_tie", 57, 0.0041,
                        "return a + b⟦\n\n```\n⟧", "return a + b⟦```\n\n⟧"),
         IdentityRecord("ngram", "code-05", "code", 1, "mismatch", 12, 1.73,
-                       "for i in range(n):⟦ total += i⟧", "for i in range(n):⟦ total -= i⟧"),
+                       "for i in range(n):⟦ total += i⟧", "for i in range(n):⟦ total -= i⟧",
+                       replay={"target_token": {"id": 488, "text": " +=", "logprob": -0.02},
+                               "candidate_token": {"id": 593, "text": " -=", "logprob": -3.1},
+                               "baseline_token": {"id": 488, "text": " +=", "logprob": -0.02},
+                               "margin": 3.08, "floor": 0.0312}, compared="mismatch"),
+        IdentityRecord("draft4", "code-07", "code", 5, "batch_variance", 31, 0.21,
+                       "x = [⟦i for i in⟧", "x = [⟦ i for i⟧",
+                       replay={"target_token": {"id": 72, "text": " i", "logprob": -0.6},
+                               "candidate_token": {"id": 72, "text": " i", "logprob": -0.81},
+                               "baseline_token": {"id": 17, "text": "i", "logprob": -0.6},
+                               "margin": 0.21, "floor": 0.0312}, compared="mismatch"),
     )  # fmt: skip
     finding = GuardFinding(
         kind="length_parity", profile="ngram", severity="medium", category="chat",
@@ -132,7 +151,8 @@ def result() -> BenchResult:
         finished_at=datetime(2025, 3, 14, 10, 2, 11, tzinfo=UTC), arms=arms,
         arm_stats=arm_stats, categories=categories,
         control=_stats("control", "all", 81.0, (), 0, 0, 24), identity=identity,
-        findings=(finding,), method=method, extras={"tps_samples": tps},
+        findings=(finding,), method=method,
+        extras={"tps_samples": tps, "noise_floor": NOISE_FLOOR},
     )  # fmt: skip
 
 
@@ -211,7 +231,7 @@ def test_finding_evidence_is_capped_json_in_a_fence_it_cannot_close(
 
 
 def test_report_says_keep_the_baseline_when_nothing_beats_it(result: BenchResult) -> None:
-    weak = RatioCI(1.03, 0.95, 1.12, 48, 12)
+    weak = RatioCI(1.03, 0.95, 1.12, 48, 12, 4, verdict="inconclusive", rounds_needed=9)
     arm_stats = tuple(
         replace(s, overall=replace(s.overall, speedup=weak)) if s.arm != "baseline" else s
         for s in result.arm_stats
@@ -339,3 +359,15 @@ def test_rewriting_the_report_leaves_no_temporary_files(
     write_bench_report(result, tmp_path)
     leftovers = [p for p in tmp_path.rglob("*") if p.name.startswith(".")]
     assert leftovers == []
+
+
+def test_the_identity_table_has_all_five_verdicts_and_the_noise_floor(
+    result: BenchResult,
+) -> None:
+    assert set(VERDICTS) == set(COUNT_ORDER)
+    markdown = render_bench_report(result, plots={})
+    header = next(line for line in markdown.splitlines() if line.startswith("| arm | compared"))
+    assert all(v in header for v in VERDICTS)
+    assert "Noise floor: 0.0312 nats" in markdown
+    # Replay evidence is shown under the example divergences.
+    assert 'picks " i" (-0.600)' in markdown

@@ -18,7 +18,7 @@ from trackerkit import TOKEN_ENV, Sleeps, tracker_config
 from watchkeeper.analysis.benchmark import BenchResult
 from watchkeeper.commands.review_pr import review_pr_command
 from watchkeeper.config import BenchConfig, Config, DatabaseConfig, ServerConfig
-from watchkeeper.config_tracker import ReviewConfig
+from watchkeeper.config.tracker import ReviewConfig
 from watchkeeper.errors import ReviewError
 from watchkeeper.server.install import ServerBinary
 from watchkeeper.server.models import ModelFile
@@ -85,7 +85,8 @@ def make_config(forge: FakeForge, upstream: Upstream, tmp_path: Path, **server: 
             checkout_dir=str(tmp_path / "checkouts"),
             limit=2,
             per_category=0,
-            rounds=1,
+            rounds=3,
+            max_rounds=3,  # the pilot is the whole review here: sizing is tested on its own
             warmup_rounds=0,
         ),
     )
@@ -118,7 +119,7 @@ def test_a_pr_is_benchmarked_head_against_base_once_per_head_and_the_comment_is_
     assert f"head `{r.head_sha[:10]}` against base `{upstream.base[:10]}`" in body
     assert "#### Speed-up (decode tok/s, head / base)" in body and "| prod | all |" in body
     assert "#### Identical output" in body and "#### Method" in body
-    assert "2 tasks" in body and "1 measured round(s)" in body
+    assert "2 tasks" in body and "3 measured round(s)" in body
     db = Database(config.database.url)
     with db.session() as s:
         (row,) = s.query(PrReview).all()
@@ -143,7 +144,8 @@ def test_a_pr_is_benchmarked_head_against_base_once_per_head_and_the_comment_is_
     db = Database(config.database.url)
     assert History(db).pending_campaigns() == []  # reviews are not nights for the detector
     db.close()
-    assert not list((tmp_path / "checkouts").glob("*/worktrees/*/base"))  # scratch removed
+    # The scratch folder (worktrees/pr1-<pid>) goes too, not only the worktrees inside it.
+    assert not list((tmp_path / "checkouts").glob("*/worktrees/*"))
 
 
 def test_prs_touching_no_watched_path_are_left_alone(
@@ -195,6 +197,17 @@ def test_a_head_commit_missing_from_the_remote_is_a_review_error(
     db.close()
 
 
+def test_a_review_that_fails_inside_its_worktrees_leaves_no_scratch_folder(
+    gh: FakeForge, upstream: Upstream, tmp_path: Path
+) -> None:
+    config = make_config(gh, upstream, tmp_path)
+    number = open_pr(gh, upstream, "[profiles.prod\nbroken", ["watchkeeper.toml"])
+    with pytest.raises(ReviewError, match="head: watchkeeper.toml: cannot read it"):
+        review_pr_command(config, pr=number, sleep=Sleeps())
+    assert list((tmp_path / "checkouts").glob("*/worktrees")), "the review never got that far"
+    assert not list((tmp_path / "checkouts").glob("*/worktrees/*"))
+
+
 def test_the_pr_comment_matches_the_golden_file(result: BenchResult) -> None:
     pr = PullRequest(42, "Enable drafting", "open", "https://forge/pr/42", "1234567890abcdef" * 2 + "12345678",
                      "feature", "fedcba0987654321" * 2 + "87654321", "main")  # fmt: skip
@@ -207,3 +220,31 @@ def test_the_pr_comment_matches_the_golden_file(result: BenchResult) -> None:
         GOLDEN.write_text(text, encoding="utf-8")
     assert text == GOLDEN.read_text(encoding="utf-8")
     assert "**⚠️ head regresses**" in text  # the ngram arm has a mismatch
+
+
+def test_review_rounds_are_sized_for_the_ci_target_within_the_budget() -> None:
+    from watchkeeper.analysis.benchmark import CategoryStats
+    from watchkeeper.analysis.stats import RatioCI
+    from watchkeeper.commands.review_pr import size_rounds
+
+    def stats(low: float, high: float) -> CategoryStats:
+        ci = RatioCI(1.0, low, high, 24, 6, 4, verdict="inconclusive")
+        return CategoryStats("h", "all", 24, 0, 1.0, 1.0, 1.0, ci, None, 0, 0, None, {})
+
+    # +-3% already: the pilot is enough.
+    assert (
+        size_rounds(
+            stats(0.98, 1.02), pilot_rounds=4, pilot_s=50, target=0.03, max_rounds=30, budget_s=3000
+        )[0]
+        == 4
+    )
+    # +-6%: four times the rounds (16) fit the budget.
+    rounds, note = size_rounds(
+        stats(1 / 1.06, 1.06), pilot_rounds=4, pilot_s=50, target=0.03, max_rounds=30, budget_s=3000
+    )
+    assert rounds in (16, 17) and "stopped short" not in note
+    # The same with ten minutes left: what fits, and the comment says it stopped short.
+    rounds, note = size_rounds(
+        stats(1 / 1.06, 1.06), pilot_rounds=4, pilot_s=50, target=0.03, max_rounds=30, budget_s=100
+    )
+    assert 4 <= rounds < 16 and "stopped short" in note

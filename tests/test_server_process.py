@@ -116,9 +116,9 @@ def test_a_server_crash_mid_run_is_recorded_and_loses_no_completed_request(
 
     import psutil
 
-    from watchkeeper.campaigns import run_profile
+    from watchkeeper.commands.campaigns import run_profile
+    from watchkeeper.load.records import RequestSample, Task
     from watchkeeper.load.runner import LoadSettings
-    from watchkeeper.records import RequestSample, Task
 
     config = config_with(ProfileConfig(model="smollm2-135m-instruct-q4_1", ctx_size=1024))
     prepared = prepare(config, "p")

@@ -22,7 +22,7 @@ from sqlalchemy import select
 
 from watchkeeper.commands.soak import SoakCommandResult, soak_command, spool_dir
 from watchkeeper.config import Config, DatabaseConfig, ProfileConfig, ServerConfig, SoakConfig
-from watchkeeper.records import RequestSample
+from watchkeeper.load.records import RequestSample
 from watchkeeper.server.install import ServerBinary
 from watchkeeper.server.launch import prepare, serve
 from watchkeeper.server.models import ModelFile
@@ -109,9 +109,13 @@ def incidents(db_url: str, campaign_id: int) -> list[Incident]:
 def kill_llama_servers() -> list[int]:
     killed = []
     for child in psutil.Process().children(recursive=True):
-        if "llama-server" in child.name():
-            os.kill(child.pid, signal.SIGKILL)
-            killed.append(child.pid)
+        try:
+            # A zombie left by an earlier test's stopped server is not the soak's server.
+            if "llama-server" in child.name() and child.status() != psutil.STATUS_ZOMBIE:
+                os.kill(child.pid, signal.SIGKILL)
+                killed.append(child.pid)
+        except psutil.NoSuchProcess:
+            continue
     return killed
 
 
@@ -137,14 +141,14 @@ def test_a_killed_server_is_restarted_recorded_and_no_completed_request_is_lost(
         on_sample=on_sample,
     )
     assert killed and killed[0][1], "the test did not find llama-server to kill"
-    killed_at, (pid, *_) = killed[0]
+    killed_at, pids = killed[0]
     assert result.status == "completed"
     found = incidents(sqlite_url, result.campaign_id)
     crash = next(i for i in found if i.kind == "server_crash")
-    assert crash.evidence["exit_code"] == -9 and crash.evidence["pid"] == pid
+    assert crash.evidence["exit_code"] == -9 and crash.evidence["pid"] in pids
     assert "llama-server" in crash.evidence["log_tail"] or crash.evidence["log_tail"]
     restart = next(i for i in found if i.kind == "server_restart")
-    assert restart.evidence["pid"] != pid
+    assert restart.evidence["pid"] not in pids
     after = [s for _, s in completed if s.ok and s.started_at > killed_at]
     assert len(after) >= 3, "the soak did not carry on after the restart"
     stored_once(sqlite_url, result.campaign_id, completed)
@@ -219,7 +223,7 @@ def test_sigterm_marks_the_soak_interrupted_and_the_same_command_resumes_it(
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    from watchkeeper.cli import main
+    from watchkeeper.cli.app import main
 
     toml = tmp_path / "wk.toml"
     toml.write_text(
@@ -318,7 +322,7 @@ def test_a_server_restarted_with_fewer_threads_halfway_shows_as_throughput_drift
         thread, box = run_in_thread(
             config=config,
             duration="40s",
-            block="40s",
+            block="5s",  # eight blocks: the block is the replicate of drift, not the request
             profiles=["s"],
             taskset=write_taskset(tmp_path, max_tokens=24),
             seed=4,

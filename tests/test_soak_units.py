@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -11,8 +12,8 @@ import pytest
 from scipy import stats
 from sqlalchemy import func, select
 
-from watchkeeper.cli import main
-from watchkeeper.records import RequestSample, Task, TokenLogprob
+from watchkeeper.cli.app import main
+from watchkeeper.load.records import RequestSample, Task, TokenLogprob
 from watchkeeper.soak.durations import format_duration, parse_duration
 from watchkeeper.soak.loop import TaskCycle
 from watchkeeper.soak.records import (
@@ -143,7 +144,7 @@ def test_a_torn_last_journal_line_is_skipped_not_fatal(tmp_path: Path) -> None:
 def test_replaying_a_batch_twice_stores_every_row_once(db_url: str, tmp_path: Path) -> None:
     """The natural keys make a replay (or a commit whose answer was lost) harmless."""
     from watchkeeper.config import ProfileConfig
-    from watchkeeper.hostinfo import collect
+    from watchkeeper.host.info import collect
 
     db = Database(db_url)
     try:
@@ -179,7 +180,7 @@ def test_replaying_a_batch_twice_stores_every_row_once(db_url: str, tmp_path: Pa
 
 
 def speeds(levels: list[float], seed: int = 0) -> list[SoakSampleView]:
-    """One request every 10 s at the given levels, with 3% noise."""
+    """One request every 10 s at the given levels, with 3% noise; five requests a block."""
     rng = np.random.default_rng(seed)
     t0 = datetime(2026, 11, 22, 1, 0, tzinfo=UTC)
     return [
@@ -196,13 +197,14 @@ def speeds(levels: list[float], seed: int = 0) -> list[SoakSampleView]:
             None,
             None,
             "ok",
+            i // 5,
         )
         for i, level in enumerate(levels)
     ]
 
 
-def test_a_step_in_the_last_quarter_is_a_level_shift_that_theil_sen_understates() -> None:
-    rows = speeds([140.0] * 45 + [50.0] * 15)
+def test_a_step_in_the_last_third_is_a_level_shift_that_theil_sen_understates() -> None:
+    rows = speeds([140.0] * 40 + [50.0] * 20)
     shift = level_shift(rows)
     assert shift is not None
     assert shift["change"] == pytest.approx(50 / 140 - 1, abs=0.03)
@@ -210,8 +212,8 @@ def test_a_step_in_the_last_quarter_is_a_level_shift_that_theil_sen_understates(
     x = [(r.started_at - rows[0].started_at).total_seconds() for r in rows]
     trend = theil_sen([(x, [r.decode_tps or 0.0 for r in rows])])
     assert trend is not None
-    # The robust slope reads a 64% drop as a gentle slide of about a fifth of that.
-    assert -0.25 < trend.slope * x[-1] / 140.0 < 0
+    # The robust slope reads a 64% drop as a gentle slide of well under half of that.
+    assert -0.45 < trend.slope * x[-1] / 140.0 < 0
 
 
 def test_a_steady_soak_shows_no_level_shift_and_too_few_requests_none() -> None:
@@ -220,3 +222,11 @@ def test_a_steady_soak_shows_no_level_shift_and_too_few_requests_none() -> None:
     # Never beyond the 10% drift threshold: the verdict stays stable.
     assert abs(shift["change"]) < 0.03 and shift["change_ci95"][0] > -0.10
     assert level_shift(speeds([100.0] * 10)) is None
+
+
+def test_two_blocks_that_differ_by_eleven_percent_are_not_judged_unstable() -> None:
+    """Measured here: one series read 134.5 then 120.5 tok/s in a 45-minute soak (one block per
+    third) while another moved +9%; that is this host's block-to-block wobble, not drift."""
+    rows = speeds([134.5] * 40 + [120.5] * 40)
+    rows = [replace(r, block=0 if i < 40 else 1) for i, r in enumerate(rows)]
+    assert level_shift(rows) is None

@@ -11,51 +11,110 @@ from watchkeeper.analysis.speculation import expected_tokens, predicted_speedup
 from watchkeeper.analysis.stats import Pair, paired_speedup
 
 
+def _table(
+    ratio: float,
+    *,
+    tasks: int = 10,
+    rounds: int = 8,
+    task_sd: float = 0.1,
+    round_sd: float = 0.04,
+    noise_sd: float = 0.03,
+    seed: int = 0,
+) -> list[Pair]:
+    """Paired ratios with a task effect, a round effect hitting every task of a round (host
+    drift) and per-request noise: the structure measured on this host."""
+    rng = np.random.default_rng(seed)
+    task_effect = rng.normal(0, task_sd, size=tasks)
+    task_effect -= task_effect.mean()
+    round_effect = rng.normal(0, round_sd, size=rounds)
+    return [
+        Pair(
+            f"t{i}",
+            r,
+            20.0,
+            20.0 * ratio * math.exp(task_effect[i] + round_effect[r] + rng.normal(0, noise_sd)),
+        )
+        for i in range(tasks)
+        for r in range(rounds)
+    ]
+
+
 def test_speedup_is_the_geometric_mean_of_paired_ratios() -> None:
-    pairs = [Pair("a", 1, 10.0, 20.0), Pair("b", 1, 10.0, 5.0), Pair("c", 1, 10.0, 10.0)]
-    ci = paired_speedup(pairs)
-    assert ci is not None
-    assert ci.estimate == pytest.approx(1.0)
-    assert ci.low < 1.0 < ci.high
-    assert ci.n_clusters == 3
-
-
-def test_a_consistent_gain_has_a_ci_above_one() -> None:
-    rng = np.random.default_rng(1)
     pairs = [
-        Pair(f"t{i}", r, 10.0, 10.0 * 1.5 * float(rng.lognormal(0, 0.05)))
-        for i in range(12)
-        for r in range(3)
+        Pair(t, r, 10.0, 10.0 * f) for r in range(3) for t, f in (("a", 2.0), ("b", 0.5), ("c", 1))
     ]
     ci = paired_speedup(pairs)
     assert ci is not None
+    assert ci.estimate == pytest.approx(1.0)
+    assert ci.n_clusters == 3 and ci.n_rounds == 3
+
+
+def test_a_consistent_gain_is_called_faster() -> None:
+    ci = paired_speedup(_table(1.5, seed=1))
+    assert ci is not None
     assert 1.4 < ci.estimate < 1.6
     assert ci.low > 1.0 and ci.excludes_one
+    assert ci.verdict == "faster"
 
 
-def test_the_ci_covers_the_true_ratio_about_95_percent_of_the_time() -> None:
-    rng = np.random.default_rng(7)
+def test_the_ci_covers_the_true_ratio_when_the_host_drifts_between_rounds() -> None:
     covered = 0
-    trials = 200
+    trials = 150
     for trial in range(trials):
-        task_effect = rng.normal(0, 0.1, size=10)
-        pairs = [
-            Pair(f"t{i}", r, 20.0, 20.0 * 1.2 * math.exp(task_effect[i] + rng.normal(0, 0.05)))
-            for i in range(10)
-            for r in range(3)
-        ]
-        ci = paired_speedup(pairs, resamples=500, seed=trial)
+        ci = paired_speedup(_table(1.2, seed=trial), resamples=400, seed=trial)
         assert ci is not None
-        # The population ratio includes the task effects' mean, which is ~0.
         covered += ci.low <= 1.2 <= ci.high
-    assert 0.85 <= covered / trials <= 0.99
+    # Resampling tasks alone covered far less here: it ignores the round effect.
+    assert covered / trials >= 0.88
 
 
-def test_rounds_of_one_task_are_resampled_together() -> None:
-    one_task_many_rounds = [Pair("a", r, 10.0, 12.0 + r * 0.01) for r in range(20)]
-    ci = paired_speedup(one_task_many_rounds)
-    assert ci is not None and ci.n_clusters == 1
+def test_identical_servers_are_called_faster_or_slower_at_most_once_in_a_hundred() -> None:
+    verdicts = [
+        paired_speedup(_table(1.0, seed=s), resamples=400, seed=s).verdict  # type: ignore[union-attr]
+        for s in range(100)
+    ]
+    # An A/A false alarm needs a CI that excludes 1 *and* an estimate beyond 3%: with the
+    # host's round-to-round drift this happened in 1 of 300 simulated nights (0.3%).
+    assert verdicts.count("faster") + verdicts.count("slower") <= 1
+
+
+def test_one_bad_round_cannot_swing_the_estimate() -> None:
+    pairs = [
+        Pair(f"t{i}", r, 10.0, 10.0 * (0.871 if r == 4 else 1.0))
+        for i in range(6)
+        for r in range(10)
+    ]
+    ci = paired_speedup(pairs)
+    assert ci is not None
+    assert ci.estimate == pytest.approx(1.0)
+    assert 4 in ci.discounted_rounds
+
+
+def test_fewer_than_three_rounds_give_no_ci_and_no_verdict() -> None:
+    ci = paired_speedup([Pair(f"t{i}", r, 10.0, 15.0) for i in range(12) for r in range(2)])
+    assert ci is not None
+    assert not ci.has_ci and ci.verdict == "insufficient replicates"
     assert ci.low == ci.high == ci.estimate
+
+
+def test_fewer_than_three_tasks_give_no_ci_however_steady_the_rounds() -> None:
+    """The A/A case measured on this host: one task, an identical twin 1.07-1.11x in every
+    round. Four steady rounds of one task are not evidence that the servers differ."""
+    rounds = [1.07, 1.095, 1.084, 1.107]
+    one_task = [Pair("code_edit-01", r, 100.0, 100.0 * x) for r, x in enumerate(rounds)]
+    ci = paired_speedup(one_task)
+    assert ci is not None and ci.verdict == "insufficient replicates" and not ci.has_ci
+    two = one_task + [Pair("code_edit-02", r, 100.0, 99.0) for r in range(4)]
+    assert paired_speedup(two).verdict == "insufficient replicates"  # type: ignore[union-attr]
+    three = two + [Pair("code_edit-03", r, 100.0, 101.0) for r in range(4)]
+    assert paired_speedup(three).has_ci  # type: ignore[union-attr]
+
+
+def test_a_wide_ci_is_inconclusive_and_says_how_many_rounds_would_settle_it() -> None:
+    ci = paired_speedup(_table(1.04, rounds=3, round_sd=0.08, seed=3))
+    assert ci is not None
+    assert ci.verdict == "inconclusive"
+    assert ci.rounds_needed is not None and ci.rounds_needed > 3
 
 
 def test_no_valid_pair_gives_none() -> None:

@@ -8,11 +8,11 @@ from collections.abc import Iterator
 import pytest
 from nights import Nights
 
-from watchkeeper.analysis.detector import DetectorParams
 from watchkeeper.errors import ConfigError
+from watchkeeper.nightly.detector import DetectorParams
+from watchkeeper.nightly.findings import TrackingParams, judge_campaign, judge_pending, set_status
 from watchkeeper.store.db import Database
 from watchkeeper.store.history import History
-from watchkeeper.tracking import TrackingParams, judge_campaign, judge_pending, set_status
 
 PARAMS = TrackingParams(DetectorParams(resamples=200))
 
@@ -60,7 +60,7 @@ def test_a_slow_night_is_a_candidate_and_the_next_slow_night_confirms_it(db: Dat
     assert evidence["delta_ci"][0] < evidence["delta"] < evidence["delta_ci"][1]
     assert evidence["p_adjusted"] < 0.01
     assert evidence["baseline_runs"] == 10
-    assert evidence["test"] == "one-sided Mann-Whitney U"
+    assert evidence["test"].startswith("one-sided t prediction test on run medians")
     assert "code" in candidate.title and "-" in candidate.title
 
     second = judge_campaign(history, nights.add("b2", slow_category="code"), PARAMS)

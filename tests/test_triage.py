@@ -15,13 +15,13 @@ from trackerkit import TOKEN_ENV, Sleeps, forge, sleeps, tracker_config  # noqa:
 from watchkeeper.commands.triage import triage_command
 from watchkeeper.config import Config, DatabaseConfig
 from watchkeeper.errors import TrackerPermanentError
+from watchkeeper.nightly.findings import set_status
 from watchkeeper.store.db import Database
 from watchkeeper.store.history import History, StoredFinding
 from watchkeeper.store.schema import TrackerItem
 from watchkeeper.store.tracker_store import TrackerStore
 from watchkeeper.tracker import bodies, escape
 from watchkeeper.tracker.lifecycle import issue_key
-from watchkeeper.tracking import set_status
 
 GOLDEN = Path(__file__).parent / "golden" / "tracker_issue.md"
 NOW = datetime(2026, 11, 3, 7, 30, tzinfo=UTC)
@@ -34,7 +34,7 @@ def evidence(**extra: Any) -> dict[str, Any]:
         "delta": -0.182,
         "delta_ci": [-0.214, -0.151],
         "delta_unit": "relative",
-        "test": "one-sided Mann-Whitney U",
+        "test": "one-sided t prediction test on run medians (one value per run)",
         "p_value": 0.00018,
         "p_adjusted": 0.00036,
         "current": 81.9,
@@ -306,7 +306,7 @@ def test_the_cli_files_and_reports_in_one_line_and_errors_are_one_line_too(
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from watchkeeper.cli import main
+    from watchkeeper.cli.app import main
 
     add_finding(history)
     config = tmp_path / "wk.toml"

@@ -16,12 +16,12 @@ from nights import Nights
 from test_triage import add_finding
 from trackerkit import TOKEN_ENV, Sleeps, forge, sleeps, tracker_config  # noqa: F401
 
-from watchkeeper.analysis.detector import DetectorParams
 from watchkeeper.commands.triage import triage_command
 from watchkeeper.config import Config, DatabaseConfig
+from watchkeeper.nightly.detector import DetectorParams
+from watchkeeper.nightly.findings import TrackingParams, judge_pending
 from watchkeeper.store.db import Database
 from watchkeeper.store.history import History
-from watchkeeper.tracking import TrackingParams, judge_pending
 
 PARAMS = TrackingParams(DetectorParams(resamples=200))
 
@@ -124,7 +124,7 @@ def test_a_regression_recurs_recovers_closes_and_reopens_when_it_returns(
 def test_a_local_reopen_after_a_label_ack_removes_the_stale_label(
     forge: FakeForge, sqlite_url: str, sleeps: Sleeps
 ) -> None:
-    from watchkeeper.tracking import set_status
+    from watchkeeper.nightly.findings import set_status
 
     config = Config(database=DatabaseConfig(url=sqlite_url), tracker=tracker_config(forge))
     db = Database(sqlite_url)

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import pytest
 from fakeforge import FakeForge, serve
 
-from watchkeeper.config_tracker import TrackerConfig
+from watchkeeper.config.tracker import TrackerConfig
 from watchkeeper.tracker.forge import Forge
 from watchkeeper.tracker.tokens import open_forge
 

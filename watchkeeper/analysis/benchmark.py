@@ -8,22 +8,33 @@ report and the store need.
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
 
-from watchkeeper.analysis.speculation import SpeedupBound, predicted_speedup
-from watchkeeper.analysis.stats import DEFAULT_RESAMPLES, Pair, RatioCI, median, paired_speedup
+from watchkeeper.analysis.speculation import SpeedupBound, check_bound, measured_bound
+from watchkeeper.analysis.stats import (
+    DEFAULT_RESAMPLES,
+    DEFAULT_THRESHOLD,
+    METHOD,
+    Pair,
+    RatioCI,
+    median,
+    paired_speedup,
+)
 from watchkeeper.checks import guards
 from watchkeeper.checks.guards import GuardFinding
-from watchkeeper.checks.identity import Verdict, compare_samples
-from watchkeeper.hostinfo import HostInfo
-from watchkeeper.records import RequestSample, RunResult
+from watchkeeper.checks.identity import IdentityResult, Verdict, compare_samples
+from watchkeeper.host.info import HostInfo
+from watchkeeper.load.records import RequestSample, RunResult
 from watchkeeper.server.endpoints import SPEC_ACCEPTED_TOKENS, SPEC_DRAFT_TOKENS, SPEC_DRAFTS
 
 ALL = "all"
 CONTROL_ARM = "control"
+IDENTITY_SUFFIX = "#identity"
+"""Arm-name suffix of the identity probe runs: temperature 0 with top-k logprobs, one pass per
+arm after the measured rounds, stored as warm-ups so no throughput figure ever reads them."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +52,15 @@ class ArmSpec:
     cost_ratio: float | None = None
     """Cost of one draft step in target steps (measured; 0 for n-gram drafting)."""
     cost_note: str = ""
+    verify_tokens: int | None = None
+    """Batch size (n+1) at which the verification cost was measured on the baseline server."""
+    verify_cost: float | None = None
+    """Evaluating `verify_tokens` tokens in one target batch, in target decode steps."""
+    verify_note: str = ""
+    speculative: bool = True
+    """Configures speculation. Identity is a claim about speculation: only such arms are
+    judged against the baseline; other arms (an A/A twin, another thread count) report output
+    drift as information."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +91,12 @@ class ArmStats:
     efficiency: float | None
     draft_length_source: str = "metrics"
     """'metrics' (drafted / drafts from /metrics) or 'n_max' (no counters: an upper bound)."""
+    output_drift: dict[str, Any] | None = None
+    """For a candidate that does not speculate: how many probe outputs differ from the
+    baseline's and at what margins. Information about a config change, never a finding."""
+    bound_note: str | None = None
+    """Set where the measured speed-up's CI lies above the bound (`efficiency` is then None):
+    which input of the bound looks wrong."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +112,13 @@ class IdentityRecord:
     candidate_excerpt: str
     basis: str = "tokens"
     """'tokens', 'baseline tokens' (candidate had text only) or 'text' (index is a character)."""
+    replay: dict[str, Any] | None = None
+    """Evidence behind a non-identical verdict: {target_token, candidate_token, baseline_token,
+    margin, floor} from `classify_divergence` (target_token: what the baseline server picks
+    after the shared prefix fed as one batched prompt; None where nothing was replayed, with a
+    `note` saying why)."""
+    compared: str | None = None
+    """`compare_samples`' own verdict (no replay, no floor) where the replay changed it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,9 +134,15 @@ class BenchMethod:
     near_tie_threshold: float
     resamples: int = DEFAULT_RESAMPLES
     confidence: float = 0.95
-    ci_method: str = "cluster bootstrap over tasks (percentile), geometric mean of paired ratios"
-    order: str = "arms interleaved per round, order reversed on odd rounds (ABC, CBA, ...)"
+    threshold: float = DEFAULT_THRESHOLD
+    ci_method: str = METHOD
+    order: str = "arms back to back per task, order alternated per task and per round (AB, BA, ...)"
     metric: str = "server-reported decode tok/s (timings.predicted_per_second)"
+    throughput_requests: str = "measured rounds only: no logprobs, nothing beyond the workload"
+    identity_requests: str = (
+        "one probe pass per arm after the measured rounds (temperature 0, top-k logprobs); "
+        "never part of tok/s, TTFT or speed-up"
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,7 +209,11 @@ def _category_stats(
         median_ttft_ms=median([s.ttft_s * 1000 if s.ttft_s is not None else None for s in ok]),
         median_completion_tokens=median([s.completion_tokens for s in ok]),
         speedup=paired_speedup(
-            pairs, resamples=method.resamples, confidence=method.confidence, seed=method.seed
+            pairs,
+            resamples=method.resamples,
+            confidence=method.confidence,
+            seed=method.seed,
+            threshold=method.threshold,
         )
         if pairs is not None
         else None,
@@ -207,9 +250,21 @@ def analyze(
     method: BenchMethod,
     degenerate_threshold: float,
     length_tolerance: float,
+    identity_overrides: Mapping[tuple[str, str], IdentityResult] | None = None,
+    noise_floor: Mapping[str, Any] | None = None,
 ) -> BenchResult:
+    """`identity_overrides` maps (arm, task_id) to the verdict `classify_divergence` gave
+    with the baseline server's replay and the measured `noise_floor` (`NoiseFloor.to_json()`);
+    they are computed by the caller (I/O) and replace `compare_samples`' verdict for that probe.
+    Only `mismatch` becomes a correctness finding."""
+    overrides = identity_overrides or {}
     measured = [r for r in runs if not r.is_warmup]
-    index = _index(runs)
+    index = _index([r for r in runs if not r.arm.endswith(IDENTITY_SUFFIX)])
+    probes = {
+        r.arm.removesuffix(IDENTITY_SUFFIX): {s.task_id: s for s in r.samples}
+        for r in runs
+        if r.arm.endswith(IDENTITY_SUFFIX)
+    }
     baseline = next(a for a in arms if a.role == "baseline")
     base_rounds = index.get(baseline.name, {})
     rounds = sorted({r.round for r in measured})
@@ -218,15 +273,16 @@ def analyze(
     arm_stats: list[ArmStats] = []
     categories: list[CategoryStats] = []
 
-    def pairs_and_verdicts(
-        arm: str, rounds_of_arm: dict[int, dict[str, RequestSample]], against: int
-    ) -> tuple[dict[str, list[Pair]], dict[str, Counter[str]]]:
+    base_probes = probes.get(baseline.name, {})
+
+    def paired(
+        arm: str, rounds_of_arm: dict[int, dict[str, RequestSample]]
+    ) -> dict[str, list[Pair]]:
+        """Throughput pairs from the measured rounds (clean requests only)."""
         pairs: dict[str, list[Pair]] = defaultdict(list)
-        verdicts: dict[str, Counter[str]] = defaultdict(Counter)
         for rnd in rounds:
-            cand = rounds_of_arm.get(rnd, {})
-            base = base_rounds.get(rnd - against, {})
-            for task_id, c in cand.items():
+            base = base_rounds.get(rnd, {})
+            for task_id, c in rounds_of_arm.get(rnd, {}).items():
                 b = base.get(task_id)
                 if b is None or not b.ok or not c.ok:
                     continue
@@ -234,23 +290,43 @@ def analyze(
                     pair = Pair(task_id, rnd, b.decode_tps_server, c.decode_tps_server)
                     pairs[c.category].append(pair)
                     pairs[ALL].append(pair)
-                result = compare_samples(b, c, near_tie_threshold=method.near_tie_threshold)
-                verdicts[c.category][result.verdict] += 1
-                verdicts[ALL][result.verdict] += 1
-                identity.append(
-                    IdentityRecord(
-                        arm,
-                        task_id,
-                        c.category,
-                        rnd,
-                        str(result.verdict),
-                        result.first_divergence,
-                        result.margin,
-                        result.baseline_excerpt,
-                        result.candidate_excerpt,
-                    )
+        return pairs
+
+    compared_counts: dict[str, dict[str, int]] = {}
+
+    def judged(arm: ArmSpec) -> tuple[dict[str, Counter[str]], list[IdentityRecord]]:
+        """Identity verdicts from the probe pass: the arm's probe against the baseline's."""
+        verdicts: dict[str, Counter[str]] = defaultdict(Counter)
+        records: list[IdentityRecord] = []
+        before: Counter[str] = Counter()
+        for task_id, c in probes.get(arm.name, {}).items():
+            b = base_probes.get(task_id)
+            if b is None or not b.ok or not c.ok:
+                continue
+            compared = compare_samples(b, c, near_tie_threshold=method.near_tie_threshold)
+            before[str(compared.verdict)] += 1
+            result = overrides.get((arm.name, task_id), compared)
+            verdicts[c.category][result.verdict] += 1
+            verdicts[ALL][result.verdict] += 1
+            records.append(
+                IdentityRecord(
+                    arm.name,
+                    task_id,
+                    c.category,
+                    method.rounds + 1,
+                    str(result.verdict),
+                    result.first_divergence,
+                    result.margin,
+                    result.baseline_excerpt,
+                    result.candidate_excerpt,
+                    result.basis,
+                    result.replay,
+                    str(compared.verdict) if compared.verdict != result.verdict else None,
                 )
-        return pairs, verdicts
+            )
+        if arm.speculative:
+            compared_counts[arm.name] = dict(before)
+        return verdicts, records
 
     for arm in arms:
         arm_runs = [r for r in measured if r.arm == arm.name]
@@ -258,11 +334,17 @@ def analyze(
         by_cat: dict[str, list[RequestSample]] = defaultdict(list)
         for s in samples:
             by_cat[s.category].append(s)
-        if arm.role == "baseline":
-            pairs: dict[str, list[Pair]] = {}
-            verdicts: dict[str, Counter[str]] = {}
-        else:
-            pairs, verdicts = pairs_and_verdicts(arm.name, index.get(arm.name, {}), 0)
+        pairs: dict[str, list[Pair]] = {}
+        verdicts: dict[str, Counter[str]] = {}
+        drift: dict[str, Any] | None = None
+        if arm.role != "baseline":
+            pairs = paired(arm.name, index.get(arm.name, {}))
+            found, records = judged(arm)
+            if arm.speculative:
+                verdicts = found
+                identity.extend(records)
+            else:
+                drift = _drift(records)
         for category in sorted(by_cat):
             categories.append(
                 _category_stats(
@@ -290,13 +372,32 @@ def analyze(
         bound = None
         efficiency = None
         length_source = "metrics"
+        bound_note = None
         if arm.role != "baseline" and overall.acceptance_rate is not None:
             length = mean_len or float(arm.draft_n_max or 1)
             length_source = "metrics" if mean_len else "n_max"
             if arm.cost_ratio is not None:
-                bound = predicted_speedup(overall.acceptance_rate, length, arm.cost_ratio)
+                decoded = sum(max((x.completion_tokens or 0) - 1, 0) for x in samples if x.ok)
+                bound = _bound(
+                    arm,
+                    overall.acceptance_rate,
+                    length,
+                    mean_len,
+                    mean_acc,
+                    decoded_tokens=float(decoded) if mean_len else None,
+                    drafts=drafts if mean_len else None,
+                )
                 if overall.speedup is not None and bound.predicted_speedup > 0:
-                    efficiency = overall.speedup.estimate / bound.predicted_speedup
+                    measured_verify = (
+                        (arm.verify_tokens, arm.verify_cost)
+                        if arm.verify_tokens is not None and arm.verify_cost is not None
+                        else None
+                    )
+                    bound_note = check_bound(
+                        bound, overall.speedup.low, measured_verify=measured_verify
+                    )
+                    if bound_note is None:
+                        efficiency = overall.speedup.estimate / bound.predicted_speedup
         peaks = [r.peak_rss_bytes for r in arm_runs if r.peak_rss_bytes]
         arm_stats.append(
             ArmStats(
@@ -308,9 +409,11 @@ def analyze(
                 bound,
                 efficiency,
                 length_source,
+                drift,
+                bound_note,
             )
         )
-        if arm.role != "baseline":
+        if arm.role != "baseline" and arm.speculative:
             findings.extend(
                 _guards(
                     arm,
@@ -335,7 +438,12 @@ def analyze(
                         profile=arm.name,
                         severity="high",
                         title=f"{arm.name}: {mismatches} output(s) differ from the baseline at "
-                        "temperature 0 beyond a near-tie",
+                        "temperature 0 beyond a near-tie"
+                        + (
+                            " and the measured noise floor; batched replay does not pick them"
+                            if noise_floor is not None
+                            else ""
+                        ),
                         evidence={
                             "mismatches": mismatches,
                             "examples": [asdict(e) for e in examples[:3]],
@@ -366,6 +474,55 @@ def analyze(
         identity=tuple(identity),
         findings=tuple(findings),
         method=method,
+        extras={
+            "noise_floor": dict(noise_floor) if noise_floor is not None else None,
+            "compare_samples_verdicts": compared_counts,
+        },
+    )
+
+
+def _bound(
+    arm: ArmSpec,
+    acceptance: float,
+    length: float,
+    mean_len: float | None,
+    mean_acc: float | None,
+    *,
+    decoded_tokens: float | None = None,
+    drafts: float | None = None,
+) -> SpeedupBound:
+    """The speed-up bound from the counters and the measured costs (`measured_bound`).
+
+    Without /metrics counters the accepted length falls back to acceptance x n_max (an upper
+    bound on accepted per draft) and the drafting to that many tokens (a lower bound on it)."""
+    cost = arm.cost_ratio or 0.0
+    sources = [f"draft cost {cost:.2f} steps per drafted token: {arm.cost_note or 'given'}"]
+    if mean_acc is not None and mean_len:
+        accepted, drafted = mean_acc, mean_len
+        sources.append(
+            f"accepted {mean_acc:.2f} and drafted {mean_len:.2f} per draft: /metrics counters"
+        )
+    else:
+        accepted = drafted = acceptance * length
+        sources.append(
+            f"no /metrics counters: accepted per draft taken as acceptance x n_max "
+            f"({acceptance:.1%} x {length:g}), drafted as the same (upper bound)"
+        )
+    if arm.verify_cost is not None:
+        sources.append(
+            f"verification: {arm.verify_cost:.2f} decode steps for a batch of "
+            f"{arm.verify_tokens} tokens ({arm.verify_note or 'measured'}), chord to 1 step at 1"
+        )
+    return measured_bound(
+        mean_accepted=accepted,
+        draft_length=drafted,
+        cost_ratio=cost,
+        verify_tokens=arm.verify_tokens,
+        verify_cost=arm.verify_cost,
+        acceptance=acceptance,
+        sources=tuple(sources),
+        decoded_tokens=decoded_tokens,
+        drafts=drafts,
     )
 
 
@@ -440,3 +597,16 @@ def _control(
     if not verdicts:
         return None
     return _category_stats(CONTROL_ARM, ALL, samples, None, verdicts, method)
+
+
+def _drift(records: list[IdentityRecord]) -> dict[str, Any]:
+    differ = [r for r in records if r.verdict != Verdict.IDENTICAL]
+    margins = sorted(r.margin for r in differ if r.margin is not None)
+    return {
+        "tasks": len(records),
+        "differ": len(differ),
+        "margins": [round(m, 4) for m in margins],
+        "note": "no speculation configured: output differences between two configurations "
+        "(thread count, build, flags) are float rounding, reported as drift, not as a "
+        "correctness finding",
+    }

@@ -29,20 +29,30 @@ class Choice:
 class Recommendation:
     overall: Choice
     per_category: tuple[Choice, ...]
+    wins: tuple[str, ...] = ()
+    """Categories where the recommended profile is called faster."""
+    loses: tuple[str, ...] = ()
+    """Categories where it is called slower."""
+    guard: str = ""
+    """What the degenerate-output guard said about the recommended profile's outputs."""
 
     @property
     def headline(self) -> str:
         c = self.overall
         if c.profile is None:
             return f"keep the baseline: {c.reason}"
+        wins = ", ".join(self.wins) or "none"
+        loses = ", ".join(self.loses) or "none"
         return (
             f"{c.profile}: {c.speedup:.2f}x decode speed-up "
-            f"(95% CI {c.low:.2f}-{c.high:.2f}) over the baseline"
+            f"(95% CI {c.low:.2f}-{c.high:.2f}) over the baseline; faster on {wins}, slower on "
+            f"{loses}; {self.guard}"
         )
 
 
 def _choose(category: str, stats: Sequence[CategoryStats], excluded: dict[str, str]) -> Choice:
-    faster = [s for s in stats if s.speedup is not None and s.speedup.low > 1.0]
+    # "faster" needs the CI above 1 *and* the estimate beyond the practical threshold.
+    faster = [s for s in stats if s.speedup is not None and s.speedup.verdict == "faster"]
     eligible = [s for s in faster if s.arm not in excluded]
     if not eligible:
         measured = [s for s in stats if s.speedup is not None]
@@ -76,7 +86,8 @@ def _choose(category: str, stats: Sequence[CategoryStats], excluded: dict[str, s
         best.speedup.estimate,
         best.speedup.low,
         best.speedup.high,
-        "highest lower 95% CI bound among profiles whose CI lies above 1.0",
+        "highest lower 95% CI bound among profiles called faster (CI above 1.0, estimate "
+        f"beyond {best.speedup.threshold:.0%})",
     )
 
 
@@ -96,4 +107,21 @@ def recommend(result: BenchResult) -> Recommendation:
         )
         for cat in categories
     )
-    return Recommendation(overall, per_category)
+    if overall.profile is None:
+        return Recommendation(overall, per_category)
+    verdicts = {
+        c.category: c.speedup.verdict
+        for c in result.categories
+        if c.arm == overall.profile and c.speedup is not None
+    }
+    guard = (
+        f"degenerate-output guard on {overall.profile}'s outputs: no repetitive output "
+        "found (it would have excluded the profile)"
+    )
+    return Recommendation(
+        overall,
+        per_category,
+        tuple(c for c, v in sorted(verdicts.items()) if v == "faster"),
+        tuple(c for c, v in sorted(verdicts.items()) if v == "slower"),
+        guard,
+    )

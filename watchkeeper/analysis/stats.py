@@ -1,10 +1,23 @@
-"""Statistics for paired benchmarks. Pure functions: numbers in, dataclasses out.
+"""Statistics for paired comparisons. Pure functions: numbers in, dataclasses out.
 
-Speed-up is the geometric mean of paired ratios (candidate / baseline on the same task in the
-same round): ratios multiply, so their natural average is geometric, and a 2x gain and a 2x
-loss cancel as they should. The 95% interval is a cluster bootstrap over *tasks* — all rounds
-of a resampled task come along — because rounds of one task are correlated (same prompt, same
-length) and resampling them independently would make the interval too narrow.
+A speed-up (or a nightly current/reference ratio) is measured as paired ratios: candidate over
+baseline for the same task in the same round, the two requests sent seconds apart. Ratios
+multiply, so they are averaged in log space (a geometric mean): a 2x gain and a 2x loss cancel.
+
+What is the replicate? Not the request, and not the task alone. Measured on this 2-core host
+with two identical servers: the per-round geometric mean moved with an sd of 2.8-5.9%, and
+one round read 0.871 across *all* tasks at once, because a disturbance of twenty seconds hit
+one arm's half of that round. A bootstrap over tasks keeps every round of a task together and
+so never sees that drift: it gave identical servers 0.97x [0.95, 0.98]. So the table of log
+ratios (tasks x rounds) is resampled in both directions at once, tasks and rounds each with
+replacement and independently (Owen 2007, "the pigeonhole bootstrap"); that is conservative
+for both sources of variance. The point estimate is a trimmed mean over rounds (with five or
+more rounds the best and the worst round are set aside) so one bad round cannot swing it; the
+rounds set aside are reported.
+
+A verdict needs significance *and* size: a CI that excludes 1 and an estimate beyond the
+practical threshold. A CI inside the threshold band is "no change"; anything else is
+"inconclusive", with the half-width reached and the rounds that would resolve it.
 """
 
 from __future__ import annotations
@@ -12,12 +25,27 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 DEFAULT_RESAMPLES = 2000
 CONFIDENCE = 0.95
+MIN_ROUNDS = 3
+"""Fewer rounds than this give no CI: two rounds cannot show how the host drifts."""
+MIN_TASKS = 3
+"""Fewer tasks than this give no CI. A server instance can favour one task in every round:
+in eight A/A benches on this host (one task per category, 4 rounds) an identical twin read
+its task at 1.07-1.11x in all four rounds, and 9 of 48 category CIs called a winner between
+identical servers. Rounds cannot replicate that; only other tasks can."""
+TRIM_FROM = 5
+"""From this many rounds on, the best and worst round are set aside in the point estimate."""
+DEFAULT_THRESHOLD = 0.03
+METHOD = (
+    "paired ratios (same task, same round, arms back to back), geometric mean; 95% CI from a "
+    "two-way bootstrap resampling tasks and rounds independently (Owen 2007); estimate trims "
+    "the best and worst round from 5 rounds on"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,16 +58,81 @@ class Pair:
 
 @dataclass(frozen=True, slots=True)
 class RatioCI:
+    """A paired ratio with its CI and the verdict it supports.
+
+    ``low``/``high`` equal ``estimate`` when there were too few replicates for a CI; then
+    ``verdict`` is "insufficient replicates" and nothing may be concluded from it."""
+
     estimate: float
     low: float
     high: float
     n_pairs: int
     n_clusters: int
-    method: str = "cluster bootstrap over tasks, percentile, geometric mean of paired ratios"
+    """Tasks."""
+    n_rounds: int = 0
+    verdict: str = "insufficient replicates"
+    threshold: float = DEFAULT_THRESHOLD
+    rounds_needed: int | None = None
+    """For an inconclusive verdict: rounds that would bring the CI half-width to the threshold
+    (assuming the half-width shrinks with the square root of the rounds)."""
+    discounted_rounds: tuple[int, ...] = ()
+    """Rounds set aside by the trimmed estimate (still resampled in the CI)."""
+    method: str = METHOD
+    round_ratios: tuple[float, ...] = field(default=())
+    """Per-round geometric means, in round order: what a reader checks for one bad round."""
+
+    @property
+    def has_ci(self) -> bool:
+        return self.verdict != "insufficient replicates"
 
     @property
     def excludes_one(self) -> bool:
-        return self.low > 1.0 or self.high < 1.0
+        return self.has_ci and (self.low > 1.0 or self.high < 1.0)
+
+    @property
+    def half_width(self) -> float | None:
+        """Relative half-width of the CI (0.03 = +-3%)."""
+        if not self.has_ci or self.low <= 0:
+            return None
+        return math.sqrt(self.high / self.low) - 1.0
+
+
+def _round_stat(table: np.ndarray) -> float:
+    """Trimmed mean over rounds (columns) of the mean over tasks (rows), ignoring empty cells."""
+    with np.errstate(all="ignore"):
+        per_round = np.nanmean(table, axis=0)
+    per_round = per_round[~np.isnan(per_round)]
+    if per_round.size == 0:
+        return math.nan
+    if per_round.size >= TRIM_FROM:
+        per_round = np.sort(per_round)[1:-1]
+    return float(per_round.mean())
+
+
+def _table(pairs: Sequence[Pair]) -> tuple[np.ndarray, list[int]]:
+    cells: dict[tuple[str, int], list[float]] = defaultdict(list)
+    for p in pairs:
+        cells[(p.task_id, p.round)].append(math.log(p.candidate / p.baseline))
+    tasks = sorted({t for t, _ in cells})
+    rounds = sorted({r for _, r in cells})
+    table = np.full((len(tasks), len(rounds)), np.nan)
+    for (t, r), values in cells.items():
+        table[tasks.index(t), rounds.index(r)] = float(np.mean(values))
+    return table, rounds
+
+
+def classify(estimate: float, low: float, high: float, threshold: float) -> str:
+    """faster / slower / no change / within threshold / inconclusive, for a ratio CI."""
+    band = math.log1p(threshold)
+    lo, hi, est = math.log(low), math.log(high), math.log(estimate)
+    excludes_one = lo > 0 or hi < 0
+    if excludes_one and abs(est) >= band:
+        return "faster" if est > 0 else "slower"
+    if -band <= lo and hi <= band:
+        return "no change"
+    if excludes_one:
+        return "within threshold"
+    return "inconclusive"
 
 
 def paired_speedup(
@@ -48,26 +141,67 @@ def paired_speedup(
     resamples: int = DEFAULT_RESAMPLES,
     confidence: float = CONFIDENCE,
     seed: int = 0,
+    threshold: float = DEFAULT_THRESHOLD,
+    min_rounds: int = MIN_ROUNDS,
+    min_tasks: int = MIN_TASKS,
 ) -> RatioCI | None:
-    """Geometric-mean ratio with a cluster-bootstrap CI; None when no valid pair exists."""
+    """Trimmed geometric-mean ratio with a two-way bootstrap CI; None when no valid pair.
+    Fewer than ``min_rounds`` rounds or ``min_tasks`` tasks: the estimate without a CI
+    ("insufficient replicates")."""
     valid = [p for p in pairs if p.baseline > 0 and p.candidate > 0]
     if not valid:
         return None
-    by_task: dict[str, list[float]] = defaultdict(list)
-    for pair in valid:
-        by_task[pair.task_id].append(math.log(pair.candidate / pair.baseline))
-    clusters = list(by_task.values())
-    sums = np.array([sum(c) for c in clusters])
-    counts = np.array([len(c) for c in clusters])
-    estimate = float(np.exp(sums.sum() / counts.sum()))
-    if len(clusters) == 1:
-        return RatioCI(estimate, estimate, estimate, len(valid), 1)
+    table, rounds = _table(valid)
+    with np.errstate(all="ignore"):
+        per_round = np.nanmean(table, axis=0)
+    estimate_log = _round_stat(table)
+    discounted: tuple[int, ...] = ()
+    present = [(float(v), r) for v, r in zip(per_round, rounds, strict=True) if not np.isnan(v)]
+    if len(present) >= TRIM_FROM:
+        ordered = sorted(present)
+        discounted = (ordered[0][1], ordered[-1][1])
+    estimate = float(np.exp(estimate_log))
+    n_tasks, n_rounds = table.shape
+    base = RatioCI(
+        estimate,
+        estimate,
+        estimate,
+        len(valid),
+        n_tasks,
+        n_rounds,
+        threshold=threshold,
+        discounted_rounds=discounted,
+        round_ratios=tuple(float(np.exp(v)) for v, _ in sorted(present, key=lambda x: x[1])),
+    )
+    if n_rounds < min_rounds or n_tasks < min_tasks:
+        return base
     rng = np.random.default_rng(seed)
-    picks = rng.integers(0, len(clusters), size=(resamples, len(clusters)))
-    means = sums[picks].sum(axis=1) / counts[picks].sum(axis=1)
+    stats = np.empty(resamples)
+    for i in range(resamples):
+        rows = rng.integers(0, n_tasks, size=n_tasks)
+        cols = rng.integers(0, n_rounds, size=n_rounds)
+        stats[i] = _round_stat(table[np.ix_(rows, cols)])
+    stats = stats[~np.isnan(stats)]
     alpha = (1.0 - confidence) / 2.0
-    low, high = np.quantile(means, [alpha, 1.0 - alpha])
-    return RatioCI(estimate, float(np.exp(low)), float(np.exp(high)), len(valid), len(clusters))
+    low, high = (float(np.exp(q)) for q in np.quantile(stats, [alpha, 1.0 - alpha]))
+    verdict = classify(estimate, low, high, threshold)
+    needed = None
+    if verdict == "inconclusive":
+        half = math.sqrt(high / low) - 1.0
+        needed = math.ceil(n_rounds * (half / threshold) ** 2)
+    return RatioCI(
+        estimate,
+        low,
+        high,
+        len(valid),
+        n_tasks,
+        n_rounds,
+        verdict=verdict,
+        threshold=threshold,
+        rounds_needed=needed,
+        discounted_rounds=discounted,
+        round_ratios=base.round_ratios,
+    )
 
 
 def median(values: Sequence[float | None]) -> float | None:
@@ -80,3 +214,13 @@ def coefficient_of_variation(values: Sequence[float]) -> float | None:
         return None
     mean = float(np.mean(values))
     return float(np.std(values, ddof=1) / mean) if mean else None
+
+
+def wilson(successes: int, n: int, z: float = 1.959964) -> tuple[float, float]:
+    """Wilson score interval of a proportion: honest at 0 of n, where the normal one is not."""
+    if n == 0:
+        return 0.0, 1.0
+    p = successes / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return max(0.0, centre - half), min(1.0, centre + half)

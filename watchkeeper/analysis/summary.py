@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from watchkeeper.records import RequestSample
+from watchkeeper.load.records import RequestSample
 
 
 @dataclass(frozen=True, slots=True)

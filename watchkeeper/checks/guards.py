@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from watchkeeper.analysis.stats import median
-from watchkeeper.records import RequestSample
+from watchkeeper.load.records import RequestSample
 from watchkeeper.server.endpoints import SPEC_DRAFT_TOKENS
 
 

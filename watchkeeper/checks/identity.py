@@ -1,19 +1,30 @@
 """Identical-output verdicts: is the speculative output the baseline's output?
 
-Not a statistical question. At temperature 0 a difference is either a *near-tie* — batched
-verification changes float rounding, and where the baseline's top-2 logprobs were within a
-hair the runner-up wins (margins of 0.005 nats occur in ordinary text) — or a *mismatch*,
-which is a correctness bug. A difference that is only length (one output is a prefix of the
-other because max_tokens cut it) is neither.
+Not a statistical question. At temperature 0 a difference is one of:
+
+- `length_only`: one output is a prefix of the other because max_tokens cut it;
+- `near_tie`: the candidate took one of the baseline's top-k tokens whose logprob was within
+  the near-tie threshold of the baseline's top-1 (margins of 0.005 nats occur in ordinary text);
+- `batch_variance`: verifying a batch of draft tokens computes slightly different floats than
+  single-token decode. Either the target itself, fed the shared prefix as one batched prompt
+  (`checks.replay`), picks the candidate's token, or the candidate's token is within the
+  measured numeric noise floor (`replay.noise_floor`) of the baseline's top-1;
+- `mismatch`: the target never picks it and the gap is beyond the floor — a correctness bug.
+
+`compare_samples` and friends need no server (no replay, no floor): they give identical,
+length_only, near_tie or mismatch. `classify_divergence` adds the replay and the floor.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from enum import StrEnum
+from typing import TYPE_CHECKING, Any
 
-from watchkeeper.records import RequestSample, TokenLogprob
+if TYPE_CHECKING:
+    from watchkeeper.checks.replay import ReplayResult
+from watchkeeper.load.records import Alternative, RequestSample, TokenLogprob
 
 # Texts llama-server reports for end-of-generation tokens in top_logprobs.
 _END_TEXTS = {"", "<|im_end|>", "<|endoftext|>", "</s>", "<end_of_turn>", "<|eot_id|>"}
@@ -23,6 +34,7 @@ EXCERPT_TOKENS = 8
 class Verdict(StrEnum):
     IDENTICAL = "identical"
     NEAR_TIE = "near_tie"
+    BATCH_VARIANCE = "batch_variance"
     MISMATCH = "mismatch"
     LENGTH_ONLY = "length_only"
 
@@ -37,6 +49,10 @@ class IdentityResult:
     baseline_excerpt: str = ""
     candidate_excerpt: str = ""
     basis: str = "tokens"
+    replay: dict[str, Any] | None = None
+    """From `classify_divergence`: {target_token, candidate_token, baseline_token, margin, floor}
+    (tokens as {id, text, logprob}; margin = baseline top-1 minus the candidate token's logprob,
+    None when the candidate's token is not in the baseline's top-k)."""
 
 
 def _excerpt(tokens: Sequence[TokenLogprob], index: int) -> str:
@@ -49,6 +65,33 @@ def _margin(token: TokenLogprob) -> float | None:
     if len(token.top) < 2:
         return None
     return token.top[0].logprob - token.top[1].logprob
+
+
+def _gap(token: TokenLogprob, token_id: int | None, text: str) -> float | None:
+    """Baseline top-1 minus the logprob of (token_id, text) among its top-k; None if absent."""
+    if not token.top:
+        return None
+    for alt in token.top[1:]:
+        if _is(alt, token_id, text):
+            return token.top[0].logprob - alt.logprob
+    return None
+
+
+def _text_choice(token: TokenLogprob, rest: str, *, ended: bool) -> Alternative | None:
+    """Which of the baseline's top-k alternatives (other than its own token) the candidate's
+    text `rest` continues with: the longest that is a prefix of it, or an end token when the
+    candidate ended right here."""
+    others = [a for a in token.top if not _is(a, token.token_id, token.text)]
+    if ended and not rest:
+        return next((a for a in others if a.text in _END_TEXTS), None)
+    matches = [a for a in others if a.text and rest.startswith(a.text)]
+    return max(matches, key=lambda a: len(a.text), default=None)
+
+
+def _is(alt: Alternative, token_id: int | None, text: str) -> bool:
+    if alt.token_id is not None and token_id is not None:
+        return alt.token_id == token_id
+    return alt.text == text
 
 
 def _same(a: TokenLogprob, b: TokenLogprob) -> bool:
@@ -81,10 +124,9 @@ def compare_tokens(
         # One side stopped (end token) where the other went on: a divergence at `shorter`.
         if len(candidate) < len(baseline):
             margin = _margin(baseline[shorter])
-            runner_up_is_end = (
-                len(baseline[shorter].top) >= 2 and baseline[shorter].top[1].text in _END_TEXTS
-            )
-            near = margin is not None and margin < near_tie_threshold and runner_up_is_end
+            end = _text_choice(baseline[shorter], "", ended=True)
+            gap = baseline[shorter].top[0].logprob - end.logprob if end is not None else None
+            near = margin is not None and gap is not None and gap < near_tie_threshold
         else:
             margin, near = None, False
         return IdentityResult(
@@ -96,12 +138,8 @@ def compare_tokens(
         )
     token = baseline[index]
     margin = _margin(token)
-    runner_up = token.top[1] if len(token.top) >= 2 else None
-    candidate_took_runner_up = runner_up is not None and (
-        (runner_up.token_id is not None and runner_up.token_id == candidate[index].token_id)
-        or (runner_up.token_id is None and runner_up.text == candidate[index].text)
-    )
-    near = margin is not None and margin < near_tie_threshold and candidate_took_runner_up
+    gap = _gap(token, candidate[index].token_id, candidate[index].text)
+    near = margin is not None and gap is not None and gap < near_tie_threshold
     return IdentityResult(
         Verdict.NEAR_TIE if near else Verdict.MISMATCH,
         first_divergence=index,
@@ -163,16 +201,15 @@ def compare_against_baseline_tokens(
         # The candidate may have taken a longer runner-up one token earlier (" fh" for " f"):
         # the texts then agree through that token's own text and part ways only after it.
         previous = baseline[covering - 1]
-        runner = previous.top[1].text if len(previous.top) >= 2 else ""
-        if len(runner) > len(previous.text) and candidate_text[starts[covering - 1] :].startswith(
-            runner
-        ):
+        longer = _text_choice(previous, candidate_text[starts[covering - 1] :], ended=False)
+        if longer is not None and len(longer.text) > len(previous.text):
             index = covering - 1
     token = baseline[index]
     margin = _margin(token)
-    runner_up = token.top[1].text if len(token.top) >= 2 else ""
-    continues = bool(runner_up) and candidate_text[starts[index] :].startswith(runner_up)
-    near = margin is not None and margin < near_tie_threshold and continues
+    ended = len(candidate_text) == starts[index] and candidate_finish == "stop"
+    choice = _text_choice(token, candidate_text[starts[index] :], ended=ended)
+    gap = token.top[0].logprob - choice.logprob if choice is not None and token.top else None
+    near = margin is not None and gap is not None and gap < near_tie_threshold
     return IdentityResult(
         Verdict.NEAR_TIE if near else Verdict.MISMATCH,
         first_divergence=index,
@@ -219,3 +256,94 @@ def compare_samples(
             **finishes,
         )
     return compare_texts(baseline.output_text, candidate.output_text, **finishes)
+
+
+def _token_json(token_id: int | None, text: str, logprob: float | None) -> dict[str, Any]:
+    return {"id": token_id, "text": text, "logprob": logprob}
+
+
+def classify_divergence(
+    baseline_sample: RequestSample,
+    candidate_sample: RequestSample,
+    *,
+    replay: Callable[[int], ReplayResult] | None,
+    floor: float,
+    near_tie_threshold: float,
+) -> IdentityResult:
+    """All five verdicts: `compare_samples`, then replay and noise floor for what it calls
+    a mismatch.
+
+    `replay(i)` answers what the target picks after the baseline's first `i` output tokens fed
+    as one batched prompt (`checks.replay.replayer_for`); None skips the replay (the floor alone
+    then decides). `floor` is `NoiseFloor.floor` in nats. Divergences located only by text
+    (no baseline token ids) stay as `compare_texts` says. A replay's `TransportError`
+    propagates: the caller decides whether a failed probe voids the verdict.
+    """
+    base = compare_samples(baseline_sample, candidate_sample, near_tie_threshold=near_tie_threshold)
+    index = base.first_divergence
+    tokens = baseline_sample.tokens
+    if base.verdict != Verdict.MISMATCH or base.basis == "text" or index is None or not tokens:
+        return base
+    baseline_token = tokens[index] if index < len(tokens) else None
+    # The candidate's choice at the divergence: its own token when it has token logprobs, else
+    # the baseline's top-k alternative its text continues with (or just its text).
+    cand_id: int | None = None
+    cand_text = ""
+    cand_ended = False
+    if base.basis == "tokens" and candidate_sample.tokens is not None:
+        if index < len(candidate_sample.tokens):
+            cand_id = candidate_sample.tokens[index].token_id
+            cand_text = candidate_sample.tokens[index].text
+        else:
+            cand_ended = True
+        rest = cand_text
+    else:
+        start = sum(len(t.text) for t in tokens[:index])
+        rest = candidate_sample.output_text[start:]
+        cand_ended = not rest and candidate_sample.finish_reason == "stop"
+        choice = _text_choice(baseline_token, rest, ended=cand_ended) if baseline_token else None
+        if choice is not None:
+            cand_id, cand_text = choice.token_id, choice.text
+        else:
+            cand_text = rest[:16]
+    gap: float | None = None
+    cand_logprob: float | None = None
+    if baseline_token is not None and baseline_token.top:
+        if cand_ended:
+            end = _text_choice(baseline_token, "", ended=True)
+            if end is not None:
+                cand_id, cand_text = end.token_id, end.text
+        gap = _gap(baseline_token, cand_id, cand_text)
+        if gap is not None:
+            cand_logprob = baseline_token.top[0].logprob - gap
+    target = replay(index) if replay is not None else None
+    target_picks = False
+    if target is not None:
+        picked = target.token
+        if cand_id is not None and picked.token_id is not None:
+            target_picks = picked.token_id == cand_id
+        elif cand_ended:
+            target_picks = picked.text in _END_TEXTS
+        else:
+            not_baseline = baseline_token is None or not _is(
+                picked, baseline_token.token_id, baseline_token.text
+            )
+            target_picks = bool(picked.text) and not_baseline and rest.startswith(picked.text)
+    within_floor = gap is not None and gap <= floor
+    verdict = Verdict.BATCH_VARIANCE if target_picks or within_floor else Verdict.MISMATCH
+    evidence = {
+        "target_token": (
+            _token_json(target.token.token_id, target.token.text, target.token.logprob)
+            if target is not None
+            else None
+        ),
+        "candidate_token": _token_json(cand_id, cand_text, cand_logprob),
+        "baseline_token": (
+            _token_json(baseline_token.token_id, baseline_token.text, baseline_token.logprob)
+            if baseline_token is not None
+            else None
+        ),
+        "margin": gap,
+        "floor": floor,
+    }
+    return replace(base, verdict=verdict, replay=evidence)

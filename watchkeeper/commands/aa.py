@@ -8,36 +8,30 @@ rate an operator should expect from the nightly detector here.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from watchkeeper.campaigns import CampaignContext, open_campaign, register_profile, run_profile
+from watchkeeper.analysis.stats import wilson
+from watchkeeper.commands.campaigns import (
+    CampaignContext,
+    open_campaign,
+    register_profile,
+    run_profile,
+)
 from watchkeeper.commands.digest import tracking_params
 from watchkeeper.config import Config
 from watchkeeper.errors import BenchError
+from watchkeeper.load.records import Task
 from watchkeeper.load.runner import LoadSettings
 from watchkeeper.load.tasks import load_taskset, select
-from watchkeeper.records import Task
+from watchkeeper.nightly.findings import judge_campaign
 from watchkeeper.server.launch import PreparedProfile, prepare
 from watchkeeper.store.db import Database
 from watchkeeper.store.history import History
 from watchkeeper.store.repository import Repository
-from watchkeeper.tracking import judge_campaign
 
 Progress = Callable[[str], None]
-
-
-def wilson(successes: int, n: int, z: float = 1.96) -> tuple[float, float]:
-    """95% Wilson score interval: honest at 0 flags out of a few dozen, where the normal
-    approximation would claim a rate of exactly 0 +- 0."""
-    if n == 0:
-        return 0.0, 1.0
-    p = successes / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return max(0.0, centre - half), min(1.0, centre + half)
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,18 +13,39 @@ from contextlib import ExitStack
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
-from watchkeeper import hostinfo
-from watchkeeper.analysis.benchmark import ArmSpec, BenchMethod, BenchResult, analyze
+from watchkeeper.analysis.benchmark import (
+    IDENTITY_SUFFIX,
+    ArmSpec,
+    BenchMethod,
+    BenchResult,
+    analyze,
+)
 from watchkeeper.analysis.recommend import Recommendation, recommend
 from watchkeeper.analysis.stats import median
-from watchkeeper.campaigns import measure_run, open_campaign, register_profile
+from watchkeeper.checks.identity import IdentityResult, Verdict, classify_divergence
+from watchkeeper.checks.replay import NoiseFloor, measure_noise_floor, replayer_for
+from watchkeeper.commands.campaigns import (
+    measure_round,
+    measure_run,
+    open_campaign,
+    register_profile,
+)
 from watchkeeper.config import Config, ProfileConfig
 from watchkeeper.errors import BenchError, ConfigError, ServerError
+from watchkeeper.host import info as hostinfo
+from watchkeeper.load.records import RequestSample, RunResult, Task
 from watchkeeper.load.runner import LoadSettings
 from watchkeeper.load.tasks import load_taskset, select
 from watchkeeper.publish.report import write_bench_report
-from watchkeeper.records import RunResult, Task
+from watchkeeper.server.endpoints import (
+    ServerClient,
+    TransportError,
+    complete,
+    make_http_client,
+    tokenize,
+)
 from watchkeeper.server.launch import PreparedProfile, RunningServer, prepare, serve
 from watchkeeper.store.db import Database
 from watchkeeper.store.repository import Repository
@@ -32,6 +53,23 @@ from watchkeeper.store.repository import Repository
 Progress = Callable[[str], None]
 DEFAULT_PROFILES = ("qwen-baseline", "qwen-draft4", "qwen-ngram")
 CALIBRATION_TASKS = 3
+FLOOR_TASKS = 6
+"""The A/A noise floor replays at most this many of the baseline's probes ..."""
+FLOOR_POSITIONS = 8
+"""... at this many positions each: at most 6 x (2 + 8) requests on the baseline server."""
+VERIFY_REPEATS = 3
+"""Verification-cost calibration: median of this many batches and of this many decodes."""
+VERIFY_DEFAULT_N = 48
+"""Draft length measured where a profile sets no n_max (ngram-simple drafts up to 48 tokens)."""
+VERIFY_MAX_N = 64
+VERIFY_PREFIX_TOKENS = 48
+VERIFY_DECODE_TOKENS = 16
+VERIFY_TEXT = (
+    "The keeper climbed the spiral stairs at dusk, trimmed the wick, polished the great lens "
+    "and wrote the weather into the log: wind from the north-west, a falling glass, three "
+    "fishing boats running for the harbour before the squall. "
+)
+VerifyCost = tuple[int | None, float | None, str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,10 +110,6 @@ def plan_bench(
         warmup_tasks=min(2, len(tasks)),
         concurrency=concurrency or config.bench.concurrency,
     )
-
-
-def _arm_order(arms: Sequence[str], round_index: int) -> list[str]:
-    return list(arms) if round_index % 2 == 1 else list(reversed(arms))
 
 
 def _cost_ratio(
@@ -141,8 +175,74 @@ def _cost_ratio(
     )
 
 
+def _verify_cost(
+    config: Config, baseline: RunningServer, draft_n: int, progress: Progress
+) -> VerifyCost:
+    """Cost of verifying a draft of `draft_n` tokens: one target batch of draft_n + 1 tokens,
+    in target decode steps, on the baseline server.
+
+    A shared prefix is cached first (`cache_prompt`), then each batch is the prefix plus
+    draft_n + 1 fresh tokens, so the server evaluates exactly those (timings.prompt_n, with
+    cache_n the reused prefix; answers that evaluated anything else are dropped). Its
+    prompt_ms is set against the per-token time of a plain decode (predicted_ms / predicted_n)
+    on the same prefix; both are the median of `VERIFY_REPEATS`. The prompt batch computes
+    logits for its last token only, so it prices verification slightly low: the bound stays
+    a bound."""
+    k = min(draft_n, VERIFY_MAX_N) + 1
+    client = make_http_client(baseline.base_url, request_timeout_s=config.server.request_timeout_s)
+    try:
+        pool: list[int] = []
+        text = VERIFY_TEXT
+        while len(pool) < VERIFY_PREFIX_TOKENS + VERIFY_REPEATS * (k + 1) + 1:
+            pool = tokenize(client, text)
+            text += VERIFY_TEXT
+        prefix = pool[:VERIFY_PREFIX_TOKENS]
+        base = {"cache_prompt": True, "temperature": 0.0, "samplers": ["top_k"], "top_k": 1}
+        complete(client, {**base, "prompt": prefix, "n_predict": 1})
+        batch_ms: list[float] = []
+        step_ms: list[float] = []
+        for i in range(VERIFY_REPEATS):
+            start = VERIFY_PREFIX_TOKENS + i * (k + 1)
+            timings = complete(
+                client, {**base, "prompt": prefix + pool[start : start + k], "n_predict": 1}
+            ).get("timings", {})
+            if timings.get("prompt_n") == k and timings.get("prompt_ms"):
+                batch_ms.append(float(timings["prompt_ms"]))
+            timings = complete(
+                client,
+                {
+                    **base,
+                    "prompt": prefix + pool[start + k : start + k + 1],
+                    "n_predict": VERIFY_DECODE_TOKENS,
+                    "ignore_eos": True,
+                },
+            ).get("timings", {})
+            if timings.get("predicted_n", 0) > 1 and timings.get("predicted_ms"):
+                step_ms.append(float(timings["predicted_ms"]) / float(timings["predicted_n"]))
+    except TransportError as exc:
+        return None, None, f"verification cost not measured: {exc}"[:300]
+    finally:
+        client.close()
+    batch, step = median(batch_ms), median(step_ms)
+    if not batch or not step:
+        return None, None, "verification cost not measured: no clean batch or decode timing"
+    note = (
+        f"measured on the baseline: a batch of {k} tokens after a cached prefix "
+        f"{batch:.2f} ms, one decode step {step:.2f} ms (medians of {len(batch_ms)} and "
+        f"{len(step_ms)})"
+    )
+    progress(f"verification cost: {k} tokens in one batch = {batch / step:.2f} decode steps")
+    return k, batch / step, note
+
+
 def _arm_spec(
-    prepared: PreparedProfile, role: str, argv: tuple[str, ...], cost: tuple[float | None, str]
+    prepared: PreparedProfile,
+    role: str,
+    argv: tuple[str, ...],
+    cost: tuple[float | None, str],
+    *,
+    drift_only: bool = False,
+    verify: VerifyCost = (None, None, ""),
 ) -> ArmSpec:
     return ArmSpec(
         name=prepared.name,
@@ -156,6 +256,10 @@ def _arm_spec(
         argv=argv,
         cost_ratio=cost[0],
         cost_note=cost[1],
+        verify_tokens=verify[0],
+        verify_cost=verify[1],
+        verify_note=verify[2],
+        speculative=prepared.profile.speculative and not drift_only,
     )
 
 
@@ -165,12 +269,24 @@ def execute_bench(
     *,
     kind: str = "bench",
     progress: Progress,
+    prepared: Sequence[PreparedProfile] | None = None,
+    drift_only: bool = False,
 ) -> BenchResult:
-    """Run the plan, store everything, analyse, write the report."""
-    prepared = [prepare(config, name, progress=progress) for name in plan.profiles]
+    """Run the plan, store everything, analyse, write the report.
+
+    ``prepared`` gives the arms already resolved (the nightly's pinned reference runs a
+    snapshot binary and models that no profile name resolves to); their names must be
+    ``plan.profiles``. ``drift_only``: the candidates are other builds or settings of the
+    baseline (the nightly's current vs reference), so their outputs are compared as drift,
+    never judged for identity."""
+    if prepared is None:
+        prepared = [prepare(config, name, progress=progress) for name in plan.profiles]
+    elif tuple(p.name for p in prepared) != plan.profiles:
+        raise ConfigError("prepared arms must match the plan's profiles")
+    prepared = list(prepared)
     db = Database(config.database.resolved_url())
     try:
-        return _execute(config, plan, prepared, db, kind, progress)
+        return _execute(config, plan, prepared, db, kind, progress, drift_only=drift_only)
     finally:
         db.close()
 
@@ -182,6 +298,8 @@ def _execute(
     db: Database,
     kind: str,
     progress: Progress,
+    *,
+    drift_only: bool = False,
 ) -> BenchResult:
     repo = Repository(db)
     params = {
@@ -222,36 +340,88 @@ def _execute(
                         progress,
                     )
                 costs[p.name] = measured_costs[key]
+            verify_costs: dict[str, VerifyCost] = {}
+            measured_verify: dict[int, VerifyCost] = {}
+            for p in prepared[1:]:
+                if not p.spec_type:
+                    continue
+                n = p.profile.draft_n_max or VERIFY_DEFAULT_N
+                if n not in measured_verify:  # one calibration per draft length
+                    measured_verify[n] = _verify_cost(config, servers[baseline.name], n, progress)
+                verify_costs[p.name] = measured_verify[n]
             schedule = (
                 [(r, True) for r in range(-plan.warmup_rounds + 1, 1)] if plan.warmup_rounds else []
             )
             schedule += [(r, False) for r in range(1, plan.rounds + 1)]
-            total = len(schedule) * len(prepared)
-            done = 0
-            for round_index, warm in schedule:
+            total = len(schedule)
+            for done, (round_index, warm) in enumerate(schedule, start=1):
                 tasks = plan.tasks[: plan.warmup_tasks] if warm else plan.tasks
-                for arm in _arm_order(plan.profiles, round_index):
-                    done += 1
-                    label = "warm-up" if warm else f"round {round_index}/{plan.rounds}"
-                    progress(f"[{done}/{total}] {label}: {arm} ({len(tasks)} tasks)")
-                    run = measure_run(
-                        servers[arm],
-                        config,
-                        tasks,
-                        arm=arm,
-                        round_index=round_index,
-                        is_warmup=warm,
-                        settings=settings,
-                    )
-                    run_ids[(arm, round_index)] = repo.save_run(
-                        ctx.campaign_id, profile_ids[arm], run
+                label = "warm-up" if warm else f"round {round_index}/{plan.rounds}"
+                progress(
+                    f"[{done}/{total}] {label}: {len(tasks)} tasks x {len(prepared)} arms, "
+                    "back to back per task"
+                )
+                for run in measure_round(
+                    servers,
+                    config,
+                    tasks,
+                    arms=plan.profiles,
+                    round_index=round_index,
+                    is_warmup=warm,
+                    settings=settings,
+                ):
+                    run_ids[(run.arm, round_index)] = repo.save_run(
+                        ctx.campaign_id, profile_ids[run.arm], run
                     )
                     runs.append(run)
                     if run.error:
-                        raise ServerError(f"{arm}: {run.error}")
+                        raise ServerError(f"{run.arm}: {run.error}")
+            probe_settings = replace(settings, top_logprobs=config.bench.identity_top_k)
+            identity_round = plan.rounds + 1
+            probe_runs: dict[str, RunResult] = {}
+            for arm in plan.profiles:
+                progress(
+                    f"identity probes: {arm} ({len(plan.tasks)} tasks, top-"
+                    f"{probe_settings.top_logprobs} logprobs; not part of any throughput figure)"
+                )
+                probe = measure_run(
+                    servers[arm],
+                    config,
+                    plan.tasks,
+                    arm=arm + IDENTITY_SUFFIX,
+                    round_index=identity_round,
+                    is_warmup=True,
+                    settings=probe_settings,
+                )
+                run_ids[(probe.arm, identity_round)] = repo.save_run(
+                    ctx.campaign_id, profile_ids[arm], probe
+                )
+                runs.append(probe)
+                probe_runs[arm] = probe
+                if probe.error:
+                    raise ServerError(f"{arm}: {probe.error}")
+            floor, overrides = _classify_identity(
+                config,
+                plan.tasks,
+                servers[prepared[0].name],
+                probe_runs,
+                baseline=prepared[0].name,
+                speculative=[p.name for p in prepared[1:] if p.profile.speculative],
+                progress=progress,
+            )
             argvs = {name: servers[name].argv for name in servers}
         arms = [_arm_spec(prepared[0], "baseline", argvs[prepared[0].name], (None, ""))]
-        arms += [_arm_spec(p, "candidate", argvs[p.name], costs[p.name]) for p in prepared[1:]]
+        arms += [
+            _arm_spec(
+                p,
+                "candidate",
+                argvs[p.name],
+                costs[p.name],
+                drift_only=drift_only,
+                verify=verify_costs.get(p.name, (None, None, "")),
+            )
+            for p in prepared[1:]
+        ]
         if not any(s.ok for r in runs if not r.is_warmup for s in r.samples):
             raise BenchError(f"every measured request failed; see the server logs in {ctx.log_dir}")
         first = prepared[0]
@@ -259,7 +429,7 @@ def _execute(
             campaign_id=ctx.campaign_id,
             kind=kind,
             host=hostinfo.collect(),
-            build_version=first.binary.version if first.binary else "external",
+            build_version=first.binary.identity if first.binary else "external",
             build_variant=first.binary.variant if first.binary else "external",
             started_at=started,
             finished_at=datetime.now(UTC),
@@ -275,9 +445,12 @@ def _execute(
                 temperature=0.0,
                 seed=config.bench.seed,
                 near_tie_threshold=config.bench.near_tie_threshold,
+                threshold=config.bench.min_effect,
             ),
             degenerate_threshold=config.bench.degenerate_threshold,
             length_tolerance=config.bench.length_parity_tolerance,
+            identity_overrides=overrides,
+            noise_floor=floor.to_json() if floor is not None else None,
         )
         result = _with_samples(result, runs)
         _store_checks(repo, ctx.campaign_id, result, run_ids, prepared[0].name)
@@ -289,6 +462,135 @@ def _execute(
     finally:
         if status != "completed":
             repo.finish_campaign(ctx.campaign_id, status=status)
+
+
+def _no_replay(floor: float, note: str) -> dict[str, Any]:
+    return {
+        "target_token": None,
+        "candidate_token": None,
+        "baseline_token": None,
+        "margin": None,
+        "floor": floor,
+        "note": note,
+    }
+
+
+def _classify_identity(
+    config: Config,
+    tasks: Sequence[Task],
+    baseline_server: RunningServer,
+    probe_runs: dict[str, RunResult],
+    *,
+    baseline: str,
+    speculative: Sequence[str],
+    progress: Progress,
+) -> tuple[NoiseFloor | None, dict[tuple[str, str], IdentityResult]]:
+    """Noise floor and replay verdicts on the baseline server, for `analyze` to use.
+
+    The A/A floor is measured once on the baseline's own probes. Each speculative probe that
+    `compare_samples` does not call identical is classified with a batched replay on the
+    baseline server (`classify_divergence`): the target picking the candidate's token, or a
+    gap within the floor, is batch variance; only what survives is a mismatch. Near-ties keep
+    their verdict but get the same evidence. A replay that fails leaves the floor to decide
+    (the error is kept in the evidence); a floor that cannot be measured is taken as 0.
+    """
+    base_run = probe_runs.get(baseline)
+    if base_run is None or not speculative:
+        return None, {}
+    top_k = config.bench.identity_top_k
+    threshold = config.bench.near_tie_threshold
+    by_task = {t.id: t for t in tasks}
+    base = {s.task_id: s for s in base_run.samples}
+    decoded = [
+        s
+        for s in base_run.samples
+        if s.ok and s.tokens and all(t.token_id is not None for t in s.tokens)
+    ][:FLOOR_TASKS]
+    overrides: dict[tuple[str, str], IdentityResult] = {}
+    client = make_http_client(
+        baseline_server.base_url, request_timeout_s=config.server.request_timeout_s
+    )
+    try:
+        floor: NoiseFloor | None = None
+        progress(
+            f"noise floor: replaying {len(decoded)} baseline probes at {FLOOR_POSITIONS} "
+            "positions each as one batched prompt (A/A control)"
+        )
+        try:
+            floor = measure_noise_floor(
+                client, tasks, decoded, n_probs=top_k, positions_per_task=FLOOR_POSITIONS
+            )
+        except TransportError as exc:
+            progress(f"noise floor not measured ({exc}); the replay alone decides")
+        floor_value = floor.floor if floor is not None else 0.0
+        for arm in speculative:
+            run = probe_runs.get(arm)
+            if run is None:
+                continue
+            for c in run.samples:
+                b = base.get(c.task_id)
+                task = by_task.get(c.task_id)
+                if b is None or task is None or not b.ok or not c.ok:
+                    continue
+                overrides[(arm, c.task_id)] = _classify_one(
+                    client, task, b, c, floor=floor_value, n_probs=top_k, threshold=threshold
+                )
+        counts: dict[str, int] = {}
+        for result in overrides.values():
+            counts[result.verdict] = counts.get(result.verdict, 0) + 1
+        progress(
+            f"identity: noise floor {floor_value:.4f} nats; verdicts "
+            + ", ".join(f"{v} {n}" for v, n in sorted(counts.items()))
+        )
+    finally:
+        client.close()
+    return floor, overrides
+
+
+def _classify_one(
+    client: ServerClient,
+    task: Task,
+    b: RequestSample,
+    c: RequestSample,
+    *,
+    floor: float,
+    n_probs: int,
+    threshold: float,
+) -> IdentityResult:
+    try:
+        replay = replayer_for(client, task, b, n_probs=n_probs)
+    except ValueError:
+        replay = None  # no baseline token ids (tool calls): nothing to replay
+    error: str | None = None
+
+    def classify(near_tie_threshold: float) -> IdentityResult:
+        nonlocal error
+        try:
+            return classify_divergence(
+                b, c, replay=replay, floor=floor, near_tie_threshold=near_tie_threshold
+            )
+        except TransportError as exc:
+            error = str(exc)[:300]
+            return classify_divergence(
+                b, c, replay=None, floor=floor, near_tie_threshold=near_tie_threshold
+            )
+
+    result = classify(threshold)
+    if result.verdict == Verdict.NEAR_TIE:
+        # Same evidence as a mismatch gets: classify as if there were no near-tie allowance,
+        # keep the near-tie verdict.
+        result = replace(result, replay=classify(0.0).replay)
+    if result.verdict != Verdict.IDENTICAL and result.replay is None:
+        if result.verdict == Verdict.LENGTH_ONLY:
+            note = "one output is a prefix of the other, cut by max_tokens: nothing to replay"
+        elif replay is None:
+            note = "no baseline token ids (text comparison): nothing to replay"
+        else:
+            note = "divergence located by text only: nothing to replay"
+        result = replace(result, replay=_no_replay(floor, note))
+    if error is not None and result.replay is not None:
+        result = replace(result, replay={**result.replay, "replay_error": error})
+    return result
 
 
 def _with_samples(result: BenchResult, runs: list[RunResult]) -> BenchResult:
@@ -313,7 +615,8 @@ def _store_checks(
         if rec.arm == "control":
             cand, base = run_ids.get((baseline, rec.round)), run_ids.get((baseline, rec.round - 1))
         else:
-            cand, base = run_ids.get((rec.arm, rec.round)), run_ids.get((baseline, rec.round))
+            cand = run_ids.get((rec.arm + IDENTITY_SUFFIX, rec.round))
+            base = run_ids.get((baseline + IDENTITY_SUFFIX, rec.round))
         if cand is None or base is None:
             continue
         rows.append(

@@ -12,16 +12,16 @@ from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
 
-from watchkeeper.analysis.detector import DetectorParams
 from watchkeeper.commands.rerun import rerun_candidates
 from watchkeeper.config import Config
-from watchkeeper.digest import Digest, gather
+from watchkeeper.nightly.detector import DetectorParams
+from watchkeeper.nightly.digest import Digest, gather
+from watchkeeper.nightly.findings import Judgement, TrackingParams, judge_pending
 from watchkeeper.publish.digest import digest_files
 from watchkeeper.publish.gitrepo import PublishResult, publish_files
 from watchkeeper.publish.plots import atomic_write
 from watchkeeper.store.db import Database
 from watchkeeper.store.history import History
-from watchkeeper.tracking import Judgement, TrackingParams, judge_pending
 
 
 def tracking_params(config: Config) -> TrackingParams:
@@ -83,9 +83,13 @@ def digest_command(
     push: bool = False,
     rerun: bool = False,
     progress: Callable[[str], None],
+    now: datetime | None = None,
 ) -> DigestOutcome:
-    """``rerun`` lets the job spend time confirming tonight's candidates right away."""
-    day = day or datetime.now(UTC).date()
+    """``rerun`` lets the job spend time confirming tonight's candidates right away; ``now``
+    (the clock, injectable for tests) dates the digest when ``day`` is not given and ages the
+    open findings."""
+    now = now or datetime.now(UTC)
+    day = day or now.date()
     params = tracking_params(config)
     db = Database(config.database.resolved_url())
     try:
@@ -102,6 +106,7 @@ def digest_command(
             since=since,
             params=params.detector,
             change_point_min_size=params.change_point_min_size,
+            now=now,
         )
     finally:
         db.close()

@@ -10,15 +10,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from watchkeeper.campaigns import open_campaign, register_profile, run_profile
+from watchkeeper.commands.campaigns import open_campaign, register_profile, run_profile
 from watchkeeper.config import Config, ProfileConfig
 from watchkeeper.load.runner import LoadSettings
 from watchkeeper.load.tasks import load_taskset
+from watchkeeper.nightly.findings import Judgement, TrackingParams, judge_campaign
 from watchkeeper.server.launch import prepare
 from watchkeeper.store.db import Database
 from watchkeeper.store.history import History
 from watchkeeper.store.repository import Repository
-from watchkeeper.tracking import Judgement, TrackingParams, judge_campaign
 
 Progress = Callable[[str], None]
 

@@ -17,11 +17,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from watchkeeper.campaigns import open_campaign, register_profile
+from watchkeeper.commands.campaigns import open_campaign, register_profile
 from watchkeeper.config import Config
+from watchkeeper.config.paths import data_dir, runs_log_dir
 from watchkeeper.errors import ServerError, SoakError, StoreError
 from watchkeeper.load.tasks import load_taskset, select
-from watchkeeper.paths import data_dir, runs_log_dir
 from watchkeeper.server.launch import prepare
 from watchkeeper.soak.durations import format_duration, parse_duration
 from watchkeeper.soak.loop import OnSample, ResumePoint, SoakLoop, SoakOutcome, SoakPlan

@@ -32,13 +32,14 @@ from functools import partial
 from typing import Any
 
 from watchkeeper.config import Config
-from watchkeeper.config_tracker import TrackerConfig
+from watchkeeper.config.tracker import TrackerConfig
 from watchkeeper.errors import TrackerError, TrackerTransientError
+from watchkeeper.nightly.findings import set_status
 from watchkeeper.store.db import Database
 from watchkeeper.store.history import LIVE_STATUSES, History, StoredFinding
 from watchkeeper.store.tracker_store import TrackedIssue, TrackerStore
 from watchkeeper.tracker import bodies, escape
-from watchkeeper.tracker.forge import Forge, Issue
+from watchkeeper.tracker.forge import Comment, Forge, Issue
 from watchkeeper.tracker.lifecycle import (
     ACTIONS,
     Decision,
@@ -49,7 +50,6 @@ from watchkeeper.tracker.lifecycle import (
     label_decision,
 )
 from watchkeeper.tracker.tokens import open_forge
-from watchkeeper.tracking import set_status
 
 Progress = Callable[[str], None]
 log = logging.getLogger("watchkeeper.tracker")
@@ -88,6 +88,10 @@ class TriageOutcome:
             "capped": self.capped,
             "errors": self.errors,
         }
+
+
+def _aware(moment: datetime) -> datetime:
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
 def night_start(now: datetime) -> datetime:
@@ -139,51 +143,100 @@ class _Run:
 
     # -- 1. decisions ----------------------------------------------------------------------
 
+    def status_labels(self) -> dict[str, str]:
+        """Label name -> the finding status it decides."""
+        return {f"{self.t.status_label_prefix}{a}": status for a, status in ACTIONS.items()}
+
     def sync_decisions(self, item: TrackedIssue) -> None:
         assert item.number is not None and item.finding_id is not None
         finding = self.history.finding(item.finding_id)
         if finding is None:
             return
         issue = self.forge.get_issue(item.number)
-        decision = label_decision(issue.labels, self.t.status_label_prefix)
+        events = self.forge.events(item.number)
+        decision = label_decision(issue.labels, self.t.status_label_prefix, events, self.me)
         if decision is not None and ACTIONS[decision.action] == item.status_synced:
             decision = None  # applied already; a later local change wins over the old label
         last_seen = item.last_comment_id or 0
         newest = last_seen
-        for comment in self.forge.comments(item.number):
+        comments = self.forge.comments(item.number)
+        for comment in comments:
             newest = max(newest, comment.id)
             if comment.id <= last_seen:
                 continue
             found = comment_decision(comment)
-            if found is not None and self.is_trusted(comment.author):
+            if found is None:
+                continue
+            if self.is_trusted(comment.author):
                 decision = found
+            elif comment.author == self.me:
+                log.warning(
+                    "issue #%d: `/watchkeeper %s` by %s, the tracker token's own user, ignored "
+                    "(list it in tracker.maintainers to accept it)",
+                    item.number,
+                    found.action,
+                    comment.author,
+                )
+                self.progress(
+                    f"issue #{item.number}: /watchkeeper {found.action} by the token's own user "
+                    f"{comment.author} ignored (not in tracker.maintainers)"
+                )
         if newest != last_seen:
             self.store.update(item.id, last_comment_id=newest)
         if decision is not None and ACTIONS[decision.action] != finding.status:
-            self.apply(item, finding, decision, issue)
+            self.apply(item, finding, decision, issue, comments)
         elif issue.state == "closed" and finding.status in LIVE_STATUSES:
             set_status(self.history, finding.id, "fix", "issue closed on the tracker")
             self.store.update(item.id, state="closed", status_synced="fixed")
             self.outcome.decisions.append(f"#{item.number}: closed on the tracker -> fixed")
         elif finding.status != item.status_synced:
-            self.mirror_status(item, finding, issue.labels)
+            self.finish(item, finding, issue, comments, "watchkeeper", "findings")
 
-    def apply(self, item: TrackedIssue, f: StoredFinding, d: Decision, issue: Issue) -> None:
+    def apply(
+        self,
+        item: TrackedIssue,
+        f: StoredFinding,
+        d: Decision,
+        issue: Issue,
+        comments: list[Comment],
+    ) -> None:
         assert item.number is not None
         note = f"{d.via} by {d.who}"[:500]
         updated = set_status(self.history, f.id, d.action, note)
-        self.forge.comment(item.number, bodies.status_comment(updated.status, d.who, d.via))
-        label = f"{self.t.status_label_prefix}{d.action}"
-        if label not in issue.labels:
-            self.forge.add_labels(item.number, [label])
-        state = issue.state
-        if updated.status == "dismissed" and issue.state == "open":
-            self.forge.close(item.number, not_planned=True)
-            state = "closed"
-            self.outcome.closed.append(item.number)
-        self.store.update(item.id, status_synced=updated.status, state=state)
+        self.finish(item, updated, issue, comments, d.who, d.via)
         self.outcome.decisions.append(f"#{item.number}: {updated.status} ({d.via} by {d.who})")
         self.progress(f"issue #{item.number}: finding #{f.id} {updated.status} via {d.via}")
+
+    def finish(
+        self,
+        item: TrackedIssue,
+        f: StoredFinding,
+        issue: Issue,
+        comments: list[Comment],
+        who: str,
+        via: str,
+    ) -> None:
+        """Bring the issue to the finding's status, each step once: the status comment (found
+        again by its hidden decision id when a retry finishes a half-applied decision), the
+        status label (others removed, so they are not read as a decision again), the close."""
+        number = item.number
+        assert number is not None
+        decision = bodies.decision_id(f.id, f.status)
+        if bodies.last_decision(comments, self.me) != decision:
+            self.forge.comment(number, bodies.status_comment(f.status, who, via, decision))
+        for label, status in self.status_labels().items():
+            if label in issue.labels and status != f.status:
+                self.forge.remove_label(number, label)
+            elif status == f.status and label not in issue.labels:
+                self.forge.add_labels(number, [label])
+        state = issue.state
+        if f.status in ("dismissed", "fixed") and state == "open":
+            self.forge.close(number, not_planned=f.status == "dismissed")
+            self.outcome.closed.append(number)
+            state = "closed"
+        self.store.update(
+            item.id, status_synced=f.status, state=state, occurrences_synced=f.occurrences
+        )
 
     # -- 2. filing -------------------------------------------------------------------------
 
@@ -220,42 +273,100 @@ class _Run:
         try:
             issue = self.find_by_marker(ctx.marker)
             if issue is not None:
-                self.record(claimed, f, issue, adopted=True)
-                self.update_existing(self.store.by_marker(ctx.marker) or claimed, f)
+                self.adopt(claimed, f, issue)
                 return 0
-            issue = self.create(f, ctx)
+            issue, adopted = self.create(f, ctx)
         except TrackerError as exc:
             self.store.release(claimed.id, str(exc))
             raise
-        self.record(claimed, f, issue, adopted=False)
+        self.record(claimed, f, issue, adopted=adopted)
         return 1
 
-    def create(self, f: StoredFinding, ctx: bodies.IssueContext) -> Issue:
+    def create(self, f: StoredFinding, ctx: bodies.IssueContext) -> tuple[Issue, bool]:
+        """The new issue, and whether it was found by its marker (the answer was lost)."""
         title, body = bodies.issue_title(f), bodies.issue_body(f, ctx)
         for attempt in range(1, self.t.max_attempts + 1):
             try:
-                return self.forge.create_issue(title, body, self.labels_for(f))
+                return self.forge.create_issue(title, body, self.labels_for(f)), False
             except TrackerTransientError as exc:
                 # The answer may have been lost after the issue was created: look before retrying.
                 log.warning("creating the issue for finding #%d: %s", f.id, exc)
                 issue = self.find_by_marker(ctx.marker)
                 if issue is not None:
-                    self.outcome.adopted.append(issue.number)
-                    return issue
+                    return issue, True
                 if attempt == self.t.max_attempts:
                     raise
                 self.sleep(min(self.t.backoff_cap_s, self.t.backoff_s * 2.0 ** (attempt - 1)))
         raise AssertionError("unreachable")
 
-    def record(self, item: TrackedIssue, f: StoredFinding, issue: Issue, *, adopted: bool) -> None:
+    def adopt(self, claimed: TrackedIssue, f: StoredFinding, issue: Issue) -> None:
+        """An issue with our marker that this database did not know (a new database, another
+        host): link it silently. Only a finding seen since watchkeeper last wrote on the issue
+        is news worth a comment (or a reopen), and never on a silenced issue."""
+        comments = self.forge.comments(issue.number)
+        mine = [c for c in comments if c.author == self.me]
+        said = [c.created_at for c in mine if c.created_at is not None]
+        last_said = max(said) if said else issue.created_at
+        kept = self.kept_decision(issue)
+        if kept is not None and f.status == "active":
+            # Decided (and answered) before this database existed: taken over silently, or
+            # the label would be re-applied with a second status comment, and a silence
+            # given by `/watchkeeper silence` (label applied by us) would be forgotten.
+            name = f"{self.t.status_label_prefix}{kept}"
+            f = set_status(self.history, f.id, kept, f"adopted: {name} on issue #{issue.number}")
+            self.outcome.decisions.append(f"#{issue.number}: {f.status} (adopted, {name})")
+        self.record(
+            claimed, f, issue, adopted=True, last_comment_id=max((c.id for c in mine), default=None)
+        )
+        seen = _aware(f.last_seen_at or f.created_at)
+        news = last_said is not None and seen > last_said
+        silenced = f.status == "silenced" or f"{self.t.status_label_prefix}silence" in issue.labels
+        if not news or silenced or f.status != "active":
+            return
+        item = self.store.by_marker(claimed.marker) or claimed
+        if issue.state != "open":
+            self.reopen_for(item, f, issue)
+            return
+        self.forge.comment(issue.number, bodies.recurrence_comment(f))
+        self.outcome.commented.append(issue.number)
+        self.progress(f"finding #{f.id}: recurrence noted on issue #{issue.number}")
+
+    def kept_decision(self, issue: Issue) -> str | None:
+        """On an open issue being adopted, the ack or silence its status label records,
+        whoever applied it (a maintainer, or watchkeeper mirroring a `/watchkeeper` comment),
+        if applied after watchkeeper last reopened the issue."""
+        if issue.state != "open":
+            return None
+        events = self.forge.events(issue.number)  # None: a forge without label history
+        start = max(
+            (i for i, e in enumerate(events or ()) if e.kind == "reopened" and e.actor == self.me),
+            default=-1,
+        )
+        applied = {e.label: i for i, e in enumerate(events or ()) if e.kind == "labeled"}
+        for action in ("silence", "ack"):
+            name = f"{self.t.status_label_prefix}{action}"
+            if name in issue.labels and (events is None or applied.get(name, -1) > start):
+                return action
+        return None
+
+    def record(
+        self,
+        item: TrackedIssue,
+        f: StoredFinding,
+        issue: Issue,
+        *,
+        adopted: bool,
+        last_comment_id: int | None = None,
+    ) -> None:
         self.store.filed(
             item.id,
             number=issue.number,
             url=issue.url,
             state=issue.state,
             finding_id=f.id,
-            occurrences_synced=f.occurrences if not adopted else item.occurrences_synced,
+            occurrences_synced=f.occurrences,
             status_synced=f.status,
+            last_comment_id=last_comment_id,
             last_error=None,
         )
         target = self.outcome.adopted if adopted else self.outcome.filed
@@ -273,18 +384,7 @@ class _Run:
             # Filed again after its issue was closed (recovered, fixed): same key, same issue.
             if f.status != "active":
                 return
-            if item.state != "open":
-                self.forge.reopen(number)
-                self.outcome.reopened.append(number)
-            self.forge.comment(number, bodies.reopened_comment(f))
-            self.store.update(
-                item.id,
-                finding_id=f.id,
-                state="open",
-                occurrences_synced=f.occurrences,
-                status_synced=f.status,
-            )
-            self.progress(f"finding #{f.id}: issue #{number} reopened")
+            self.reopen_for(item, f, self.forge.get_issue(number))
             return
         if f.status != item.status_synced:
             self.mirror_status(item, f)
@@ -295,26 +395,32 @@ class _Run:
                 self.progress(f"finding #{f.id}: recurrence noted on issue #{number}")
             self.store.update(item.id, occurrences_synced=f.occurrences)
 
-    def mirror_status(
-        self, item: TrackedIssue, f: StoredFinding, labels: tuple[str, ...] = ()
-    ) -> None:
-        """A status set locally (`watchkeeper findings ...`) reaches the issue; status labels
-        that no longer hold are removed, so they are not read as a decision again."""
-        number = item.number
-        assert number is not None
-        for action, status in ACTIONS.items():
-            label = f"{self.t.status_label_prefix}{action}"
-            if label in labels and status != f.status:
-                self.forge.remove_label(number, label)
-        self.forge.comment(number, bodies.status_comment(f.status, "watchkeeper", "findings"))
-        state = item.state
-        if f.status in ("dismissed", "fixed") and item.state == "open":
-            self.forge.close(number, not_planned=f.status == "dismissed")
-            self.outcome.closed.append(number)
-            state = "closed"
+    def reopen_for(self, item: TrackedIssue, f: StoredFinding, issue: Issue) -> None:
+        """A new finding for a known issue: the old finding's status labels go first (they
+        decided that one, not this), then the reopen, then one comment saying both."""
+        number = issue.number
+        stale = [label for label in issue.labels if label in self.status_labels()]
+        for label in stale:
+            self.forge.remove_label(number, label)
+        if issue.state != "open":
+            self.forge.reopen(number)
+            self.outcome.reopened.append(number)
+        posted = self.forge.comment(number, bodies.reopened_comment(f, stale))
         self.store.update(
-            item.id, status_synced=f.status, state=state, occurrences_synced=f.occurrences
+            item.id,
+            finding_id=f.id,
+            state="open",
+            occurrences_synced=f.occurrences,
+            status_synced=f.status,
+            last_comment_id=max(posted.id, item.last_comment_id or 0),
         )
+        self.progress(f"finding #{f.id}: issue #{number} reopened")
+
+    def mirror_status(self, item: TrackedIssue, f: StoredFinding) -> None:
+        """A status set locally (`watchkeeper findings ...`) reaches the issue."""
+        assert item.number is not None
+        issue = self.forge.get_issue(item.number)
+        self.finish(item, f, issue, self.forge.comments(item.number), "watchkeeper", "findings")
 
     # -- 4. recovery -----------------------------------------------------------------------
 

@@ -21,8 +21,8 @@ from sqlalchemy import text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 
+from watchkeeper.config.paths import data_dir
 from watchkeeper.errors import StoreError
-from watchkeeper.paths import data_dir
 from watchkeeper.store.db import make_engine, masked
 
 

@@ -31,9 +31,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from watchkeeper.errors import ConfigError
 from watchkeeper.soak.durations import parse_duration
 
-Kind = Literal["soak", "bench", "digest", "triage", "review-pr", "health"]
+Kind = Literal["soak", "bench", "nightly", "digest", "triage", "review-pr", "health"]
 Scope = Literal["host", "fleet"]
-HOST_KINDS = frozenset({"soak", "bench", "health"})
+HOST_KINDS = frozenset({"soak", "bench", "nightly", "health"})
 
 
 class _Strict(BaseModel):
@@ -66,6 +66,11 @@ class BenchArgs(_Strict):
     concurrency: Annotated[int, Field(ge=1)] | None = None
 
 
+class NightlyArgs(_Strict):
+    profiles: list[str] | None = None
+    """Default: [nightly] profiles."""
+
+
 class DigestArgs(_Strict):
     commit: bool = False
     push: bool = False
@@ -85,6 +90,7 @@ class HealthArgs(_Strict):
 ARGS: dict[str, type[_Strict]] = {
     "soak": SoakArgs,
     "bench": BenchArgs,
+    "nightly": NightlyArgs,
     "digest": DigestArgs,
     "triage": NoArgs,
     "review-pr": NoArgs,

@@ -19,11 +19,12 @@ from typing import Any
 
 from watchkeeper.commands.bench import bench_command
 from watchkeeper.commands.digest import digest_command
+from watchkeeper.commands.nightly import nightly_command
 from watchkeeper.commands.review_pr import review_pr_command
 from watchkeeper.commands.soak import soak_command
 from watchkeeper.commands.triage import triage_command
 from watchkeeper.config import Config
-from watchkeeper.daemon.jobdefs import BenchArgs, DigestArgs, HealthArgs, SoakArgs
+from watchkeeper.daemon.jobdefs import BenchArgs, DigestArgs, HealthArgs, NightlyArgs, SoakArgs
 from watchkeeper.errors import ConfigError
 from watchkeeper.server.process import check_external
 from watchkeeper.store.db import Database, masked
@@ -102,6 +103,20 @@ def bench_job(config: Config, args: BenchArgs, ctx: JobContext) -> JobResult:
     )
 
 
+def nightly_job(config: Config, args: NightlyArgs, ctx: JobContext) -> JobResult:
+    outcome = nightly_command(config, profiles=args.profiles, progress=ctx.checkpoint)
+    parts = []
+    for night in outcome.nights:
+        verdicts = ", ".join(f"{r.category} {r.estimate:.3f} {r.verdict}" for r in night.ratios)
+        kind = "A/A" if night.aa else "current vs reference"
+        parts.append(f"{night.profile} ({kind}, campaign {night.campaign_id}): {verdicts}")
+    return JobResult(
+        summary="; ".join(parts),
+        campaign_id=outcome.nights[-1].campaign_id if outcome.nights else None,
+        details=outcome.to_json(),
+    )
+
+
 def digest_job(config: Config, args: DigestArgs, ctx: JobContext) -> JobResult:
     outcome = digest_command(
         config,
@@ -154,6 +169,7 @@ JobFunction = Callable[[Config, Any, JobContext], JobResult]
 JOB_FUNCTIONS: dict[str, JobFunction] = {
     "soak": soak_job,
     "bench": bench_job,
+    "nightly": nightly_job,
     "digest": digest_job,
     "triage": triage_job,
     "review-pr": review_pr_job,

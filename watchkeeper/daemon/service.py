@@ -21,8 +21,8 @@ from datetime import UTC, datetime, timedelta
 from types import FrameType
 from typing import Any
 
-from watchkeeper import hostinfo
 from watchkeeper.config import Config, load_config
+from watchkeeper.config.paths import data_dir
 from watchkeeper.daemon.execute import JobOutcome, JobRunner
 from watchkeeper.daemon.fleet import FleetLock, make_fleet_lock
 from watchkeeper.daemon.jobdefs import JobDef, load_jobs
@@ -32,7 +32,7 @@ from watchkeeper.daemon.runstore import RunStore
 from watchkeeper.daemon.scheduler import Schedule
 from watchkeeper.daemon.status import spool_depth
 from watchkeeper.errors import ConfigError, WatchkeeperError
-from watchkeeper.paths import data_dir
+from watchkeeper.host import info as hostinfo
 from watchkeeper.soak.durations import parse_duration
 from watchkeeper.store.db import Database, masked
 
@@ -118,8 +118,9 @@ class Daemon:
             metrics_port=self.metrics_port,
         )
 
-    def recover(self) -> list[str]:
-        """Mark what a dead predecessor left running; return the soak jobs to resume now."""
+    def recover(self, *, now: datetime | None = None) -> list[str]:
+        """Mark what a dead predecessor left running; return the soak jobs to resume now
+        (``now``: the clock, injectable for tests)."""
         assert self._store is not None
         store = self._store
         fingerprint = hostinfo.collect().fingerprint
@@ -137,7 +138,7 @@ class Daemon:
                 campaigns=campaigns,
             )
         resume = []
-        now = datetime.now(UTC)
+        now = now or datetime.now(UTC)
         for job in self.jobs.values():
             if job.kind != "soak" or not job.enabled or not job.resume:
                 continue

@@ -17,9 +17,9 @@ from zoneinfo import ZoneInfo
 from apscheduler.triggers.cron import CronTrigger
 
 from watchkeeper.config import Config
+from watchkeeper.config.paths import data_dir
 from watchkeeper.daemon.jobdefs import load_jobs
 from watchkeeper.daemon.runstore import JobRunView, RunStore
-from watchkeeper.paths import data_dir
 from watchkeeper.store.db import Database
 
 
@@ -97,10 +97,10 @@ def next_fire(cron_fields: dict[str, str], timezone: str, now: datetime) -> date
     return when if isinstance(when, datetime) else None
 
 
-def gather_status(config: Config) -> DaemonStatus:
+def gather_status(config: Config, *, now: datetime | None = None) -> DaemonStatus:
     host_id = config.daemon.resolved_host_id()
     jobs = load_jobs(config.daemon.resolved_jobs_dir())
-    now = datetime.now(UTC)
+    now = now or datetime.now(UTC)
     db = Database(config.database.resolved_url())
     try:
         store = RunStore(db)

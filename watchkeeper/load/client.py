@@ -15,21 +15,17 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-import httpx
-
 from watchkeeper.errors import ClientError
-from watchkeeper.records import Alternative, RequestSample, Task, TokenLogprob
+from watchkeeper.load.records import Alternative, RequestSample, Task, TokenLogprob
+from watchkeeper.server.endpoints import (
+    RequestTimeout,
+    ServerClient,
+    TransportError,
+    post_stream,
+)
 
 CHAT_PATH = "/v1/chat/completions"
 _REFUSED_PATHS = ("/v1/completions", "/completion", "/completions")
-
-
-def make_http_client(
-    base_url: str, *, request_timeout_s: float, connect_timeout_s: float = 5.0
-) -> httpx.Client:
-    """The one place an HTTP client to llama-server is built: explicit timeouts, no env proxies."""
-    timeout = httpx.Timeout(request_timeout_s, connect=connect_timeout_s)
-    return httpx.Client(base_url=base_url, timeout=timeout, trust_env=False)
 
 
 def check_endpoint(path: str) -> str:
@@ -120,7 +116,7 @@ def build_payload(
 
 
 def chat(
-    client: httpx.Client,
+    client: ServerClient,
     task: Task,
     *,
     seq: int,
@@ -143,12 +139,12 @@ def chat(
     status: int | None = None
     t0 = time.perf_counter()
     try:
-        with client.stream("POST", path, json=payload) as response:
-            status = response.status_code
+        with post_stream(client, path, payload) as response:
+            status = response.status
             if status != 200:
-                body = response.read().decode("utf-8", errors="replace")
+                body = response.text()
                 return RequestSample(**base, http_status=status, error=_http_error(status, body))
-            for line in response.iter_lines():
+            for line in response.lines():
                 if not line.startswith("data:"):
                     continue
                 data = line[5:].strip()
@@ -164,10 +160,8 @@ def chat(
                 stream.feed(chunk, time.perf_counter())
     except _StreamError as exc:
         return _partial(base, stream, t0, status, str(exc))
-    except httpx.TimeoutException as exc:
-        return _partial(base, stream, t0, status, f"timeout: {type(exc).__name__}")
-    except httpx.HTTPError as exc:
-        return _partial(base, stream, t0, status, f"transport error: {type(exc).__name__}: {exc}")
+    except (RequestTimeout, TransportError) as exc:
+        return _partial(base, stream, t0, status, str(exc))
     end = time.perf_counter()
     if not stream.done and stream.finish_reason is None:
         return _partial(base, stream, t0, status, "stream ended before finish_reason/[DONE]")

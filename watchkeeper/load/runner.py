@@ -10,10 +10,9 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-import httpx
-
 from watchkeeper.load.client import chat
-from watchkeeper.records import RequestSample, Task
+from watchkeeper.load.records import RequestSample, Task
+from watchkeeper.server.endpoints import ServerClient
 
 OnSample = Callable[[RequestSample], None]
 
@@ -22,12 +21,14 @@ OnSample = Callable[[RequestSample], None]
 class LoadSettings:
     concurrency: int = 1
     temperature: float = 0.0
-    top_logprobs: int = 2
+    top_logprobs: int = 0
+    """0 for every request whose timings become throughput: on a GPU top-2 logprobs halved the
+    baseline's decode speed. Identity probes are separate requests that set it."""
     seed: int = 42
 
 
 def run_tasks(
-    client: httpx.Client,
+    client: ServerClient,
     tasks: Sequence[Task],
     settings: LoadSettings,
     *,

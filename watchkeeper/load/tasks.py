@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from watchkeeper.errors import TaskSetError
-from watchkeeper.records import Task
+from watchkeeper.load.records import Task
 
 CATEGORIES = ("prose", "tool_call", "code_gen", "code_edit", "summarize", "multi_turn")
 _ROLES = {"system", "user", "assistant", "tool"}

@@ -9,6 +9,8 @@ from rich.table import Table
 
 from watchkeeper.analysis.benchmark import BenchResult, CategoryStats
 
+VERDICTS = ("identical", "near_tie", "batch_variance", "length_only", "mismatch")
+
 if TYPE_CHECKING:
     from watchkeeper.commands.run import RunCommandResult
 
@@ -52,9 +54,9 @@ def _ci(stats: CategoryStats) -> str:
     if stats.speedup is None:
         return "—"
     s = stats.speedup
-    if s.n_clusters < 2:
-        return f"{s.estimate:.2f}x [1 task]"
-    return f"{s.estimate:.2f}x [{s.low:.2f}, {s.high:.2f}]"
+    if not s.has_ci:
+        return f"{s.estimate:.2f}x [no CI: {s.n_rounds} round(s)]"
+    return f"{s.estimate:.2f}x [{s.low:.2f}, {s.high:.2f}] {s.verdict}"
 
 
 def _pct(value: float | None) -> str:
@@ -108,6 +110,17 @@ def print_bench(console: Console, result: BenchResult) -> None:
             row.append(_ci(stats) if stats else "—")
         cat_table.add_row(*row)
     console.print(cat_table)
+    for arm, arm_stats in zip(result.arms, result.arm_stats, strict=True):
+        verdicts = arm_stats.overall.verdicts
+        if arm.role == "candidate" and verdicts:
+            counts = ", ".join(f"{v} {verdicts[v]}" for v in VERDICTS if verdicts.get(v))
+            console.print(f"identity {arm.name}: {counts}")
+    floor = result.extras.get("noise_floor")
+    if isinstance(floor, dict) and floor.get("floor") is not None:
+        console.print(
+            f"noise floor (A/A replay on the baseline server): {floor['floor']:.4f} nats "
+            f"from {floor.get('positions', 0)} positions"
+        )
     if result.control is not None:
         console.print(
             f"control (baseline vs its previous pass): identical "

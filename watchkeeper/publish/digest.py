@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from watchkeeper.digest import Digest
+from watchkeeper.nightly.digest import Digest, NightlyRow
 from watchkeeper.publish import markdown as md
-from watchkeeper.publish.plots import history_png
+from watchkeeper.publish.plots import history_png, ratio_png
 from watchkeeper.store.history import StoredFinding
 
 EXCERPT_CHARS = 200
@@ -106,8 +106,45 @@ def plot_name(day: str, finding_id: int) -> str:
     return f"{day}/finding-{finding_id}.png"
 
 
-def render_digest(digest: Digest, *, plots: dict[int, str]) -> str:
-    """``plots`` maps finding id → link relative to the Markdown file."""
+def ratio_plot_name(day: str, series: str) -> str:
+    safe = "".join(ch if ch.isalnum() or ch in "-_." else "-" for ch in series)
+    return f"{day}/ratio-{safe}.png"
+
+
+def _ci(low: float | None, high: float | None) -> str:
+    return md.NONE if low is None or high is None else f"{low:.3f}-{high:.3f}"
+
+
+def _nightly_row(row: NightlyRow, links: dict[str, str]) -> list[str]:
+    r, ref = row.ratio, row.reference
+    pinned = md.NONE
+    if ref is not None:
+        draft = f", draft {ref.draft_sha256[:12]}" if ref.draft_sha256 else ""
+        pinned = (
+            f"#{ref.id} {ref.pinned_at:%Y-%m-%d} by {ref.pinned_by}: {ref.binary_version}, "
+            f"binary {ref.binary_sha256[:12]}, model {ref.model_sha256[:12]}{draft}, flags "
+            f"{ref.config_hash}"
+        )
+    plot = f"[plot]({md.link(links[r.series])})" if r.series in links else md.NONE
+    verdict = r.verdict + (" (confirmed)" if r.confirmed else "")
+    return [
+        f"{r.profile} · {r.category}",
+        f"{r.estimate:.3f}",
+        _ci(r.low, r.high),
+        f"{r.threshold:.0%}",
+        verdict,
+        f"{r.n_tasks} x {r.n_rounds}",
+        "A/A" if r.aa else "current vs reference",
+        pinned,
+        plot,
+    ]
+
+
+def render_digest(
+    digest: Digest, *, plots: dict[int, str], ratio_links: dict[str, str] | None = None
+) -> str:
+    """``plots`` maps finding id → link relative to the Markdown file (``ratio_links``:
+    nightly series → its ratio plot)."""
     day = digest.day.isoformat()
     template = md.environment().get_template("digest.md.j2")
     return template.render(
@@ -163,6 +200,30 @@ def render_digest(digest: Digest, *, plots: dict[int, str]) -> str:
         campaign_list=", ".join(f"{c['id']} ({c['kind']})" for c in digest.campaigns) or md.NONE,
         labels=", ".join(f"{k}: {v}" for k, v in sorted(digest.labels.items())) or md.NONE,
         excerpt=_excerpt,
+        nightly_table=md.table(
+            (
+                "series",
+                "current / reference",
+                "95% CI",
+                "threshold",
+                "verdict",
+                "tasks x rounds",
+                "night",
+                "reference (pinned)",
+                "history",
+            ),
+            [_nightly_row(row, ratio_links or {}) for row in digest.nightly[:MAX_ROWS]],
+            "lrrrllll",
+        ),
+        false_alarm_lines=[
+            f"host {host[:12]}: {fa.flagged} flag(s) in {fa.series_nights} A/A series-nights"
+            + (
+                f" ({fa.rate:.1%}, 95% Wilson CI {fa.low:.1%}-{fa.high:.1%})"
+                if fa.rate is not None
+                else ""
+            )
+            for host, fa in digest.false_alarms
+        ],
     )
 
 
@@ -171,5 +232,8 @@ def digest_files(digest: Digest) -> dict[str, bytes]:
     day = digest.day.isoformat()
     files = {plot_name(day, p.finding_id): history_png(p) for p in digest.plots}
     plots = {p.finding_id: plot_name(day, p.finding_id) for p in digest.plots}
-    files[f"{day}.md"] = render_digest(digest, plots=plots).encode("utf-8")
+    ratio_links = {r.series: ratio_plot_name(day, r.series) for r in digest.ratio_plots}
+    for r in digest.ratio_plots:
+        files[ratio_links[r.series]] = ratio_png(r)
+    files[f"{day}.md"] = render_digest(digest, plots=plots, ratio_links=ratio_links).encode("utf-8")
     return files

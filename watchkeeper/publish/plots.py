@@ -20,7 +20,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from watchkeeper.analysis.benchmark import ALL, BenchResult
-from watchkeeper.digest import SeriesPlotData
+from watchkeeper.nightly.digest import RatioPlotData, SeriesPlotData
 
 _DPI = 110
 _SIZE = (8.0, 4.5)
@@ -250,6 +250,50 @@ def history_png(data: SeriesPlotData) -> bytes:
     ax.set_xlabel("run (oldest first)")
     ax.set_ylabel(f"value ({data.direction.value})")
     ax.set_title(data.title)
+    ax.grid(alpha=0.3)
+    _legend(fig, ax)
+    return _png(fig)
+
+
+def ratio_png(data: RatioPlotData) -> bytes:
+    """A nightly series: current/reference per night with its 95% CI as a band, the
+    threshold band around 1, A/A nights hollow, tonight in colour."""
+    fig = _new_figure()
+    ax = fig.add_subplot()
+    xs = list(range(len(data.points)))
+    ys = [p[1] for p in data.points]
+    lows = [p[2] if p[2] is not None else p[1] for p in data.points]
+    highs = [p[3] if p[3] is not None else p[1] for p in data.points]
+    ax.axhspan(
+        1 - data.threshold, 1 + data.threshold, color="#dddddd", alpha=0.6, label="threshold"
+    )
+    ax.axhline(1.0, color="#888888", lw=0.8)
+    ax.fill_between(xs, lows, highs, color="#4c72b0", alpha=0.25, label="95% CI")
+    ax.plot(xs, ys, marker="o", ms=4, lw=1, color="#4c72b0", label="current / reference")
+    aa = [(x, p[1]) for x, p in zip(xs, data.points, strict=True) if p[4]]
+    if aa:
+        ax.scatter(
+            [x for x, _ in aa],
+            [y for _, y in aa],
+            s=50,
+            facecolors="none",
+            edgecolors="#55a868",
+            zorder=3,
+            label="A/A night",
+        )
+    night = [(x, p[1]) for x, p in zip(xs, data.points, strict=True) if p[0] in data.highlight]
+    if night:
+        ax.scatter(
+            [x for x, _ in night],
+            [y for _, y in night],
+            s=60,
+            color="#dd8452",
+            zorder=4,
+            label="this night",
+        )
+    ax.set_xlabel("night (oldest first)")
+    ax.set_ylabel("decode tok/s, current / reference")
+    ax.set_title(data.series)
     ax.grid(alpha=0.3)
     _legend(fig, ax)
     return _png(fig)

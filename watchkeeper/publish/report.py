@@ -24,6 +24,7 @@ from watchkeeper.analysis.benchmark import (
     IdentityRecord,
 )
 from watchkeeper.analysis.recommend import Choice, Recommendation
+from watchkeeper.analysis.speculation import SpeedupBound
 from watchkeeper.analysis.stats import RatioCI
 from watchkeeper.checks.guards import GuardFinding
 from watchkeeper.publish import markdown as md
@@ -42,8 +43,8 @@ PLOT_TITLES = {
     "acceptance": "Acceptance rate vs draft n_max",
     "identity": "Identical-output rate per category",
 }
-VERDICTS = ("identical", "near_tie", "length_only", "mismatch")
-_VERDICT_ORDER = {"mismatch": 0, "near_tie": 1, "length_only": 2}
+VERDICTS = ("identical", "near_tie", "batch_variance", "length_only", "mismatch")
+_VERDICT_ORDER = {"mismatch": 0, "batch_variance": 1, "near_tie": 2, "length_only": 3}
 _SEVERITY_ORDER = {"high": 0, "medium": 1, "low": 2}
 
 
@@ -65,9 +66,12 @@ def _pct(value: float | None) -> str:
 def _ci(ci: RatioCI | None) -> str:
     if ci is None:
         return NONE
-    if ci.n_clusters < 2:
-        return f"{ci.estimate:.2f}x (1 task: no CI)"
-    return f"{ci.estimate:.2f}x ({ci.low:.2f}-{ci.high:.2f})"
+    if not ci.has_ci:
+        return f"{ci.estimate:.2f}x ({ci.n_rounds} round(s): no CI, no verdict)"
+    text = f"{ci.estimate:.2f}x ({ci.low:.2f}-{ci.high:.2f}) {ci.verdict}"
+    if ci.rounds_needed:
+        text += f", ~{ci.rounds_needed} rounds to settle"
+    return text
 
 
 def _mib(value: int | None) -> str:
@@ -169,6 +173,13 @@ def _reading(
     return "close to the prediction"
 
 
+def _verify_cell(arm: ArmSpec, bound: SpeedupBound | None) -> str:
+    if arm.verify_cost is None:
+        return _fixed(bound.verify_cost if bound else None, 2)
+    at = f"{bound.verify_cost:.2f} " if bound else ""
+    return f"{at}({arm.verify_cost:.2f} measured for {arm.verify_tokens} tokens)"
+
+
 def _bound_rows(result: BenchResult) -> list[list[str]]:
     rows = []
     for arm in _candidates(result):
@@ -186,11 +197,14 @@ def _bound_rows(result: BenchResult) -> list[list[str]]:
                 _pct(bound.acceptance if bound else (o.acceptance_rate if o else None)),
                 _fixed(bound.draft_length if bound else (st.mean_draft_length if st else None), 2),
                 cost,
+                _verify_cell(arm, bound),
                 _fixed(bound.expected_tokens_per_step if bound else None, 2),
                 _ratio(predicted),
                 _ratio(measured),
                 _fixed(st.efficiency if st else None, 2),
-                _reading(
+                f"bound beaten: {st.bound_note}"
+                if st is not None and st.bound_note
+                else _reading(
                     predicted, st.efficiency if st else None, bound.acceptance if bound else None
                 ),
             ]
@@ -209,16 +223,66 @@ def _verdict_row(label: str, stats: CategoryStats | None) -> list[str]:
     ]
 
 
-def _examples(result: BenchResult) -> list[tuple[IdentityRecord, str, str]]:
+def _examples(result: BenchResult) -> list[tuple[IdentityRecord, str, str, str | None]]:
     """Mismatches first: they are the correctness bugs a reader must see."""
     diverging = sorted(
         (r for r in result.identity if r.verdict in _VERDICT_ORDER),
         key=lambda r: _VERDICT_ORDER[r.verdict],
     )
     return [
-        (r, _excerpt_block(r.baseline_excerpt), _excerpt_block(r.candidate_excerpt))
+        (
+            r,
+            _excerpt_block(r.baseline_excerpt),
+            _excerpt_block(r.candidate_excerpt),
+            _replay_line(r),
+        )
         for r in diverging[:MAX_EXAMPLES]
     ]
+
+
+def _token(value: object) -> str:
+    if not isinstance(value, Mapping):
+        return NONE
+    text = md.inline(json.dumps(value.get("text", ""), ensure_ascii=False))
+    logprob = value.get("logprob")
+    lp = f" ({logprob:.3f})" if isinstance(logprob, int | float) else ""
+    return f"{text}{lp}"
+
+
+def _replay_line(record: IdentityRecord) -> str | None:
+    """The replay evidence of one divergence, in one line (None when there is none)."""
+    ev = record.replay
+    if not ev:
+        return None
+    if ev.get("target_token") is None and ev.get("candidate_token") is None:
+        note = ev.get("note") or "nothing replayed"
+        return f"replay: {md.inline(str(note))}; noise floor {_fixed(ev.get('floor'), 4)} nats"
+    return (
+        f"replay: the baseline server, batched, picks {_token(ev.get('target_token'))}; "
+        f"baseline {_token(ev.get('baseline_token'))}, candidate "
+        f"{_token(ev.get('candidate_token'))}; gap {_fixed(ev.get('margin'), 4)} nats, "
+        f"noise floor {_fixed(ev.get('floor'), 4)} nats"
+        + (
+            f"; replay failed: {md.inline(str(ev['replay_error']))}"
+            if ev.get("replay_error")
+            else ""
+        )
+    )
+
+
+def _noise_floor_line(result: BenchResult) -> str | None:
+    floor = result.extras.get("noise_floor")
+    if not isinstance(floor, Mapping) or floor.get("floor") is None:
+        return None
+    quantile = floor.get("quantile")
+    q = f"{quantile * 100:g}th percentile" if isinstance(quantile, int | float) else "quantile"
+    return (
+        f"Noise floor: {_fixed(floor.get('floor'), 4)} nats, measured on the baseline server "
+        f"from {floor.get('positions', 0)} positions of its own probe outputs replayed as one "
+        f"batched prompt (A/A): {q} of the logprob-gap change {_fixed(floor.get('gap_delta_q'), 4)}"
+        f" nats, {floor.get('disagreements', 0)} position(s) where decode and replay picked "
+        "different tokens."
+    )
 
 
 def _excerpt_block(text: str) -> str:
@@ -288,6 +352,7 @@ def _context(
         "verdicts": VERDICTS,
         "verdict_rows": verdict_rows,
         "near_tie": f"{m.near_tie_threshold:g}",
+        "noise_floor": _noise_floor_line(result),
         "examples": _examples(result),
         "findings": _findings(result),
         "recommendation": rec,

@@ -1,5 +1,9 @@
-"""Read llama-server's monitoring endpoints (/metrics, /props, /slots).
+"""The one module that speaks HTTP to llama-server: client factory, health, /metrics, /slots,
+and the streamed chat POST.
 
+Everything else (the load client, the soak's supervisor and sampler, the process manager)
+goes through these functions, so timeouts are explicit in one place and httpx's exception
+tree is converted here: callers see `TransportError` / `RequestTimeout` or a plain value.
 Prometheus text is parsed just enough to read named samples; labels are folded into the key
 (`name{position="0"}`) so per-position acceptance counters stay distinct.
 """
@@ -7,12 +11,50 @@ Prometheus text is parsed just enough to read named samples; labels are folded i
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
 
 import httpx
 
 SPEC_DRAFT_TOKENS = "llamacpp:spec_decode_num_draft_tokens_total"
 SPEC_ACCEPTED_TOKENS = "llamacpp:spec_decode_num_accepted_tokens_total"
 SPEC_DRAFTS = "llamacpp:spec_decode_num_drafts_total"
+
+ServerClient = httpx.Client
+"""A connection pool to one llama-server; build it with `make_http_client`."""
+
+PROBE_TIMEOUT_S = 3.0
+"""/health, /metrics and /slots are served by the HTTP thread even while a slot decodes; a
+server that does not answer them within this is not answering."""
+
+
+class TransportError(Exception):
+    """The request could not be completed (refused, reset, malformed answer)."""
+
+
+class RequestTimeout(TransportError):
+    """The server did not answer (or stream) within the client's timeout."""
+
+
+def make_http_client(
+    base_url: str, *, request_timeout_s: float, connect_timeout_s: float = 5.0
+) -> ServerClient:
+    """The one place an HTTP client to llama-server is built: explicit timeouts, no env proxies."""
+    timeout = httpx.Timeout(request_timeout_s, connect=connect_timeout_s)
+    return httpx.Client(base_url=base_url, timeout=timeout, trust_env=False)
+
+
+def health_status(base_url: str, timeout_s: float = PROBE_TIMEOUT_S) -> int | None:
+    """HTTP status of GET /health, or None when nothing answered."""
+    try:
+        return httpx.get(f"{base_url.rstrip('/')}/health", timeout=timeout_s).status_code
+    except httpx.HTTPError:
+        return None
+
+
+def healthy(base_url: str, timeout_s: float = PROBE_TIMEOUT_S) -> bool:
+    return health_status(base_url, timeout_s) == 200
 
 
 def parse_prometheus(text: str) -> dict[str, float]:
@@ -27,12 +69,119 @@ def parse_prometheus(text: str) -> dict[str, float]:
     return samples
 
 
-def fetch_metrics(client: httpx.Client) -> dict[str, float]:
+def fetch_metrics(client: ServerClient, timeout_s: float = 10.0) -> dict[str, float]:
     """Current /metrics samples; empty when the endpoint is off or unreachable."""
     try:
-        response = client.get("/metrics", timeout=10.0)
+        response = client.get("/metrics", timeout=timeout_s)
     except httpx.HTTPError:
         return {}
     if response.status_code != 200:
         return {}
     return parse_prometheus(response.text)
+
+
+def fetch_slots(client: ServerClient, timeout_s: float = PROBE_TIMEOUT_S) -> list[dict[str, Any]]:
+    """/slots as a list of dicts; empty when the endpoint is off, unreachable or malformed."""
+    try:
+        response = client.get("/slots", timeout=timeout_s)
+    except httpx.HTTPError:
+        return []
+    if response.status_code != 200:
+        return []
+    with contextlib.suppress(ValueError):
+        body = response.json()
+        if isinstance(body, list):
+            return [s for s in body if isinstance(s, dict)]
+    return []
+
+
+@dataclass(slots=True)
+class StreamedResponse:
+    """A POST whose body is read line by line (server-sent events)."""
+
+    status: int
+    _response: httpx.Response
+
+    def text(self) -> str:
+        return self._response.read().decode("utf-8", errors="replace")
+
+    def lines(self) -> Iterator[str]:
+        return self._response.iter_lines()
+
+
+@contextlib.contextmanager
+def post_stream(
+    client: ServerClient, path: str, payload: dict[str, Any]
+) -> Iterator[StreamedResponse]:
+    """POST `payload` and stream the answer; httpx errors (also mid-stream) become ours."""
+    try:
+        with client.stream("POST", path, json=payload) as response:
+            yield StreamedResponse(response.status_code, response)
+    except httpx.TimeoutException as exc:
+        raise RequestTimeout(f"timeout: {type(exc).__name__}") from exc
+    except httpx.HTTPError as exc:
+        raise TransportError(f"transport error: {type(exc).__name__}: {exc}") from exc
+
+
+def post_json(
+    client: ServerClient, path: str, payload: dict[str, Any], timeout_s: float | None = None
+) -> tuple[int, Any]:
+    """POST and parse a JSON answer: (status, body); the body is text when it is not JSON."""
+    try:
+        response = (
+            client.post(path, json=payload)
+            if timeout_s is None
+            else client.post(path, json=payload, timeout=timeout_s)
+        )
+    except httpx.TimeoutException as exc:
+        raise RequestTimeout(f"timeout: {type(exc).__name__}") from exc
+    except httpx.HTTPError as exc:
+        raise TransportError(f"transport error: {type(exc).__name__}: {exc}") from exc
+    try:
+        return response.status_code, response.json()
+    except ValueError:
+        return response.status_code, response.text
+
+
+def _post_ok(client: ServerClient, path: str, payload: dict[str, Any]) -> dict[str, Any]:
+    """POST and demand a 200 with a JSON object; anything else is a `TransportError`."""
+    status, body = post_json(client, path, payload)
+    if status != 200 or not isinstance(body, dict):
+        raise TransportError(f"{path}: HTTP {status}: {str(body)[:200]}")
+    return body
+
+
+def apply_template(
+    client: ServerClient,
+    messages: list[dict[str, Any]],
+    tools: list[dict[str, Any]] | None = None,
+) -> str:
+    """The prompt the server's own chat template makes of `messages` (POST /apply-template)."""
+    payload: dict[str, Any] = {"messages": messages}
+    if tools:
+        payload["tools"] = tools
+    prompt = _post_ok(client, "/apply-template", payload).get("prompt")
+    if not isinstance(prompt, str):
+        raise TransportError(f"/apply-template: no prompt string in the answer: {prompt!r:.200}")
+    return prompt
+
+
+def tokenize(
+    client: ServerClient, content: str, *, add_special: bool = True, parse_special: bool = True
+) -> list[int]:
+    """Token ids of `content` (POST /tokenize). The defaults are what the server itself uses for
+    a chat or completion prompt (BOS when the vocabulary wants one, special tokens parsed)."""
+    body = _post_ok(
+        client,
+        "/tokenize",
+        {"content": content, "add_special": add_special, "parse_special": parse_special},
+    )
+    tokens = body.get("tokens")
+    if not isinstance(tokens, list) or not all(isinstance(t, int) for t in tokens):
+        raise TransportError(f"/tokenize: no token id list in the answer: {tokens!r:.200}")
+    return list(tokens)
+
+
+def complete(client: ServerClient, payload: dict[str, Any]) -> dict[str, Any]:
+    """One non-streamed POST /completion (raw prompt, no chat template); the answer's JSON."""
+    return _post_ok(client, "/completion", {**payload, "stream": False})

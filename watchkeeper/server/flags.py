@@ -36,7 +36,22 @@ _SPELLINGS: dict[str, tuple[str, ...]] = {
     "port": ("--port",),
     "metrics": ("--metrics",),
     "slots_endpoint": ("--slots",),
+    "gpu_layers": ("--gpu-layers", "--n-gpu-layers", "-ngl"),
+    "draft_gpu_layers": (
+        "--spec-draft-ngl",
+        "--gpu-layers-draft",
+        "--n-gpu-layers-draft",
+        "-ngld",
+    ),
+    "cache_type_k": ("--cache-type-k", "-ctk"),
+    "cache_type_v": ("--cache-type-v", "-ctv"),
+    "draft_cache_type_k": ("--spec-draft-type-k", "--cache-type-k-draft", "-ctkd"),
+    "draft_cache_type_v": ("--spec-draft-type-v", "--cache-type-v-draft", "-ctvd"),
+    "flash_attn": ("--flash-attn", "-fa"),
 }
+
+_DRAFT_MODEL_FIELDS = ("draft_gpu_layers", "draft_cache_type_k", "draft_cache_type_v")
+_ALLOWED = re.compile(r"allowed values:\s*([\w\s,.-]+?)(?:\(|$)")
 
 # Draft length knobs differ by spec-type family.
 _DRAFT_KNOBS: dict[str, dict[str, tuple[str, ...]]] = {
@@ -64,6 +79,15 @@ class HelpInfo:
     spec_types: tuple[str, ...]
     removed: dict[str, str] = field(default_factory=dict)
     """Flags --help still lists only to say they were removed -> what it says to use."""
+    descriptions: dict[str, str] = field(default_factory=dict)
+    """Flag -> its --help entry (names, argument and description, continuation included)."""
+
+    def allowed_values(self, flag: str) -> tuple[str, ...]:
+        """The 'allowed values: a, b, c' the help lists for a flag (empty when it lists none)."""
+        match = _ALLOWED.search(self.descriptions.get(flag, ""))
+        if not match:
+            return ()
+        return tuple(v.strip() for v in match.group(1).split(",") if v.strip())
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +101,7 @@ class ServerArgs:
 def parse_help(text: str) -> HelpInfo:
     flags: set[str] = set()
     removed: dict[str, str] = {}
+    descriptions: dict[str, str] = {}
     lines = text.splitlines()
     for number, line in enumerate(lines):
         stripped = line.lstrip()
@@ -96,11 +121,21 @@ def parse_help(text: str) -> HelpInfo:
             removed.update(dict.fromkeys(names, advice.split("(env:")[0].strip()))
             continue
         flags.update(names)
+        following: list[str] = []
+        for ln in lines[number + 1 : number + 6]:
+            if not ln.startswith(" ") or ln.lstrip().startswith("-"):
+                break
+            following.append(ln.strip())
+        entry = " ".join([stripped, *following])
+        for name in names:
+            descriptions.setdefault(name, entry)
     spec_types: tuple[str, ...] = ()
     match = _SPEC_TYPE_LINE.search(text)
     if match:
         spec_types = tuple(t for t in re.split(r"[,|]", match.group(1)) if t)
-    return HelpInfo(flags=frozenset(flags), spec_types=spec_types, removed=removed)
+    return HelpInfo(
+        flags=frozenset(flags), spec_types=spec_types, removed=removed, descriptions=descriptions
+    )
 
 
 def read_help(binary: ServerBinary, cache_dir: Path) -> HelpInfo:
@@ -178,7 +213,10 @@ def build_argv(
     draft_path: Path | None,
     port: int,
     host: str = "127.0.0.1",
+    cuda: bool = False,
 ) -> ServerArgs:
+    """``cuda``: the binary is a CUDA build, where unset gpu_layers mean 'all' (this build
+    otherwise offloads by its own heuristic: explicit is what gets measured)."""
     spec_type, notes = resolve_spec_type(profile, info)
     argv: list[str] = [str(binary)]
 
@@ -219,9 +257,64 @@ def build_argv(
                 raise FlagError(
                     f"profile field {field!r} is set but the profile does not speculate"
                 )
+    argv.extend(offload_and_cache_args(profile, info, cuda=cuda))
     _check_extra_args(profile.extra_args, info)
     argv.extend(profile.extra_args)
     return ServerArgs(argv=tuple(argv), notes=tuple(notes))
+
+
+def effective_gpu_layers(
+    profile: ProfileConfig, *, cuda: bool
+) -> tuple[str | int | None, str | int | None]:
+    """(target, draft) layers to offload: the profile's, else 'all' on a CUDA build."""
+    default = "all" if cuda else None
+    target = profile.gpu_layers if profile.gpu_layers is not None else default
+    draft: str | int | None = None
+    if profile.draft_model is not None:
+        draft = profile.draft_gpu_layers if profile.draft_gpu_layers is not None else default
+    return target, draft
+
+
+def offload_and_cache_args(profile: ProfileConfig, info: HelpInfo, *, cuda: bool) -> list[str]:
+    """-ngl/-ngld, KV cache types and flash attention, in this build's dialect."""
+    if profile.draft_model is None:
+        for name in _DRAFT_MODEL_FIELDS:
+            if getattr(profile, name) is not None:
+                raise FlagError(f"profile field {name!r} is set but the profile has no draft_model")
+    args: list[str] = []
+    target, draft = effective_gpu_layers(profile, cuda=cuda)
+    for name, value in (("gpu_layers", target), ("draft_gpu_layers", draft)):
+        if value is None:
+            continue
+        flag = _pick(name, _SPELLINGS[name], info)
+        # An older build without 'all': more layers than any model has.
+        old_dialect = "'all'" not in info.descriptions.get(flag, "'all'")
+        args.extend([flag, "999" if value == "all" and old_dialect else str(value)])
+    for name in ("cache_type_k", "cache_type_v", "draft_cache_type_k", "draft_cache_type_v"):
+        value = getattr(profile, name)
+        if value is None:
+            continue
+        flag = _pick(name, _SPELLINGS[name], info)
+        allowed = info.allowed_values(flag)
+        if allowed and value not in allowed:
+            raise FlagError(
+                f"profile field {name!r}: KV cache type {value!r} is not supported by this "
+                f"llama-server build; allowed: {', '.join(allowed)}"
+            )
+        args.extend([flag, value])
+    if profile.flash_attn is not None:
+        flag = _pick("flash_attn", _SPELLINGS["flash_attn"], info)
+        entry = info.descriptions.get(flag, "")
+        if "on|off" in entry or "'on'" in entry:
+            args.extend([flag, profile.flash_attn])
+        elif profile.flash_attn == "on":
+            args.append(flag)  # the old dialect: a bare switch
+        elif profile.flash_attn == "auto":
+            raise FlagError(
+                "flash_attn = 'auto' is not supported by this llama-server build "
+                f"({flag} is an on/off switch); use 'on' or 'off'"
+            )
+    return args
 
 
 def _check_extra_args(extra: list[str], info: HelpInfo) -> None:

@@ -14,10 +14,17 @@ from pathlib import Path
 
 from watchkeeper.config import Config, ProfileConfig
 from watchkeeper.errors import ServerError
-from watchkeeper.server.flags import HelpInfo, ServerArgs, build_argv, read_help, resolve_spec_type
+from watchkeeper.server.flags import (
+    HelpInfo,
+    ServerArgs,
+    build_argv,
+    effective_gpu_layers,
+    read_help,
+    resolve_spec_type,
+)
 from watchkeeper.server.install import ServerBinary, ensure_binary
 from watchkeeper.server.models import ModelFile, ModelStore
-from watchkeeper.server.process import ManagedServer, check_external, free_port
+from watchkeeper.server.process import ManagedServer, OffloadReport, check_external, free_port
 from watchkeeper.server.profiles import get_profile
 
 Progress = Callable[[str], None]
@@ -54,6 +61,7 @@ class PreparedProfile:
             model_path=self.model.path,
             draft_path=self.draft.path if self.draft else None,
             port=port,
+            cuda=self.binary.variant == "cuda",
         )
 
 
@@ -65,6 +73,39 @@ class RunningServer:
 
     def peak_rss_bytes(self) -> int | None:
         return self.managed.peak_rss_bytes if self.managed else None
+
+    def offload(self, *, has_draft: bool = False) -> OffloadReport | None:
+        """GPU offload as the server's log reported it (None for an external server)."""
+        return self.managed.offload(has_draft=has_draft) if self.managed else None
+
+
+def check_offload(
+    profile: ProfileConfig, report: OffloadReport, *, cuda: bool, log_path: Path | None = None
+) -> None:
+    """A profile that asked for full offload (explicitly, or by default on a CUDA build) and
+    got less must not be measured: its numbers would be a CPU/GPU split nobody asked for."""
+    target, draft = effective_gpu_layers(profile, cuda=cuda)
+    where = f" (log: {log_path})" if log_path else ""
+    for role, wanted, got in (("target", target, report.target), ("draft", draft, report.draft)):
+        if wanted is None or wanted == 0:
+            continue
+        if got is None:
+            reason = (
+                "llama-server found no usable GPU"
+                if report.no_gpu_warning
+                else "llama-server printed no 'offloaded N/M layers to GPU' line"
+            )
+            raise ServerError(
+                f"profile asked for {wanted} {role} layers on the GPU but {reason}{where}",
+                hint="use a CUDA build (server.cuda = true) on a GPU host, or unset gpu_layers",
+            )
+        expected = got.total if wanted == "all" else min(int(wanted), got.total)
+        if got.layers < expected:
+            raise ServerError(
+                f"profile asked for {wanted} {role} layers on the GPU but llama-server "
+                f"offloaded {got.layers}/{got.total}{where}",
+                hint="not enough free VRAM? lower gpu_layers, ctx_size or the KV cache type",
+            )
 
 
 def prepare(config: Config, name: str, *, progress: Progress = _quiet) -> PreparedProfile:
@@ -108,7 +149,15 @@ def serve(config: Config, prepared: PreparedProfile, *, log_path: Path) -> Itera
             last_error = exc
             continue
         try:
-            yield RunningServer(server.info.base_url, argv, server)
+            running = RunningServer(server.info.base_url, argv, server)
+            assert prepared.binary is not None
+            check_offload(
+                prepared.profile,
+                running.offload(has_draft=prepared.draft is not None) or OffloadReport(None, None),
+                cuda=prepared.binary.variant == "cuda",
+                log_path=log_path,
+            )
+            yield running
         finally:
             server.stop()
         return

@@ -9,6 +9,8 @@ peak is not missed between requests.
 from __future__ import annotations
 
 import contextlib
+import os
+import re
 import signal
 import socket
 import subprocess
@@ -18,10 +20,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
-import httpx
 import psutil
 
 from watchkeeper.errors import ServerError
+from watchkeeper.server.endpoints import health_status, healthy
 
 LOCALHOST = "127.0.0.1"
 
@@ -92,6 +94,55 @@ class RssSampler:
         self._thread.join(timeout=5)
 
 
+_OFFLOADED = re.compile(r"(?:^|\s)(?:\w+: )?offloaded (\d+)/(\d+) layers to GPU")
+_NO_GPU = "no usable GPU found"
+
+
+@dataclass(frozen=True, slots=True)
+class Offload:
+    """One model's 'offloaded N/M layers to GPU' line."""
+
+    layers: int
+    total: int
+
+    @property
+    def full(self) -> bool:
+        return self.layers >= self.total
+
+
+@dataclass(frozen=True, slots=True)
+class OffloadReport:
+    """What llama-server said about GPU offload at start-up.
+
+    llama.cpp (src/llama-model.cpp, load_tensors) prints
+    `load_tensors: offloaded 33/33 layers to GPU` per model it loads when the build supports
+    GPU offload: the target first, then the draft. A CPU build prints nothing (None here) or,
+    when -ngl was given, a 'no usable GPU found' warning."""
+
+    target: Offload | None
+    draft: Offload | None
+    no_gpu_warning: bool = False
+
+
+def parse_offload(log_text: str, *, has_draft: bool = False) -> OffloadReport:
+    """The offload lines of the last start in a server log (the log is appended to on each
+    restart; every start begins with the '$ argv' line the ManagedServer writes). When the
+    draft is loaded, the last two lines are target then draft: anything earlier (a dry-run
+    fit of the model) is not what was kept."""
+    lines = log_text.splitlines()
+    starts = [i for i, ln in enumerate(lines) if ln.startswith("$ ")]
+    run = lines[starts[-1] :] if starts else lines
+    found = [
+        Offload(int(m.group(1)), int(m.group(2)))
+        for m in (_OFFLOADED.search(ln) for ln in run)
+        if m is not None
+    ]
+    no_gpu = any(_NO_GPU in ln for ln in run)
+    if has_draft and len(found) >= 2:
+        return OffloadReport(found[-2], found[-1], no_gpu)
+    return OffloadReport(found[-1] if found else None, None, no_gpu)
+
+
 @dataclass(frozen=True, slots=True)
 class ServerInfo:
     """How to reach a running server, and whether we own it."""
@@ -147,6 +198,14 @@ class ManagedServer:
     def log_tail(self, lines: int = 25) -> str:
         return tail(self._log_path, lines)
 
+    def offload(self, *, has_draft: bool = False) -> OffloadReport:
+        """GPU offload of this start, from its log."""
+        try:
+            text = self._log_path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            text = ""
+        return parse_offload(text, has_draft=has_draft)
+
     def start(self) -> ServerInfo:
         if port_in_use(self._port):
             raise ServerError(
@@ -164,6 +223,7 @@ class ManagedServer:
                     stderr=subprocess.STDOUT,
                     stdin=subprocess.DEVNULL,
                     start_new_session=True,
+                    env=_library_env(self._argv[0]),
                 )
             except OSError as exc:
                 raise ServerError(f"cannot start {self._argv[0]}: {exc}") from exc
@@ -179,21 +239,19 @@ class ManagedServer:
     def _wait_healthy(self) -> None:
         assert self._proc is not None
         deadline = time.monotonic() + self._startup_timeout
-        url = f"http://{LOCALHOST}:{self._port}/health"
-        with httpx.Client(timeout=httpx.Timeout(2.0)) as client:
-            while time.monotonic() < deadline:
-                code = self._proc.poll()
-                if code is not None:
-                    raise ServerError(
-                        f"llama-server exited with code {code} during start-up "
-                        f"(log: {self._log_path})\n{self.log_tail()}",
-                        exit_code=code,
-                        log_tail=self.log_tail(),
-                    )
-                with contextlib.suppress(httpx.HTTPError):
-                    if client.get(url).status_code == 200:
-                        return
-                time.sleep(0.1)
+        url = f"http://{LOCALHOST}:{self._port}"
+        while time.monotonic() < deadline:
+            code = self._proc.poll()
+            if code is not None:
+                raise ServerError(
+                    f"llama-server exited with code {code} during start-up "
+                    f"(log: {self._log_path})\n{self.log_tail()}",
+                    exit_code=code,
+                    log_tail=self.log_tail(),
+                )
+            if healthy(url, timeout_s=2.0):
+                return
+            time.sleep(0.1)
         raise ServerError(
             f"llama-server did not become healthy within {self._startup_timeout:.0f}s "
             f"(log: {self._log_path})\n{self.log_tail()}",
@@ -236,11 +294,20 @@ class ManagedServer:
 
 def check_external(base_url: str, timeout_s: float = 5.0) -> None:
     """An external server must answer /health before we point load at it."""
-    try:
-        response = httpx.get(f"{base_url.rstrip('/')}/health", timeout=timeout_s)
-    except httpx.HTTPError as exc:
-        raise ServerError(f"external server {base_url} is not reachable: {exc}") from exc
-    if response.status_code != 200:
-        raise ServerError(
-            f"external server {base_url} is not healthy: /health answered {response.status_code}"
-        )
+    status = health_status(base_url, timeout_s)
+    if status is None:
+        raise ServerError(f"external server {base_url} is not reachable")
+    if status != 200:
+        raise ServerError(f"external server {base_url} is not healthy: /health answered {status}")
+
+
+def _library_env(binary: str) -> dict[str, str]:
+    """The binary's own folder first on the library path.
+
+    A cmake build records its build folder as RUNPATH; a copy of the binary and its shared
+    libraries (the nightly's pinned reference snapshot) must load the libraries beside it, not
+    the build folder's, which the next rebuild replaces. LD_LIBRARY_PATH wins over RUNPATH."""
+    env = dict(os.environ)
+    folder = str(Path(binary).resolve().parent)
+    env["LD_LIBRARY_PATH"] = ":".join(p for p in (folder, env.get("LD_LIBRARY_PATH", "")) if p)
+    return env

@@ -24,11 +24,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from types import FrameType
 
-import httpx
-
 from watchkeeper.config import Config
-from watchkeeper.load.client import chat, make_http_client
-from watchkeeper.records import RequestSample, Task
+from watchkeeper.load.client import chat
+from watchkeeper.load.records import RequestSample, Task
+from watchkeeper.server.endpoints import ServerClient, make_http_client
 from watchkeeper.soak.records import (
     PROBE_SUFFIX,
     IncidentRecord,
@@ -184,7 +183,7 @@ class SoakLoop:
                 _, url = sup.current()
                 active = Active(active.profile, active.key, url, sup.pid)
                 answering = sup.answering
-            with contextlib.suppress(httpx.HTTPError, OSError):
+            with contextlib.suppress(OSError):
                 self._sampler.sample(active, answering=answering)
 
     def _run_block(self, index: int, profile: str, concurrency: int, duration_s: float) -> None:
@@ -227,7 +226,7 @@ class SoakLoop:
     def _worker(self, sup: ServerSupervisor, block: _Block, deadline: float, delay: float) -> None:
         if delay and self._stop.wait(delay):
             return
-        client: httpx.Client | None = None
+        client: ServerClient | None = None
         client_gen = -1
         try:
             while not self._stop.is_set() and time.monotonic() < deadline and not sup.stopped:

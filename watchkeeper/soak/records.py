@@ -10,7 +10,7 @@ from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import Any
 
-from watchkeeper.records import RequestSample, TokenLogprob
+from watchkeeper.load.records import RequestSample, TokenLogprob
 
 PROBE_SUFFIX = ":probe"
 

@@ -18,20 +18,20 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-import httpx
 import psutil
 
-from watchkeeper.load.client import make_http_client
-from watchkeeper.server.endpoints import fetch_metrics
+from watchkeeper.server.endpoints import (
+    PROBE_TIMEOUT_S,
+    ServerClient,
+    fetch_metrics,
+    fetch_slots,
+    make_http_client,
+)
 from watchkeeper.server.process import tree_rss_bytes
 from watchkeeper.soak.records import IncidentRecord, Item, ResourcePoint, RunKey
 
 Emit = Callable[[Item], None]
 KV_USAGE_KEYS = ("llamacpp:kv_cache_usage_ratio", "llamacpp:kv_cache_usage")
-
-PROBE_TIMEOUT_S = 3.0
-"""/metrics and /slots answer in milliseconds from the HTTP thread, even mid-decode; a
-hung server must not stall the monitor (and with it hang detection) for long."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,20 +62,6 @@ def gpu_memory_used_bytes() -> int | None:
         return None
 
 
-def fetch_slots(client: httpx.Client) -> list[dict[str, Any]]:
-    try:
-        response = client.get("/slots", timeout=PROBE_TIMEOUT_S)
-    except httpx.HTTPError:
-        return []
-    if response.status_code != 200:
-        return []
-    with contextlib.suppress(ValueError):
-        body = response.json()
-        if isinstance(body, list):
-            return [s for s in body if isinstance(s, dict)]
-    return []
-
-
 class ResourceSampler:
     """Call `sample()` every few seconds from one thread; it emits one `ResourcePoint`."""
 
@@ -86,12 +72,12 @@ class ResourceSampler:
         self._procs: dict[int, psutil.Process] = {}
         self._busy_since: dict[tuple[str, int, Any, Any], datetime] = {}
         self._reported: set[tuple[str, int, Any, Any]] = set()
-        self._client: httpx.Client | None = None
+        self._client: ServerClient | None = None
         self._client_url = ""
         self._self = psutil.Process(os.getpid())
         self.last: ResourcePoint | None = None
 
-    def _http(self, base_url: str) -> httpx.Client:
+    def _http(self, base_url: str) -> ServerClient:
         if self._client is None or self._client_url != base_url:
             if self._client is not None:
                 self._client.close()

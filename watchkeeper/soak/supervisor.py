@@ -18,10 +18,9 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
-import httpx
-
 from watchkeeper.config import Config, SoakConfig
 from watchkeeper.errors import ServerError
+from watchkeeper.server.endpoints import healthy
 from watchkeeper.server.launch import PreparedProfile
 from watchkeeper.server.process import ManagedServer, free_port
 from watchkeeper.soak.records import IncidentRecord, Item
@@ -32,18 +31,6 @@ Emit = Callable[[Item], None]
 def backoff_s(failures: int, *, base_s: float, cap_s: float) -> float:
     """1, 2, 4, ... times `base_s`, never above `cap_s` (failures counts from 1)."""
     return float(min(cap_s, base_s * 2 ** max(0, failures - 1)))
-
-
-HEALTH_TIMEOUT_S = 3.0
-"""/health is served by the HTTP thread even while a slot decodes; 3 s without an answer is a
-failed check, and `soak.unresponsive_after` failed checks in a row are a hang."""
-
-
-def healthy(base_url: str, timeout_s: float = HEALTH_TIMEOUT_S) -> bool:
-    try:
-        return httpx.get(f"{base_url}/health", timeout=timeout_s).status_code == 200
-    except httpx.HTTPError:
-        return False
 
 
 class ServerSupervisor:

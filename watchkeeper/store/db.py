@@ -21,8 +21,8 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, OperationalError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
+from watchkeeper.config.paths import project_root
 from watchkeeper.errors import StoreError
-from watchkeeper.paths import project_root
 
 
 def masked(url: str) -> str:

@@ -34,9 +34,10 @@ from watchkeeper.store.schema import (
 OPEN_STATUSES = ("active", "acknowledged")
 LIVE_STATUSES = (*OPEN_STATUSES, "silenced")
 """Still the same finding when seen again (a silenced one keeps counting, files nothing)."""
-NOT_NIGHTLY = ("soak", "review")
-"""Campaign kinds that never join a nightly series: a soak has its own verdicts, and a PR
-review measures somebody's proposal, not the deployed configuration."""
+NOT_NIGHTLY = ("soak", "review", "nightly", "nightly-rerun")
+"""Campaign kinds that never join the absolute series: a soak has its own verdicts, a PR
+review measures somebody's proposal, and a nightly is judged by its paired ratio against the
+pinned reference (nightly_ratio), which host drift cannot move as it moves absolute tok/s."""
 STATUSES = ("active", "acknowledged", "dismissed", "fixed", "silenced", "expired")
 
 
@@ -129,6 +130,10 @@ def _finding(row: Finding) -> StoredFinding:
 class History:
     def __init__(self, db: Database) -> None:
         self._db = db
+
+    @property
+    def db(self) -> Database:
+        return self._db
 
     # -- runs -------------------------------------------------------------------------------
 

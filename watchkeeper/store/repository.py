@@ -6,6 +6,7 @@ natural keys make every write safe to repeat.
 
 from __future__ import annotations
 
+import json
 import uuid as uuidlib
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -15,8 +16,8 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from watchkeeper.config import ProfileConfig
-from watchkeeper.hostinfo import HostInfo
-from watchkeeper.records import RequestSample, RunResult, TokenLogprob
+from watchkeeper.host.info import HostInfo
+from watchkeeper.load.records import RequestSample, RunResult, TokenLogprob
 from watchkeeper.server.install import ServerBinary
 from watchkeeper.server.models import ModelFile
 from watchkeeper.store.db import Database
@@ -33,6 +34,7 @@ from watchkeeper.store.schema import (
     Run,
     ServerBuild,
 )
+from watchkeeper.store.upsert import insert_if_absent
 
 
 def find_run(s: Session, campaign_id: int, arm: str, round_: int, concurrency: int) -> Run | None:
@@ -54,65 +56,59 @@ class StoredRun:
     samples: tuple[RequestSample, ...]
 
 
-def _get_or_create(
-    session: Session, model: type[Any], lookup: dict[str, Any], **values: Any
-) -> Any:
-    row = session.scalars(select(model).filter_by(**lookup)).first()
-    if row is None:
-        row = model(**lookup, **values)
-        session.add(row)
-        session.flush()
-    return row
-
-
 class Repository:
     def __init__(self, db: Database) -> None:
         self._db = db
 
     def ensure_host(self, info: HostInfo) -> int:
-        with self._db.session() as s:
-            row = _get_or_create(
-                s,
-                Host,
-                {"fingerprint": info.fingerprint},
-                hostname=info.hostname,
-                cpu_model=info.cpu_model,
-                cpu_count=info.cpu_count,
-                memory_bytes=info.memory_bytes,
-                gpu=info.gpu,
-                os=info.os,
-            )
-            return int(row.id)
+        row, _ = insert_if_absent(
+            self._db,
+            Host,
+            {"fingerprint": info.fingerprint},
+            hostname=info.hostname,
+            cpu_model=info.cpu_model,
+            cpu_count=info.cpu_count,
+            memory_bytes=info.memory_bytes,
+            gpu=info.gpu,
+            os=info.os,
+            gpu_driver=info.gpu_driver,
+            gpu_cuda=info.gpu_cuda,
+        )
+        return int(row.id)
 
     def ensure_build(self, binary: ServerBinary | None, *, external_url: str = "") -> int:
+        identity: str | None = None
+        build_info: str | None = None
         if binary is None:
             fingerprint = f"external:{external_url}"[:64]
             version, variant, path = "external", "external", None
         else:
             fingerprint, version, variant = binary.sha256, binary.version, binary.variant
             path = str(binary.path)
-        with self._db.session() as s:
-            row = _get_or_create(
-                s,
-                ServerBuild,
-                {"fingerprint": fingerprint},
-                version=version,
-                variant=variant,
-                binary_path=path,
-            )
-            return int(row.id)
+            identity = binary.identity[:255]
+            build_info = json.dumps(binary.build_info(), sort_keys=True)
+        row, _ = insert_if_absent(
+            self._db,
+            ServerBuild,
+            {"fingerprint": fingerprint},
+            version=version,
+            variant=variant,
+            binary_path=path,
+            identity=identity,
+            build_info=build_info,
+        )
+        return int(row.id)
 
     def ensure_model(self, model: ModelFile) -> int:
-        with self._db.session() as s:
-            row = _get_or_create(
-                s,
-                Model,
-                {"sha256": model.sha256},
-                name=model.name,
-                path=str(model.path),
-                size_bytes=model.size,
-            )
-            return int(row.id)
+        row, _ = insert_if_absent(
+            self._db,
+            Model,
+            {"sha256": model.sha256},
+            name=model.name,
+            path=str(model.path),
+            size_bytes=model.size,
+        )
+        return int(row.id)
 
     def ensure_profile(
         self,
@@ -122,17 +118,16 @@ class Repository:
         target_model_id: int | None,
         draft_model_id: int | None,
     ) -> int:
-        with self._db.session() as s:
-            row = _get_or_create(
-                s,
-                Profile,
-                {"name": name, "config_hash": profile.config_hash()},
-                config=profile.model_dump(mode="json"),
-                target_model_id=target_model_id,
-                draft_model_id=draft_model_id,
-                spec_type=profile.spec_type,
-            )
-            return int(row.id)
+        row, _ = insert_if_absent(
+            self._db,
+            Profile,
+            {"name": name, "config_hash": profile.config_hash()},
+            config=profile.model_dump(mode="json"),
+            target_model_id=target_model_id,
+            draft_model_id=draft_model_id,
+            spec_type=profile.spec_type,
+        )
+        return int(row.id)
 
     def create_campaign(
         self, *, kind: str, host_id: int, build_id: int | None, params: dict[str, Any]

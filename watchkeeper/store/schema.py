@@ -59,6 +59,8 @@ class Host(Base):
     gpu: Mapped[str | None] = mapped_column(String(255))
     os: Mapped[str] = mapped_column(String(255))
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    gpu_driver: Mapped[str | None] = mapped_column(String(64))
+    gpu_cuda: Mapped[str | None] = mapped_column(String(32))
 
 
 class ServerBuild(Base):
@@ -69,6 +71,10 @@ class ServerBuild(Base):
     variant: Mapped[str] = mapped_column(String(32))
     binary_path: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    identity: Mapped[str | None] = mapped_column(String(255))
+    """'llama.cpp 11434.0.0 (cpu, gcc 12.2.0)': the line reports print (see install.py)."""
+    build_info: Mapped[str | None] = mapped_column(Text)
+    """JSON: sdist release and commit, CUDA toolkit and architectures, compiler, --version."""
 
 
 class Model(Base):
@@ -333,3 +339,61 @@ class JobRun(Base):
     error: Mapped[str | None] = mapped_column(Text)
     duration_s: Mapped[float | None] = mapped_column(Float)
     details: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+
+
+class Reference(Base):
+    """A pinned system under test: what tonight's current system is measured against.
+
+    Identified by what can change its speed (binary, model and draft files by sha256, the
+    profile's flags, the host). Its binary and models are snapshots in the cache kept by
+    content hash, so a rebuild or an upgrade cannot destroy what the reference runs. One
+    active row per (host, profile); a re-pin deactivates the previous one."""
+
+    __tablename__ = "reference"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    host_fingerprint: Mapped[str] = mapped_column(String(64), index=True)
+    profile: Mapped[str] = mapped_column(String(128))
+    identity: Mapped[str] = mapped_column(String(64))
+    """sha256 over the fields below: equal identities make an A/A night."""
+    binary_sha256: Mapped[str] = mapped_column(String(64))
+    binary_version: Mapped[str] = mapped_column(Text, default="")
+    model_sha256: Mapped[str] = mapped_column(String(64))
+    draft_sha256: Mapped[str | None] = mapped_column(String(64))
+    config_hash: Mapped[str] = mapped_column(String(16))
+    config: Mapped[dict[str, Any]] = mapped_column(JSON)
+    binary_path: Mapped[str] = mapped_column(Text)
+    model_path: Mapped[str] = mapped_column(Text)
+    draft_path: Mapped[str | None] = mapped_column(Text)
+    pinned_at: Mapped[datetime] = mapped_column(default=utcnow)
+    pinned_by: Mapped[str] = mapped_column(String(128))
+    reason: Mapped[str] = mapped_column(Text, default="")
+    active: Mapped[bool] = mapped_column(Boolean, default=True, index=True)
+
+
+class NightlyRatio(Base):
+    """One series' value for one night: current / reference, paired inside the run.
+
+    The run is the unit: one row per (night campaign, series), never pooled requests."""
+
+    __tablename__ = "nightly_ratio"
+    __table_args__ = (UniqueConstraint("campaign_id", "series"),)
+    id: Mapped[int] = mapped_column(primary_key=True)
+    campaign_id: Mapped[int] = mapped_column(ForeignKey("campaign.id", ondelete="CASCADE"))
+    reference_id: Mapped[int] = mapped_column(ForeignKey("reference.id", ondelete="CASCADE"))
+    series: Mapped[str] = mapped_column(String(255), index=True)
+    host_fingerprint: Mapped[str] = mapped_column(String(64))
+    profile: Mapped[str] = mapped_column(String(128))
+    category: Mapped[str] = mapped_column(String(64))
+    metric: Mapped[str] = mapped_column(String(64))
+    estimate: Mapped[float] = mapped_column(Float)
+    low: Mapped[float | None] = mapped_column(Float)
+    high: Mapped[float | None] = mapped_column(Float)
+    n_pairs: Mapped[int] = mapped_column(Integer)
+    n_tasks: Mapped[int] = mapped_column(Integer)
+    n_rounds: Mapped[int] = mapped_column(Integer)
+    threshold: Mapped[float] = mapped_column(Float)
+    verdict: Mapped[str] = mapped_column(String(32))
+    aa: Mapped[bool] = mapped_column(Boolean, default=False)
+    """Current identical to the reference: any flag on this night is a false alarm."""
+    confirmed: Mapped[bool] = mapped_column(Boolean, default=False)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)

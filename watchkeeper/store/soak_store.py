@@ -30,7 +30,7 @@ from watchkeeper.soak.records import (
     SampleRecord,
 )
 from watchkeeper.store.db import Database, masked
-from watchkeeper.store.repository import _sample_row, find_run
+from watchkeeper.store.repository import _sample_row
 from watchkeeper.store.schema import (
     Campaign,
     Finding,
@@ -39,6 +39,7 @@ from watchkeeper.store.schema import (
     ResourceSample,
     Run,
 )
+from watchkeeper.store.upsert import first_or_add, insert_if_absent
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +58,8 @@ class SoakSampleView:
     draft_n_accepted: int | None
     error: str | None
     output_text: str
+    block: int = -1
+    """The block (run round) the request belongs to: the soak's unit of replication."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,23 +125,24 @@ class SoakStore:
             ) from exc
 
     def _run(self, s: Session, campaign_id: int, key: RunKey, runs: dict[RunKey, Run]) -> Run:
-        run = runs.get(key)
-        if run is None:
-            run = find_run(s, campaign_id, key.arm, key.round, key.concurrency)
-        if run is None:
-            run = Run(
-                campaign_id=campaign_id,
-                profile_id=key.profile_id,
-                arm=key.arm,
-                round=key.round,
-                concurrency=key.concurrency,
-                is_warmup=False,
-                status="running",
-                server_argv=[],
-                started_at=datetime.now(UTC),
-            )
-            s.add(run)
-            s.flush()
+        cached = runs.get(key)
+        if cached is not None:
+            return cached
+        run, _ = first_or_add(
+            s,
+            Run,
+            {
+                "campaign_id": campaign_id,
+                "arm": key.arm,
+                "round": key.round,
+                "concurrency": key.concurrency,
+            },
+            profile_id=key.profile_id,
+            is_warmup=False,
+            status="running",
+            server_argv=[],
+            started_at=datetime.now(UTC),
+        )
         runs[key] = run
         return run
 
@@ -221,23 +225,17 @@ class SoakStore:
         evidence: dict[str, Any],
     ) -> None:
         """One finding per (campaign, fingerprint): judging a resumed soak twice adds none."""
-        with self._db.session() as s:
-            found = s.scalars(
-                select(Finding.id).filter_by(campaign_id=campaign_id, fingerprint=fingerprint)
-            ).first()
-            if found is None:
-                s.add(
-                    Finding(
-                        campaign_id=campaign_id,
-                        fingerprint=fingerprint,
-                        kind=kind,
-                        label="stability",
-                        severity=severity,
-                        title=title,
-                        evidence=evidence,
-                        status="active",
-                    )
-                )
+        insert_if_absent(
+            self._db,
+            Finding,
+            {"campaign_id": campaign_id, "fingerprint": fingerprint},
+            kind=kind,
+            label="stability",
+            severity=severity,
+            title=title,
+            evidence=evidence,
+            status="active",
+        )
 
     def set_status(self, campaign_id: int, status: str) -> None:
         with self._db.session() as s:
@@ -299,6 +297,7 @@ class SoakStore:
                             row.draft_n_accepted,
                             row.error,
                             row.output_text if probe else "",
+                            run.round,
                         )
                     )
             samples.sort(key=lambda v: v.started_at)

@@ -15,10 +15,10 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sqlalchemy import func, select, update
-from sqlalchemy.exc import IntegrityError
 
 from watchkeeper.store.db import Database
 from watchkeeper.store.schema import PrReview, TrackerItem
+from watchkeeper.store.upsert import insert_if_absent
 
 
 def _aware(value: datetime | None) -> datetime | None:
@@ -115,25 +115,20 @@ class TrackerStore:
     ) -> TrackedIssue | None:
         """Own the filing of `marker`, or None when another run owns it (or filed it)."""
         now = datetime.now(UTC)
-        try:
-            with self._db.session() as s:
-                row = TrackerItem(
-                    finding_id=finding_id,
-                    tracker=self.tracker,
-                    repository=self.repository,
-                    number=None,
-                    kind=kind[:32],
-                    url="",
-                    state="claimed",
-                    marker=marker,
-                    claimed_by=owner,
-                    claimed_at=now,
-                )
-                s.add(row)
-                s.flush()
-                return _item(row)
-        except IntegrityError:
-            pass
+        row, created = insert_if_absent(
+            self._db,
+            TrackerItem,
+            {"tracker": self.tracker, "repository": self.repository, "marker": marker},
+            finding_id=finding_id,
+            number=None,
+            kind=kind[:32],
+            url="",
+            state="claimed",
+            claimed_by=owner,
+            claimed_at=now,
+        )
+        if created:
+            return _item(row)
         with self._db.session() as s:
             row = s.scalars(
                 select(TrackerItem).where(*self._scope(), TrackerItem.marker == marker)
@@ -202,23 +197,18 @@ class TrackerStore:
     ) -> bool:
         """Own the review of `number` at `head_sha`; False when it is done or in hand."""
         now = datetime.now(UTC)
-        try:
-            with self._db.session() as s:
-                s.add(
-                    PrReview(
-                        tracker=self.tracker,
-                        repository=self.repository,
-                        number=number,
-                        head_sha=head_sha,
-                        base_sha=base_sha,
-                        status="running",
-                        claimed_by=owner,
-                        claimed_at=now,
-                    )
-                )
+        _, created = insert_if_absent(
+            self._db,
+            PrReview,
+            {"tracker": self.tracker, "repository": self.repository, "number": number},
+            head_sha=head_sha,
+            base_sha=base_sha,
+            status="running",
+            claimed_by=owner,
+            claimed_at=now,
+        )
+        if created:
             return True
-        except IntegrityError:
-            pass
         with self._db.session() as s:
             row = s.scalars(
                 select(PrReview).filter_by(

@@ -81,6 +81,36 @@ def _evidence_rows(f: StoredFinding) -> list[tuple[str, str]]:
             ("test", f"{e.get('test') or '—'}, {_p(e)}"),
             ("fence / floor", f"{_num(e.get('fence'), '.4g')} / {_num(e.get('floor'), '.4g')}"),
         ]
+    if "ratio" in e:
+        ref = e.get("reference") or {}
+        ci = e.get("ci95") or [None, None]
+        rows += [
+            ("current / reference", _num(e.get("ratio"), ".3f")),
+            ("95% CI", f"{_num(ci[0], '.3f')} to {_num(ci[1], '.3f')}"),
+            ("change", _delta(e)),
+            (
+                "replicates",
+                f"{e.get('n_pairs', '?')} pairs: {e.get('n_tasks', '?')} tasks x "
+                f"{e.get('n_rounds', '?')} rounds (rerun campaign {e.get('rerun_campaign_id')})",
+            ),
+            ("threshold", _num(e.get("threshold"), ".0%")),
+            (
+                "reference",
+                f"#{ref.get('id')} pinned {ref.get('pinned_at', '?')} by {ref.get('pinned_by')}; "
+                f"binary {str(ref.get('binary_sha256', ''))[:12]}, model "
+                f"{str(ref.get('model_sha256', ''))[:12]}, flags {ref.get('config_hash')}",
+            ),
+        ]
+        also = [a for a in e.get("also_confirmed") or [] if isinstance(a, dict)]
+        if also:
+            rows.append(
+                (
+                    "also confirmed in",
+                    ", ".join(f"{a.get('category')} {_num(a.get('ratio'), '.3f')}" for a in also),
+                )
+            )
+        if e.get("report"):
+            rows.append(("night's report", str(e["report"])))
     cp = e.get("change_point")
     if isinstance(cp, dict):
         rows += [
@@ -179,10 +209,17 @@ def recurrence_comment(f: StoredFinding) -> str:
     )
 
 
-def reopened_comment(f: StoredFinding) -> str:
+def reopened_comment(f: StoredFinding, removed: Sequence[str] = ()) -> str:
+    cleared = ""
+    if removed:
+        names = ", ".join(f"`{escape.inline(n, 80)}`" for n in removed)
+        cleared = (
+            f" Removed the status label(s) {names}: they decided the previous finding; "
+            "add one again to decide this one.\n"
+        )
     return escape.body(
         f"Regressed again: finding {f.id} ({escape.inline(_delta(f.evidence))}, "
-        f"{escape.inline(_p(f.evidence))}). Reopening.\n"
+        f"{escape.inline(_p(f.evidence))}). Reopening.\n{cleared}"
     )
 
 
@@ -193,7 +230,15 @@ def recovery_comment(f: StoredFinding, nights: int) -> str:
     )
 
 
-def status_comment(status: str, who: str, via: str) -> str:
+DECISION_MARKER = "<!-- watchkeeper:decision {} -->"
+"""Hidden in each status comment: the decision's id, so a retry finds it instead of posting."""
+
+
+def decision_id(finding_id: int, status: str) -> str:
+    return f"f{finding_id}-{status}"
+
+
+def status_comment(status: str, who: str, via: str, decision: str = "") -> str:
     what = {
         "acknowledged": "acknowledged: the new level is now the series' baseline",
         "dismissed": "dismissed as a false positive; closing",
@@ -201,6 +246,20 @@ def status_comment(status: str, who: str, via: str) -> str:
         "fixed": "marked fixed; closing",
         "active": "reopened",
     }.get(status, status)
+    marker = f"{DECISION_MARKER.format(decision)}\n" if decision else ""
     return escape.body(
-        f"Finding {what} (by {escape.inline(who, 80)} via {escape.inline(via, 80)}).\n"
+        f"Finding {what} (by {escape.inline(who, 80)} via {escape.inline(via, 80)}).\n{marker}"
     )
+
+
+def last_decision(comments: Sequence[Any], author: str) -> str | None:
+    """The id in the newest decision marker `author` posted (comments oldest first)."""
+    prefix, suffix = DECISION_MARKER.split("{}")
+    found = None
+    for comment in comments:
+        if comment.author != author:
+            continue
+        for line in comment.body.splitlines():
+            if line.startswith(prefix) and line.endswith(suffix):
+                found = line[len(prefix) : -len(suffix)]
+    return found

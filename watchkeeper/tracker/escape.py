@@ -25,6 +25,11 @@ BODY_LIMIT = 60_000
 TITLE_LIMIT = 200
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 _MENTION = re.compile(r"([@#])(?=[\w-])")
+_GH_REF = re.compile(r"\b(GH)(-\d)", re.IGNORECASE)
+"""GitHub links `GH-12` to issue 12 like `#12`."""
+_URL = re.compile(r"https?://[^\s<>()\[\]`'\"]+")
+"""Links keep their `#fragment` (`#issuecomment-...`): a joiner there would break them."""
+_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 _COMMENT_OPEN = re.compile(r"<!--")
 _COMMENT_CLOSE = re.compile(r"--(?=>)")
 _MARKER_PREFIX = "watchkeeper:"
@@ -40,9 +45,18 @@ def cap(text: str, limit: int) -> str:
 def neutral(text: str) -> str:
     """No notifications, no issue links, no HTML comments, no control characters."""
     text = _CONTROL.sub("", text.replace("\r\n", "\n"))
-    text = _MENTION.sub(lambda m: m.group(1) + ZWJ, text)
+    parts, start = [], 0
+    for url in _URL.finditer(text):
+        parts += [_defuse(text[start : url.start()]), url.group(0)]
+        start = url.end()
+    text = "".join([*parts, _defuse(text[start:])])
     text = _COMMENT_OPEN.sub("<" + ZWJ + "!--", text)
     return _COMMENT_CLOSE.sub("-" + ZWJ + "-", text)
+
+
+def _defuse(text: str) -> str:
+    text = _MENTION.sub(lambda m: m.group(1) + ZWJ, text)
+    return _GH_REF.sub(lambda m: m.group(1) + ZWJ + m.group(2), text)
 
 
 def inline(text: str, limit: int = TITLE_LIMIT) -> str:
@@ -65,9 +79,35 @@ def code_block(text: str, limit: int, lang: str = "text") -> str:
     return f"{fence}{lang}\n{body}\n{fence}"
 
 
-def body(text: str) -> str:
-    """The last step before posting: the whole body capped (the marker stays on top)."""
-    return cap(_CONTROL.sub("", text), BODY_LIMIT)
+def _open_fence(text: str) -> str:
+    """The fence of a code block left open at the end of `text`, or ""."""
+    fence = ""
+    for line in text.splitlines():
+        m = _FENCE.match(line)
+        if m is None:
+            continue
+        mark = m.group(1)
+        if not fence:
+            fence = mark
+        elif mark[0] == fence[0] and len(mark) >= len(fence) and not line[m.end() :].strip():
+            fence = ""
+    return fence
+
+
+def body(text: str, limit: int = BODY_LIMIT) -> str:
+    """The last step before posting: the whole body capped. The marker stays on top, the
+    footer (after the last `---`) stays whole, and a code block cut open is closed."""
+    text = _CONTROL.sub("", text)
+    if len(text) <= limit:
+        return text
+    head, sep, footer = text.rpartition("\n---\n")
+    if not sep or len(footer) > limit // 4:
+        head, sep, footer = text, "", ""
+    room = max(0, limit - len(sep) - len(footer) - 120)
+    cut = head[:room]
+    fence = _open_fence(cut)
+    closing = f"\n{fence}\n" if fence else ""
+    return f"{cut}{closing}\n… [{len(head) - room} more characters cut]\n{sep}{footer}"
 
 
 def marker_token(key: str) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote
 
@@ -26,6 +27,7 @@ class Issue:
     """'open' or 'closed'."""
     labels: tuple[str, ...]
     url: str
+    created_at: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,6 +36,18 @@ class Comment:
     body: str
     author: str
     url: str
+    created_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class IssueEvent:
+    """One entry of an issue's history, oldest first: who labelled, closed or reopened it."""
+
+    kind: str
+    """'labeled', 'unlabeled', 'closed' or 'reopened'."""
+    actor: str
+    label: str
+    at: datetime | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +62,17 @@ class PullRequest:
     base_ref: str
 
 
+def _time(value: Any) -> datetime | None:
+    """GitHub writes `...Z`, Gitea `...+00:00`; both whole seconds."""
+    if not value:
+        return None
+    try:
+        moment = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
 def _issue(data: dict[str, Any]) -> Issue:
     return Issue(
         number=int(data["number"]),
@@ -56,6 +81,7 @@ def _issue(data: dict[str, Any]) -> Issue:
         state=str(data.get("state") or "open"),
         labels=tuple(str(label["name"]) for label in data.get("labels") or []),
         url=str(data.get("html_url") or ""),
+        created_at=_time(data.get("created_at")),
     )
 
 
@@ -66,6 +92,7 @@ def _comment(data: dict[str, Any]) -> Comment:
         body=str(data.get("body") or ""),
         author=str(user.get("login") or ""),
         url=str(data.get("html_url") or ""),
+        created_at=_time(data.get("created_at")),
     )
 
 
@@ -164,6 +191,10 @@ class Forge:
         )
 
     def remove_label(self, number: int, label: str) -> None:
+        raise NotImplementedError
+
+    def events(self, number: int) -> list[IssueEvent] | None:
+        """The issue's label and state history, oldest first; None where the forge has none."""
         raise NotImplementedError
 
     # -- comments -------------------------------------------------------------------------

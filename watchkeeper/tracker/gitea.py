@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from watchkeeper.errors import TrackerPermanentError
-from watchkeeper.tracker.forge import Forge, Issue, _issue
+from watchkeeper.tracker.forge import Forge, Issue, IssueEvent, _issue, _time
 
 HEADERS = {"Accept": "application/json"}
 AUTH_SCHEME = "token"
@@ -75,6 +75,33 @@ class Gitea(Forge):
         except TrackerPermanentError as exc:
             if exc.status != 404:
                 raise
+
+    def events(self, number: int) -> list[IssueEvent] | None:
+        """From the timeline: `label` entries (body "1": added), `close` and `reopen`."""
+        try:
+            items = list(self._list(f"{self._repo}/issues/{number}/timeline"))
+        except TrackerPermanentError as exc:
+            if exc.status == 404:  # Gitea before 1.20 has no timeline
+                return None
+            raise
+        found = []
+        for d in items:
+            kind = str(d.get("type") or "")
+            if kind == "label":
+                kind = "labeled" if str(d.get("body") or "") == "1" else "unlabeled"
+            elif kind in ("close", "reopen"):
+                kind = {"close": "closed", "reopen": "reopened"}[kind]
+            else:
+                continue
+            found.append(
+                IssueEvent(
+                    kind=kind,
+                    actor=str((d.get("user") or {}).get("login") or ""),
+                    label=str((d.get("label") or {}).get("name") or ""),
+                    at=_time(d.get("created_at")),
+                )
+            )
+        return found
 
     def search_issues(self, text: str) -> list[Issue]:
         items = self._list(f"{self._repo}/issues", {"state": "all", "type": "issues", "q": text})

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from urllib.parse import quote
 
 from watchkeeper.errors import TrackerPermanentError
-from watchkeeper.tracker.forge import Forge, Issue, _issue
+from watchkeeper.tracker.forge import Forge, Issue, IssueEvent, _issue, _time
 
 HEADERS = {"Accept": "application/vnd.github+json", "X-GitHub-Api-Version": "2022-11-28"}
 AUTH_SCHEME = "Bearer"
@@ -35,6 +35,23 @@ class GitHub(Forge):
         except TrackerPermanentError as exc:
             if exc.status != 404:  # GitHub: 404 when the label is not on the issue
                 raise
+
+    def events(self, number: int) -> list[IssueEvent] | None:
+        try:
+            items = list(self._list(f"{self._repo}/issues/{number}/events"))
+        except TrackerPermanentError as exc:
+            if exc.status == 404:
+                return None
+            raise
+        return [
+            IssueEvent(
+                kind=str(d.get("event") or ""),
+                actor=str((d.get("actor") or {}).get("login") or ""),
+                label=str((d.get("label") or {}).get("name") or ""),
+                at=_time(d.get("created_at")),
+            )
+            for d in items
+        ]
 
     def search_issues(self, text: str) -> list[Issue]:
         query = f'"{text}" repo:{self.repository} is:issue in:body'

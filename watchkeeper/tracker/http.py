@@ -34,6 +34,7 @@ _LINK = re.compile(r'<(?P<url>[^>]+)>\s*;\s*rel="?(?P<rel>[a-z]+)"?')
 _SAFE_METHODS = frozenset({"GET", "HEAD", "PUT", "DELETE", "PATCH"})
 """Repeating these leaves the same state (PATCH here only ever sets fields to values)."""
 _MESSAGE_CHARS = 300
+_REPO = re.compile(r"^/repos/([^/]+/[^/]+)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,13 +119,29 @@ class ApiClient:
     def close(self) -> None:
         self._http.close()
 
-    def _fail(self, cls: type[TrackerError], text: str, status: int | None = None) -> TrackerError:
+    def _fail(
+        self,
+        cls: type[TrackerError],
+        text: str,
+        status: int | None = None,
+        path: str = "",
+        down: bool = False,
+    ) -> TrackerError:
         hint = None
-        if status == 401:
+        repo = _REPO.match(urlsplit(path).path)
+        if down:
+            hint = f"is the forge up at {self.base_url}? (tracker.api_url)"
+        elif status == 401:
             hint = "check the token (tracker.token_env / tracker.token_file) and its scopes"
+        elif status in (404, 422) and repo:
+            text = f"repository {repo.group(1)}: {text}"
+            hint = (
+                f"check tracker.repository: does {repo.group(1)} exist on {self.base_url}, "
+                "and can the token see it? (a token without access sees 404)"
+            )
         elif status == 404:
             hint = "check tracker.api_url and tracker.repository (a token without access sees 404)"
-        return cls(redact(text, self._token), hint=hint, status=status)
+        return cls(" ".join(redact(text, self._token).split()), hint=hint, status=status)
 
     def _rate_limit_wait(self, response: httpx.Response) -> float | None:
         """Seconds to wait when the response is a rate limit, else None."""
@@ -170,23 +187,28 @@ class ApiClient:
         repeatable = method in _SAFE_METHODS if idempotent is None else idempotent
         label = f"{method} {urlsplit(path).path}"
         last = "no attempt made"
+        down = False
         for attempt in range(1, self._policy.max_attempts + 1):
             try:
                 response = self._http.request(method, path, params=params, json=json)
             except httpx.TransportError as exc:
                 last = f"{type(exc).__name__}: {exc}"
                 sent = not isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout)
+                down = True
                 if sent and not repeatable:
                     raise self._fail(
                         TrackerTransientError,
                         f"{label} failed after it may have reached the server ({last}); "
                         "not repeated, so nothing is created twice",
+                        path=path,
+                        down=True,
                     ) from exc
                 log.warning("%s: %s (attempt %d)", label, last, attempt)
                 if attempt < self._policy.max_attempts:
                     self._sleep(self._backoff(attempt))
                 continue
             status = response.status_code
+            down = False
             log.debug("%s -> %d", label, status)
             if status in expect:
                 return ApiResponse(status, _body(response), response.headers)
@@ -217,11 +239,16 @@ class ApiClient:
                     self._sleep(self._backoff(attempt))
                 continue
             raise self._fail(
-                TrackerPermanentError, f"{label} -> HTTP {status}: {_api_message(response)}", status
+                TrackerPermanentError,
+                f"{label} -> HTTP {status}: {_api_message(response)}",
+                status,
+                path,
             )
         raise self._fail(
             TrackerTransientError,
             f"{label} still failing after {self._policy.max_attempts} attempts: {last}",
+            path=path,
+            down=down,
         )
 
     def paginate(

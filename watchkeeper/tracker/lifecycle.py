@@ -12,10 +12,10 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from watchkeeper.analysis.detector import Direction, MetricKind, SeriesKey
-from watchkeeper.analysis.series import SeriesPoint, fingerprint, pool, series_history
+from watchkeeper.nightly.detector import Direction, MetricKind, SeriesKey
+from watchkeeper.nightly.series import SeriesPoint, fingerprint, pool, series_history
 from watchkeeper.store.history import History, StoredFinding
-from watchkeeper.tracker.forge import Comment
+from watchkeeper.tracker.forge import Comment, IssueEvent
 
 ACTIONS = {"ack": "acknowledged", "dismiss": "dismissed", "silence": "silenced"}
 _COMMAND = re.compile(r"^\s*/watchkeeper\s+(ack|dismiss|silence)\b", re.MULTILINE | re.IGNORECASE)
@@ -44,10 +44,36 @@ class Decision:
     via: str
 
 
-def label_decision(labels: Sequence[str], prefix: str) -> Decision | None:
+def label_decision(
+    labels: Sequence[str],
+    prefix: str,
+    events: Sequence[IssueEvent] | None = None,
+    me: str = "",
+) -> Decision | None:
+    """A status label on the issue, as a decision about the finding it now tracks.
+
+    With the issue's history (`events`), a label counts only when someone other than
+    watchkeeper applied it *after* the occurrence it would decide began: after watchkeeper's
+    last reopen of the issue. A label left over from an earlier finding (closed with
+    `dismiss`, then reopened by a recurrence) is no decision about the new one. Without a
+    history (a forge that has none), every status label counts.
+    """
+    added: dict[str, tuple[int, str]] = {}
+    start = -1
+    for index, event in enumerate(events or ()):
+        if event.kind == "reopened" and event.actor == me:
+            start = index
+        elif event.kind == "labeled":
+            added[event.label] = (index, event.actor)
     for action in ("dismiss", "silence", "ack"):
-        if f"{prefix}{action}" in labels:
-            return Decision(action, "a maintainer", f"label {prefix}{action}")
+        name = f"{prefix}{action}"
+        if name not in labels:
+            continue
+        if events is None:
+            return Decision(action, "a maintainer", f"label {name}")
+        index, actor = added.get(name, (-1, ""))
+        if index > start and actor and actor != me:
+            return Decision(action, actor, f"label {name}")
     return None
 
 

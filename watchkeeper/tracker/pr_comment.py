@@ -9,16 +9,15 @@ the method, so a reviewer can judge how sure the numbers are without leaving the
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from watchkeeper.analysis.benchmark import BenchResult, CategoryStats
-from watchkeeper.analysis.stats import RatioCI
+from watchkeeper.analysis.stats import RatioCI, wilson
 from watchkeeper.tracker import escape
 from watchkeeper.tracker.forge import PullRequest
 
-VERDICTS = ("identical", "near_tie", "length_only", "mismatch")
+VERDICTS = ("identical", "near_tie", "batch_variance", "length_only", "mismatch")
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,21 +32,15 @@ def review_marker(number: int) -> str:
     return escape.marker_token(f"review:{number}")
 
 
-def wilson(successes: int, n: int, z: float = 1.96) -> tuple[float, float]:
-    if n == 0:
-        return 0.0, 1.0
-    p = successes / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return max(0.0, centre - half), min(1.0, centre + half)
-
-
 def _ci(ci: RatioCI | None) -> str:
     if ci is None:
         return "—"
-    if ci.n_clusters < 2:
-        return f"{ci.estimate:.2f}x (1 task: no CI)"
-    return f"{ci.estimate:.2f}x ({ci.low:.2f}-{ci.high:.2f})"
+    if not ci.has_ci:
+        return f"{ci.estimate:.2f}x ({ci.n_rounds} round(s): no CI)"
+    text = f"{ci.estimate:.2f}x ({ci.low:.2f}-{ci.high:.2f})"
+    if ci.rounds_needed:
+        text += f", ~{ci.rounds_needed} rounds would settle it"
+    return text
 
 
 def _num(value: float | None, fmt: str) -> str:
@@ -55,12 +48,14 @@ def _num(value: float | None, fmt: str) -> str:
 
 
 def _speed_word(ci: RatioCI | None) -> str:
-    if ci is None or ci.n_clusters < 2:
+    """Only a CI that excludes 1 with an effect beyond the threshold names a direction: two
+    reviews of identical code once read 0.91x "regresses" and 1.22x "faster"."""
+    if ci is None or not ci.has_ci:
         return "not measurable"
-    if ci.low > 1.0:
-        return "faster"
-    if ci.high < 1.0:
-        return "slower"
+    if ci.verdict in ("faster", "slower"):
+        return ci.verdict
+    if ci.verdict == "inconclusive":
+        return "inconclusive"
     return "no clear difference"
 
 
@@ -139,14 +134,19 @@ def _method(reviews: Sequence[ProfileReview]) -> list[str]:
         f"- Speed-up: head / base, {m.ci_method}, {m.confidence:.0%} CI, {m.resamples} resamples.",
         "- Identity: each head output against the base output of the same task and round; "
         f"`near_tie` = diverged where the base's top-2 logprob margin was below "
-        f"{m.near_tie_threshold:g} nats. Identical rate with a Wilson 95% interval.",
+        f"{m.near_tie_threshold:g} nats; `batch-variance` = the base server, fed the shared "
+        "prefix as one batched prompt, picks the head's token (or it is within the measured "
+        "noise floor); only `mismatch` is a correctness bug. Identical rate with a Wilson 95% "
+        "interval.",
         f"- Host {escape.inline(res.host.cpu_model, 80)} ({res.host.cpu_count} CPUs"
         f"{', ' + escape.inline(res.host.gpu, 80) if res.host.gpu else ''}); llama-server "
         f"{escape.inline(res.build_version, 60)} ({escape.inline(res.build_variant, 20)}).",
     ]
     for r in done:
         assert r.result is not None
-        lines.append(f"- {escape.inline(r.profile, 60)}: campaign {r.result.campaign_id}.")
+        sizing = r.result.extras.get("sizing")
+        sized = f" Rounds: {escape.inline(str(sizing), 200)}." if sizing else ""
+        lines.append(f"- {escape.inline(r.profile, 60)}: campaign {r.result.campaign_id}.{sized}")
     return lines
 
 
@@ -174,9 +174,10 @@ def review_comment(
             "",
             "#### Identical output (head vs base, temperature 0)",
             "",
-            "| profile | category | identical | near-tie | length-only | mismatch "
-            "| identical rate (95% CI) |",
-            "|---|---|---:|---:|---:|---:|---:|",
+            "| profile | category | "
+            + " | ".join(v.replace("_", "-") for v in VERDICTS)
+            + " | identical rate (95% CI) |",
+            "|---|---|" + "---:|" * (len(VERDICTS) + 1),
             *ident,
             "",
         ]

@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from watchkeeper.config_tracker import TrackerConfig
+from watchkeeper.config.tracker import TrackerConfig
 from watchkeeper.errors import ConfigError
 from watchkeeper.tracker import gitea, github
 from watchkeeper.tracker.forge import Forge

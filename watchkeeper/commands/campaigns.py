@@ -6,19 +6,18 @@ one server configuration. Both CLI and daemon call these functions.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from watchkeeper import hostinfo
 from watchkeeper.config import Config
-from watchkeeper.load.client import make_http_client
+from watchkeeper.config.paths import runs_log_dir
+from watchkeeper.host import info as hostinfo
+from watchkeeper.load.records import RequestSample, RunResult, Task
 from watchkeeper.load.runner import LoadSettings, run_tasks
-from watchkeeper.paths import runs_log_dir
-from watchkeeper.records import RequestSample, RunResult, Task
-from watchkeeper.server.endpoints import fetch_metrics
+from watchkeeper.server.endpoints import fetch_metrics, make_http_client
 from watchkeeper.server.launch import PreparedProfile, RunningServer, serve
 from watchkeeper.store.repository import Repository
 
@@ -75,14 +74,7 @@ def measure_run(
         before = fetch_metrics(c)
         samples = run_tasks(c, tasks, settings, on_sample=on_sample)
         after = fetch_metrics(c)
-    error = None
-    if server.managed is not None:
-        failed = any(s.error for s in samples)
-        code = server.managed.exit_code(wait_s=2.0 if failed else 0.0)
-        if code is not None:
-            error = (
-                f"llama-server exited with code {code} during the run\n{server.managed.log_tail()}"
-            )
+    error = _server_death(server, samples)
     return RunResult(
         arm=arm,
         profile_name=arm,
@@ -98,6 +90,80 @@ def measure_run(
         metrics_after=after,
         error=error,
     )
+
+
+def _server_death(server: RunningServer, samples: Sequence[RequestSample]) -> str | None:
+    if server.managed is None:
+        return None
+    failed = any(s.error for s in samples)
+    code = server.managed.exit_code(wait_s=2.0 if failed else 0.0)
+    if code is None:
+        return None
+    return f"llama-server exited with code {code} during the run\n{server.managed.log_tail()}"
+
+
+def arm_order(arms: Sequence[str], step: int) -> list[str]:
+    """ABC on even steps, CBA on odd ones: every arm takes every position equally often."""
+    return list(arms) if step % 2 == 0 else list(reversed(arms))
+
+
+def measure_round(
+    servers: Mapping[str, RunningServer],
+    config: Config,
+    tasks: Sequence[Task],
+    *,
+    arms: Sequence[str],
+    round_index: int,
+    is_warmup: bool,
+    settings: LoadSettings,
+) -> list[RunResult]:
+    """One round of a paired comparison, arms back to back per task.
+
+    Each task (a chunk of `concurrency` tasks) goes to every arm in turn before the next task
+    starts, and the order alternates from task to task and from round to round (AB, BA, ...).
+    The two sides of a pair are then seconds apart, inside the same disturbance: measured on
+    this host, a 20-second slowdown that landed on one arm's half of a round-sized block read
+    as a 13% "effect" for that round. Counters are read per server around the whole round;
+    only that arm's requests move them. One RunResult per arm, as `measure_run` gives."""
+    started = datetime.now(UTC)
+    clients = {
+        arm: make_http_client(
+            servers[arm].base_url, request_timeout_s=config.server.request_timeout_s
+        )
+        for arm in arms
+    }
+    try:
+        before = {arm: fetch_metrics(clients[arm]) for arm in arms}
+        samples: dict[str, list[RequestSample]] = {arm: [] for arm in arms}
+        chunk = max(1, settings.concurrency)
+        for step, first in enumerate(range(0, len(tasks), chunk)):
+            part = tasks[first : first + chunk]
+            for arm in arm_order(arms, round_index + step):
+                got = run_tasks(clients[arm], part, settings)
+                samples[arm].extend(replace(s, seq=first + s.seq) for s in got)
+        after = {arm: fetch_metrics(clients[arm]) for arm in arms}
+    finally:
+        for client in clients.values():
+            client.close()
+    finished = datetime.now(UTC)
+    return [
+        RunResult(
+            arm=arm,
+            profile_name=arm,
+            round=round_index,
+            is_warmup=is_warmup,
+            concurrency=settings.concurrency,
+            started_at=started,
+            finished_at=finished,
+            samples=tuple(samples[arm]),
+            server_argv=servers[arm].argv,
+            peak_rss_bytes=servers[arm].peak_rss_bytes(),
+            metrics_before=before[arm],
+            metrics_after=after[arm],
+            error=_server_death(servers[arm], samples[arm]),
+        )
+        for arm in arms
+    ]
 
 
 def run_profile(

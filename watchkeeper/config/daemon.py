@@ -24,18 +24,15 @@ import socket
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import Field, field_validator
 
-from watchkeeper import hostinfo
-from watchkeeper.paths import data_dir, project_root
+from watchkeeper.config.base import Strict as _Strict
+from watchkeeper.config.paths import data_dir, project_root
+from watchkeeper.host import info as hostinfo
 
 LOOPBACK = ("127.0.0.1", "::1", "localhost")
 DEFAULT_METRICS_PORT = 9638
 DEFAULT_LOCK_NAMESPACE = 0x5768_4B43  # "WhKC"
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 def _sanitise(text: str) -> str:

@@ -19,8 +19,9 @@ from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
-from watchkeeper.analysis.changepoints import ChangePoint, first_bad
-from watchkeeper.analysis.detector import (
+from watchkeeper.errors import ConfigError
+from watchkeeper.nightly.changepoints import ChangePoint, first_bad
+from watchkeeper.nightly.detector import (
     DetectorParams,
     Finding,
     Label,
@@ -29,7 +30,7 @@ from watchkeeper.analysis.detector import (
     SeriesKey,
     detect_night,
 )
-from watchkeeper.analysis.series import (
+from watchkeeper.nightly.series import (
     SeriesPoint,
     describe,
     exclusion_reason,
@@ -37,8 +38,8 @@ from watchkeeper.analysis.series import (
     pool,
     series_history,
 )
-from watchkeeper.errors import ConfigError
 from watchkeeper.store.history import LIVE_STATUSES, STATUSES, History, StoredFinding
+from watchkeeper.store.references import ReferenceStore
 
 DETECTOR_KINDS = ("regression", "improvement")
 SETTABLE = {
@@ -454,6 +455,14 @@ def set_status(history: History, finding_id: int, action: str, note: str = "") -
     if status == "acknowledged" and finding.run_id is not None and finding.series_key:
         history.add_reset(
             finding.fingerprint, finding.run_id, reason="acknowledged", finding_id=finding_id
+        )
+    reference = finding.evidence.get("reference") if finding.kind == "regression" else None
+    if status in ("acknowledged", "fixed") and isinstance(reference, dict) and "id" in reference:
+        # A nightly regression accepted (ack) or fixed: the reference it was measured against
+        # retires, and the next nightly pins that night's system, so the same step is not
+        # reported every night (after a fix the new pin is the fixed system).
+        ReferenceStore(history.db).retire(
+            int(reference["id"]), reason=f"finding #{finding_id} {status}: {note or 'no note'}"
         )
     updated = history.finding(finding_id)
     assert updated is not None

@@ -1,4 +1,4 @@
-"""Command line for the daemon stage: `daemon`, `status`, `job run NAME` (thin, like cli.py)."""
+"""Command group for the daemon stage: `daemon`, `status`, `job run NAME`."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 
 from rich.markup import escape
 
-from watchkeeper.cli import _add_common, out
+from watchkeeper.cli.common import add_common, out
 from watchkeeper.config import Config
 
 
@@ -89,20 +89,20 @@ def register(sub: Any) -> None:
         "current step and exit 0; SIGHUP: reload the config and the job files. Serves "
         "/metrics and /healthz on 127.0.0.1 ([daemon] metrics_port).",
     )
-    _add_common(p)
+    add_common(p)
     p.set_defaults(handler=cmd_daemon)
 
     p = sub.add_parser(
         "status", help="next runs, last runs with their outcome, open findings, spool depth"
     )
-    _add_common(p)
+    add_common(p)
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler=cmd_status)
 
     p = sub.add_parser("job", help="run one daemon job now, the way the daemon would")
     jobsub = p.add_subparsers(dest="job_command", required=True, metavar="ACTION")
     run = jobsub.add_parser("run", help="run the job NAME (jobs/NAME.toml) once, now")
-    _add_common(run)
+    add_common(run)
     run.add_argument("name", metavar="NAME")
     run.add_argument("--json", action="store_true")
     p.set_defaults(handler=cmd_job_run)

@@ -1,4 +1,4 @@
-"""Command line for regression tracking: `digest`, `findings`, `aa` (thin, like cli.py)."""
+"""Command group for regression tracking: `nightly`, `reference`, `digest`, `findings`, `aa`."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 from datetime import UTC, date, datetime
 from typing import Any
 
-from watchkeeper.cli import _add_common, _progress, _split, out
+from watchkeeper.cli.common import add_common, out, progress, quiet, split
 from watchkeeper.config import Config
 from watchkeeper.errors import ConfigError
 
@@ -30,7 +30,7 @@ def cmd_digest(args: argparse.Namespace, config: Config) -> int:
         commit=args.commit or args.push,
         push=args.push,
         rerun=args.rerun,
-        progress=_progress if not args.json else (lambda _m: None),
+        progress=progress if not args.json else quiet,
     )
     if args.json:
         out.print_json(json.dumps(outcome.to_json()))
@@ -43,9 +43,9 @@ def cmd_digest(args: argparse.Namespace, config: Config) -> int:
 
 
 def cmd_findings(args: argparse.Namespace, config: Config) -> int:
+    from watchkeeper.nightly.findings import set_status
     from watchkeeper.store.db import Database
     from watchkeeper.store.history import OPEN_STATUSES, History
-    from watchkeeper.tracking import set_status
 
     db = Database(config.database.resolved_url())
     try:
@@ -56,7 +56,7 @@ def cmd_findings(args: argparse.Namespace, config: Config) -> int:
             f = set_status(history, args.id, args.action, args.note or "")
             out.print(f"finding #{f.id} is now {f.status}: {f.title}")
             return 0
-        statuses = _split(args.status) if args.status else list(OPEN_STATUSES)
+        statuses = split(args.status) if args.status else list(OPEN_STATUSES)
         found = history.findings(statuses=None if args.status == "all" else statuses)
         rows: list[dict[str, Any]] = [
             {
@@ -95,8 +95,8 @@ def cmd_aa(args: argparse.Namespace, config: Config) -> int:
         history_runs=args.history_runs,
         test_runs=args.test_runs,
         per_category=args.per_category,
-        categories=_split(args.categories),
-        progress=_progress if not args.json else (lambda _m: None),
+        categories=split(args.categories),
+        progress=progress if not args.json else quiet,
     )
     data = result.to_json()
     if args.json:
@@ -117,7 +117,119 @@ def cmd_aa(args: argparse.Namespace, config: Config) -> int:
     return 0
 
 
+def cmd_nightly(args: argparse.Namespace, config: Config) -> int:
+    from watchkeeper.commands.nightly import nightly_command
+
+    outcome = nightly_command(
+        config, profiles=args.profile or None, progress=progress if not args.json else quiet
+    )
+    if args.json:
+        out.print_json(json.dumps(outcome.to_json()))
+        return 0
+    for night in outcome.nights:
+        kind = "A/A night" if night.aa else "current vs reference"
+        pinned = " (reference pinned tonight)" if night.pinned_now else ""
+        out.print(
+            f"[bold]{night.profile}[/bold]: campaign {night.campaign_id}, {kind} "
+            f"#{night.reference_id}{pinned}"
+        )
+        for r in night.ratios:
+            ci = (
+                f"[{r.low:.3f}, {r.high:.3f}]"
+                if r.low is not None and r.high is not None
+                else "no CI"
+            )
+            mark = " confirmed" if r.confirmed else ""
+            out.print(
+                f"  {r.category:<12} {r.estimate:.3f} {ci} {r.verdict}{mark} "
+                f"(n={r.n_pairs} pairs, {r.n_tasks} tasks x {r.n_rounds} rounds, "
+                f"threshold {r.threshold:.0%})"
+            )
+        if night.report_path:
+            out.print(f"  report: {night.report_path}")
+    return 0
+
+
+def cmd_reference(args: argparse.Namespace, config: Config) -> int:
+    from watchkeeper.commands.nightly import reference_pin
+    from watchkeeper.store.db import Database
+    from watchkeeper.store.references import ReferenceStore
+
+    if args.action == "pin":
+        if not args.profile:
+            raise ConfigError("`reference pin` needs --profile")
+        ref = reference_pin(
+            config, profile=args.profile, by=args.by, reason=args.reason or "", progress=progress
+        )
+        out.print(f"reference #{ref.id} of {ref.profile} pinned by {ref.pinned_by}")
+        return 0
+    db = Database(config.database.resolved_url())
+    try:
+        refs = ReferenceStore(db).history(args.profile)
+    finally:
+        db.close()
+    if args.action == "show":
+        refs = [r for r in refs if r.active]
+    rows = [
+        {
+            "id": r.id,
+            "profile": r.profile,
+            "active": r.active,
+            "pinned_at": r.pinned_at.isoformat(),
+            "pinned_by": r.pinned_by,
+            "reason": r.reason,
+            "binary": f"{r.binary_version} sha256 {r.binary_sha256}",
+            "model_sha256": r.model_sha256,
+            "draft_sha256": r.draft_sha256,
+            "config_hash": r.config_hash,
+            "host": r.host_fingerprint,
+        }
+        for r in refs
+    ]
+    if args.json:
+        out.print_json(json.dumps(rows))
+    elif not rows:
+        out.print("no reference pinned yet (the first nightly run pins one)")
+    for row in rows if not args.json else []:
+        state = "active" if row["active"] else "retired"
+        out.print(
+            f"#{row['id']} {row['profile']} {state}: pinned {row['pinned_at']} by "
+            f"{row['pinned_by']} ({row['reason'] or 'no reason given'}); {row['binary']}; "
+            f"model {str(row['model_sha256'])[:12]}; flags {row['config_hash']}"
+        )
+    return 0
+
+
 def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "nightly",
+        help="paired run of tonight's system against its pinned reference; one ratio per series",
+        description="Runs the current system and the pinned reference (binary and models by "
+        "sha256, flags) back to back per task in the same run, and stores one ratio "
+        "current/reference per series with a CI over rounds and tasks. The first run pins the "
+        "reference. A regression (CI excludes 1, estimate beyond nightly.min_effect) is "
+        "confirmed by an immediate rerun or the next night before it becomes a finding.",
+    )
+    add_common(p)
+    p.add_argument("--profile", action="append", metavar="P", help="default: nightly.profiles")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(handler=cmd_nightly)
+
+    p = sub.add_parser(
+        "reference",
+        help="show, pin or list the nightly's pinned references",
+        description="show: the active reference per profile; history: every pin; pin: make "
+        "the current system of --profile the reference (after accepting a regression or a "
+        "planned upgrade).",
+    )
+    add_common(p)
+    p.add_argument("action", choices=["show", "pin", "history"])
+    p.add_argument("--profile", metavar="P")
+    p.add_argument("--by", help="who pins (default: the login name)")
+    p.add_argument("--reason", help="why (stored with the pin)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(handler=cmd_reference)
+
     p = sub.add_parser(
         "digest",
         help="judge new campaigns and write the morning digest (optionally commit and push)",
@@ -127,7 +239,7 @@ def register(sub: Any) -> None:
         "rejected push. Rerunning on the same night updates the same file and never makes an "
         "empty commit.",
     )
-    _add_common(p)
+    add_common(p)
     p.add_argument("--date", type=_date, help="digest day (default: today, UTC)")
     p.add_argument(
         "--since", type=_date, metavar="DATE", help="window start (default: noon the day before)"
@@ -148,7 +260,7 @@ def register(sub: Any) -> None:
         description="ack accepts the new level as the series' baseline; dismiss records a "
         "false positive; silence keeps counting but files nothing; fix closes it.",
     )
-    _add_common(p)
+    add_common(p)
     p.add_argument(
         "action",
         nargs="?",
@@ -170,7 +282,7 @@ def register(sub: Any) -> None:
         "judge the second against the first. Nothing changed, so every flag is a false "
         "positive.",
     )
-    _add_common(p)
+    add_common(p)
     p.add_argument("--profile", default="smollm2-baseline")
     p.add_argument("--history-runs", type=int, default=10, metavar="N")
     p.add_argument("--test-runs", type=int, default=3, metavar="N")

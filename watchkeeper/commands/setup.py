@@ -8,9 +8,12 @@ from dataclasses import dataclass
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from watchkeeper.config import Config
+from watchkeeper.nightly.reference import prune_snapshots, snapshot_root
 from watchkeeper.server.install import ServerBinary, ensure_binary
 from watchkeeper.server.models import ModelFile, ModelStore
 from watchkeeper.server.profiles import get_profile
+from watchkeeper.store.db import Database
+from watchkeeper.store.references import ReferenceStore
 
 DEFAULT_SETUP_PROFILES = ("smollm2-baseline",)
 
@@ -53,4 +56,23 @@ def run_setup(
     if not wanted:
         wanted = models_for_profiles(config, profiles or DEFAULT_SETUP_PROFILES)
     store = ModelStore(config, progress=progress)
-    return SetupResult(binary, tuple(store.ensure(name) for name in wanted))
+    result = SetupResult(binary, tuple(store.ensure(name) for name in wanted))
+    prune_reference_snapshots(config, progress)
+    return result
+
+
+def prune_reference_snapshots(config: Config, progress: Callable[[str], None]) -> None:
+    """Delete snapshot files no active nightly reference runs (a re-pin leaves the old ones)."""
+    root = snapshot_root(config.server.resolved_cache_dir())
+    if not root.is_dir():
+        return
+    db = Database(config.database.resolved_url())
+    try:
+        keep: set[str] = set()
+        for ref in ReferenceStore(db).history():
+            if ref.active:
+                keep |= {ref.binary_sha256, ref.model_sha256, ref.draft_sha256 or ""}
+    finally:
+        db.close()
+    for path in prune_snapshots(root, keep):
+        progress(f"pruned unreferenced snapshot {path}")

@@ -39,4 +39,4 @@ def runs_log_dir() -> Path:
 
 def project_root() -> Path:
     """The source checkout (for jobs/ and reports/ defaults when run from a clone)."""
-    return Path(__file__).resolve().parent.parent
+    return Path(__file__).resolve().parents[2]

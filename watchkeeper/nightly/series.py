@@ -19,7 +19,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
-from watchkeeper.analysis.detector import RunPoint, SeriesKey
+from watchkeeper.nightly.detector import RunPoint, SeriesKey
 from watchkeeper.store.history import RunRecord
 
 ALL_CATEGORIES = "all"

@@ -8,14 +8,13 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Annotated, Literal
+from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import Field, field_validator
+
+from watchkeeper.config.base import Strict as _Strict
 
 GITHUB_API = "https://api.github.com"
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 def _owner_name(value: str) -> str:
@@ -73,6 +72,21 @@ class TrackerConfig(_Strict):
     def _repository_is_owner_name(cls, value: str) -> str:
         return _owner_name(value)
 
+    @field_validator("api_url")
+    @classmethod
+    def _api_url_is_a_url(cls, value: str) -> str:
+        """Caught here, at load: a URL without scheme or host would only fail at the first
+        request, retried as if the forge were down."""
+        if not value:
+            return value
+        parts = urlsplit(value)
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            raise ValueError(
+                "must be an http(s) URL with a host, e.g. https://api.github.com, "
+                "https://HOST/api/v3 (GitHub Enterprise) or https://HOST/api/v1 (Gitea)"
+            )
+        return value
+
     def resolved_api_url(self) -> str:
         if self.api_url:
             return self.api_url.rstrip("/")
@@ -108,7 +122,14 @@ class ReviewConfig(_Strict):
     per_category: Annotated[int, Field(ge=0, le=1000)] = 2
     limit: Annotated[int, Field(ge=0, le=10000)] = 0
     """0: no limit."""
-    rounds: Annotated[int, Field(ge=1, le=100)] = 3
+    rounds: Annotated[int, Field(ge=3, le=100)] = 4
+    """Pilot rounds; more are run when the CI is wider than ``ci_half_width``."""
+    ci_half_width: Annotated[float, Field(gt=0.0, lt=1.0)] = 0.03
+    """Target half-width of the speed-up CI (0.03 = +-3%): the pilot's width sizes a second run
+    with enough rounds, within ``max_minutes``."""
+    max_rounds: Annotated[int, Field(ge=3, le=1000)] = 30
+    max_minutes: Annotated[float, Field(gt=0.0)] = 45.0
+    """Time budget per profile; a review that cannot reach the target within it says so."""
     warmup_rounds: Annotated[int, Field(ge=0, le=10)] = 1
     max_prs: Annotated[int, Field(ge=1, le=100)] = 5
     """PRs benchmarked per `--all-open` run; the rest wait for the next run."""

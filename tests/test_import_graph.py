@@ -1,0 +1,121 @@
+"""The package's import graph: no cycles, and each external system behind its own modules.
+
+Walks the source with `ast` (nothing is imported), so a loop hidden in a function-level import
+counts too: such a loop works until someone moves the import to the top of the file.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "watchkeeper"
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+MODULES = {_module_name(p): p for p in PACKAGE.rglob("*.py")}
+
+
+def _imports(path: Path) -> Iterator[str]:
+    """Every absolute module name `path` imports (a `from pkg import sub` names `pkg.sub`)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            yield node.module
+            for alias in node.names:
+                yield f"{node.module}.{alias.name}"
+
+
+def _graph() -> dict[str, set[str]]:
+    return {
+        name: {m for m in _imports(path) if m in MODULES and m != name}
+        for name, path in MODULES.items()
+    }
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in sorted(graph[node]):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_no_module_of_the_package_takes_part_in_an_import_cycle() -> None:
+    assert _cycles(_graph()) == []
+
+
+def test_the_cycle_finder_sees_a_loop_through_a_function_level_import() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert _cycles(graph) == [["a", "b", "c"]]
+
+
+def test_no_command_group_of_the_cli_imports_another() -> None:
+    graph = _graph()
+    groups = {m for m in MODULES if m.startswith("watchkeeper.cli.")} - {
+        "watchkeeper.cli.app",
+        "watchkeeper.cli.__main__",
+    }
+    for group in groups:
+        assert not (graph[group] & (groups - {"watchkeeper.cli.common"})), group
+    assert not graph["watchkeeper.cli.common"] & groups
+
+
+# One module (or package) per external system: only these may import the client library.
+OWNERS = {
+    "httpx": {
+        "watchkeeper.server.endpoints",  # llama-server's HTTP API
+        "watchkeeper.server.index",  # the package index
+        "watchkeeper.tracker.http",  # GitHub / Gitea
+    },
+    "git": {"watchkeeper.publish.gitrepo", "watchkeeper.tracker.checkout"},
+}
+
+
+@pytest.mark.parametrize("library", sorted(OWNERS))
+def test_each_client_library_is_imported_only_by_the_module_for_its_system(library: str) -> None:
+    users = {
+        name
+        for name, path in MODULES.items()
+        if any(m == library or m.startswith(f"{library}.") for m in _imports(path))
+    }
+    assert users <= OWNERS[library], sorted(users - OWNERS[library])

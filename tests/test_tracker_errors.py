@@ -1,0 +1,98 @@
+"""Errors that say what to fix: which repository, which URL, which config line; one line each."""
+
+from __future__ import annotations
+
+import io
+import socket
+from pathlib import Path
+
+import pytest
+from fakeforge import FakeForge
+from pydantic import ValidationError
+from trackerkit import TOKEN_ENV, Sleeps, client, forge, sleeps, tracker_config  # noqa: F401
+
+from watchkeeper.config.loader import load_config
+from watchkeeper.config.tracker import TrackerConfig
+from watchkeeper.errors import ConfigError, TrackerPermanentError, TrackerTransientError
+from watchkeeper.tracker.forge import Forge
+from watchkeeper.tracker.tokens import open_forge
+
+
+def test_a_422_or_404_from_a_missing_repository_names_it_and_hints_the_setting(
+    forge: FakeForge, sleeps: Sleeps
+) -> None:
+    ghost = open_forge(tracker_config(forge, repository="ops/ghost"), sleep=sleeps)
+    try:
+        with pytest.raises(TrackerPermanentError) as info:
+            ghost.create_issue("t", "b", [])
+    finally:
+        ghost.close_client()
+    assert info.value.status in (404, 422) and "repository ops/ghost" in str(info.value)
+    assert info.value.hint is not None and "check tracker.repository" in info.value.hint
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.mark.parametrize("dialect", ["github", "gitea"])
+def test_a_forge_that_is_down_is_named_with_its_url(
+    dialect: str, sleeps: Sleeps, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(TOKEN_ENV, "fake-token-0123456789abcdef")
+    url = f"http://127.0.0.1:{_free_port()}/api/{'v3' if dialect == 'github' else 'v1'}"
+    config = TrackerConfig.model_validate(
+        {"kind": dialect, "api_url": url, "repository": "ops/llm", "token_env": TOKEN_ENV}
+    )
+    down = open_forge(config, sleep=sleeps)
+    try:
+        with pytest.raises(TrackerTransientError) as info:
+            down.get_issue(1)
+    finally:
+        down.close_client()
+    assert info.value.hint is not None and f"is the forge up at {url}?" in info.value.hint
+
+
+@pytest.mark.parametrize("url", ["api.github.com", "localhost:3000/api/v1", "https://", "ftp://x"])
+def test_an_api_url_without_scheme_or_host_fails_at_config_load(url: str) -> None:
+    with pytest.raises(ValidationError, match="http\\(s\\) URL with a host"):
+        TrackerConfig.model_validate({"kind": "gitea", "api_url": url, "repository": "o/n"})
+    assert TrackerConfig.model_validate({"kind": "gitea", "api_url": "http://h:3000/api/v1"})
+
+
+def test_a_toml_syntax_error_carries_a_hint(tmp_path: Path) -> None:
+    path = tmp_path / "wk.toml"
+    path.write_text('[tracker]\nrepository = ops/llm"\n', encoding="utf-8")
+    with pytest.raises(ConfigError, match="invalid TOML") as info:
+        load_config(path)
+    assert info.value.hint is not None and "line" in info.value.hint
+
+
+def test_cli_errors_are_one_line_on_a_non_tty_even_when_long(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from rich.console import Console
+
+    from watchkeeper.cli import app
+
+    stream = io.StringIO()
+    monkeypatch.setattr(app, "console", Console(file=stream, width=80, highlight=False))
+    path = tmp_path / ("a-rather-long-directory-name-" * 4)
+    path.mkdir()
+    config = path / "wk.toml"
+    config.write_text("[tracker\n", encoding="utf-8")
+    assert app.main(["triage", "--config", str(config)]) == 2
+    lines = stream.getvalue().splitlines()
+    assert len(lines) == 2, lines
+    assert lines[0].startswith("error:") and str(config) in lines[0]
+    assert lines[1].startswith("hint:")
+
+
+def test_permanent_errors_from_a_known_repository_keep_the_api_message(
+    forge: FakeForge, client: Forge
+) -> None:
+    with pytest.raises(TrackerPermanentError) as info:
+        client.get_issue(999)
+    assert info.value.status == 404 and f"repository {forge.repository}" in str(info.value)

@@ -1,0 +1,376 @@
+"""`watchkeeper nightly`: tonight's current system against its pinned reference, paired.
+
+Both servers are up for the whole run and every task goes to both back to back, order
+alternating (exactly `bench`'s schedule), so the ratio current/reference is measured inside
+the same minutes on the same host. The first night pins the reference (the current system,
+snapshotted by content hash); a night whose current system *is* the reference is an A/A
+night. A regression is confirmed by an immediate rerun (or the next night) before it becomes
+a finding that triage files.
+"""
+
+from __future__ import annotations
+
+import getpass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from watchkeeper.analysis.benchmark import ALL, BenchResult
+from watchkeeper.commands.bench import BenchPlan, execute_bench, finish_with_report
+from watchkeeper.config import Config, ProfileConfig
+from watchkeeper.errors import ConfigError
+from watchkeeper.host import info as hostinfo
+from watchkeeper.load.tasks import load_taskset, select
+from watchkeeper.nightly.ratios import FLAGS, night_ratios
+from watchkeeper.nightly.reference import (
+    identify,
+    reference_arm,
+    snapshot_binary,
+    snapshot_model,
+    snapshot_root,
+)
+from watchkeeper.server.flags import read_help
+from watchkeeper.server.launch import PreparedProfile, prepare
+from watchkeeper.store.db import Database
+from watchkeeper.store.references import RatioRecord, ReferenceRecord, ReferenceStore
+from watchkeeper.store.repository import Repository
+
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True, slots=True)
+class NightResult:
+    profile: str
+    campaign_id: int
+    reference_id: int
+    aa: bool
+    pinned_now: bool
+    ratios: tuple[RatioRecord, ...]
+    rerun_campaign_id: int | None = None
+    confirmed: tuple[str, ...] = ()
+    findings: tuple[int, ...] = ()
+    report_path: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "profile": self.profile,
+            "campaign_id": self.campaign_id,
+            "reference_id": self.reference_id,
+            "aa": self.aa,
+            "pinned_now": self.pinned_now,
+            "rerun_campaign_id": self.rerun_campaign_id,
+            "confirmed": list(self.confirmed),
+            "findings": list(self.findings),
+            "report": self.report_path,
+            "ratios": [
+                {
+                    "series": r.series,
+                    "category": r.category,
+                    "ratio": r.estimate,
+                    "ci95": [r.low, r.high],
+                    "n_pairs": r.n_pairs,
+                    "n_tasks": r.n_tasks,
+                    "n_rounds": r.n_rounds,
+                    "threshold": r.threshold,
+                    "verdict": r.verdict,
+                }
+                for r in self.ratios
+            ],
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class NightlyOutcome:
+    nights: tuple[NightResult, ...] = field(default_factory=tuple)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"nights": [n.to_json() for n in self.nights]}
+
+
+def pin_reference(
+    config: Config,
+    store: ReferenceStore,
+    prepared: PreparedProfile,
+    *,
+    host_fingerprint: str,
+    by: str,
+    reason: str,
+) -> ReferenceRecord:
+    """Snapshot the prepared system's files by content hash and make it the reference."""
+    ident = identify(prepared, host_fingerprint)
+    assert prepared.binary is not None and prepared.model is not None
+    root = snapshot_root(config.server.resolved_cache_dir())
+    binary = snapshot_binary(prepared.binary, root)
+    model = snapshot_model(prepared.model, root)
+    draft = snapshot_model(prepared.draft, root) if prepared.draft else None
+    return store.pin(
+        host_fingerprint=host_fingerprint,
+        profile=prepared.name,
+        identity=ident.digest,
+        binary_sha256=ident.binary_sha256,
+        binary_version=prepared.binary.identity,
+        model_sha256=ident.model_sha256,
+        draft_sha256=ident.draft_sha256,
+        config_hash=ident.config_hash,
+        config=prepared.profile.model_dump(mode="json"),
+        binary_path=str(binary),
+        model_path=str(model),
+        draft_path=str(draft) if draft else None,
+        pinned_by=by,
+        reason=reason,
+    )
+
+
+def _reference_arm(
+    config: Config, current: PreparedProfile, ref: ReferenceRecord
+) -> PreparedProfile:
+    for path in (ref.binary_path, ref.model_path, ref.draft_path):
+        if path and not Path(path).is_file():
+            raise ConfigError(
+                f"reference #{ref.id} of {ref.profile}: snapshot file {path} is missing",
+                hint=f"re-pin with `watchkeeper reference pin --profile {ref.profile}`",
+            )
+    arm = reference_arm(
+        current,
+        binary_path=Path(ref.binary_path),
+        binary_version=ref.binary_version,
+        binary_sha256=ref.binary_sha256,
+        model_path=Path(ref.model_path),
+        model_sha256=ref.model_sha256,
+        draft_path=Path(ref.draft_path) if ref.draft_path else None,
+        draft_sha256=ref.draft_sha256,
+        config=ProfileConfig.model_validate(ref.config),
+    )
+    assert arm.binary is not None
+    help_info = read_help(arm.binary, config.server.resolved_cache_dir())
+    return PreparedProfile(arm.name, arm.profile, arm.binary, arm.model, arm.draft, help_info)
+
+
+def _bench(
+    config: Config,
+    current: PreparedProfile,
+    ref_arm: PreparedProfile,
+    *,
+    kind: str,
+    progress: Progress,
+) -> BenchResult:
+    n = config.nightly
+    taskset = Path(n.taskset) if n.taskset else config.bench.resolved_taskset()
+    tasks = select(load_taskset(taskset), limit=None, per_category=n.per_category)
+    plan = BenchPlan(
+        profiles=(ref_arm.name, current.name),
+        tasks=tuple(tasks),
+        rounds=n.rounds,
+        warmup_rounds=config.bench.warmup_rounds,
+        warmup_tasks=min(2, len(tasks)),
+        concurrency=1,
+    )
+    bench_config = config.model_copy(
+        update={"bench": config.bench.model_copy(update={"min_effect": n.min_effect})}
+    )
+    result = execute_bench(
+        bench_config,
+        plan,
+        kind=kind,
+        progress=progress,
+        prepared=[ref_arm, current],
+        drift_only=True,
+    )
+    return finish_with_report(bench_config, result, progress=progress)
+
+
+def run_night(
+    config: Config,
+    db: Database,
+    profile: str,
+    *,
+    progress: Progress,
+) -> NightResult:
+    store = ReferenceStore(db)
+    host = hostinfo.collect()
+    current = prepare(config, profile, progress=progress)
+    ident = identify(current, host.fingerprint)
+    ref = store.active(host.fingerprint, profile)
+    pinned_now = ref is None
+    if ref is None:
+        retired = [r for r in store.history(profile) if r.host_fingerprint == host.fingerprint]
+        reason = (
+            f"after #{retired[-1].id} ({retired[-1].reason})" if retired else "first nightly run"
+        )
+        progress(f"{profile}: no active reference on this host; pinning tonight's system")
+        ref = pin_reference(
+            config,
+            store,
+            current,
+            host_fingerprint=host.fingerprint,
+            by="watchkeeper nightly",
+            reason=reason,
+        )
+    aa = ref.identity == ident.digest
+    progress(
+        f"{profile}: current vs reference #{ref.id} (pinned {ref.pinned_at:%Y-%m-%d} by "
+        f"{ref.pinned_by}){' — A/A night: they are identical' if aa else ''}"
+    )
+    ref_arm = _reference_arm(config, current, ref)
+    result = _bench(config, current, ref_arm, kind="nightly", progress=progress)
+
+    def ratios_of(bench: BenchResult) -> list[RatioRecord]:
+        return night_ratios(
+            bench,
+            current_arm=current.name,
+            profile=profile,
+            reference_id=ref.id,
+            host_fingerprint=host.fingerprint,
+            aa=aa,
+            threshold=config.nightly.min_effect,
+        )
+
+    ratios = ratios_of(result)
+    flagged = [r for r in ratios if r.verdict == "regression"]
+    confirmed: set[str] = set()
+    for r in flagged:
+        previous = store.previous(r.series, ref.id, result.campaign_id)
+        if previous is not None and previous.verdict == "regression":
+            confirmed.add(r.series)
+    rerun_id = None
+    rerun_ratios: list[RatioRecord] = []
+    pending = [r for r in flagged if r.series not in confirmed]
+    if pending and config.nightly.confirm_rerun:
+        progress(f"{profile}: {len(pending)} regression candidate(s); rerunning to confirm")
+        rerun = _bench(config, current, ref_arm, kind="nightly-rerun", progress=progress)
+        rerun_id = rerun.campaign_id
+        rerun_ratios = ratios_of(rerun)
+        again = {r.series for r in rerun_ratios if r.verdict == "regression"}
+        confirmed |= {r.series for r in pending if r.series in again}
+    stored = [_with_confirmed(r, r.series in confirmed and r.verdict in FLAGS) for r in ratios]
+    store.add_ratios(stored)
+    store.add_ratios(rerun_ratios)
+    findings = []
+    if not aa:
+        repo = Repository(db)
+        for r, also in _finding_series(stored):
+            evidence = _evidence(r, ref, result, rerun_id)
+            evidence["also_confirmed"] = [
+                {"category": c.category, "ratio": c.estimate, "ci95": [c.low, c.high]} for c in also
+            ]
+            findings.append(
+                repo.record_recurring_finding(
+                    campaign_id=result.campaign_id,
+                    fingerprint=f"nightly:{r.series}"[:64],
+                    kind="regression",
+                    severity="high",
+                    title=(
+                        f"{profile} · {r.category}: decode tok/s {r.estimate - 1:+.1%} against "
+                        f"the reference (95% CI {_pct(r.low)} to {_pct(r.high)})"
+                    ),
+                    evidence=evidence,
+                )
+            )
+    return NightResult(
+        profile,
+        result.campaign_id,
+        ref.id,
+        aa,
+        pinned_now,
+        tuple(stored),
+        rerun_id,
+        tuple(sorted(confirmed)),
+        tuple(findings),
+        result.report_path,
+    )
+
+
+def _finding_series(
+    stored: list[RatioRecord],
+) -> list[tuple[RatioRecord, list[RatioRecord]]]:
+    """One finding per regression, not one per series that shows it.
+
+    A slower build slows every category, and the overall series is made of them: filing each
+    would give a maintainer five issues for one cause. When the overall series is confirmed it
+    is the finding and the confirmed categories ride in its evidence; only when it is not (one
+    category regressed, diluted overall) does each confirmed category become its own finding.
+    """
+    confirmed = [r for r in stored if r.confirmed]
+    overall = [r for r in confirmed if r.category == ALL]
+    if overall:
+        others = [r for r in confirmed if r.category != ALL]
+        return [(overall[0], others)]
+    return [(r, []) for r in confirmed]
+
+
+def _pct(value: float | None) -> str:
+    return "n/a" if value is None else f"{value - 1:+.1%}"
+
+
+def _with_confirmed(r: RatioRecord, confirmed: bool) -> RatioRecord:
+    return replace(r, confirmed=confirmed)
+
+
+def _evidence(
+    r: RatioRecord, ref: ReferenceRecord, result: BenchResult, rerun_id: int | None
+) -> dict[str, Any]:
+    return {
+        "series_name": r.series,
+        "metric": r.metric,
+        "ratio": r.estimate,
+        "ci95": [r.low, r.high],
+        "delta": r.estimate - 1.0,
+        "delta_ci": [r.low - 1.0, r.high - 1.0]
+        if r.low is not None and r.high is not None
+        else None,
+        "n_pairs": r.n_pairs,
+        "n_tasks": r.n_tasks,
+        "n_rounds": r.n_rounds,
+        "threshold": r.threshold,
+        "method": "paired current/reference ratio inside one run; two-way bootstrap CI",
+        "reference": {
+            "id": ref.id,
+            "pinned_at": ref.pinned_at.isoformat(),
+            "pinned_by": ref.pinned_by,
+            "binary_sha256": ref.binary_sha256,
+            "model_sha256": ref.model_sha256,
+            "draft_sha256": ref.draft_sha256,
+            "config_hash": ref.config_hash,
+        },
+        "campaign_id": result.campaign_id,
+        "rerun_campaign_id": rerun_id,
+        "report": result.report_path,
+    }
+
+
+def nightly_command(
+    config: Config,
+    *,
+    profiles: Sequence[str] | None = None,
+    progress: Progress,
+) -> NightlyOutcome:
+    names = list(profiles or config.nightly.profiles)
+    if not names:
+        raise ConfigError("nightly.profiles is empty: name the profile(s) to judge every night")
+    db = Database(config.database.resolved_url())
+    try:
+        return NightlyOutcome(
+            tuple(run_night(config, db, name, progress=progress) for name in names)
+        )
+    finally:
+        db.close()
+
+
+def reference_pin(
+    config: Config, *, profile: str, by: str | None, reason: str, progress: Progress
+) -> ReferenceRecord:
+    """A maintainer's re-pin: tonight's current system becomes the reference."""
+    db = Database(config.database.resolved_url())
+    try:
+        current = prepare(config, profile, progress=progress)
+        return pin_reference(
+            config,
+            ReferenceStore(db),
+            current,
+            host_fingerprint=hostinfo.collect().fingerprint,
+            by=by or getpass.getuser(),
+            reason=reason,
+        )
+    finally:
+        db.close()

@@ -1,0 +1,75 @@
+"""Loading the configuration: find the file, parse TOML, validate, and say exactly what is wrong.
+
+Every error names the file, the dotted key and what was expected, because the person reading
+it is usually looking at a cron mail at 3 a.m. and should not have to guess which line is wrong.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+from pydantic_core import ErrorDetails
+
+from watchkeeper.config.model import Config
+from watchkeeper.errors import ConfigError
+
+CONFIG_ENV = "WATCHKEEPER_CONFIG"
+
+
+def _describe(error: ErrorDetails) -> str:
+    loc = ".".join(str(part) for part in error["loc"])
+    kind = error["type"]
+    if kind == "extra_forbidden":
+        return f"{loc}: unknown key"
+    if kind == "missing":
+        return f"{loc}: required key is missing"
+    got = error.get("input")
+    got_text = f" (got {got!r})" if not isinstance(got, dict | list) else ""
+    return f"{loc}: {error['msg']}{got_text}"
+
+
+def parse_config(data: dict[str, Any], *, source: str) -> Config:
+    try:
+        return Config.model_validate({**data, "source": source})
+    except ValidationError as exc:
+        problems = "; ".join(_describe(e) for e in exc.errors())
+        raise ConfigError(
+            f"{source}: {problems}",
+            hint="see the Configuration section of the README for every key",
+        ) from exc
+
+
+def find_config_file(explicit: str | Path | None) -> Path | None:
+    if explicit:
+        return Path(explicit)
+    env = os.environ.get(CONFIG_ENV)
+    if env:
+        return Path(env)
+    local = Path.cwd() / "watchkeeper.toml"
+    return local if local.is_file() else None
+
+
+def load_config(explicit: str | Path | None = None) -> Config:
+    """Load `--config`, `$WATCHKEEPER_CONFIG`, `./watchkeeper.toml`, or the built-in defaults."""
+    path = find_config_file(explicit)
+    if path is None:
+        return Config()
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError as exc:
+        raise ConfigError(f"{path}: config file not found") from exc
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read config file: {exc.strerror}") from exc
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(
+            f"{path}: invalid TOML: {exc}",
+            hint="fix the line and column named above: strings need quotes, each [table] "
+            "header appears once, and a key is set only once per table",
+        ) from exc
+    return parse_config(data, source=str(path))

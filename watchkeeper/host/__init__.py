@@ -1,0 +1,1 @@
+"""This host: its hardware fingerprint (and, on GPU hosts, the GPUs)."""

@@ -1,0 +1,122 @@
+"""One number per series per night: the paired ratio current / reference, and its verdict.
+
+Comparing tonight's absolute tok/s with earlier nights cannot see 10% on a host whose nights
+wobble by 9% (run-to-run CV measured here). Inside one run, with the pinned reference running
+back to back with the current system, host drift hits both sides of every pair and cancels in
+the ratio. The run is the unit of replication for the history; inside the run the rounds are
+the replicates the CI resamples (analysis.stats).
+
+Verdicts: ``regression`` when the CI excludes 1 and the estimate is below 1 - threshold;
+``improvement`` mirrored; ``suspicious`` when the CI excludes 1 within the threshold;
+``no change`` when the CI lies inside the threshold band; ``inconclusive`` otherwise (the CI
+is too wide: more rounds would settle it); ``insufficient data`` below three rounds. A
+regression is a *candidate* until a second night (against the same reference) or an
+immediate rerun flags it again: only then is it confirmed and filed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from watchkeeper.analysis.benchmark import ALL, BenchResult, CategoryStats
+from watchkeeper.analysis.stats import wilson
+from watchkeeper.store.references import RatioRecord
+
+METRIC = "decode_tps"
+FLAGS = ("regression", "improvement")
+VERDICTS = {
+    "slower": "regression",
+    "faster": "improvement",
+    "within threshold": "suspicious",
+    "no change": "no change",
+    "inconclusive": "inconclusive",
+    "insufficient replicates": "insufficient data",
+}
+
+
+def series_name(host_fingerprint: str, profile: str, category: str, metric: str = METRIC) -> str:
+    return f"{host_fingerprint[:12]}|{profile}|{category}|{metric}"
+
+
+def _record(
+    stats: CategoryStats,
+    *,
+    campaign_id: int,
+    reference_id: int,
+    host_fingerprint: str,
+    profile: str,
+    aa: bool,
+    threshold: float,
+) -> RatioRecord | None:
+    ci = stats.speedup
+    if ci is None:
+        return None
+    return RatioRecord(
+        campaign_id=campaign_id,
+        reference_id=reference_id,
+        series=series_name(host_fingerprint, profile, stats.category),
+        host_fingerprint=host_fingerprint,
+        profile=profile,
+        category=stats.category,
+        metric=METRIC,
+        estimate=ci.estimate,
+        low=ci.low if ci.has_ci else None,
+        high=ci.high if ci.has_ci else None,
+        n_pairs=ci.n_pairs,
+        n_tasks=ci.n_clusters,
+        n_rounds=ci.n_rounds,
+        threshold=threshold,
+        verdict=VERDICTS.get(ci.verdict, ci.verdict),
+        aa=aa,
+    )
+
+
+def night_ratios(
+    result: BenchResult,
+    *,
+    current_arm: str,
+    profile: str,
+    reference_id: int,
+    host_fingerprint: str,
+    aa: bool,
+    threshold: float,
+) -> list[RatioRecord]:
+    """The overall series and one per task category, from a current-vs-reference bench."""
+    rows: list[CategoryStats] = []
+    overall = result.stats(current_arm, ALL)
+    if overall is not None:
+        rows.append(overall)
+    rows.extend(c for c in result.categories if c.arm == current_arm)
+    out = []
+    for stats in rows:
+        record = _record(
+            stats,
+            campaign_id=result.campaign_id,
+            reference_id=reference_id,
+            host_fingerprint=host_fingerprint,
+            profile=profile,
+            aa=aa,
+            threshold=threshold,
+        )
+        if record is not None:
+            out.append(record)
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class FalseAlarms:
+    """The detector's live false-alarm rate: flags on A/A series-nights."""
+
+    series_nights: int
+    flagged: int
+    rate: float | None
+    low: float
+    high: float
+
+
+def false_alarms(ratios: Sequence[RatioRecord]) -> FalseAlarms:
+    aa = [r for r in ratios if r.aa]
+    flagged = sum(r.verdict in FLAGS for r in aa)
+    low, high = wilson(flagged, len(aa))
+    return FalseAlarms(len(aa), flagged, flagged / len(aa) if aa else None, low, high)
