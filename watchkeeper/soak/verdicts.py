@@ -212,9 +212,14 @@ third called that "unstable"."""
 
 
 def block_medians(
-    rows: Sequence[SoakSampleView], *, min_requests: int = 3
+    rows: Sequence[SoakSampleView], *, min_requests: int = 1
 ) -> list[tuple[datetime, float]]:
-    """(start, median decode tok/s) per block with enough requests, in time order."""
+    """(start, median decode tok/s) per block that finished a request, in time order.
+
+    Any block with a measured request counts. A minimum of three per block once dropped the
+    very blocks a slowdown produces (a server at half speed finishes half the requests of a
+    short block), which hid the drift it was there to see: a survivorship bias, caught by a
+    fresh-clone CI run where only the four fast blocks were left."""
     by_block: dict[int, list[SoakSampleView]] = defaultdict(list)
     for s in rows:
         if s.decode_tps:
