@@ -78,7 +78,8 @@ def main() -> None:
         soak=SoakConfig(sample_interval_s=10.0, probe_interval_s=30.0, flush_interval_s=5.0),
     )
     tracemalloc.start(FRAMES)
-    stop, points, counter = threading.Event(), [], [0]
+    stop, counter = threading.Event(), [0]
+    points: list[tuple[float, float, float, int]] = []
     warm_snapshot: list[tracemalloc.Snapshot] = []
 
     def on_sample(_key: object, _sample: object) -> None:

@@ -111,6 +111,7 @@ def cmd_soak(args: argparse.Namespace, config: Config) -> int:
             seed=args.seed,
             fresh=args.fresh,
             resume_id=args.resume,
+            against_reference=args.reference,
             stop=stop,
             progress=progress if not args.json else quiet,
         )
@@ -261,6 +262,13 @@ def register(sub: Any) -> None:
     p.add_argument("--seed", type=int, help="shuffle seed (default: random, recorded)")
     p.add_argument("--fresh", action="store_true", help="never resume an interrupted soak")
     p.add_argument("--resume", type=int, metavar="ID", help="resume this soak campaign")
+    p.add_argument(
+        "--reference",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="soak each profile beside its pinned nightly reference (blocks alternate, "
+        "throughput judged as the current/reference ratio; default: soak.against_reference)",
+    )
     p.add_argument("--json", action="store_true", help="print the verdict and figures as JSON")
     p.set_defaults(handler=cmd_soak)
 

@@ -122,9 +122,10 @@ def pin_reference(
     )
 
 
-def _reference_arm(
+def reference_profile(
     config: Config, current: PreparedProfile, ref: ReferenceRecord
 ) -> PreparedProfile:
+    """The pinned reference as a runnable arm beside `current` (nightly and soak)."""
     for path in (ref.binary_path, ref.model_path, ref.draft_path):
         if path and not Path(path).is_file():
             raise ConfigError(
@@ -212,7 +213,7 @@ def run_night(
         f"{profile}: current vs reference #{ref.id} (pinned {ref.pinned_at:%Y-%m-%d} by "
         f"{ref.pinned_by}){' — A/A night: they are identical' if aa else ''}"
     )
-    ref_arm = _reference_arm(config, current, ref)
+    ref_arm = reference_profile(config, current, ref)
     result = _bench(config, current, ref_arm, kind="nightly", progress=progress)
 
     def ratios_of(bench: BenchResult) -> list[RatioRecord]:

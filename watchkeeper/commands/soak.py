@@ -18,17 +18,22 @@ from pathlib import Path
 from typing import Any
 
 from watchkeeper.commands.campaigns import open_campaign, register_profile
+from watchkeeper.commands.nightly import reference_profile
 from watchkeeper.config import Config
 from watchkeeper.config.paths import data_dir, runs_log_dir
-from watchkeeper.errors import ServerError, SoakError, StoreError
+from watchkeeper.errors import ConfigError, ServerError, SoakError, StoreError
+from watchkeeper.host import info as hostinfo
 from watchkeeper.load.tasks import load_taskset, select
-from watchkeeper.server.launch import prepare
+from watchkeeper.nightly.ratios import series_name
+from watchkeeper.nightly.reference import identify
+from watchkeeper.server.launch import PreparedProfile, prepare
 from watchkeeper.soak.durations import format_duration, parse_duration
 from watchkeeper.soak.loop import OnSample, ResumePoint, SoakLoop, SoakOutcome, SoakPlan
 from watchkeeper.soak.spool import Journal, SpoolingWriter
 from watchkeeper.soak.supervisor import ServerSupervisor
 from watchkeeper.soak.verdicts import SoakVerdict, judge
 from watchkeeper.store.db import Database, masked
+from watchkeeper.store.references import RatioRecord, ReferenceStore
 from watchkeeper.store.repository import Repository
 from watchkeeper.store.soak_store import SoakData, SoakStore
 
@@ -100,7 +105,10 @@ def soak_command(
     stop: threading.Event | None = None,
     progress: Progress = lambda _m: None,
     on_sample: OnSample | None = None,
+    against_reference: bool | None = None,
 ) -> SoakCommandResult:
+    """Run (or resume) a soak and judge it. `against_reference` (default: the config's
+    soak.against_reference) soaks each profile beside its pinned nightly reference."""
     stop = stop or threading.Event()
     soak = config.soak
     duration = duration or soak.duration
@@ -116,11 +124,19 @@ def soak_command(
         per_category=per_category,
     )
     prepared = [prepare(config, name, progress=progress) for name in names]
-    blob = json.dumps([names, levels, duration_s, block_s, [t.id for t in tasks]])
-    signature = hashlib.sha256(blob.encode()).hexdigest()[:16]
     url = config.database.resolved_url()
     db = Database(url)
     try:
+        use_reference = soak.against_reference if against_reference is None else against_reference
+        arms, references = (
+            _reference_arms(config, db, prepared, progress=progress) if use_reference else ([], {})
+        )
+        plan_names = _interleaved(names, references)
+        blob = json.dumps([names, levels, duration_s, block_s, [t.id for t in tasks]])
+        if references:  # the reference arms are part of the plan a resume must match
+            blob += json.dumps(sorted((k, v["reference_id"]) for k, v in references.items()))
+        signature = hashlib.sha256(blob.encode()).hexdigest()[:16]
+        prepared = prepared + arms
         repo, store = Repository(db), SoakStore(db)
         campaign_id = resume_id
         if campaign_id is None and not fresh:
@@ -147,7 +163,8 @@ def soak_command(
                 "duration_s": duration_s,
                 "block_s": block_s,
                 "slice": soak.slice,
-                "profiles": list(names),
+                "profiles": list(plan_names),
+                "references": references,
                 "concurrency": list(levels),
                 "seed": seed,
                 "tasks": [t.id for t in tasks],
@@ -162,14 +179,72 @@ def soak_command(
                 f"soak campaign {campaign_id}: {duration} over {', '.join(names)}, seed {seed}"
             )
         plan = SoakPlan(
-            duration_s, block_s, names, levels, seed, tuple(tasks), tasks[0], soak.temperature
+            duration_s,
+            block_s,
+            plan_names,
+            levels,
+            seed,
+            tuple(tasks),
+            tasks[0],
+            soak.temperature,
+            pairs=tuple((name, ref["arm"]) for name, ref in references.items()),
         )
         return _execute(
             config, repo, store, plan, prepared, campaign_id, resume, resumed,
             stop=stop, progress=progress, on_sample=on_sample, database=masked(url),
+            ratios=ReferenceStore(db),
         )  # fmt: skip
     finally:
         db.close()
+
+
+def _reference_arms(
+    config: Config, db: Database, prepared: list[PreparedProfile], *, progress: Progress
+) -> tuple[list[PreparedProfile], dict[str, dict[str, Any]]]:
+    """The pinned reference of each profile on this host, as extra soak arms.
+
+    A profile without one soaks alone, as before, and says so: the nightly pins it."""
+    store = ReferenceStore(db)
+    host = hostinfo.collect()
+    arms: list[PreparedProfile] = []
+    references: dict[str, dict[str, Any]] = {}
+    for current in prepared:
+        ref = store.active(host.fingerprint, current.name)
+        if ref is None:
+            progress(
+                f"{current.name}: no pinned reference on this host (the nightly pins one); "
+                "throughput is judged on its own blocks only"
+            )
+            continue
+        try:
+            arm = reference_profile(config, current, ref)
+        except ConfigError as exc:
+            # Six hours of soak are worth more than the pairing: soak alone, and say why.
+            progress(f"{current.name}: soaking without its reference: {exc} ({exc.hint})")
+            continue
+        aa = ref.identity == identify(current, host.fingerprint).digest
+        arms.append(arm)
+        references[current.name] = {
+            "arm": arm.name,
+            "reference_id": ref.id,
+            "aa": aa,
+            "host_fingerprint": host.fingerprint,
+        }
+        progress(
+            f"{current.name}: soaking beside reference #{ref.id} (pinned "
+            f"{ref.pinned_at:%Y-%m-%d} by {ref.pinned_by})"
+            f"{'; identical to it: an A/A soak' if aa else ''}"
+        )
+    return arms, references
+
+
+def _interleaved(names: tuple[str, ...], references: dict[str, dict[str, Any]]) -> tuple[str, ...]:
+    out: list[str] = []
+    for name in names:
+        out.append(name)
+        if name in references:
+            out.append(references[name]["arm"])
+    return tuple(out)
 
 
 def _execute(
@@ -177,7 +252,7 @@ def _execute(
     repo: Repository,
     store: SoakStore,
     plan: SoakPlan,
-    prepared: list[Any],
+    prepared: list[PreparedProfile],
     campaign_id: int,
     resume: ResumePoint,
     resumed: bool,
@@ -186,6 +261,7 @@ def _execute(
     progress: Progress,
     on_sample: OnSample | None,
     database: str,
+    ratios: ReferenceStore,
 ) -> SoakCommandResult:
     ids = {p.name: register_profile(repo, p) for p in prepared}
     journal = Journal(spool_dir(campaign_id))
@@ -239,6 +315,8 @@ def _execute(
     status = "interrupted" if outcome.interrupted else "completed"
     verdict = judge(store.load(campaign_id), config.soak)
     _record_findings(store, campaign_id, verdict, final=status == "completed")
+    if status == "completed":
+        _record_ratios(ratios, campaign_id, verdict)
     repo.finish_campaign(campaign_id, status=status, summary=verdict.to_json())
     return SoakCommandResult(campaign_id, status, resumed, database, outcome, verdict)
 
@@ -258,6 +336,21 @@ def _record_findings(
         )
     if not final:
         return
+    for entry in verdict.figures.get("reference", []):
+        if entry["aa"] or not entry.get("confirmed"):
+            continue
+        label = f"{entry['profile']} c{entry['concurrency']}"
+        low, high = entry["ci95"]
+        store.ensure_finding(
+            campaign_id,
+            fingerprint=f"soak-regression:{entry['profile']}:c{entry['concurrency']}",
+            kind="regression",
+            severity="high",
+            title=f"{label}: decode tok/s {entry['estimate'] - 1:+.1%} against the reference "
+            f"through the soak (95% CI {low - 1:+.1%} to {high - 1:+.1%})",
+            # `reference.id`: a maintainer's ack/fix retires the reference, as for a nightly.
+            evidence={**entry, "reference": {"id": entry["reference_id"]}},
+        )
     for leak in verdict.leaks:
         store.ensure_finding(
             campaign_id,
@@ -267,3 +360,40 @@ def _record_findings(
             title=f"{leak['profile']}: RSS grows {leak['slope']:.0f} MB/h during the soak",
             evidence=leak,
         )
+
+
+def _record_ratios(ratios: ReferenceStore, campaign_id: int, verdict: SoakVerdict) -> None:
+    """The soak's paired ratios join the nightly series (digest table, A/A false-alarm rate).
+
+    Only a finished soak: a resumed one is judged again as a whole and stored once."""
+    if ratios.ratios_of(campaign_id):
+        return
+    rows = []
+    for entry in verdict.figures.get("reference", []):
+        if entry.get("estimate") is None:
+            continue
+        ci = entry.get("ci95")
+        host = entry["host_fingerprint"]
+        category = f"soak c{entry['concurrency']}"
+        rows.append(
+            RatioRecord(
+                campaign_id=campaign_id,
+                reference_id=entry["reference_id"],
+                series=series_name(host, entry["profile"], category),
+                host_fingerprint=host,
+                profile=entry["profile"],
+                category=category,
+                metric="decode_tps",
+                estimate=entry["estimate"],
+                low=ci[0] if ci else None,
+                high=ci[1] if ci else None,
+                n_pairs=entry["n_cycles"],
+                n_tasks=1,
+                n_rounds=entry["n_cycles"],
+                threshold=entry["threshold"],
+                verdict=entry["verdict"],
+                aa=entry["aa"],
+                confirmed=bool(entry.get("confirmed")),
+            )
+        )
+    ratios.add_ratios(rows)

@@ -236,6 +236,13 @@ class SoakConfig(_Strict):
     acceptance_drift_threshold: Annotated[float, Field(gt=0.0, lt=1.0)] = 0.05
     max_error_rate: Annotated[float, Field(ge=0.0, le=1.0)] = 0.01
     min_identical_rate: Annotated[float, Field(ge=0.0, le=1.0)] = 0.95
+    against_reference: bool = True
+    """Soak each profile beside the nightly's pinned reference when this host has one: blocks
+    alternate current/reference and throughput is judged as their ratio (soak/paired.py)."""
+    min_effect: Annotated[float, Field(gt=0.0, lt=1.0)] = 0.10
+    """Practical threshold of the soak's current/reference ratio. Above the nightly's 3%: two
+    server processes of one system differed by 4.8% through a whole A/A soak here, and a soak
+    keeps its two processes all night (soak/paired.py)."""
 
     @field_validator("duration", "block", "slice")
     @classmethod

@@ -54,10 +54,31 @@ class SoakPlan:
     tasks: tuple[Task, ...]
     probe: Task
     temperature: float = 0.0
+    pairs: tuple[tuple[str, str], ...] = ()
+    """(current, reference arm): these two run back to back at each concurrency, their order
+    alternating from cycle to cycle, so each cycle holds one paired ratio (soak.paired)."""
 
     def combination(self, block: int) -> tuple[str, int]:
-        combos = [(p, c) for p in self.profiles for c in self.concurrencies]
+        combos = self.cycle(block // (len(self.profiles) * len(self.concurrencies)))
         return combos[block % len(combos)]
+
+    def cycle(self, index: int) -> list[tuple[str, int]]:
+        """The blocks of cycle `index`: every (profile, concurrency) once."""
+        if not self.pairs:
+            return [(p, c) for p in self.profiles for c in self.concurrencies]
+        partner = dict(self.pairs)
+        paired = set(partner.values())
+        out: list[tuple[str, int]] = []
+        for c in self.concurrencies:
+            for p in self.profiles:
+                if p in paired:
+                    continue  # runs beside its current profile
+                if p not in partner:
+                    out.append((p, c))
+                    continue
+                first, second = (p, partner[p]) if index % 2 == 0 else (partner[p], p)
+                out += [(first, c), (second, c)]
+        return out
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,6 +22,7 @@ from scipy import stats
 
 from watchkeeper.config import SoakConfig
 from watchkeeper.soak.durations import parse_duration
+from watchkeeper.soak.paired import MIN_CYCLES, reference_ratios, series_label
 from watchkeeper.store.soak_store import SoakData, SoakSampleView
 
 MAX_POINTS_PER_SEGMENT = 400
@@ -369,6 +370,26 @@ def judge(data: SoakData, cfg: SoakConfig) -> SoakVerdict:
             f"({len(errors)} of {len(samples)}, {len(timeouts)} timeouts)"
         )
     reasons.extend(drift_reasons)
+    paired = reference_ratios(samples, data.params, threshold=cfg.min_effect)
+    for entry in paired:
+        label = f"{series_label(entry)} vs reference #{entry['reference_id']}"
+        if entry["ci95"] is None:
+            notes.append(
+                f"{label}: {entry['n_cycles']} paired cycle(s), fewer than {MIN_CYCLES}: "
+                "ratio not judged"
+            )
+            continue
+        low, high = entry["ci95"]
+        text = (
+            f"{label}: {entry['estimate']:.3f}x (95% CI {low:.3f}..{high:.3f}, "
+            f"{entry['n_cycles']} cycles), {entry['verdict']}"
+        )
+        if entry["verdict"] == "regression" and not entry["aa"] and entry["confirmed"]:
+            reasons.append(text + ", in both halves of the soak")
+        elif entry["aa"] and entry["verdict"] in ("regression", "improvement"):
+            notes.append(text + " on an A/A soak: a false alarm, counted in the digest")
+        else:
+            notes.append(text)
     for leak in leaks:
         reasons.append(
             f"{leak['profile']}: RSS grows {leak['slope']:.0f} MB/h "
@@ -404,6 +425,7 @@ def judge(data: SoakData, cfg: SoakConfig) -> SoakVerdict:
         "identical_output_rate": identical_rate,
         "identical_output": identical,
         "series": series,
+        "reference": paired,
         "rss": rss,
         "leak_threshold_mb_per_hour": cfg.leak_threshold_mb_per_hour,
     }

@@ -203,6 +203,11 @@ class ReferenceStore:
                 query = query.where(NightlyRatio.created_at < until)
             return [_ratio(r) for r in s.scalars(query)]
 
+    def ratios_of(self, campaign_id: int) -> list[RatioRecord]:
+        with self._db.session() as s:
+            rows = s.scalars(select(NightlyRatio).filter_by(campaign_id=campaign_id))
+            return [_ratio(r) for r in rows]
+
     def series_history(self, series: str) -> list[RatioRecord]:
         with self._db.session() as s:
             rows = s.scalars(

@@ -1,0 +1,190 @@
+"""The soak beside the nightly's pinned reference: blocks alternate current/reference, the
+cycle is the replicate, and only a confirmed drop of a *different* system becomes a finding.
+
+The unit tests pin down the schedule and the statistics on constructed samples; the real test
+soaks SmolLM2 twice on real servers: once beside an identical reference (an A/A soak, which
+may never file anything) and once with a slower current build (both decode threads pinned to
+one core, the same slowdown tests/test_regression_real.py uses), which must be a confirmed
+regression finding whose ratio joins the nightly series."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from sqlalchemy import select
+from test_soak_faults import soak_settings, write_taskset
+
+from watchkeeper.commands.nightly import pin_reference
+from watchkeeper.commands.soak import soak_command
+from watchkeeper.config import Config, DatabaseConfig, ProfileConfig, ServerConfig
+from watchkeeper.host import info as hostinfo
+from watchkeeper.server.install import ServerBinary
+from watchkeeper.server.launch import prepare
+from watchkeeper.server.models import ModelFile
+from watchkeeper.server.profiles import SMOLLM2
+from watchkeeper.soak.loop import SoakPlan
+from watchkeeper.soak.paired import MIN_CYCLES, reference_ratios
+from watchkeeper.store.db import Database
+from watchkeeper.store.references import ReferenceStore
+from watchkeeper.store.schema import Finding
+from watchkeeper.store.soak_store import SoakSampleView
+
+T0 = datetime(2026, 11, 30, 23, 58, tzinfo=UTC)
+
+
+def plan(
+    profiles: tuple[str, ...], concurrencies: tuple[int, ...], pairs: tuple[tuple[str, str], ...]
+) -> SoakPlan:
+    return SoakPlan(60.0, 5.0, profiles, concurrencies, 1, (), None, pairs=pairs)  # type: ignore[arg-type]
+
+
+def test_paired_blocks_run_back_to_back_per_concurrency_and_alternate_their_order() -> None:
+    p = plan(("a", "a@ref", "b"), (1, 2), (("a", "a@ref"),))
+    cycles = [[p.combination(b) for b in range(k * 6, k * 6 + 6)] for k in range(3)]
+    assert cycles[0] == [("a", 1), ("a@ref", 1), ("b", 1), ("a", 2), ("a@ref", 2), ("b", 2)]
+    assert cycles[1] == [("a@ref", 1), ("a", 1), ("b", 1), ("a@ref", 2), ("a", 2), ("b", 2)]
+    assert cycles[2] == cycles[0]
+    unpaired = plan(("a", "b"), (1, 2), ())
+    assert [unpaired.combination(b) for b in range(4)] == [("a", 1), ("a", 2), ("b", 1), ("b", 2)]
+
+
+def samples(
+    ratios: list[float], *, per_block: int = 5, ref_tps: float = 100.0
+) -> list[SoakSampleView]:
+    """Cycle k: block 2k is the current arm at ratio[k] x the reference, block 2k+1 the reference."""
+    out = []
+    for k, ratio in enumerate(ratios):
+        for arm, block, tps in (("s", 2 * k, ref_tps * ratio), ("s@ref", 2 * k + 1, ref_tps)):
+            for i in range(per_block):
+                wobble = 1.0 + 0.01 * (i - per_block // 2)
+                out.append(
+                    SoakSampleView(
+                        arm,
+                        1,
+                        False,
+                        f"t{i}",
+                        T0 + timedelta(seconds=10 * block + i),
+                        0.5,
+                        12,
+                        tps * wobble,
+                        None,
+                        None,
+                        None,
+                        "",
+                        block,
+                    )
+                )
+    return out
+
+
+PARAMS = {
+    "profiles": ["s", "s@ref"],
+    "concurrency": [1],
+    "references": {"s": {"arm": "s@ref", "reference_id": 7, "aa": False, "host_fingerprint": "h"}},
+}
+
+
+def test_a_drop_in_every_cycle_is_a_confirmed_regression() -> None:
+    (entry,) = reference_ratios(
+        samples([0.90, 0.91, 0.89, 0.92, 0.90, 0.88]), PARAMS, threshold=0.03
+    )
+    assert entry["verdict"] == "regression" and entry["confirmed"]
+    assert entry["n_cycles"] == 5 and entry["warmup_cycles"] == [0] and entry["ci95"][1] < 0.97
+    assert 0.88 < entry["estimate"] < 0.92
+
+
+def test_a_drop_in_one_half_only_is_not_confirmed() -> None:
+    (entry,) = reference_ratios(
+        samples([1.0, 0.99, 1.01, 1.0, 0.85, 0.86, 0.84, 0.85]), PARAMS, threshold=0.03
+    )
+    assert not entry["confirmed"]
+
+
+def test_steady_ratios_are_no_change_and_too_few_cycles_are_not_judged() -> None:
+    (entry,) = reference_ratios(
+        samples([1.0, 1.01, 0.99, 1.0, 1.005, 0.995]), PARAMS, threshold=0.03
+    )
+    assert entry["verdict"] == "no change" and not entry["confirmed"]
+    (short,) = reference_ratios(samples([0.5] * (MIN_CYCLES - 1)), PARAMS, threshold=0.03)
+    assert short["ci95"] is None and short["verdict"] == "insufficient data"
+
+
+def test_a_soak_without_references_has_no_paired_series() -> None:
+    assert (
+        reference_ratios(
+            samples([0.5] * 6), {"profiles": ["s"], "concurrency": [1]}, threshold=0.03
+        )
+        == []
+    )
+
+
+def wrapper(tmp_path: Path, name: str, real: Path, prefix: str = "") -> Path:
+    script = tmp_path / name / "llama-server"
+    script.parent.mkdir(parents=True)
+    script.write_text(f'#!/bin/sh\nexec {prefix}"{real}" "$@"\n', encoding="utf-8")
+    script.chmod(0o755)
+    return script
+
+
+def config_for(binary: Path, db_url: str) -> Config:
+    return Config(
+        database=DatabaseConfig(url=db_url),
+        server=ServerConfig(startup_timeout_s=120, binary=str(binary)),
+        profiles={"s": ProfileConfig(model=SMOLLM2, ctx_size=1024, threads=2)},
+        soak=soak_settings(probe_interval_s=10.0),
+    )
+
+
+def test_a_soak_beside_the_reference_files_a_slower_build_and_never_an_identical_one(
+    real_server: tuple[ServerBinary, ModelFile], sqlite_url: str, tmp_path: Path
+) -> None:
+    binary, _ = real_server
+    good = config_for(wrapper(tmp_path, "good", binary.path), sqlite_url)
+    slow = config_for(wrapper(tmp_path, "slow", binary.path, "taskset -c 0 "), sqlite_url)
+    db = Database(sqlite_url)
+    try:
+        ref = pin_reference(
+            good,
+            ReferenceStore(db),
+            prepare(good, "s"),
+            host_fingerprint=hostinfo.collect().fingerprint,
+            by="test",
+            reason="the good build",
+        )
+    finally:
+        db.close()
+    tasks = write_taskset(tmp_path)
+    runs = {}
+    for name, config in (("aa", good), ("slow", slow)):
+        runs[name] = soak_command(
+            config, duration="50s", block="5s", profiles=["s"], taskset=tasks, seed=2, fresh=True
+        )
+
+    (aa,) = runs["aa"].verdict.figures["reference"]
+    assert aa["aa"] and aa["reference_id"] == ref.id and aa["n_cycles"] >= MIN_CYCLES
+    assert 0.8 < aa["estimate"] < 1.25, aa
+    assert not [r for r in runs["aa"].verdict.reasons if "reference" in r]
+
+    (slow_entry,) = runs["slow"].verdict.figures["reference"]
+    assert not slow_entry["aa"] and slow_entry["verdict"] == "regression", slow_entry
+    assert slow_entry["confirmed"] and slow_entry["ci95"][1] < 0.97
+    assert not runs["slow"].verdict.stable
+    assert any("vs reference" in r for r in runs["slow"].verdict.reasons)
+
+    db = Database(sqlite_url)
+    try:
+        with db.session() as s:
+            findings = s.scalars(select(Finding).filter_by(kind="regression")).all()
+            assert [(f.campaign_id, f.fingerprint) for f in findings] == [
+                (runs["slow"].campaign_id, "soak-regression:s:c1")
+            ]
+            assert findings[0].evidence["reference"] == {"id": ref.id}
+        stored = ReferenceStore(db).ratios()
+    finally:
+        db.close()
+    assert [(r.campaign_id, r.category, r.aa, r.verdict) for r in stored] == [
+        (runs["aa"].campaign_id, "soak c1", True, aa["verdict"]),
+        (runs["slow"].campaign_id, "soak c1", False, "regression"),
+    ]
+    assert stored[1].confirmed
