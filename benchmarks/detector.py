@@ -53,6 +53,7 @@ import contextlib
 import json
 import math
 import os
+import signal
 import statistics
 import sys
 import tempfile
@@ -74,7 +75,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 # Synthetic nights written through the real store (shared with the tests).
 from tests.nights import Nights
-from watchkeeper.analysis.stats import Pair, RatioCI, paired_speedup
+from watchkeeper.analysis.stats import Pair, RatioCI, classify, paired_speedup
+from watchkeeper.cli.app import _terminate
 from watchkeeper.commands.aa import aa_command, wilson
 from watchkeeper.commands.bench import BenchPlan, execute_bench
 from watchkeeper.config import Config, DatabaseConfig, parse_config
@@ -241,7 +243,7 @@ def measure_aa_night(args: argparse.Namespace, index: int) -> Table:
             tasks=tuple(tasks),
             rounds=args.rounds,
             warmup_rounds=config.bench.warmup_rounds,
-            warmup_tasks=min(2, len(tasks)),
+            warmup_tasks=len(tasks) if args.warmup_all else min(2, len(tasks)),
             concurrency=1,
         )
         started = time.monotonic()
@@ -258,7 +260,13 @@ def measure_aa_night(args: argparse.Namespace, index: int) -> Table:
             if s.ok and s.decode_tps_server:
                 speeds[(run.arm, s.task_id, run.round)] = s.decode_tps_server
     rounds = list(range(1, args.rounds + 1))
-    table: Table = {"night": index, "minutes": minutes, "rounds": rounds, "tasks": {}}
+    table: Table = {
+        "night": index,
+        "minutes": minutes,
+        "rounds": rounds,
+        "warmup_tasks": plan.warmup_tasks,
+        "tasks": {},
+    }
     for t in tasks:
         row = []
         for r in rounds:
@@ -277,14 +285,24 @@ def as_array(table: Table, category: str | None = None) -> np.ndarray:
     return np.array(rows, dtype=float)
 
 
-def judge(array: np.ndarray, drop: float, resamples: int, seed: int) -> RatioCI | None:
+def judge(
+    array: np.ndarray, drop: float, resamples: int, seed: int, night_sd: float = 0.0
+) -> RatioCI | None:
+    """The nightly's verdict on one table: `paired_speedup`, then the CI widened to at least
+    +-1.96 night sds as `nightly.ratios.with_night_noise` does."""
     shift = math.log1p(-drop)
     pairs = [
         Pair(f"t{i}", j, 1.0, math.exp(v + shift))
         for (i, j), v in np.ndenumerate(array)
         if not np.isnan(v)
     ]
-    return paired_speedup(pairs, resamples=resamples, seed=seed, threshold=THRESHOLD)
+    ci = paired_speedup(pairs, resamples=resamples, seed=seed, threshold=THRESHOLD)
+    if ci is None or not ci.has_ci or night_sd <= 0:
+        return ci
+    half = 1.959964 * night_sd
+    low = min(ci.low, ci.estimate * math.exp(-half))
+    high = max(ci.high, ci.estimate * math.exp(half))
+    return replace(ci, low=low, high=high, verdict=classify(ci.estimate, low, high, THRESHOLD))
 
 
 def noise(tables: list[Table], resamples: int) -> dict[str, Any]:
@@ -318,17 +336,30 @@ def noise(tables: list[Table], resamples: int) -> dict[str, Any]:
 class Simulator:
     """Simulated nights: a real A/A table resampled (tasks and rounds with replacement)."""
 
-    def __init__(self, arrays: list[np.ndarray], resamples: int, seed: int) -> None:
+    def __init__(
+        self,
+        arrays: list[np.ndarray],
+        resamples: int,
+        seed: int,
+        size: tuple[int | None, int | None] = (None, None),
+        night_sd: float = 0.0,
+    ) -> None:
         self.arrays = [a for a in arrays if a.size]
+        self.night_sd = night_sd
         self.resamples = resamples
         self.rng = np.random.default_rng(seed)
+        self.tasks, self.rounds = size
+        """A simulated night's tasks and rounds (None: as measured). Larger than measured
+        draws the extra rows and columns from the same real night, so the night's own
+        offset (the server instances' effect) is kept, not averaged away."""
 
     def flag(self, drop: float) -> bool:
         array = self.arrays[self.rng.integers(len(self.arrays))]
-        rows = self.rng.integers(0, array.shape[0], size=array.shape[0])
-        cols = self.rng.integers(0, array.shape[1], size=array.shape[1])
+        n_rows, n_cols = self.tasks or array.shape[0], self.rounds or array.shape[1]
+        rows = self.rng.integers(0, array.shape[0], size=n_rows)
+        cols = self.rng.integers(0, array.shape[1], size=n_cols)
         seed = int(self.rng.integers(2**31))
-        ci = judge(array[np.ix_(rows, cols)], drop, self.resamples, seed)
+        ci = judge(array[np.ix_(rows, cols)], drop, self.resamples, seed, self.night_sd)
         return ci is not None and ci.verdict == "slower"
 
     def series(self, drop: float, nights: int = 3) -> tuple[list[bool], bool]:
@@ -355,8 +386,10 @@ def simulate(
     aa_sims: int,
     resamples: int,
     seed: int,
+    size: tuple[int | None, int | None] = (None, None),
+    night_sd: float = 0.0,
 ) -> tuple[dict[str, dict[str, float]], float, float]:
-    sim = Simulator(arrays, resamples, seed)
+    sim = Simulator(arrays, resamples, seed, size, night_sd)
     power: dict[str, dict[str, float]] = {}
     for drop in drops:
         runs = [sim.series(drop)[0] for _ in range(sims)]
@@ -368,15 +401,18 @@ def simulate(
 
 
 def simulate_series(
-    job: tuple[list[np.ndarray], int, int, int, int],
+    job: tuple[list[np.ndarray], int, int, int, int, tuple[int | None, int | None], float],
 ) -> tuple[int, dict[str, dict[str, float]], float, float, float]:
     """One series' simulation (a process of its own under --jobs)."""
-    arrays, sims, aa_sims, resamples, seed = job
+    arrays, sims, aa_sims, resamples, seed, size, night_sd = job
     started = time.monotonic()
     with warnings.catch_warnings():  # a resample of a category can miss every task of a round
         warnings.simplefilter("ignore", RuntimeWarning)
-        power, false_alarm, single = simulate(arrays, DROPS, sims, aa_sims, resamples, seed)
-    return int(arrays[0].shape[0]), power, false_alarm, single, time.monotonic() - started
+        power, false_alarm, single = simulate(
+            arrays, DROPS, sims, aa_sims, resamples, seed, size, night_sd
+        )
+    tasks = size[0] or int(arrays[0].shape[0])
+    return tasks, power, false_alarm, single, time.monotonic() - started
 
 
 def paired(args: argparse.Namespace) -> dict[str, Any]:
@@ -384,12 +420,11 @@ def paired(args: argparse.Namespace) -> dict[str, Any]:
     if args.per_category is None:
         args.per_category = 2
     reuse = Path(args.reuse) if args.reuse else None
-    if reuse is not None and reuse.is_file():
-        tables = json.loads(reuse.read_text())["tables"]
+    tables = json.loads(reuse.read_text())["tables"] if reuse and reuse.is_file() else []
+    if tables:
         say(f"A/A tables from {reuse}: {len(tables)} nights")
-    else:
-        tables = []
-        for k in range(nights):
+    if len(tables) < nights and (not tables or args.more):
+        for k in range(len(tables), nights):
             say(f"A/A night {k + 1}/{nights}: {BASELINE} vs {TWIN}, {args.rounds} rounds ...")
             tables.append(measure_aa_night(args, k + 1))
             say(f"  done in {tables[-1]['minutes']:.1f} min")
@@ -424,6 +459,26 @@ def paired(args: argparse.Namespace) -> dict[str, Any]:
     series: dict[str, Any] = {}
     categories = sorted({t["category"] for t in tables[0]["tasks"].values()})
     names = ("overall", *categories)
+
+    def series_sd(name: str) -> float:
+        """What the nightly uses once a series has its A/A nights: their own spread."""
+        if args.night_sd is not None:
+            return float(args.night_sd)
+        category = None if name == "overall" else name
+        logs = []
+        for t in tables:
+            ci = judge(as_array(t, category), 0.0, args.resamples, 0)
+            if ci is not None:
+                logs.append(math.log(ci.estimate))
+        return statistics.stdev(logs) if len(logs) > 1 else (n2n or 0.0)
+
+    per_cat = args.sim_per_category
+    rounds = args.sim_rounds
+
+    def size(name: str) -> tuple[int | None, int | None]:
+        tasks = None if per_cat is None else per_cat * (len(categories) if name == "overall" else 1)
+        return tasks, rounds
+
     jobs = [
         (
             [as_array(t, None if name == "overall" else name) for t in tables],
@@ -431,20 +486,39 @@ def paired(args: argparse.Namespace) -> dict[str, Any]:
             args.aa_sims,
             args.resamples,
             seed,
+            size(name),
+            series_sd(name),
         )
         for seed, name in enumerate(names)
     ]
+    measured_cells = first["tasks"] * first["rounds"]
+    sim_tasks, sim_rounds = size("overall")
+    sim_cells = (sim_tasks or first["tasks"]) * (sim_rounds or first["rounds"])
+    sim_minutes = minutes * sim_cells / measured_cells
+    say(
+        f"simulated night: {sim_tasks or first['tasks']} tasks x {sim_rounds or first['rounds']} "
+        f"rounds (about {sim_minutes:.1f} min at the measured cost per request pair)"
+    )
+    out["night_minutes"] = sim_minutes
+    out["simulated_night"] = {
+        "tasks": sim_tasks or first["tasks"],
+        "rounds": sim_rounds or first["rounds"],
+        "minutes": sim_minutes,
+    }
+    job_sd = {name: job[-1] for name, job in zip(names, jobs, strict=True)}
     with ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
         results = list(pool.map(simulate_series, jobs))
     for name, (tasks, power, false_alarm, single, seconds) in zip(names, results, strict=True):
         series[name] = {
             "tasks": tasks,
+            "night_sd": job_sd[name],
             "power": power,
             "false_alarm_rate": false_alarm,
             "single_flag_rate": single,
         }
         say(
-            f"series {name} ({tasks} tasks; {args.sims} simulated series per drop, {seconds:.0f} s)"
+            f"series {name} ({tasks} tasks; verdict CI at least +-1.96 x night sd "
+            f"{job_sd[name]:.2%}; {args.sims} simulated series per drop, {seconds:.0f} s)"
         )
         say("  drop   1 night  2 nights  3 nights")
         for drop, p in power.items():
@@ -550,9 +624,35 @@ def main() -> None:
     )
     parser.add_argument("--jobs", type=int, default=2, help="paired: simulation processes")
     parser.add_argument(
+        "--sim-per-category",
+        type=int,
+        help="paired: tasks per category of a simulated night (default: as measured)",
+    )
+    parser.add_argument(
+        "--night-sd",
+        type=float,
+        help="paired: night sd the verdict's CI carries (default: measured night-to-night sd)",
+    )
+    parser.add_argument(
+        "--sim-rounds", type=int, help="paired: rounds of a simulated night (default: as measured)"
+    )
+    parser.add_argument(
         "--reuse", help="paired: A/A tables JSON; loaded when it exists, else measured and saved"
     )
+    parser.add_argument(
+        "--more",
+        action="store_true",
+        help="paired: with --reuse, measure nights until --nights are in the file",
+    )
+    parser.add_argument(
+        "--warmup-all",
+        action="store_true",
+        help="paired: the warm-up round sends every task (the nightly's way), not only two",
+    )
     args = parser.parse_args()
+    # As the CLI does: SIGTERM unwinds, so every `with serve(...)` stops its llama-server
+    # (the default handler ends the process at once and orphans the A/A night's two servers).
+    signal.signal(signal.SIGTERM, _terminate)
     # Under --json the human-readable figures go to stderr, so stdout is the JSON alone.
     with contextlib.redirect_stdout(sys.stderr if args.json else sys.stdout):
         out = paired(args) if args.design == "paired" else absolute(args)

@@ -90,6 +90,36 @@ def test_one_bad_round_cannot_swing_the_estimate() -> None:
     assert 4 in ci.discounted_rounds
 
 
+def test_one_disturbed_request_cannot_widen_an_aa_night_into_an_inconclusive_one() -> None:
+    """The cell measured on this host: a neighbour's burst made one request read 5.9x."""
+    quiet = _table(1.0, tasks=12, rounds=10, task_sd=0.01, round_sd=0.01, noise_sd=0.01, seed=5)
+    hit = [
+        Pair(p.task_id, p.round, p.baseline, p.candidate * 5.9)
+        if (p.task_id, p.round) == ("t3", 6)
+        else p
+        for p in quiet
+    ]
+    before, after = paired_speedup(quiet), paired_speedup(hit)
+    assert before is not None and after is not None
+    assert after.winsorized_cells == 1
+    assert after.verdict == before.verdict == "no change"
+    assert after.half_width is not None and after.half_width < 0.03
+
+
+def test_a_task_or_a_round_that_really_moved_is_never_winsorized() -> None:
+    """A regression on one task is a task effect; a disturbed round is a round effect."""
+    pairs = [
+        Pair(f"t{i}", r, 10.0, 10.0 * (0.5 if i == 2 else 1.0) * (0.8 if r == 3 else 1.0))
+        for i in range(8)
+        for r in range(6)
+    ]
+    ci = paired_speedup(pairs)
+    assert ci is not None and ci.winsorized_cells == 0
+    # The trimmed estimate: rounds' means over tasks, best and worst round set aside.
+    per_task = [math.log(0.5)] + [0.0] * 7
+    assert ci.estimate == pytest.approx(math.exp(sum(per_task) / 8))
+
+
 def test_fewer_than_three_rounds_give_no_ci_and_no_verdict() -> None:
     ci = paired_speedup([Pair(f"t{i}", r, 10.0, 15.0) for i in range(12) for r in range(2)])
     assert ci is not None

@@ -22,7 +22,7 @@ from watchkeeper.config import Config, ProfileConfig
 from watchkeeper.errors import ConfigError
 from watchkeeper.host import info as hostinfo
 from watchkeeper.load.tasks import load_taskset, select
-from watchkeeper.nightly.ratios import FLAGS, night_ratios
+from watchkeeper.nightly.ratios import FLAGS, night_noise, night_ratios, with_night_noise
 from watchkeeper.nightly.reference import (
     identify,
     reference_arm,
@@ -159,6 +159,8 @@ def _bench(
     n = config.nightly
     taskset = Path(n.taskset) if n.taskset else config.bench.resolved_taskset()
     tasks = select(load_taskset(taskset), limit=None, per_category=n.per_category)
+    if n.max_tokens:
+        tasks = [replace(t, max_tokens=min(t.max_tokens, n.max_tokens)) for t in tasks]
     plan = BenchPlan(
         profiles=(ref_arm.name, current.name),
         tasks=tuple(tasks),
@@ -217,7 +219,7 @@ def run_night(
     result = _bench(config, current, ref_arm, kind="nightly", progress=progress)
 
     def ratios_of(bench: BenchResult) -> list[RatioRecord]:
-        return night_ratios(
+        records = night_ratios(
             bench,
             current_arm=current.name,
             profile=profile,
@@ -226,6 +228,12 @@ def run_night(
             aa=aa,
             threshold=config.nightly.min_effect,
         )
+        return [
+            with_night_noise(
+                r, night_noise(store.series_history(r.series), config.nightly.night_sd)
+            )
+            for r in records
+        ]
 
     ratios = ratios_of(result)
     flagged = [r for r in ratios if r.verdict == "regression"]

@@ -256,15 +256,24 @@ class NightlyConfig(_Strict):
 
     profiles: list[str] = Field(default_factory=lambda: ["smollm2-ngram"])
     """The profiles whose current system is judged every night; set your production profile."""
-    rounds: Annotated[int, Field(ge=3, le=100)] = 10
-    per_category: Annotated[int, Field(ge=1, le=100)] = 3
-    """Tasks per category: a category series needs 3 tasks for a CI (analysis/stats.py)."""
+    rounds: Annotated[int, Field(ge=3, le=100)] = 12
+    per_category: Annotated[int, Field(ge=1, le=100)] = 4
+    """Tasks per category: a category series needs 3 tasks for a CI (analysis/stats.py).
+    4 x 12 rounds with max_tokens 64: about 20 minutes a night on a 2-core host with SmolLM2,
+    and 92% power for a 5% drop of the overall series within 2 nights
+    (benchmarks/detector.py --design paired)."""
+    max_tokens: Annotated[int, Field(ge=0, le=100_000)] = 64
+    """Cap on each task's max_tokens (0: the task's own). Both arms get the same cap, so the
+    ratio stays a like-for-like comparison; the cap buys rounds, which buy power."""
     taskset: str = ""
     """Empty: bench.taskset."""
     min_effect: Annotated[float, Field(gt=0.0, lt=1.0)] = 0.03
     """Practical threshold of a regression (0.03 = 3% slower than the reference)."""
     confirm_rerun: bool = True
     """A first-night regression is rerun at once; only a second flag confirms (and files) it."""
+    night_sd: Annotated[float, Field(ge=0.0, lt=1.0)] = 0.02
+    """Night-to-night sd of an A/A night's log ratio (the server processes' own spread), used
+    until a series has 8 A/A nights of its own; the verdict's CI is at least +-1.96 x this."""
 
 
 class Config(_Strict):

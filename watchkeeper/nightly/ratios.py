@@ -12,15 +12,25 @@ Verdicts: ``regression`` when the CI excludes 1 and the estimate is below 1 - th
 is too wide: more rounds would settle it); ``insufficient data`` below three rounds. A
 regression is a *candidate* until a second night (against the same reference) or an
 immediate rerun flags it again: only then is it confirmed and filed.
+
+The night's own CI (rounds and tasks resampled) cannot see what stays fixed for the whole
+night: the two server *processes*. Two processes of the same binary differ by a percent or two
+all night (measured here on A/A nights: 0.989 and 1.014 with within-night CIs about +-2%), so
+a CI from one night alone is too narrow for a claim about the *systems*. The night-to-night
+spread of the series' own A/A nights is exactly the noise of a night's ratio when nothing
+changed; the verdict's CI is the wider of the night's own and +-1.96 x that spread (from
+``MIN_AA_NIGHTS`` A/A nights on; before that ``nightly.night_sd``, measured on this host).
 """
 
 from __future__ import annotations
 
+import math
+import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from watchkeeper.analysis.benchmark import ALL, BenchResult, CategoryStats
-from watchkeeper.analysis.stats import wilson
+from watchkeeper.analysis.stats import classify, wilson
 from watchkeeper.store.references import RatioRecord
 
 METRIC = "decode_tps"
@@ -33,6 +43,41 @@ VERDICTS = {
     "inconclusive": "inconclusive",
     "insufficient replicates": "insufficient data",
 }
+
+
+MIN_AA_NIGHTS = 8
+"""A/A nights of a series from which their own spread replaces the configured night sd."""
+Z95 = 1.959964
+
+
+@dataclass(frozen=True, slots=True)
+class NightNoise:
+    """The sd of a night's log ratio when nothing changed, and where the figure comes from."""
+
+    sd: float
+    source: str
+
+
+def night_noise(aa_nights: Sequence[RatioRecord], prior_sd: float) -> NightNoise:
+    """From the series' A/A nights once there are enough of them, else the configured prior."""
+    logs = [math.log(r.estimate) for r in aa_nights if r.aa and r.estimate > 0]
+    if len(logs) >= MIN_AA_NIGHTS:
+        return NightNoise(statistics.stdev(logs), f"{len(logs)} A/A nights of this series")
+    return NightNoise(prior_sd, f"nightly.night_sd ({len(logs)} of {MIN_AA_NIGHTS} A/A nights)")
+
+
+def with_night_noise(record: RatioRecord, noise: NightNoise) -> RatioRecord:
+    """The record with its CI at least +-1.96 night sds wide (log scale) and the verdict
+    judged again on it. A night's own CI that is already wider is kept as it is."""
+    if record.low is None or record.high is None or noise.sd <= 0:
+        return record
+    half = Z95 * noise.sd
+    low = min(record.low, record.estimate * math.exp(-half))
+    high = max(record.high, record.estimate * math.exp(half))
+    if (low, high) == (record.low, record.high):
+        return record
+    verdict = VERDICTS[classify(record.estimate, low, high, record.threshold)]
+    return replace(record, low=low, high=high, verdict=verdict)
 
 
 def series_name(host_fingerprint: str, profile: str, category: str, metric: str = METRIC) -> str:

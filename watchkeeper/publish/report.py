@@ -71,6 +71,8 @@ def _ci(ci: RatioCI | None) -> str:
     text = f"{ci.estimate:.2f}x ({ci.low:.2f}-{ci.high:.2f}) {ci.verdict}"
     if ci.rounds_needed:
         text += f", ~{ci.rounds_needed} rounds to settle"
+    if ci.winsorized_cells:
+        text += f", {ci.winsorized_cells} outlier cell(s) winsorized"
     return text
 
 
