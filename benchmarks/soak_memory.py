@@ -2,10 +2,14 @@
 
 The daemon soaks every night for months, so anything the soak keeps per request is a leak.
 This runs a real soak in-process (SmolLM2, SQLite in a scratch folder), samples the process's
-RSS and tracemalloc's traced Python memory every `--every` seconds, and prints both series,
-their Theil-Sen slopes after a warm-up, and the allocation sites that grew most between the end
-of the warm-up and the end of the soak. RSS growing while traced memory stays flat points at the
-allocator (fragmentation, per-thread arenas), not at Python objects kept alive.
+RSS, tracemalloc's traced Python memory, glibc malloc's bytes in use and free (mallinfo2), its
+arena count and SQLite's own memory every `--every` seconds, and prints the series, their
+Theil-Sen slopes after a warm-up, and the allocation sites that grew most between the end
+of the warm-up and the last half-minute of the loop. RSS growing while traced memory stays flat points at the
+allocator (fragmentation, per-thread arenas), not at Python objects kept alive. The slopes use
+the samples between the two snapshots: holding one costs ~10-15 MB of untraced RSS (a step
+inside the window read as +20 MB/h), and after the loop the verdict loads the whole campaign
+once, a one-off peak that is not growth.
 
     .venv/bin/python benchmarks/soak_memory.py [--duration 20m] [--block 1m]
         [--profiles smollm2-baseline] [--concurrency 1,2] [--every 30]
@@ -14,12 +18,16 @@ allocator (fragmentation, per-thread arenas), not at Python objects kept alive.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import ctypes
 import gc
 import os
+import re
 import tempfile
 import threading
 import time
 import tracemalloc
+from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
@@ -30,21 +38,88 @@ from watchkeeper.soak.durations import parse_duration
 from watchkeeper.soak.verdicts import theil_sen
 
 FRAMES = 8
+BLOCK_END = re.compile(r"block \d+ (completed|interrupted|stopped):")
+
+
+class _MallInfo2(ctypes.Structure):
+    _fields_ = [
+        (name, ctypes.c_size_t)
+        for name in (
+            "arena", "ordblks", "smblks", "hblks", "hblkhd",
+            "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost",
+        )
+    ]  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class Point:
+    t: float
+    rss: float
+    traced: float
+    malloc_used: float
+    """MB glibc malloc hands out (Python's small objects live in pymalloc's own mmaps)."""
+    malloc_free: float
+    """MB free inside malloc's heaps, kept from the OS (fragmentation, idle arenas)."""
+    arenas: int
+    sqlite: float
+    """MB SQLite holds (page caches, statements)."""
+    requests: int
+
+
+class NativeMemory:
+    """glibc's mallinfo2/malloc_info and SQLite's own counter; zeros where unavailable."""
+
+    def __init__(self) -> None:
+        self._libc = self._sqlite = None
+        with contextlib.suppress(OSError, AttributeError):
+            libc = ctypes.CDLL(None)
+            libc.mallinfo2.restype = _MallInfo2
+            libc.fopen.restype = ctypes.c_void_p
+            libc.fopen.argtypes = [ctypes.c_char_p, ctypes.c_char_p]
+            libc.malloc_info.argtypes = [ctypes.c_int, ctypes.c_void_p]
+            libc.fclose.argtypes = [ctypes.c_void_p]
+            self._libc = libc
+        with contextlib.suppress(OSError, AttributeError):
+            sqlite = ctypes.CDLL("libsqlite3.so.0")
+            sqlite.sqlite3_memory_used.restype = ctypes.c_int64
+            self._sqlite = sqlite
+        self._info = Path(tempfile.mkdtemp(prefix="wk-malloc-info-")) / "info.xml"
+
+    def malloc(self) -> tuple[float, float, int]:
+        if self._libc is None:
+            return 0.0, 0.0, 0
+        info = self._libc.mallinfo2()
+        stream = self._libc.fopen(str(self._info).encode(), b"w")
+        arenas = 0
+        if stream:
+            self._libc.malloc_info(0, stream)
+            self._libc.fclose(stream)
+            arenas = self._info.read_text().count("<heap nr=")
+        return (info.uordblks + info.hblkhd) / 2**20, info.fordblks / 2**20, arenas
+
+    def sqlite(self) -> float:
+        return self._sqlite.sqlite3_memory_used() / 2**20 if self._sqlite is not None else 0.0
 
 
 def sampler(
-    stop: threading.Event,
-    every_s: float,
-    points: list[tuple[float, float, float, int]],
-    counter: list[int],
+    stop: threading.Event, every_s: float, points: list[Point], counter: list[int], t0: float
 ) -> None:
-    """(seconds, RSS MB, traced MB, requests) every `every_s` until stopped."""
-    me = psutil.Process()
-    t0 = time.monotonic()
+    """One `Point` every `every_s` until stopped (t in seconds since t0)."""
+    me, native = psutil.Process(), NativeMemory()
     while True:
         traced, _ = tracemalloc.get_traced_memory()
+        used, free, arenas = native.malloc()
         points.append(
-            (time.monotonic() - t0, me.memory_info().rss / 2**20, traced / 2**20, counter[0])
+            Point(
+                time.monotonic() - t0,
+                me.memory_info().rss / 2**20,
+                traced / 2**20,
+                used,
+                free,
+                arenas,
+                native.sqlite(),
+                counter[0],
+            )
         )
         if stop.wait(every_s):
             return
@@ -79,23 +154,38 @@ def main() -> None:
     )
     tracemalloc.start(FRAMES)
     stop, counter = threading.Event(), [0]
-    points: list[tuple[float, float, float, int]] = []
-    warm_snapshot: list[tracemalloc.Snapshot] = []
+    points: list[Point] = []
+    snapshots: dict[str, tracemalloc.Snapshot] = {}
+    # Seconds since t0. Holding a snapshot costs ~15 MB of RSS (untraced): the slopes use the
+    # samples after the warm-up one is held and before the late one (near the loop's end) starts.
+    marks = {"warm": float("inf"), "late": float("inf"), "loop_end": float("inf")}
+    timers: list[threading.Timer] = []
 
     def on_sample(_key: object, _sample: object) -> None:
         counter[0] += 1  # a count, not the samples: the benchmark must not be the leak
 
-    def take_warm_snapshot() -> None:
+    def take_snapshot(name: str) -> None:
+        started = time.monotonic() - t0
         gc.collect()
-        warm_snapshot.append(tracemalloc.take_snapshot())
+        snapshots[name] = tracemalloc.take_snapshot()
+        marks[name] = time.monotonic() - t0 if name == "warm" else started
+
+    t0 = time.monotonic()
+
+    def progress(message: str) -> None:
+        if BLOCK_END.match(message):
+            marks["loop_end"] = time.monotonic() - t0
+        elif not timers and message.startswith("block "):  # the first block starts
+            lead = max(30.0, 2 * args.every)
+            for delay, name in ((duration_s * args.warmup, "warm"), (duration_s - lead, "late")):
+                timers.append(threading.Timer(delay, take_snapshot, (name,)))
+                timers[-1].start()
+        print(f"  · {message}", flush=True)
 
     watcher = threading.Thread(
-        target=sampler, args=(stop, args.every, points, counter), daemon=True
+        target=sampler, args=(stop, args.every, points, counter, t0), daemon=True
     )
-    timer = threading.Timer(duration_s * args.warmup, take_warm_snapshot)
     watcher.start()
-    timer.start()
-    t0 = time.monotonic()
     result = soak_command(
         config,
         duration=args.duration,
@@ -106,36 +196,50 @@ def main() -> None:
         seed=3,
         fresh=True,
         on_sample=on_sample,
-        progress=lambda m: print(f"  · {m}", flush=True),
+        progress=progress,
     )
     wall = time.monotonic() - t0
-    timer.cancel()
+    for timer in timers:
+        timer.cancel()
     stop.set()
     watcher.join()
-    gc.collect()
-    end_snapshot = tracemalloc.take_snapshot()
     print()
     print(f"soak {args.duration} (wall {wall:.0f} s), {counter[0]} requests, {result.status}")
-    print(f"{'t (s)':>8} {'RSS MB':>8} {'traced MB':>10} {'requests':>9}")
-    for t, rss, traced, n in points:
-        print(f"{t:8.0f} {rss:8.1f} {traced:10.2f} {n:9d}")
-    warm = [p for p in points if p[0] >= duration_s * args.warmup]
+    print(
+        f"{'t (s)':>6} {'RSS MB':>7} {'traced MB':>9} {'malloc MB':>9} {'free MB':>7} "
+        f"{'arenas':>6} {'sqlite MB':>9} {'requests':>8}"
+    )
+    for p in points:
+        print(
+            f"{p.t:6.0f} {p.rss:7.1f} {p.traced:9.2f} {p.malloc_used:9.2f} {p.malloc_free:7.2f} "
+            f"{p.arenas:6d} {p.sqlite:9.2f} {p.requests:8d}"
+        )
+    until = min(marks["late"], marks["loop_end"] + 1)
+    warm = [p for p in points if marks["warm"] < p.t < until]
     print()
-    print(f"after the first {args.warmup:.0%} ({len(warm)} samples):")
-    print(f"  RSS slope     {slope([(t / 3600, rss) for t, rss, _, _ in warm])}")
-    print(f"  traced slope  {slope([(t / 3600, tr) for t, _, tr, _ in warm])}")
-    if warm and warm[-1][3] > warm[0][3]:
-        grown = (warm[-1][1] - warm[0][1]) * 2**10 / (warm[-1][3] - warm[0][3])
+    print(
+        f"from the warm-up snapshot ({args.warmup:.0%} of the soak in, held at "
+        f"{marks['warm']:.0f} s) to the late one ({until:.0f} s), {len(warm)} samples:"
+    )
+    for label, field in (
+        ("RSS", "rss"),
+        ("traced", "traced"),
+        ("malloc used", "malloc_used"),
+        ("malloc free", "malloc_free"),
+        ("sqlite", "sqlite"),
+    ):
+        print(f"  {label + ' slope':<18} {slope([(p.t / 3600, getattr(p, field)) for p in warm])}")
+    if warm and warm[-1].requests > warm[0].requests:
+        grown = (warm[-1].rss - warm[0].rss) * 2**10 / (warm[-1].requests - warm[0].requests)
         print(f"  RSS per request after warm-up  {grown:+.2f} KB")
-    if warm_snapshot:
+    if "warm" in snapshots and "late" in snapshots:
         print()
-        print("allocation sites that grew most after the warm-up (tracemalloc):")
-        for stat in end_snapshot.compare_to(warm_snapshot[0], "traceback")[:8]:
-            frame = stat.traceback[0]
-            print(
-                f"  {stat.size_diff / 1024:+9.1f} KB {stat.count_diff:+7d} blocks  "
-                f"{frame.filename}:{frame.lineno}"
-            )
+        print("allocation sites that grew most between the two snapshots (tracemalloc):")
+        for stat in snapshots["late"].compare_to(snapshots["warm"], "traceback")[:10]:
+            where = " <- ".join(
+                f"{Path(f.filename).name}:{f.lineno}" for f in list(stat.traceback)[::-1][:4]
+            )  # the allocating line first, then its callers
+            print(f"  {stat.size_diff / 1024:+9.1f} KB {stat.count_diff:+7d} blocks  {where}")
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ from sqlalchemy import func, select
 from watchkeeper.cli.app import main
 from watchkeeper.load.records import RequestSample, Task, TokenLogprob
 from watchkeeper.soak.durations import format_duration, parse_duration
-from watchkeeper.soak.loop import TaskCycle
+from watchkeeper.soak.loop import ServerClients, TaskCycle
 from watchkeeper.soak.records import (
     IncidentRecord,
     ResourcePoint,
@@ -26,7 +26,7 @@ from watchkeeper.soak.records import (
     item_from_json,
     item_to_json,
 )
-from watchkeeper.soak.spool import Journal, SpoolingWriter, read_items
+from watchkeeper.soak.spool import CHUNK, Journal, SpoolingWriter, read_items
 from watchkeeper.soak.supervisor import backoff_s
 from watchkeeper.soak.verdicts import level_shift, theil_sen
 from watchkeeper.store.db import Database
@@ -139,6 +139,50 @@ def test_a_torn_last_journal_line_is_skipped_not_fatal(tmp_path: Path) -> None:
     path = tmp_path / "spool" / "journal.jsonl"
     path.write_text(path.read_text() + '{"type": "sample", "key": ["p", 0')
     assert [i.sample.seq for i in read_items(path)] == [0]  # type: ignore[union-attr]
+
+
+def test_a_long_journal_is_drained_a_chunk_at_a_time_and_kept_until_all_are_in(
+    tmp_path: Path,
+) -> None:
+    """After a long database outage the journal is big: it is never read whole, and a chunk
+    that fails leaves the whole file to replay (the natural keys make the replay harmless)."""
+    from watchkeeper.errors import StoreError
+
+    chunks: list[int] = []
+    down = [True]
+
+    def write(items: object) -> None:
+        assert isinstance(items, list)
+        if down[0] and chunks:
+            raise StoreError("database gone")
+        chunks.append(len(items))
+
+    key = RunKey("p", 0, 1, 1)
+    writer = SpoolingWriter(Journal(tmp_path / "spool"), write)  # type: ignore[arg-type]
+    writer.add(*[SampleRecord(key, _sample(i)) for i in range(2 * CHUNK + 3)])
+    assert not writer.drain()
+    assert chunks == [CHUNK] and writer.stats.spooled_peak == 2 * CHUNK + 3
+    assert len(writer.journal.pending()) == 1
+    down[0] = False
+    assert writer.drain()
+    assert chunks == [CHUNK, CHUNK, CHUNK, 3] and writer.stats.drained == 2 * CHUNK + 3
+    assert writer.journal.pending() == []
+    writer.journal.close()
+
+
+def test_the_soak_workers_share_one_client_per_server_until_it_restarts() -> None:
+    clients = ServerClients(request_timeout_s=5, pool_size=2)
+    first = clients.get("p", 1, "http://127.0.0.1:9")
+    assert clients.get("p", 1, "http://127.0.0.1:9") is first
+    other = clients.get("q", 1, "http://127.0.0.1:8")
+    assert other is not first
+    restarted = clients.get("p", 2, "http://127.0.0.1:7")
+    assert restarted is not first and str(restarted.base_url) == "http://127.0.0.1:7"
+    assert not first.is_closed  # a worker may still be inside a request on it
+    clients.close_retired()
+    assert first.is_closed and not restarted.is_closed
+    clients.close()
+    assert restarted.is_closed and other.is_closed
 
 
 def test_replaying_a_batch_twice_stores_every_row_once(db_url: str, tmp_path: Path) -> None:

@@ -23,7 +23,7 @@ from types import TracebackType
 import psutil
 
 from watchkeeper.errors import ServerError
-from watchkeeper.server.endpoints import health_status, healthy
+from watchkeeper.server.endpoints import health_client, health_status, healthy
 
 LOCALHOST = "127.0.0.1"
 
@@ -240,18 +240,19 @@ class ManagedServer:
         assert self._proc is not None
         deadline = time.monotonic() + self._startup_timeout
         url = f"http://{LOCALHOST}:{self._port}"
-        while time.monotonic() < deadline:
-            code = self._proc.poll()
-            if code is not None:
-                raise ServerError(
-                    f"llama-server exited with code {code} during start-up "
-                    f"(log: {self._log_path})\n{self.log_tail()}",
-                    exit_code=code,
-                    log_tail=self.log_tail(),
-                )
-            if healthy(url, timeout_s=2.0):
-                return
-            time.sleep(0.1)
+        with health_client(url, timeout_s=2.0) as probe:
+            while time.monotonic() < deadline:
+                code = self._proc.poll()
+                if code is not None:
+                    raise ServerError(
+                        f"llama-server exited with code {code} during start-up "
+                        f"(log: {self._log_path})\n{self.log_tail()}",
+                        exit_code=code,
+                        log_tail=self.log_tail(),
+                    )
+                if healthy(probe, timeout_s=2.0):
+                    return
+                time.sleep(0.1)
         raise ServerError(
             f"llama-server did not become healthy within {self._startup_timeout:.0f}s "
             f"(log: {self._log_path})\n{self.log_tail()}",

@@ -8,6 +8,10 @@ is reshuffled every pass through the task set, from (seed, block, pass), so any 
 the night can be replayed. Every so often one worker sends the probe task at temperature 0
 instead of its next task: the identical-output rate compares those answers over time.
 
+The workers are one thread pool, and each server one HTTP client (a new one after a restart),
+for the whole soak: however long it runs, the soak holds the same threads and clients instead
+of building and dropping them every block (the daemon soaks every night for months).
+
 SIGTERM/SIGINT only set the stop event: each worker finishes the request it is in, the block
 is closed as interrupted, the spool is flushed and the servers are stopped by the caller.
 """
@@ -19,7 +23,9 @@ import random
 import signal
 import threading
 import time
+import traceback
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from types import FrameType
@@ -132,6 +138,47 @@ def stop_on_signals(stop: threading.Event) -> Iterator[None]:
             signal.signal(sig, old)
 
 
+class ServerClients:
+    """One HTTP client per server for the soak's life, shared by the workers (httpx clients
+    are thread-safe; the pool keeps one connection per worker alive). A restarted server gets
+    a new client; the old one is closed by `close_retired` once no worker can be using it."""
+
+    def __init__(self, *, request_timeout_s: float, pool_size: int) -> None:
+        self._timeout, self._pool_size = request_timeout_s, pool_size
+        self._lock = threading.Lock()
+        self._clients: dict[str, tuple[int, ServerClient]] = {}
+        self._retired: list[ServerClient] = []
+
+    def get(self, profile: str, generation: int, url: str) -> ServerClient:
+        with self._lock:
+            held = self._clients.get(profile)
+            if held is not None and held[0] == generation:
+                return held[1]
+            if held is not None:
+                self._retired.append(held[1])
+            # Idle connections expire quickly: a block's workers reuse theirs back to back,
+            # the next block of this server (minutes later) opens fresh ones, as it did when
+            # every block built its own clients, and never races the server's keep-alive close.
+            client = make_http_client(
+                url, request_timeout_s=self._timeout, pool_size=self._pool_size, keepalive_s=1.0
+            )
+            self._clients[profile] = (generation, client)
+            return client
+
+    def close_retired(self) -> None:
+        with self._lock:
+            retired, self._retired = self._retired, []
+        for client in retired:
+            client.close()
+
+    def close(self) -> None:
+        self.close_retired()
+        with self._lock:
+            clients, self._clients = self._clients, {}
+        for _, client in clients.values():
+            client.close()
+
+
 class SoakLoop:
     def __init__(
         self,
@@ -157,8 +204,15 @@ class SoakLoop:
         self._active: Active | None = None
         self._lock = threading.Lock()
         self._completed = self._failed = 0
+        self._pool: ThreadPoolExecutor | None = None
+        self._clients = ServerClients(
+            request_timeout_s=self.timeout_s, pool_size=max(plan.concurrencies)
+        )
 
     def run(self, resume: ResumePoint) -> SoakOutcome:
+        self._pool = ThreadPoolExecutor(
+            max_workers=max(self._plan.concurrencies), thread_name_prefix="soak-worker"
+        )
         monitor_stop = threading.Event()
         monitor = threading.Thread(
             target=self._monitor, args=(monitor_stop,), name="soak-monitor", daemon=True
@@ -181,6 +235,8 @@ class SoakLoop:
                 block, blocks = block + 1, blocks + 1
                 self._writer.drain()
         finally:
+            self._pool.shutdown(wait=True)
+            self._clients.close()
             monitor_stop.set()
             monitor.join(timeout=30)
             self._sampler.close()
@@ -221,19 +277,25 @@ class SoakLoop:
             key, probe_key, TaskCycle(self._plan.tasks, seed=self._plan.seed, block=index)
         )
         deadline = time.monotonic() + duration_s
+        assert self._pool is not None
         workers = [
-            threading.Thread(
-                target=self._worker,
-                args=(sup, block, deadline, i * self._soak.ramp_s / concurrency),
-                name=f"soak-{profile}-{i}",
-                daemon=True,
+            self._pool.submit(
+                self._worker,
+                sup,
+                block,
+                deadline,
+                i * self._soak.ramp_s / concurrency,
+                f"soak-{profile}-{i}",
             )
             for i in range(concurrency)
         ]
+        wait(workers)
         for worker in workers:
-            worker.start()
-        for worker in workers:
-            worker.join()
+            if (exc := worker.exception()) is not None:
+                # As an uncaught exception in a worker thread always did: printed, and the
+                # block goes on with the other workers.
+                traceback.print_exception(exc)
+        self._clients.close_retired()
         status = "interrupted" if self._stop.is_set() else "stopped" if sup.stopped else "completed"
         error = f"{block.failed} of {block.sent} requests failed" if block.failed else None
         now = datetime.now(UTC)
@@ -244,46 +306,39 @@ class SoakLoop:
             f"block {index} {status}: {block.sent - block.failed}/{block.sent} requests ok"
         )
 
-    def _worker(self, sup: ServerSupervisor, block: _Block, deadline: float, delay: float) -> None:
+    def _worker(
+        self, sup: ServerSupervisor, block: _Block, deadline: float, delay: float, name: str
+    ) -> None:
+        threading.current_thread().name = name
         if delay and self._stop.wait(delay):
             return
-        client: ServerClient | None = None
-        client_gen = -1
-        try:
-            while not self._stop.is_set() and time.monotonic() < deadline and not sup.stopped:
-                gen, url = sup.current()
-                if client is None or client_gen != gen:
-                    if client is not None:
-                        client.close()
-                    client = make_http_client(url, request_timeout_s=self.timeout_s)
-                    client_gen = gen
-                probe = block.claim_probe(self._soak.probe_interval_s, self._writer, sup.argv)
-                key = block.probe_key if probe else block.key
-                task = self._plan.probe if probe else block.cycle.next()
-                sample = chat(
-                    client,
-                    task,
-                    seq=block.next_seq(probe),
-                    temperature=0.0 if probe else self._plan.temperature,
-                    top_logprobs=2 if probe else 0,
-                    seed=self._plan.seed,
-                )
-                self._writer.add(SampleRecord(key, sample))
-                block.count(sample)
-                with self._lock:
-                    if sample.ok:
-                        self._completed += 1
-                    else:
-                        self._failed += 1
-                if self._on_sample is not None:
-                    self._on_sample(key, sample)
-                if sample.error is not None:
-                    self._failed_request(sup, key, sample)
-                    if not sup.recover(gen):
-                        return
-        finally:
-            if client is not None:
-                client.close()
+        while not self._stop.is_set() and time.monotonic() < deadline and not sup.stopped:
+            gen, url = sup.current()
+            client = self._clients.get(sup.profile, gen, url)
+            probe = block.claim_probe(self._soak.probe_interval_s, self._writer, sup.argv)
+            key = block.probe_key if probe else block.key
+            task = self._plan.probe if probe else block.cycle.next()
+            sample = chat(
+                client,
+                task,
+                seq=block.next_seq(probe),
+                temperature=0.0 if probe else self._plan.temperature,
+                top_logprobs=2 if probe else 0,
+                seed=self._plan.seed,
+            )
+            self._writer.add(SampleRecord(key, sample))
+            block.count(sample)
+            with self._lock:
+                if sample.ok:
+                    self._completed += 1
+                else:
+                    self._failed += 1
+            if self._on_sample is not None:
+                self._on_sample(key, sample)
+            if sample.error is not None:
+                self._failed_request(sup, key, sample)
+                if not sup.recover(gen):
+                    return
 
     def _failed_request(self, sup: ServerSupervisor, key: RunKey, sample: RequestSample) -> None:
         if not (sample.error or "").startswith("timeout"):

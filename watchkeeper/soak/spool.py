@@ -12,11 +12,12 @@ behind; resuming the campaign drains it first.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -74,17 +75,21 @@ class Journal:
             self.directory.rmdir()  # only when nothing is left to replay
 
 
-def read_items(path: Path) -> list[Item]:
-    """Items of one journal file; a torn last line (a kill mid-write) is skipped."""
-    items: list[Item] = []
+def iter_items(path: Path) -> Iterator[Item]:
+    """Items of one journal file, read line by line; a torn last line (a kill mid-write) is
+    skipped. A journal that grew through a long database outage is never held whole."""
     try:
-        text = path.read_text(encoding="utf-8")
+        with path.open(encoding="utf-8") as lines:
+            for line in lines:
+                with contextlib.suppress(json.JSONDecodeError, KeyError, ValueError):
+                    yield item_from_json(json.loads(line))
     except FileNotFoundError:
-        return items
-    for line in text.splitlines():
-        with contextlib.suppress(json.JSONDecodeError, KeyError, ValueError):
-            items.append(item_from_json(json.loads(line)))
-    return items
+        return
+
+
+def read_items(path: Path) -> list[Item]:
+    """All items of one journal file (see `iter_items`)."""
+    return list(iter_items(path))
 
 
 @dataclass(slots=True)
@@ -125,15 +130,17 @@ class SpoolingWriter:
                 if rotate:
                     self.journal.rotate()
                 for path in self.journal.pending():
-                    items = read_items(path)
+                    # One chunk in memory at a time; the file goes only once all are in.
+                    items, written = iter_items(path), 0
                     try:
-                        for start in range(0, len(items), CHUNK):
-                            self._write(items[start : start + CHUNK])
+                        while chunk := list(itertools.islice(items, CHUNK)):
+                            self._write(chunk)
+                            written += len(chunk)
                     except StoreError as exc:
-                        self._outage(exc, len(items))
+                        self._outage(exc, written + len(chunk) + sum(1 for _ in items))
                         return False
                     path.unlink()
-                    self.stats.drained += len(items)
+                    self.stats.drained += written
             if self._outage_since is not None:
                 self._restored()
             return True

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from watchkeeper.config import Config, SoakConfig
 from watchkeeper.errors import ServerError
-from watchkeeper.server.endpoints import healthy
+from watchkeeper.server.endpoints import ServerClient, health_client, healthy
 from watchkeeper.server.launch import PreparedProfile
 from watchkeeper.server.process import ManagedServer, free_port
 from watchkeeper.soak.records import IncidentRecord, Item
@@ -64,6 +64,8 @@ class ServerSupervisor:
         self.restarts = 0
         self.stopped_reason: str | None = None
         self.peak_rss_bytes = 0
+        self._health: ServerClient | None = None
+        self._health_url = ""
 
     @property
     def managed(self) -> bool:
@@ -86,10 +88,21 @@ class ServerSupervisor:
         with self._lock:
             return self.generation, self.base_url
 
+    def _healthy(self) -> bool:
+        """GET /health through one client per server URL: it is checked every few seconds for
+        the whole soak, and a client is not free to build (see `endpoints.health_client`)."""
+        with self._lock:
+            if self._health is None or self._health_url != self.base_url:
+                if self._health is not None:
+                    self._health.close()
+                self._health = health_client(self.base_url)
+                self._health_url = self.base_url
+            return healthy(self._health)
+
     def start(self) -> None:
         """First start; a failure here is the operator's problem (bad model, bad flags)."""
         if not self.managed:
-            if not healthy(self.base_url):
+            if not self._healthy():
                 raise ServerError(f"external server {self.base_url} is not reachable")
             return
         self._launch()
@@ -144,7 +157,7 @@ class ServerSupervisor:
             if self.stopped:
                 return
             if not self.managed:
-                if not healthy(self.base_url):
+                if not self._healthy():
                     self._wait_external(block=False)
                 elif self._external_down_since is not None:
                     self._external_back()
@@ -155,7 +168,7 @@ class ServerSupervisor:
             if code is not None:
                 self._crashed(code, "exited")
                 return
-            if healthy(self.base_url):
+            if self._healthy():
                 self._unhealthy_checks = 0
                 return
             self._unhealthy_checks += 1
@@ -264,7 +277,7 @@ class ServerSupervisor:
         )
 
     def _wait_external(self, *, block: bool = True) -> bool:
-        if healthy(self.base_url):
+        if self._healthy():
             if self._external_down_since is not None:
                 self._external_back()
             return True
@@ -280,7 +293,7 @@ class ServerSupervisor:
             )
             if self._stop.wait(delay):
                 return False
-            if healthy(self.base_url):
+            if self._healthy():
                 self._external_back()
                 return True
         return False
@@ -304,6 +317,9 @@ class ServerSupervisor:
 
     def close(self) -> None:
         with self._lock:
+            if self._health is not None:
+                self._health.close()
+                self._health = None
             if self._server is not None:
                 self.peak_rss_bytes = max(self.peak_rss_bytes, self._server.peak_rss_bytes)
                 with contextlib.suppress(ServerError):
