@@ -11,7 +11,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -45,11 +45,29 @@ def write_config(
         f'[profiles.self]\nmodel = "{SMOLLM2}"\ndraft_model = "{SMOLLM2}"\n'
         'spec_type = "draft-simple"\ndraft_n_max = 4\nctx_size = 1024\nthreads = 1\n'
         f'[bench]\ntaskset = "{taskset}"\nrounds = 1\n'
-        f'reports_dir = "{tmp_path / ("reports-" + host_id)}"\n'
+        f'reports_dir = "{tmp_path / ("reports-" + host_id)}"\n' + daemon_section(host_id, jobs_dir)
+    )
+    return path
+
+
+def daemon_section(host_id: str, jobs_dir: Path) -> str:
+    """The [daemon] table of these tests: a JSON log, an ephemeral metrics port, quick ticks."""
+    return (
         f'[daemon]\nhost_id = "{host_id}"\njobs_dir = "{jobs_dir}"\nmetrics_port = 0\n'
         'log_format = "json"\ngauge_refresh_s = 1.0\ntick_s = 0.2\nstop_timeout_s = 120\n'
     )
-    return path
+
+
+def toml_text(data: Mapping[str, Any], table: str = "") -> str:
+    """A config given as a dict (strings, numbers, booleans, lists of them; tables nested),
+    as TOML: JSON literals are valid TOML values for these."""
+    lines = [f"[{table}]"] if table else []
+    lines += [f"{k} = {json.dumps(v)}" for k, v in data.items() if not isinstance(v, Mapping)]
+    text = "".join(line + "\n" for line in lines)
+    for key, value in data.items():
+        if isinstance(value, Mapping):
+            text += toml_text(value, f"{table}.{key}" if table else key)
+    return text
 
 
 def write_job(directory: Path, name: str, text: str) -> Path:

@@ -18,6 +18,7 @@ import json
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fakeforge import FakeForge, serve
@@ -67,23 +68,26 @@ def wrapper(tmp_path: Path, name: str, real: Path, prefix: str = "") -> Path:
     return script
 
 
+def config_data(
+    binary: Path, db_url: str, tasks: Path, root: Path, forge: FakeForge, reports: Path
+) -> dict[str, Any]:
+    return {
+        "database": {"url": db_url},
+        "server": {"binary": str(binary)},
+        "bench": {"reports_dir": str(root / "reports")},
+        "nightly": {"profiles": ["s"], "taskset": str(tasks), "per_category": 6, "rounds": 5},
+        "profiles": {"s": {"model": "smollm2-135m-instruct-q4_1", "threads": 2}},
+        # The shipped jobs/ (nightly, digest, triage), run exactly as the daemon runs them.
+        "daemon": {"host_id": "nightly-test", "metrics_port": -1},
+        "digest": {"repo": str(reports), "author_name": "wk", "author_email": "wk@localhost"},
+        "tracker": tracker_config(forge).model_dump(),
+    }
+
+
 def config_for(
     binary: Path, db_url: str, tasks: Path, root: Path, forge: FakeForge, reports: Path
 ) -> Config:
-    return parse_config(
-        {
-            "database": {"url": db_url},
-            "server": {"binary": str(binary)},
-            "bench": {"reports_dir": str(root / "reports")},
-            "nightly": {"profiles": ["s"], "taskset": str(tasks), "per_category": 6, "rounds": 5},
-            "profiles": {"s": {"model": "smollm2-135m-instruct-q4_1", "threads": 2}},
-            # The shipped jobs/ (nightly, digest, triage), run exactly as the daemon runs them.
-            "daemon": {"host_id": "nightly-test", "metrics_port": -1},
-            "digest": {"repo": str(reports), "author_name": "wk", "author_email": "wk@localhost"},
-            "tracker": tracker_config(forge).model_dump(),
-        },
-        source="test",
-    )
+    return parse_config(config_data(binary, db_url, tasks, root, forge, reports), source="test")
 
 
 @pytest.fixture
@@ -100,6 +104,17 @@ def git(cwd: Path, *args: str) -> str:
     ).stdout.strip()
 
 
+def reports_repo(tmp_path: Path) -> tuple[Path, Path]:
+    """A bare remote and the clone the digest commits to (and pushes from)."""
+    remote, reports = tmp_path / "reports.git", tmp_path / "reports-clone"
+    git(tmp_path, "init", "--bare", "-b", "main", str(remote))
+    git(tmp_path, "clone", str(remote), str(reports))
+    git(reports, "config", "user.name", "someone")
+    git(reports, "config", "user.email", "someone@example.org")
+    git(reports, "checkout", "-B", "main")
+    return remote, reports
+
+
 def nightly_ratios(url: str) -> list[RatioRecord]:
     db = Database(url)
     try:
@@ -113,12 +128,7 @@ def test_shipped_nightly_jobs_judge_aa_nights_quietly_and_file_a_slower_build_on
 ) -> None:
     tasks = taskset(tmp_path)
     url = f"sqlite:///{tmp_path / 'wk.db'}"
-    remote, reports = tmp_path / "reports.git", tmp_path / "reports-clone"
-    git(tmp_path, "init", "--bare", "-b", "main", str(remote))
-    git(tmp_path, "clone", str(remote), str(reports))
-    git(reports, "config", "user.name", "someone")
-    git(reports, "config", "user.email", "someone@example.org")
-    git(reports, "checkout", "-B", "main")
+    remote, reports = reports_repo(tmp_path)
     good_binary = wrapper(tmp_path, "good-build", server_binary.path)
     good = config_for(good_binary, url, tasks, tmp_path, gh, reports)
     # Both decode threads pinned to one core: they spin-wait on each other, a slowdown that

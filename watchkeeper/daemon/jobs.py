@@ -14,6 +14,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,7 @@ from watchkeeper.daemon.jobdefs import BenchArgs, DigestArgs, HealthArgs, Nightl
 from watchkeeper.errors import ConfigError
 from watchkeeper.server.process import check_external
 from watchkeeper.store.db import Database, masked
+from watchkeeper.tracker.bodies import digest_day
 
 Progress = Callable[[str], None]
 
@@ -118,8 +120,12 @@ def nightly_job(config: Config, args: NightlyArgs, ctx: JobContext) -> JobResult
 
 
 def digest_job(config: Config, args: DigestArgs, ctx: JobContext) -> JobResult:
+    # The digest of the night this run falls in (nights run noon to noon UTC): at 07:15 that is
+    # last night's, as before; on an evening schedule it is tonight's, not last night's again.
+    # Issue bodies link to the same day (`digest_day` of the finding).
     outcome = digest_command(
         config,
+        day=digest_day(datetime.now(UTC)),
         commit=args.commit or args.push,
         push=args.push,
         rerun=args.rerun,
