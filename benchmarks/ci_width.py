@@ -1,7 +1,8 @@
 """How many rounds does a trustworthy speed-up need?
 
 Runs one paired bench (SmolLM2 baseline vs self-draft) with R measured rounds, then recomputes
-the speed-up and its 95% cluster-bootstrap CI using only the first k rounds, k = 1..R.
+the speed-up, its 95% CI (two-way bootstrap over tasks and rounds, as the bench) and the
+verdict from the first k rounds only, k = 1..R. Fewer than 3 rounds give no CI.
 
     .venv/bin/python benchmarks/ci_width.py [--rounds 6] [--per-category 2]
 """
@@ -12,7 +13,8 @@ import argparse
 import os
 import tempfile
 
-from watchkeeper.analysis.stats import Pair, paired_speedup
+from watchkeeper.analysis.benchmark import ALL, throughput_pairs
+from watchkeeper.analysis.stats import paired_speedup
 from watchkeeper.commands.bench import execute_bench, plan_bench
 from watchkeeper.config import Config
 from watchkeeper.store.db import Database
@@ -41,26 +43,24 @@ def main() -> None:
         db = Database(config.database.resolved_url())
         runs = Repository(db).load_runs(result.campaign_id)
         db.close()
-    base = {(s.task_id, r.round): s for r in runs if r.arm == "smollm2-baseline" for s in r.samples}
-    pairs = [
-        Pair(s.task_id, r.round, base[(s.task_id, r.round)].decode_tps_server, s.decode_tps_server)
-        for r in runs
-        if r.arm == args.candidate and not r.is_warmup
-        for s in r.samples
-        if s.ok
-        and s.decode_tps_server
-        and (s.task_id, r.round) in base
-        and base[(s.task_id, r.round)].decode_tps_server
-    ]
+    # Exactly the pairs the bench's verdicts use: measured rounds, clean requests (no logprobs;
+    # the identity probes are separate runs), same task and round.
+    pairs = throughput_pairs(runs, "smollm2-baseline", args.candidate).get(ALL, [])
     print(f"candidate {args.candidate}, {len(plan.tasks)} tasks, rounds 1..{args.rounds}")
-    print(f"{'rounds':>6} {'pairs':>6} {'speedup':>8} {'95% CI':>15} {'half-width':>10}")
+    print(f"{'rounds':>6} {'pairs':>6} {'speedup':>8} {'95% CI':>15} {'half-width':>10} verdict")
     for k in range(1, args.rounds + 1):
         ci = paired_speedup([p for p in pairs if p.round <= k])
         if ci is None:
             continue
-        half = (ci.high - ci.low) / 2
+        if not ci.has_ci:
+            print(
+                f"{k:>6} {ci.n_pairs:>6} {ci.estimate:>8.3f} {'(no CI)':>15} {'':>10} {ci.verdict}"
+            )
+            continue
+        half = ci.half_width or 0.0
         print(
-            f"{k:>6} {ci.n_pairs:>6} {ci.estimate:>8.3f} {ci.low:>7.3f}-{ci.high:<7.3f} {half:>10.3f}"
+            f"{k:>6} {ci.n_pairs:>6} {ci.estimate:>8.3f} {ci.low:>7.3f}-{ci.high:<7.3f} "
+            f"{half:>10.3f} {ci.verdict}"
         )
 
 

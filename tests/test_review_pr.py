@@ -223,28 +223,35 @@ def test_the_pr_comment_matches_the_golden_file(result: BenchResult) -> None:
 
 
 def test_review_rounds_are_sized_for_the_ci_target_within_the_budget() -> None:
-    from watchkeeper.analysis.benchmark import CategoryStats
     from watchkeeper.analysis.stats import RatioCI
     from watchkeeper.commands.review_pr import size_rounds
 
-    def stats(low: float, high: float) -> CategoryStats:
-        ci = RatioCI(1.0, low, high, 24, 6, 4, verdict="inconclusive")
-        return CategoryStats("h", "all", 24, 0, 1.0, 1.0, 1.0, ci, None, 0, 0, None, {})
+    def pilot(low: float, high: float) -> RatioCI:
+        return RatioCI(1.0, low, high, 24, 6, 4, verdict="inconclusive")
+
+    def sized(low: float, high: float, budget_s: float, max_rounds: int = 30) -> tuple[int, str]:
+        return size_rounds(
+            pilot(low, high),
+            pilot_rounds=4,
+            pilot_s=40,
+            target=0.03,
+            max_rounds=max_rounds,
+            budget_s=budget_s,
+        )
 
     # +-3% already: the pilot is enough.
-    assert (
-        size_rounds(
-            stats(0.98, 1.02), pilot_rounds=4, pilot_s=50, target=0.03, max_rounds=30, budget_s=3000
-        )[0]
-        == 4
-    )
-    # +-6%: four times the rounds (16) fit the budget.
-    rounds, note = size_rounds(
-        stats(1 / 1.06, 1.06), pilot_rounds=4, pilot_s=50, target=0.03, max_rounds=30, budget_s=3000
-    )
+    assert sized(0.98, 1.02, 3000)[0] == 4
+    # +-6%: four times the pilot's rounds (16 in all, the pilot's 4 included) fit the budget.
+    rounds, note = sized(1 / 1.06, 1.06, 3000)
     assert rounds in (16, 17) and "stopped short" not in note
-    # The same with ten minutes left: what fits, and the comment says it stopped short.
+    # The same with 60 s left (10 s a round): 6 more, and the comment says it stopped short.
+    rounds, note = sized(1 / 1.06, 1.06, 60)
+    assert rounds == 10 and "stopped short of the" in note
+    # review.max_rounds caps it the same way.
+    rounds, note = sized(1 / 1.06, 1.06, 3000, max_rounds=8)
+    assert rounds == 8 and "stopped short" in note
+    # No CI from the pilot (too few tasks): nothing to size from, and it says so.
     rounds, note = size_rounds(
-        stats(1 / 1.06, 1.06), pilot_rounds=4, pilot_s=50, target=0.03, max_rounds=30, budget_s=100
+        None, pilot_rounds=4, pilot_s=40, target=0.03, max_rounds=30, budget_s=3000
     )
-    assert 4 <= rounds < 16 and "stopped short" in note
+    assert rounds == 4 and "not sized" in note

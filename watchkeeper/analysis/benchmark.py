@@ -188,6 +188,28 @@ def _index(runs: Sequence[RunResult]) -> dict[str, dict[int, dict[str, RequestSa
     return out
 
 
+def throughput_pairs(
+    runs: Sequence[RunResult], baseline: str, candidate: str
+) -> dict[str, list[Pair]]:
+    """Throughput pairs of `candidate` against `baseline`, per category and under ALL: the same
+    task in the same measured round, both requests clean. Warm-up rounds and identity probes
+    never pair (probes are separate arms)."""
+    index = _index([r for r in runs if not r.is_warmup])
+    base_rounds = index.get(baseline, {})
+    pairs: dict[str, list[Pair]] = defaultdict(list)
+    for rnd, cand in sorted(index.get(candidate, {}).items()):
+        base = base_rounds.get(rnd, {})
+        for task_id, c in cand.items():
+            b = base.get(task_id)
+            if b is None or not b.ok or not c.ok:
+                continue
+            if b.decode_tps_server and c.decode_tps_server:
+                pair = Pair(task_id, rnd, b.decode_tps_server, c.decode_tps_server)
+                pairs[c.category].append(pair)
+                pairs[ALL].append(pair)
+    return pairs
+
+
 def _category_stats(
     arm: str,
     category: str,
@@ -275,23 +297,6 @@ def analyze(
 
     base_probes = probes.get(baseline.name, {})
 
-    def paired(
-        arm: str, rounds_of_arm: dict[int, dict[str, RequestSample]]
-    ) -> dict[str, list[Pair]]:
-        """Throughput pairs from the measured rounds (clean requests only)."""
-        pairs: dict[str, list[Pair]] = defaultdict(list)
-        for rnd in rounds:
-            base = base_rounds.get(rnd, {})
-            for task_id, c in rounds_of_arm.get(rnd, {}).items():
-                b = base.get(task_id)
-                if b is None or not b.ok or not c.ok:
-                    continue
-                if b.decode_tps_server and c.decode_tps_server:
-                    pair = Pair(task_id, rnd, b.decode_tps_server, c.decode_tps_server)
-                    pairs[c.category].append(pair)
-                    pairs[ALL].append(pair)
-        return pairs
-
     compared_counts: dict[str, dict[str, int]] = {}
 
     def judged(arm: ArmSpec) -> tuple[dict[str, Counter[str]], list[IdentityRecord]]:
@@ -338,7 +343,7 @@ def analyze(
         verdicts: dict[str, Counter[str]] = {}
         drift: dict[str, Any] | None = None
         if arm.role != "baseline":
-            pairs = paired(arm.name, index.get(arm.name, {}))
+            pairs = throughput_pairs(runs, baseline.name, arm.name)
             found, records = judged(arm)
             if arm.speculative:
                 verdicts = found

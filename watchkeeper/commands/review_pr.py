@@ -18,7 +18,7 @@ import shutil
 import socket
 import time
 import tomllib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from fnmatch import fnmatch
 from pathlib import Path
@@ -26,10 +26,12 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from watchkeeper.analysis.benchmark import BenchResult, CategoryStats
+from watchkeeper.analysis.benchmark import ALL, BenchResult, throughput_pairs
+from watchkeeper.analysis.stats import RatioCI, paired_speedup
 from watchkeeper.commands.bench import BenchPlan, execute_bench, finish_with_report
 from watchkeeper.config import Config, ModelConfig, ProfileConfig
 from watchkeeper.errors import ReviewError, TrackerError, TrackerPermanentError, WatchkeeperError
+from watchkeeper.load.records import RunResult
 from watchkeeper.load.tasks import load_taskset, select
 from watchkeeper.store.db import Database
 from watchkeeper.store.history import History
@@ -129,6 +131,66 @@ def _fingerprint(profile: ProfileConfig, models: dict[str, ModelConfig]) -> str:
     return repr(sorted(payload.items()))
 
 
+def review_bench(
+    config: Config, db: Database, name: str, base: Side, head: Side, progress: Progress
+) -> BenchResult:
+    """Profile `name` of the base (baseline) against the head (candidate), sized for the CI
+    target: a pilot of ``review.rounds``, then, on the same servers, as many more rounds as
+    the pilot's CI width asks for and the time budget allows (see `size_rounds`)."""
+    review = config.review
+    profiles = {f"base-{name}": base.profiles[name], f"head-{name}": head.profiles[name]}
+    config = config.model_copy(
+        update={
+            "profiles": {**config.profiles, **profiles},
+            "models": {**config.models, **base.models, **head.models},
+        }
+    )
+    taskset = Path(review.taskset) if review.taskset else config.bench.resolved_taskset()
+    tasks = select(
+        load_taskset(taskset),
+        limit=review.limit or None,
+        per_category=review.per_category or None,
+    )
+    started = time.monotonic()
+    notes: list[str] = []
+
+    def more_rounds(runs: Sequence[RunResult], pilot_s: float) -> int:
+        pairs = throughput_pairs(runs, f"base-{name}", f"head-{name}").get(ALL, [])
+        pilot = paired_speedup(
+            pairs,
+            seed=config.bench.seed,
+            threshold=config.bench.min_effect,
+        )
+        rounds, note = size_rounds(
+            pilot,
+            pilot_rounds=review.rounds,
+            pilot_s=pilot_s,
+            target=review.ci_half_width,
+            max_rounds=review.max_rounds,
+            budget_s=review.max_minutes * 60.0 - (time.monotonic() - started),
+        )
+        notes.append(note)
+        if rounds > review.rounds:
+            progress(f"{name}: {note}")
+        return rounds - review.rounds
+
+    plan = BenchPlan(
+        profiles=tuple(profiles),
+        tasks=tuple(tasks),
+        rounds=review.rounds,
+        warmup_rounds=review.warmup_rounds,
+        warmup_tasks=min(2, len(tasks)),
+        concurrency=config.bench.concurrency,
+        more_rounds=more_rounds,
+    )
+    result = execute_bench(config, plan, kind="review", progress=progress)
+    result = replace(result, extras={**result.extras, "sizing": "; ".join(notes)})
+    result = finish_with_report(config, result, progress=progress)
+    # A review is not a night: keep it out of the regression detector's judging.
+    History(db).mark_analysed(result.campaign_id, {"skipped": "pull request review"})
+    return result
+
+
 @dataclass
 class _Review:
     config: Config
@@ -139,49 +201,7 @@ class _Review:
     owner: str
 
     def bench_pair(self, name: str, base: Side, head: Side) -> BenchResult:
-        review = self.config.review
-        profiles = {f"base-{name}": base.profiles[name], f"head-{name}": head.profiles[name]}
-        config = self.config.model_copy(
-            update={
-                "profiles": {**self.config.profiles, **profiles},
-                "models": {**self.config.models, **base.models, **head.models},
-            }
-        )
-        taskset = Path(review.taskset) if review.taskset else config.bench.resolved_taskset()
-        tasks = select(
-            load_taskset(taskset),
-            limit=review.limit or None,
-            per_category=review.per_category or None,
-        )
-        plan = BenchPlan(
-            profiles=tuple(profiles),
-            tasks=tuple(tasks),
-            rounds=review.rounds,
-            warmup_rounds=review.warmup_rounds,
-            warmup_tasks=min(2, len(tasks)),
-            concurrency=config.bench.concurrency,
-        )
-        started = time.monotonic()
-        result = execute_bench(config, plan, kind="review", progress=self.progress)
-        pilot_s = time.monotonic() - started
-        rounds, note = size_rounds(
-            result.stats(f"head-{name}"),
-            pilot_rounds=review.rounds,
-            pilot_s=pilot_s,
-            target=review.ci_half_width,
-            max_rounds=review.max_rounds,
-            budget_s=review.max_minutes * 60.0 - pilot_s,
-        )
-        if rounds > review.rounds:
-            self.progress(f"{name}: {note}")
-            result = execute_bench(
-                config, replace(plan, rounds=rounds), kind="review", progress=self.progress
-            )
-        result = replace(result, extras={**result.extras, "sizing": note})
-        result = finish_with_report(config, result, progress=self.progress)
-        # A review is not a night: keep it out of the regression detector's judging.
-        History(self.db).mark_analysed(result.campaign_id, {"skipped": "pull request review"})
-        return result
+        return review_bench(self.config, self.db, name, base, head, self.progress)
 
     def measure(self, pr: PullRequest) -> list[ProfileReview]:
         review = self.config.review
@@ -335,7 +355,7 @@ def review_pr_command(
 
 
 def size_rounds(
-    stats: CategoryStats | None,
+    pilot: RatioCI | None,
     *,
     pilot_rounds: int,
     pilot_s: float,
@@ -343,29 +363,32 @@ def size_rounds(
     max_rounds: int,
     budget_s: float,
 ) -> tuple[int, str]:
-    """Rounds for a second run whose CI half-width should reach ``target``, and what was said.
+    """Total rounds (the pilot's included) whose CI half-width should reach ``target``, and
+    what the comment says about it.
 
     The half-width shrinks about with the square root of the rounds, so the pilot's width says
-    how many are needed. Two reviews of the same code once read 0.91x "regresses" and 1.22x
-    "faster" at three rounds: a comment must either reach the target or say that it did not."""
-    ci = stats.speedup if stats is not None else None
-    half = ci.half_width if ci is not None else None
+    how many are needed; the rounds beyond the pilot must fit ``budget_s`` at the pilot's pace.
+    Two reviews of the same code once read 0.91x "regresses" and 1.22x "faster" at three
+    rounds: a comment must either reach the target or say that it did not."""
+    half = pilot.half_width if pilot is not None else None
     if half is None:
-        return pilot_rounds, "no CI from the pilot: not sized"
+        return pilot_rounds, f"no CI after the {pilot_rounds}-round pilot: not sized"
     if half <= target:
         return (
             pilot_rounds,
             f"CI half-width {half:.1%} after {pilot_rounds} rounds (target {target:.0%})",
         )
-    wanted = min(max_rounds, math.ceil(pilot_rounds * (half / target) ** 2))
-    per_round_s = pilot_s / max(pilot_rounds + 1, 1)  # the warm-up round costs about one more
-    affordable = int(budget_s // per_round_s) - 1 if per_round_s > 0 else wanted
-    rounds = max(pilot_rounds, min(wanted, affordable))
-    short = rounds < math.ceil(pilot_rounds * (half / target) ** 2)
+    needed = math.ceil(pilot_rounds * (half / target) ** 2)
+    per_round_s = pilot_s / pilot_rounds if pilot_rounds else 0.0
+    affordable = pilot_rounds + (int(budget_s // per_round_s) if per_round_s > 0 else needed)
+    rounds = max(pilot_rounds, min(needed, max_rounds, affordable))
     note = (
-        f"pilot CI half-width {half:.1%} after {pilot_rounds} rounds; sized to {rounds} rounds "
+        f"pilot CI half-width {half:.1%} after {pilot_rounds} rounds; {rounds} rounds in all "
         f"for a {target:.0%} target"
     )
-    if short:
-        note += " (stopped short: the time budget or review.max_rounds allows no more)"
+    if rounds < needed:
+        note += (
+            f" (stopped short of the {needed} it needs: the time budget or review.max_rounds "
+            "allows no more)"
+        )
     return rounds, note
