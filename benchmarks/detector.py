@@ -245,6 +245,7 @@ def measure_aa_night(args: argparse.Namespace, index: int) -> Table:
             warmup_rounds=config.bench.warmup_rounds,
             warmup_tasks=len(tasks) if args.warmup_all else min(2, len(tasks)),
             concurrency=1,
+            restart_every=getattr(args, "restart_every", 0),
         )
         started = time.monotonic()
         result = execute_bench(config, plan, progress=lambda _m: None, drift_only=True)
@@ -265,6 +266,7 @@ def measure_aa_night(args: argparse.Namespace, index: int) -> Table:
         "minutes": minutes,
         "rounds": rounds,
         "warmup_tasks": plan.warmup_tasks,
+        "restart_every": plan.restart_every,
         "tasks": {},
     }
     for t in tasks:

@@ -8,6 +8,7 @@ ends; a crash loses at most the run in progress.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, replace
@@ -72,6 +73,10 @@ VERIFY_TEXT = (
 VerifyCost = tuple[int | None, float | None, str]
 
 
+MoreRounds = Callable[[Sequence[RunResult], float], int]
+"""(measured runs so far, seconds they took) -> how many more rounds to run."""
+
+
 @dataclass(frozen=True, slots=True)
 class BenchPlan:
     profiles: tuple[str, ...]
@@ -80,6 +85,14 @@ class BenchPlan:
     warmup_rounds: int
     warmup_tasks: int
     concurrency: int
+    more_rounds: MoreRounds | None = None
+    """Asked once after `rounds`: more rounds on the same servers. A review sizes its rounds
+    for a CI target from its pilot this way; the pilot's rounds count, nothing is re-run."""
+    restart_every: int = 0
+    """Fresh server processes for every arm before every this many measured rounds (0: one
+    process per arm for the whole campaign). A process keeps whatever made it a little fast
+    or slow (placement, memory layout) for its whole life, an offset no resampling of its own
+    rounds can see; restarting makes the process a replicate the rounds carry into the CI."""
 
 
 def plan_bench(
@@ -263,6 +276,42 @@ def _arm_spec(
     )
 
 
+REWARM_SUFFIX = "#rewarm"
+"""Arm-name suffix of the warm-up requests after a restart (stored, never measured)."""
+
+
+class _Fleet:
+    """Every arm's server, started together, replaced together by `restart`."""
+
+    def __init__(
+        self, config: Config, prepared: Sequence[PreparedProfile], log_dir: Path, progress: Progress
+    ) -> None:
+        self._config, self._prepared, self._log_dir = config, prepared, log_dir
+        self._progress = progress
+        self._stack = ExitStack()
+        self.servers: dict[str, RunningServer] = {}
+        """Updated in place by `restart`: holders of this dict see the new servers."""
+        self.generation = 0
+
+    def start(self) -> None:
+        suffix = f"-p{self.generation}" if self.generation else ""
+        for p in self._prepared:
+            if not self.generation:
+                self._progress(f"starting {p.name}")
+            self.servers[p.name] = self._stack.enter_context(
+                serve(self._config, p, log_path=self._log_dir / f"{p.name}{suffix}.log")
+            )
+
+    def restart(self) -> None:
+        self.close()
+        self.generation += 1
+        self.start()
+
+    def close(self) -> None:
+        self._stack.close()
+        self._stack = ExitStack()
+
+
 def execute_bench(
     config: Config,
     plan: BenchPlan,
@@ -291,6 +340,11 @@ def execute_bench(
         db.close()
 
 
+def _restarts_before(round_index: int, every: int) -> bool:
+    """Fresh processes before measured rounds 1 + every, 1 + 2 x every, ..."""
+    return every > 0 and round_index > 1 and (round_index - 1) % every == 0
+
+
 def _execute(
     config: Config,
     plan: BenchPlan,
@@ -308,6 +362,7 @@ def _execute(
         "tasks": len(plan.tasks),
         "concurrency": plan.concurrency,
         "warmup_rounds": plan.warmup_rounds,
+        "restart_every": plan.restart_every,
     }
     ctx = open_campaign(repo, kind=kind, prepared=prepared, params=params)
     profile_ids = {p.name: register_profile(repo, p) for p in prepared}
@@ -318,12 +373,10 @@ def _execute(
     status = "failed"
     try:
         with ExitStack() as stack:
-            servers: dict[str, RunningServer] = {}
-            for p in prepared:
-                progress(f"starting {p.name}")
-                servers[p.name] = stack.enter_context(
-                    serve(config, p, log_path=ctx.log_dir / f"{p.name}.log")
-                )
+            fleet = _Fleet(config, prepared, ctx.log_dir, progress)
+            stack.callback(fleet.close)
+            fleet.start()
+            servers = fleet.servers
             baseline = prepared[0]
             costs: dict[str, tuple[float | None, str]] = {}
             measured_costs: dict[tuple[str, str], tuple[float | None, str]] = {}
@@ -353,31 +406,67 @@ def _execute(
                 [(r, True) for r in range(-plan.warmup_rounds + 1, 1)] if plan.warmup_rounds else []
             )
             schedule += [(r, False) for r in range(1, plan.rounds + 1)]
-            total = len(schedule)
-            for done, (round_index, warm) in enumerate(schedule, start=1):
-                tasks = plan.tasks[: plan.warmup_tasks] if warm else plan.tasks
-                label = "warm-up" if warm else f"round {round_index}/{plan.rounds}"
-                progress(
-                    f"[{done}/{total}] {label}: {len(tasks)} tasks x {len(prepared)} arms, "
-                    "back to back per task"
-                )
+            measured_rounds = plan.rounds
+
+            def run_schedule(rounds: list[tuple[int, bool]], total: int, before: int) -> None:
+                for done, (round_index, warm) in enumerate(rounds, start=before + 1):
+                    if not warm and _restarts_before(round_index, plan.restart_every):
+                        fleet.restart()
+                        rewarm(round_index)
+                    tasks = plan.tasks[: plan.warmup_tasks] if warm else plan.tasks
+                    label = "warm-up" if warm else f"round {round_index}/{measured_rounds}"
+                    progress(
+                        f"[{done}/{total}] {label}: {len(tasks)} tasks x {len(prepared)} arms, "
+                        "back to back per task"
+                    )
+                    for run in measure_round(
+                        servers,
+                        config,
+                        tasks,
+                        arms=plan.profiles,
+                        round_index=round_index,
+                        is_warmup=warm,
+                        settings=settings,
+                    ):
+                        run_ids[(run.arm, round_index)] = repo.save_run(
+                            ctx.campaign_id, profile_ids[run.arm], run
+                        )
+                        runs.append(run)
+                        if run.error:
+                            raise ServerError(f"{run.arm}: {run.error}")
+
+            def rewarm(round_index: int) -> None:
+                """The first requests of a fresh process pay its cold start: not measured."""
                 for run in measure_round(
                     servers,
                     config,
-                    tasks,
+                    plan.tasks[: max(1, plan.warmup_tasks)],
                     arms=plan.profiles,
                     round_index=round_index,
-                    is_warmup=warm,
+                    is_warmup=True,
                     settings=settings,
                 ):
-                    run_ids[(run.arm, round_index)] = repo.save_run(
-                        ctx.campaign_id, profile_ids[run.arm], run
+                    name = run.arm + REWARM_SUFFIX
+                    stored = replace(run, arm=name, profile_name=name)
+                    run_ids[(name, round_index)] = repo.save_run(
+                        ctx.campaign_id, profile_ids[run.arm], stored
                     )
-                    runs.append(run)
+                    runs.append(stored)
                     if run.error:
                         raise ServerError(f"{run.arm}: {run.error}")
+
+            rounds_started = time.monotonic()
+            run_schedule(schedule, len(schedule), 0)
+            if plan.more_rounds is not None:
+                extra = plan.more_rounds(
+                    [r for r in runs if not r.is_warmup], time.monotonic() - rounds_started
+                )
+                if extra > 0:
+                    measured_rounds = plan.rounds + extra
+                    more = [(r, False) for r in range(plan.rounds + 1, measured_rounds + 1)]
+                    run_schedule(more, len(schedule) + extra, len(schedule))
             probe_settings = replace(settings, top_logprobs=config.bench.identity_top_k)
-            identity_round = plan.rounds + 1
+            identity_round = measured_rounds + 1
             probe_runs: dict[str, RunResult] = {}
             for arm in plan.profiles:
                 progress(
@@ -436,7 +525,7 @@ def _execute(
             arms=arms,
             runs=runs,
             method=BenchMethod(
-                rounds=plan.rounds,
+                rounds=measured_rounds,
                 warmup_rounds=plan.warmup_rounds,
                 warmup_tasks=plan.warmup_tasks,
                 concurrency=plan.concurrency,

@@ -1,0 +1,113 @@
+"""Fresh server processes between rounds (`BenchPlan.restart_every`), on the real llama-server.
+
+A process keeps whatever made it a little fast or slow for its whole life; restarting both arms
+between rounds makes the process pair a replicate. These tests check the mechanics: every arm
+gets a new process before the rounds the plan names, the new processes are warmed up and those
+requests are stored but never measured, and a plan that sizes more rounds keeps the pilot's.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from watchkeeper.commands.bench import REWARM_SUFFIX, BenchPlan, _restarts_before, execute_bench
+from watchkeeper.config import Config, parse_config
+from watchkeeper.load.records import RunResult, Task
+from watchkeeper.load.tasks import load_taskset
+from watchkeeper.server.install import ServerBinary
+from watchkeeper.server.models import ModelFile
+from watchkeeper.store.db import Database
+from watchkeeper.store.repository import Repository, StoredRun
+
+ARMS = ("smollm2-baseline", "twin")
+
+
+def test_restarts_fall_before_every_nth_measured_round_and_never_before_the_first() -> None:
+    assert [r for r in range(1, 8) if _restarts_before(r, 1)] == [2, 3, 4, 5, 6, 7]
+    assert [r for r in range(1, 8) if _restarts_before(r, 3)] == [4, 7]
+    assert not any(_restarts_before(r, 0) for r in range(1, 8))
+
+
+@pytest.fixture
+def config(real_server: tuple[ServerBinary, ModelFile], tmp_path: Path) -> Config:
+    from watchkeeper.server.profiles import BUILTIN_PROFILES
+
+    return parse_config(
+        {
+            "database": {"url": f"sqlite:///{tmp_path / 'wk.db'}"},
+            "bench": {"reports_dir": str(tmp_path / "reports")},
+            "profiles": {"twin": BUILTIN_PROFILES["smollm2-baseline"].model_dump()},
+        },
+        source="test",
+    )
+
+
+def tasks(n: int) -> tuple[Task, ...]:
+    chosen = load_taskset(Path("jobs/tasksets/standard.jsonl"))[:n]
+    return tuple(replace(t, max_tokens=16) for t in chosen)
+
+
+def stored_runs(config: Config, campaign_id: int) -> list[StoredRun]:
+    db = Database(config.database.resolved_url())
+    try:
+        return list(Repository(db).load_runs(campaign_id))
+    finally:
+        db.close()
+
+
+def test_every_arm_gets_fresh_processes_between_rounds_and_their_warm_up_is_not_measured(
+    config: Config, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("WATCHKEEPER_DATA_DIR", str(tmp_path / "data"))
+    plan = BenchPlan(ARMS, tasks(3), rounds=3, warmup_rounds=1, warmup_tasks=1, concurrency=1)
+    result = execute_bench(
+        config, replace(plan, restart_every=1), progress=lambda _: None, drift_only=True
+    )
+    runs = stored_runs(config, result.campaign_id)
+    measured = {(r.arm, r.round) for r in runs if not r.is_warmup}
+    assert measured == {(a, r) for a in ARMS for r in (1, 2, 3)}
+    rewarm = sorted((r.arm, r.round) for r in runs if r.arm.endswith(REWARM_SUFFIX))
+    assert rewarm == sorted((a + REWARM_SUFFIX, r) for a in ARMS for r in (2, 3))
+    assert all(r.is_warmup for r in runs if r.arm.endswith(REWARM_SUFFIX))
+    # Each process wrote its own log: the first and one per restart, for every arm.
+    logs = {p.name for p in (tmp_path / "data").rglob("*.log")}
+    for arm in ARMS:
+        assert {f"{arm}.log", f"{arm}-p1.log", f"{arm}-p2.log"} <= logs, sorted(logs)
+    # Speed-ups pair only measured rounds: 3 tasks x 3 rounds.
+    twin = result.stats("twin")
+    assert twin is not None and twin.speedup is not None and twin.speedup.n_pairs == 9
+    assert result.method.rounds == 3
+
+
+def test_a_plan_that_asks_for_more_rounds_runs_them_after_its_pilot_on_the_same_servers(
+    config: Config, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("WATCHKEEPER_DATA_DIR", str(tmp_path / "data"))
+    asked: list[tuple[int, float]] = []
+
+    def more(runs: Sequence[RunResult], seconds: float) -> int:
+        asked.append((len({r.round for r in runs}), seconds))
+        assert not any(r.is_warmup for r in runs)
+        return 2
+
+    plan = BenchPlan(ARMS, tasks(2), rounds=3, warmup_rounds=1, warmup_tasks=1, concurrency=1)
+    result = execute_bench(
+        config, replace(plan, more_rounds=more), progress=lambda _: None, drift_only=True
+    )
+    assert len(asked) == 1 and asked[0][0] == 3 and asked[0][1] > 0
+    runs = stored_runs(config, result.campaign_id)
+    assert sorted({r.round for r in runs if not r.is_warmup}) == [1, 2, 3, 4, 5]
+    assert result.method.rounds == 5
+    twin = result.stats("twin")
+    assert twin is not None and twin.speedup is not None and twin.speedup.n_pairs == 10
+    # No restarts were asked for: one process per arm, one log each.
+    logs = sorted(p.name for p in (tmp_path / "data").rglob("*.log"))
+    assert not [name for name in logs if "-p1" in name], logs
+    # The identity probes follow the last measured round.
+    probes = {r.round for r in runs if r.arm.endswith("#identity")}
+    assert probes == {6}, json.dumps(sorted(probes))
