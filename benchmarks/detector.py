@@ -245,7 +245,7 @@ def measure_aa_night(args: argparse.Namespace, index: int) -> Table:
             warmup_rounds=config.bench.warmup_rounds,
             warmup_tasks=len(tasks) if args.warmup_all else min(2, len(tasks)),
             concurrency=1,
-            restart_every=getattr(args, "restart_every", 0),
+            restart_every=args.restart_every,
         )
         started = time.monotonic()
         result = execute_bench(config, plan, progress=lambda _m: None, drift_only=True)
@@ -645,6 +645,13 @@ def main() -> None:
         "--more",
         action="store_true",
         help="paired: with --reuse, measure nights until --nights are in the file",
+    )
+    parser.add_argument(
+        "--restart-every",
+        type=int,
+        default=1,
+        help="paired: fresh processes for both arms every N rounds (0: one pair all night; "
+        "the nightly's default is 1)",
     )
     parser.add_argument(
         "--warmup-all",

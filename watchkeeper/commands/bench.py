@@ -122,6 +122,7 @@ def plan_bench(
         warmup_rounds=config.bench.warmup_rounds,
         warmup_tasks=min(2, len(tasks)),
         concurrency=concurrency or config.bench.concurrency,
+        restart_every=config.bench.restart_every,
     )
 
 
@@ -278,6 +279,9 @@ def _arm_spec(
 
 REWARM_SUFFIX = "#rewarm"
 """Arm-name suffix of the warm-up requests after a restart (stored, never measured)."""
+REWARM_TOKENS = 16
+"""A fresh process's first request pays its cold start (first touch of the weights, buffers):
+one short request per arm, the first task cut to this many tokens, takes it."""
 
 
 class _Fleet:
@@ -437,10 +441,11 @@ def _execute(
 
             def rewarm(round_index: int) -> None:
                 """The first requests of a fresh process pay its cold start: not measured."""
+                first = plan.tasks[0]
                 for run in measure_round(
                     servers,
                     config,
-                    plan.tasks[: max(1, plan.warmup_tasks)],
+                    [replace(first, max_tokens=min(first.max_tokens, REWARM_TOKENS))],
                     arms=plan.profiles,
                     round_index=round_index,
                     is_warmup=True,

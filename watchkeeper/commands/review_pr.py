@@ -182,6 +182,7 @@ def review_bench(
         warmup_tasks=min(2, len(tasks)),
         concurrency=config.bench.concurrency,
         more_rounds=more_rounds,
+        restart_every=config.bench.restart_every,
     )
     result = execute_bench(config, plan, kind="review", progress=progress)
     result = replace(result, extras={**result.extras, "sizing": "; ".join(notes)})

@@ -144,6 +144,12 @@ class BenchConfig(_Strict):
     rounds: Annotated[int, Field(ge=1, le=1000)] = 3
     warmup_rounds: Annotated[int, Field(ge=0, le=10)] = 1
     concurrency: Annotated[int, Field(ge=1, le=256)] = 1
+    restart_every: Annotated[int, Field(ge=0, le=1000)] = 1
+    """Fresh server processes for every arm before every this many measured rounds (0: one
+    process per arm for the whole campaign). Two processes of the same server differ a little
+    for their whole lives (sd 0.8% between process pairs here, benchmarks/instance_effect.py):
+    with one process per arm no CI can see it; with fresh ones the rounds carry it. Costs a
+    start and one short warm-up request per arm and restart."""
     identity_top_k: Annotated[int, Field(ge=5, le=20)] = 5
     """Alternatives kept per token by the identity probes (a separate pass per arm after the
     measured rounds; throughput requests never ask for logprobs)."""
@@ -271,9 +277,15 @@ class NightlyConfig(_Strict):
     """Practical threshold of a regression (0.03 = 3% slower than the reference)."""
     confirm_rerun: bool = True
     """A first-night regression is rerun at once; only a second flag confirms (and files) it."""
+    restart_every: Annotated[int, Field(ge=0, le=100)] = 1
+    """Fresh processes for both arms before every this many rounds (0: one pair all night).
+    A process pair runs a little fast or slow for its whole life, an offset one night's rounds
+    cannot see; fresh pairs make it part of the round-to-round noise the CI carries."""
     night_sd: Annotated[float, Field(ge=0.0, lt=1.0)] = 0.02
-    """Night-to-night sd of an A/A night's log ratio (the server processes' own spread), used
-    until a series has 8 A/A nights of its own; the verdict's CI is at least +-1.96 x this."""
+    """With ``restart_every = 0`` only: the night-to-night sd of an A/A night's log ratio
+    assumed until a series has 8 A/A nights of its own; the verdict's CI is then at least
+    +-1.96 x this (one process pair all night: its offset is invisible to the night's CI).
+    From 8 A/A nights on, their own spread sets that floor whatever the restarts."""
 
 
 class Config(_Strict):

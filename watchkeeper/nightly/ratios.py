@@ -14,12 +14,14 @@ regression is a *candidate* until a second night (against the same reference) or
 immediate rerun flags it again: only then is it confirmed and filed.
 
 The night's own CI (rounds and tasks resampled) cannot see what stays fixed for the whole
-night: the two server *processes*. Two processes of the same binary differ by a percent or two
-all night (measured here on A/A nights: 0.989 and 1.014 with within-night CIs about +-2%), so
-a CI from one night alone is too narrow for a claim about the *systems*. The night-to-night
-spread of the series' own A/A nights is exactly the noise of a night's ratio when nothing
-changed; the verdict's CI is the wider of the night's own and +-1.96 x that spread (from
-``MIN_AA_NIGHTS`` A/A nights on; before that ``nightly.night_sd``, measured on this host).
+night: with one pair of server *processes* all night (`nightly.restart_every = 0`), that pair's
+offset (two processes of the same binary differ by a little for their whole lives: sd 0.8%
+between process pairs here, benchmarks/instance_effect.py) is in every round alike. The nightly
+therefore restarts both servers every round by default, which makes the pair a replicate the
+rounds carry. As a check on everything the night's CI cannot see, the spread of the series'
+own A/A nights (the noise of a night's ratio when nothing changed) floors the verdict's CI:
+it is the wider of the night's own and +-1.96 x that sd, from ``MIN_AA_NIGHTS`` A/A nights
+on; before that, with one process pair all night, ``nightly.night_sd`` stands in for it.
 """
 
 from __future__ import annotations
@@ -59,7 +61,7 @@ class NightNoise:
 
 
 def night_noise(aa_nights: Sequence[RatioRecord], prior_sd: float) -> NightNoise:
-    """From the series' A/A nights once there are enough of them, else the configured prior."""
+    """From the series' A/A nights once there are enough of them, else the prior (0: none)."""
     logs = [math.log(r.estimate) for r in aa_nights if r.aa and r.estimate > 0]
     if len(logs) >= MIN_AA_NIGHTS:
         return NightNoise(statistics.stdev(logs), f"{len(logs)} A/A nights of this series")
