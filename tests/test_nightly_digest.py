@@ -120,7 +120,7 @@ def test_the_digest_shows_tonights_ratio_its_reference_and_the_aa_false_alarm_ra
         "mmmmmmmmmmmm" in text
     )
     # Two A/A series-nights, neither flagged (suspicious is not a flag): 0%, Wilson 0-65.8%.
-    assert "0 flag(s) in 2 A/A series-nights (0.0%, 95% Wilson CI 0.0%-65.8%)" in text
+    assert "0 flag(s) in 2 A/A series-nights (0.0%, 95% Wilson CI 0.0%-65.8%); 0 confirmed" in text
     (plot,) = [name for name in files if name.startswith(f"{DAY}/ratio-")]
     assert files[plot].startswith(b"\x89PNG") and f"({plot})" in text
 

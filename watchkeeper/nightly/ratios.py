@@ -153,17 +153,28 @@ def night_ratios(
 
 @dataclass(frozen=True, slots=True)
 class FalseAlarms:
-    """The detector's live false-alarm rate: flags on A/A series-nights."""
+    """The detector's live false-alarm rate: flags on A/A series-nights.
+
+    A night's 95% CI excludes 1 on an A/A night now and then (about 2.5% per direction when it
+    is honest); that is why a flag is only a candidate until a rerun or the next night flags
+    it again. `flagged` counts single flags, `confirmed` what would have been filed."""
 
     series_nights: int
     flagged: int
     rate: float | None
     low: float
     high: float
+    confirmed: int = 0
+    confirmed_low: float = 0.0
+    confirmed_high: float = 1.0
 
 
 def false_alarms(ratios: Sequence[RatioRecord]) -> FalseAlarms:
     aa = [r for r in ratios if r.aa]
     flagged = sum(r.verdict in FLAGS for r in aa)
+    confirmed = sum(r.verdict in FLAGS and r.confirmed for r in aa)
     low, high = wilson(flagged, len(aa))
-    return FalseAlarms(len(aa), flagged, flagged / len(aa) if aa else None, low, high)
+    c_low, c_high = wilson(confirmed, len(aa))
+    return FalseAlarms(
+        len(aa), flagged, flagged / len(aa) if aa else None, low, high, confirmed, c_low, c_high
+    )

@@ -218,7 +218,9 @@ def render_digest(
         false_alarm_lines=[
             f"host {host[:12]}: {fa.flagged} flag(s) in {fa.series_nights} A/A series-nights"
             + (
-                f" ({fa.rate:.1%}, 95% Wilson CI {fa.low:.1%}-{fa.high:.1%})"
+                f" ({fa.rate:.1%}, 95% Wilson CI {fa.low:.1%}-{fa.high:.1%}); {fa.confirmed} "
+                f"confirmed (Wilson CI {fa.confirmed_low:.1%}-{fa.confirmed_high:.1%}): a single "
+                "flag is a candidate, only a confirmed one is filed"
                 if fa.rate is not None
                 else ""
             )
