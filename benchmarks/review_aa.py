@@ -27,12 +27,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from watchkeeper.cli.app import _terminate
 from watchkeeper.commands.review_pr import Side, review_bench
 from watchkeeper.config import Config
+from watchkeeper.server.profiles import get_profile
 from watchkeeper.store.db import Database
 from watchkeeper.tracker.pr_comment import ProfileReview, verdict
 
 
 def one_review(config: Config, profile: str, index: int) -> dict[str, Any]:
-    side = Side({"p": config.profiles[profile]}, {})
+    side = Side({"p": get_profile(config, profile)}, {})
     db = Database(config.database.resolved_url())
     started = time.monotonic()
     try:
