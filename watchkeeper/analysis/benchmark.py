@@ -33,6 +33,9 @@ from watchkeeper.server.endpoints import SPEC_ACCEPTED_TOKENS, SPEC_DRAFT_TOKENS
 ALL = "all"
 CONTROL_ARM = "control"
 IDENTITY_SUFFIX = "#identity"
+REWARM_TOKENS = 16
+"""A fresh process's first request pays its cold start (first touch of the weights,
+buffers): one short request per arm, the first task cut to this many tokens, takes it."""
 """Arm-name suffix of the identity probe runs: temperature 0 with top-k logprobs, one pass per
 arm after the measured rounds, stored as warm-ups so no throughput figure ever reads them."""
 
@@ -137,6 +140,19 @@ class BenchMethod:
     threshold: float = DEFAULT_THRESHOLD
     ci_method: str = METHOD
     order: str = "arms back to back per task, order alternated per task and per round (AB, BA, ...)"
+    restart_every: int = 0
+
+    @property
+    def processes(self) -> str:
+        """How server processes relate to rounds: what the CI's replicates include."""
+        if self.restart_every <= 0:
+            return "one process per arm for the whole campaign"
+        every = "every round" if self.restart_every == 1 else f"every {self.restart_every} rounds"
+        return (
+            f"fresh processes for every arm before {every} (one {REWARM_TOKENS}-token warm-up "
+            "request each, not measured), so the rounds carry the processes' own spread"
+        )
+
     metric: str = "server-reported decode tok/s (timings.predicted_per_second)"
     throughput_requests: str = "measured rounds only: no logprobs, nothing beyond the workload"
     identity_requests: str = (

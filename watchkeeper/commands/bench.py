@@ -18,6 +18,7 @@ from typing import Any
 
 from watchkeeper.analysis.benchmark import (
     IDENTITY_SUFFIX,
+    REWARM_TOKENS,
     ArmSpec,
     BenchMethod,
     BenchResult,
@@ -279,9 +280,6 @@ def _arm_spec(
 
 REWARM_SUFFIX = "#rewarm"
 """Arm-name suffix of the warm-up requests after a restart (stored, never measured)."""
-REWARM_TOKENS = 16
-"""A fresh process's first request pays its cold start (first touch of the weights, buffers):
-one short request per arm, the first task cut to this many tokens, takes it."""
 
 
 class _Fleet:
@@ -540,6 +538,7 @@ def _execute(
                 seed=config.bench.seed,
                 near_tie_threshold=config.bench.near_tie_threshold,
                 threshold=config.bench.min_effect,
+                restart_every=plan.restart_every,
             ),
             degenerate_threshold=config.bench.degenerate_threshold,
             length_tolerance=config.bench.length_parity_tolerance,

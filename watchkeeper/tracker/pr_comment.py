@@ -130,7 +130,7 @@ def _method(reviews: Sequence[ProfileReview]) -> list[str]:
         f"- {m.tasks} tasks ({', '.join(escape.inline(c, 40) for c in m.categories)}), "
         f"{m.rounds} measured round(s) after {m.warmup_rounds} warm-up round(s), concurrency "
         f"{m.concurrency}, temperature {m.temperature:g}, seed {m.seed}.",
-        f"- Order: {m.order}. Metric: {m.metric}.",
+        f"- Order: {m.order}; {m.processes}. Metric: {m.metric}.",
         f"- Speed-up: head / base, {m.ci_method}, {m.confidence:.0%} CI, {m.resamples} resamples.",
         "- Identity: each head output against the base output of the same task and round; "
         f"`near_tie` = diverged where the base's top-2 logprob margin was below "
