@@ -172,8 +172,12 @@ def test_arms_run_back_to_back_per_task_in_alternating_order(
             )
             expected = arms if (rnd + seq) % 2 == 0 else arms[::-1]
             assert [a for _, a in sent] == expected, (rnd, seq)
-    # Warm-up runs (3) and identity probe runs (3) are both kept out of every figure.
-    assert sum(r.is_warmup for r in runs.values()) == 6
+    # Warm-up runs (3), warm-ups of the fresh processes before rounds 2 and 3 (3 x 2) and
+    # identity probe runs (3) are all kept out of every figure.
+    assert sum(r.is_warmup for r in runs.values()) == 12
+    assert sorted((r.arm, r.round) for r in runs.values() if r.arm.endswith("#rewarm")) == sorted(
+        (f"{a}#rewarm", rnd) for a in arms for rnd in (2, 3)
+    )
     assert {r.arm for r in runs.values() if r.arm.endswith("#identity")} == {
         f"{a}#identity" for a in arms
     }
