@@ -204,6 +204,18 @@ def test_throughput_requests_carry_no_logprobs_and_identity_probes_carry_top_5(
     assert all(len(tok[3]) >= 5 for x in with_tokens for tok in x.output_tokens[:3])
 
 
+def test_the_probes_own_speed_is_shown_beside_the_clean_median_and_read_by_no_figure(
+    bench_run: tuple[dict, Path, str],
+) -> None:
+    result, _, _ = bench_run
+    for stats in result["arm_stats"]:
+        assert stats["probe_median_tps"] > 0, stats["arm"]
+        # The clean median comes from the measured rounds only: a probe run is never pooled.
+        assert stats["overall"]["requests"] == 4 * 3, stats["arm"]
+    text = Path(str(result["report_path"])).read_text()
+    assert "identity probes' own median decode tok/s, read by no figure: smollm2-baseline" in text
+
+
 def test_the_report_has_plots_argv_and_models_with_sha256(
     bench_run: tuple[dict, Path, str],
 ) -> None:

@@ -100,6 +100,9 @@ class ArmStats:
     bound_note: str | None = None
     """Set where the measured speed-up's CI lies above the bound (`efficiency` is then None):
     which input of the bound looks wrong."""
+    probe_median_tps: float | None = None
+    """Median decode tok/s of the arm's identity probe pass (top-k logprobs). Read by no
+    throughput figure; shown beside the clean median so a reader sees what the probes cost."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -420,6 +423,7 @@ def analyze(
                     if bound_note is None:
                         efficiency = overall.speedup.estimate / bound.predicted_speedup
         peaks = [r.peak_rss_bytes for r in arm_runs if r.peak_rss_bytes]
+        probe_tps = median([s.decode_tps_server for s in probes.get(arm.name, {}).values() if s.ok])
         arm_stats.append(
             ArmStats(
                 arm.name,
@@ -432,6 +436,7 @@ def analyze(
                 length_source,
                 drift,
                 bound_note,
+                probe_tps,
             )
         )
         if arm.role != "baseline" and arm.speculative:

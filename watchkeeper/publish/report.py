@@ -287,6 +287,20 @@ def _noise_floor_line(result: BenchResult) -> str | None:
     )
 
 
+def _probe_line(result: BenchResult) -> str | None:
+    """The probes' own speed beside the clean median: what logprobs would have cost had they
+    been on the measured requests (on an H100, top-2 halved the baseline's decode)."""
+    parts = [
+        f"{md.inline(s.arm)} {_fixed(s.probe_median_tps, 1)} "
+        f"(measured rounds {_fixed(s.overall.median_tps, 1)})"
+        for s in result.arm_stats
+        if s.probe_median_tps is not None
+    ]
+    if not parts:
+        return None
+    return "identity probes' own median decode tok/s, read by no figure: " + "; ".join(parts)
+
+
 def _excerpt_block(text: str) -> str:
     return md.fenced(md.cap(text, EXCERPT_CHARS), indent=2)
 
@@ -372,6 +386,7 @@ def _context(
         "argv": _argv_block(result.arms),
         "result": result,
         "method": m,
+        "probe_line": _probe_line(result),
         "categories": ", ".join(m.categories) or NONE,
     }
 
