@@ -70,3 +70,21 @@ def test_a_faster_profile_excluded_for_correctness_is_named_with_the_reason(
     assert "draft4 1.38x" in rec.headline
     assert "excluded by a correctness finding" in rec.headline
     assert "beats it with confidence" not in rec.headline
+
+
+def test_a_category_without_a_ci_says_so_instead_of_a_zero_width_interval(
+    result: BenchResult,
+) -> None:
+    """One task per category gives no CI; "CI 1.71-1.71" would read as certainty."""
+    no_ci = RatioCI(1.71, 1.71, 1.71, 3, 1, 3)  # verdict defaults to insufficient replicates
+    stats = tuple(
+        dataclasses.replace(s, speedup=no_ci if s.arm == "ngram" else None)
+        if s.category == "code"
+        else s
+        for s in result.categories
+    )
+    rec = recommend(dataclasses.replace(result, categories=stats))
+    code = next(c for c in rec.per_category if c.category == "code")
+    assert code.profile is None
+    assert "ngram 1.71x, no CI: 1 task(s) x 3 round(s)" in code.reason
+    assert "1.71-1.71" not in code.reason

@@ -69,6 +69,13 @@ def _choose(category: str, stats: Sequence[CategoryStats], excluded: dict[str, s
             return Choice(category, None, None, None, None, f"no eligible profile: {why}")
         best = max(measured, key=lambda s: s.speedup.estimate if s.speedup else 0.0)
         assert best.speedup is not None
+        # Without enough replicates there is no CI: printing low == high would read as a
+        # perfectly certain estimate.
+        ci = (
+            f"CI {best.speedup.low:.2f}-{best.speedup.high:.2f}"
+            if best.speedup.has_ci
+            else f"no CI: {best.speedup.n_clusters} task(s) x {best.speedup.n_rounds} round(s)"
+        )
         return Choice(
             category,
             None,
@@ -76,7 +83,7 @@ def _choose(category: str, stats: Sequence[CategoryStats], excluded: dict[str, s
             None,
             None,
             f"no speculative profile beats it with confidence (best: {best.arm} "
-            f"{best.speedup.estimate:.2f}x, CI {best.speedup.low:.2f}-{best.speedup.high:.2f})",
+            f"{best.speedup.estimate:.2f}x, {ci})",
         )
     best = max(eligible, key=lambda s: s.speedup.low if s.speedup else 0.0)
     assert best.speedup is not None
