@@ -64,9 +64,8 @@ their cells at 3 rounds, 0.4-0.6% at 4-5 rounds, 0.03% at 12."""
 METHOD = (
     "paired ratios (same task, same round, arms back to back), geometric mean; cells that fit "
     "neither their task nor their round (residual > 5 robust sd) winsorized from 5 rounds on; "
-    "95% CI from a "
-    "two-way bootstrap resampling tasks and rounds independently (Owen 2007); estimate trims "
-    "the best and worst round from 5 rounds on"
+    "95% CI from a two-way bootstrap resampling tasks and rounds independently (Owen 2007); "
+    "estimate trims the best and worst round from 5 rounds on"
 )
 
 
