@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from watchkeeper.analysis.speculation import expected_tokens, predicted_speedup
-from watchkeeper.analysis.stats import Pair, paired_speedup, winsorize
+from watchkeeper.analysis.stats import Pair, paired_speedup, rounds_to_settle, winsorize
 
 
 def _table(
@@ -158,6 +158,16 @@ def test_a_wide_ci_is_inconclusive_and_says_how_many_rounds_would_settle_it() ->
     assert ci is not None
     assert ci.verdict == "inconclusive"
     assert ci.rounds_needed is not None and ci.rounds_needed > 3
+
+
+def test_rounds_to_settle_count_the_estimates_distance_to_the_band() -> None:
+    """1.010 (0.981-1.037) after 12 rounds: the CI must fit inside +-3% around an estimate 1%
+    off centre, a 2% reach, not the 3% threshold."""
+    assert rounds_to_settle(1.010, 0.981, 1.037, 12, 0.03) == 25
+    # Centred: the whole band is the reach.
+    assert rounds_to_settle(1.0, 0.95, 1.0526, 4, 0.03) == 13
+    # Never fewer rounds than already run.
+    assert rounds_to_settle(1.0, 0.969, 1.032, 12, 0.03) >= 13
 
 
 def test_no_valid_pair_gives_none() -> None:
