@@ -196,7 +196,7 @@ def rounds_to_settle(
     half = math.log(high / low) / 2.0
     est = abs(math.log(estimate))
     band = math.log1p(threshold)
-    reach = max(band - est, est) if est < band else est
+    reach = max(band - est, est)  # beyond the band, band - est < 0: the reach is est
     if reach <= 0:
         return n_rounds
     return max(n_rounds + 1, math.ceil(n_rounds * (half / reach) ** 2))
