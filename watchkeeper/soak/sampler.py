@@ -92,6 +92,8 @@ class ResourceSampler:
             procs = [root, *root.children(recursive=True)]
         except psutil.Error:
             return None
+        for gone in [p for p in self._procs if not psutil.pid_exists(p)]:
+            del self._procs[gone]  # a restarted server's old processes: months of them add up
         total = 0.0
         for proc in procs:
             cached = self._procs.setdefault(proc.pid, proc)
@@ -170,9 +172,11 @@ class ResourceSampler:
                         },
                     )
                 )
+        # Forget slots that went idle: a daemon soaks for months, and a task id never recurs.
         for ident in list(self._busy_since):
             if ident not in busy_now:
                 del self._busy_since[ident]
+        self._reported &= busy_now
 
     def close(self) -> None:
         if self._client is not None:
