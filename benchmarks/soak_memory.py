@@ -13,16 +13,21 @@ once, a one-off peak that is not growth.
 
     .venv/bin/python benchmarks/soak_memory.py [--duration 20m] [--block 1m]
         [--profiles smollm2-baseline] [--concurrency 1,2] [--every 30]
+
+glibc reads MALLOC_ARENA_MAX at start-up: run it once with `MALLOC_ARENA_MAX=2` in the
+environment beside a run without to see what per-thread arenas cost.
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
 import contextlib
 import ctypes
 import gc
 import os
 import re
+import signal
 import tempfile
 import threading
 import time
@@ -32,8 +37,10 @@ from pathlib import Path
 
 import psutil
 
+from watchkeeper.cli.app import _terminate
 from watchkeeper.commands.soak import soak_command
 from watchkeeper.config import Config, DatabaseConfig, SoakConfig
+from watchkeeper.server.profiles import get_profile
 from watchkeeper.soak.durations import parse_duration
 from watchkeeper.soak.verdicts import theil_sen
 
@@ -143,8 +150,15 @@ def main() -> None:
     parser.add_argument("--profiles", default="smollm2-baseline")
     parser.add_argument("--concurrency", default="1,2")
     parser.add_argument("--every", type=float, default=30.0)
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="llama-server threads (default: the profile's); 1 lets two runs share 2 cores",
+    )
     parser.add_argument("--warmup", type=float, default=0.25, help="share of the soak ignored")
     args = parser.parse_args()
+    signal.signal(signal.SIGTERM, _terminate)  # unwind: every server is stopped
     duration_s = parse_duration(args.duration)
     scratch = Path(tempfile.mkdtemp(prefix="wk-soak-memory-"))
     os.environ.setdefault("WATCHKEEPER_DATA_DIR", str(scratch / "data"))
@@ -152,10 +166,15 @@ def main() -> None:
         database=DatabaseConfig(url=f"sqlite:///{scratch / 'wk.db'}"),
         soak=SoakConfig(sample_interval_s=10.0, probe_interval_s=30.0, flush_interval_s=5.0),
     )
+    if args.threads is not None:
+        for name in args.profiles.split(","):
+            profile = get_profile(config, name)
+            config.profiles[name] = profile.model_copy(update={"threads": args.threads})
     tracemalloc.start(FRAMES)
     stop, counter = threading.Event(), [0]
     points: list[Point] = []
     snapshots: dict[str, tracemalloc.Snapshot] = {}
+    type_counts: dict[str, collections.Counter[str]] = {}
     # Seconds since t0. Holding a snapshot costs ~15 MB of RSS (untraced): the slopes use the
     # samples after the warm-up one is held and before the late one (near the loop's end) starts.
     marks = {"warm": float("inf"), "late": float("inf"), "loop_end": float("inf")}
@@ -167,6 +186,7 @@ def main() -> None:
     def take_snapshot(name: str) -> None:
         started = time.monotonic() - t0
         gc.collect()
+        type_counts[name] = collections.Counter(type(o).__qualname__ for o in gc.get_objects())
         snapshots[name] = tracemalloc.take_snapshot()
         marks[name] = time.monotonic() - t0 if name == "warm" else started
 
@@ -205,6 +225,7 @@ def main() -> None:
     watcher.join()
     print()
     print(f"soak {args.duration} (wall {wall:.0f} s), {counter[0]} requests, {result.status}")
+    print(f"MALLOC_ARENA_MAX={os.environ.get('MALLOC_ARENA_MAX', '(unset: glibc default)')}")
     print(
         f"{'t (s)':>6} {'RSS MB':>7} {'traced MB':>9} {'malloc MB':>9} {'free MB':>7} "
         f"{'arenas':>6} {'sqlite MB':>9} {'requests':>8}"
@@ -233,13 +254,31 @@ def main() -> None:
         grown = (warm[-1].rss - warm[0].rss) * 2**10 / (warm[-1].requests - warm[0].requests)
         print(f"  RSS per request after warm-up  {grown:+.2f} KB")
     if "warm" in snapshots and "late" in snapshots:
+        late, warm_snap = snapshots["late"], snapshots["warm"]
         print()
         print("allocation sites that grew most between the two snapshots (tracemalloc):")
-        for stat in snapshots["late"].compare_to(snapshots["warm"], "traceback")[:10]:
+        for stat in late.compare_to(warm_snap, "traceback")[:10]:
             where = " <- ".join(
                 f"{Path(f.filename).name}:{f.lineno}" for f in list(stat.traceback)[::-1][:4]
             )  # the allocating line first, then its callers
             print(f"  {stat.size_diff / 1024:+9.1f} KB {stat.count_diff:+7d} blocks  {where}")
+        # One line can allocate through many call paths, each too small to show above.
+        print("allocating lines that grew most, all call paths together:")
+        for stat in late.compare_to(warm_snap, "lineno")[:10]:
+            frame = stat.traceback[0]
+            where = f"{Path(frame.filename).parent.name}/{Path(frame.filename).name}:{frame.lineno}"
+            print(f"  {stat.size_diff / 1024:+9.1f} KB {stat.count_diff:+7d} blocks  {where}")
+        print("modules whose allocations grew most:")
+        for stat in late.compare_to(warm_snap, "filename")[:8]:
+            frame = stat.traceback[0]
+            where = f"{Path(frame.filename).parent.name}/{Path(frame.filename).name}"
+            print(f"  {stat.size_diff / 1024:+9.1f} KB {stat.count_diff:+7d} blocks  {where}")
+    if "warm" in type_counts and "late" in type_counts:
+        grown = type_counts["late"].copy()
+        grown.subtract(type_counts["warm"])
+        print("object types whose live count grew most (gc-tracked objects):")
+        for name, count in grown.most_common(8):
+            print(f"  {count:+8d}  {name}")
 
 
 if __name__ == "__main__":
