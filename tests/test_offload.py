@@ -14,7 +14,7 @@ import pytest
 from watchkeeper.config import ProfileConfig
 from watchkeeper.errors import ServerError
 from watchkeeper.server.launch import check_offload
-from watchkeeper.server.process import Offload, OffloadReport, parse_offload
+from watchkeeper.server.process import Offload, OffloadReport, _library_env, parse_offload
 
 CUDA_LOG = """$ /b/llama-server -m /m/target.gguf --gpu-layers all -md /m/draft.gguf
 load_tensors: loading model tensors, this can take a while... (mmap = true)
@@ -94,3 +94,15 @@ def test_an_explicit_layer_count_is_met_when_that_many_are_offloaded() -> None:
         check_offload(
             ProfileConfig(model="t", gpu_layers=30), parse_offload(PARTIAL_LOG), cuda=True
         )
+
+
+def test_a_started_server_keeps_glibc_defaults_and_loads_its_own_libraries(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The daemon's unit caps its own malloc arenas; the server it measures must not inherit
+    that, or it would run unlike the production server it stands for."""
+    monkeypatch.setenv("MALLOC_ARENA_MAX", "2")
+    monkeypatch.setenv("LD_LIBRARY_PATH", "/opt/elsewhere")
+    env = _library_env(str(tmp_path / "bin" / "llama-server"))
+    assert "MALLOC_ARENA_MAX" not in env
+    assert env["LD_LIBRARY_PATH"] == f"{(tmp_path / 'bin').resolve()}:/opt/elsewhere"
