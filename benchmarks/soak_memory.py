@@ -109,11 +109,18 @@ class NativeMemory:
 
 
 def sampler(
-    stop: threading.Event, every_s: float, points: list[Point], counter: list[int], t0: float
+    stop: threading.Event,
+    every_s: float,
+    points: list[Point],
+    counter: list[int],
+    t0: float,
+    collect: bool,
 ) -> None:
     """One `Point` every `every_s` until stopped (t in seconds since t0)."""
     me, native = psutil.Process(), NativeMemory()
     while True:
+        if collect:
+            gc.collect()
         traced, _ = tracemalloc.get_traced_memory()
         used, free, arenas = native.malloc()
         points.append(
@@ -157,6 +164,12 @@ def main() -> None:
         help="llama-server threads (default: the profile's); 1 lets two runs share 2 cores",
     )
     parser.add_argument("--warmup", type=float, default=0.25, help="share of the soak ignored")
+    parser.add_argument(
+        "--collect",
+        action="store_true",
+        help="run a full garbage collection before every sample: what is left growing is "
+        "memory still reachable or held by the allocator, not cycles awaiting collection",
+    )
     args = parser.parse_args()
     signal.signal(signal.SIGTERM, _terminate)  # unwind: every server is stopped
     duration_s = parse_duration(args.duration)
@@ -203,7 +216,9 @@ def main() -> None:
         print(f"  · {message}", flush=True)
 
     watcher = threading.Thread(
-        target=sampler, args=(stop, args.every, points, counter, t0), daemon=True
+        target=sampler,
+        args=(stop, args.every, points, counter, t0, args.collect),
+        daemon=True,
     )
     watcher.start()
     result = soak_command(
@@ -226,6 +241,8 @@ def main() -> None:
     print()
     print(f"soak {args.duration} (wall {wall:.0f} s), {counter[0]} requests, {result.status}")
     print(f"MALLOC_ARENA_MAX={os.environ.get('MALLOC_ARENA_MAX', '(unset: glibc default)')}")
+    if args.collect:
+        print("a full garbage collection before every sample")
     print(
         f"{'t (s)':>6} {'RSS MB':>7} {'traced MB':>9} {'malloc MB':>9} {'free MB':>7} "
         f"{'arenas':>6} {'sqlite MB':>9} {'requests':>8}"
