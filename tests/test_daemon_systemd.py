@@ -94,7 +94,7 @@ def test_the_daemon_unit_is_hardened_and_keeps_secrets_off_the_command_line() ->
     assert not re.search(r"token|password|secret|://", exec_start, re.IGNORECASE)
     for value in keys["Environment"]:
         assert not re.search(r"TOKEN=|PASSWORD=|://", value), value
-    assert "MALLOC_ARENA_MAX=2" in keys["Environment"]  # the daemon's RSS stays level
+    assert "MALLOC_ARENA_MAX=2" in keys["Environment"]  # fewer arenas: slower RSS growth
 
 
 def test_the_llama_server_template_takes_its_arguments_from_a_per_instance_file() -> None:

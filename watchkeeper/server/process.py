@@ -309,8 +309,8 @@ def _library_env(binary: str) -> dict[str, str]:
     libraries (the nightly's pinned reference snapshot) must load the libraries beside it, not
     the build folder's, which the next rebuild replaces. LD_LIBRARY_PATH wins over RUNPATH.
 
-    The daemon's own allocator setting (MALLOC_ARENA_MAX, set in its unit to keep its RSS
-    level) is not the server's: a measured llama-server runs with glibc's defaults, as its
+    The daemon's own allocator setting (MALLOC_ARENA_MAX, set in its unit to slow its RSS
+    growth) is not the server's: a measured llama-server runs with glibc's defaults, as its
     own unit starts it in production."""
     env = {k: v for k, v in os.environ.items() if k != "MALLOC_ARENA_MAX"}
     folder = str(Path(binary).resolve().parent)
