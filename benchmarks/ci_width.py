@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import argparse
 import os
-import signal
 import tempfile
 
 from watchkeeper.analysis.benchmark import ALL, throughput_pairs
 from watchkeeper.analysis.stats import paired_speedup
-from watchkeeper.cli.app import _terminate
+from watchkeeper.cli.app import unwind_on_sigterm
 from watchkeeper.commands.bench import execute_bench, plan_bench
 from watchkeeper.config import Config
 from watchkeeper.store.db import Database
@@ -29,7 +28,7 @@ def main() -> None:
     parser.add_argument("--per-category", type=int, default=2)
     parser.add_argument("--candidate", default="smollm2-selfdraft")
     args = parser.parse_args()
-    signal.signal(signal.SIGTERM, _terminate)  # unwind: every server is stopped
+    unwind_on_sigterm()
     with tempfile.TemporaryDirectory() as tmp:
         os.environ["WATCHKEEPER_DATA_DIR"] = tmp
         config = Config()

@@ -53,7 +53,6 @@ import contextlib
 import json
 import math
 import os
-import signal
 import statistics
 import sys
 import tempfile
@@ -76,7 +75,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 # Synthetic nights written through the real store (shared with the tests).
 from tests.nights import Nights
 from watchkeeper.analysis.stats import Pair, RatioCI, classify, paired_speedup
-from watchkeeper.cli.app import _terminate
+from watchkeeper.cli.app import unwind_on_sigterm
 from watchkeeper.commands.aa import aa_command, wilson
 from watchkeeper.commands.bench import BenchPlan, execute_bench
 from watchkeeper.config import Config, DatabaseConfig, parse_config
@@ -661,7 +660,7 @@ def main() -> None:
     args = parser.parse_args()
     # As the CLI does: SIGTERM unwinds, so every `with serve(...)` stops its llama-server
     # (the default handler ends the process at once and orphans the A/A night's two servers).
-    signal.signal(signal.SIGTERM, _terminate)
+    unwind_on_sigterm()
     # Under --json the human-readable figures go to stderr, so stdout is the JSON alone.
     with contextlib.redirect_stdout(sys.stderr if args.json else sys.stdout):
         out = paired(args) if args.design == "paired" else absolute(args)

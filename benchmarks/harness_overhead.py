@@ -10,13 +10,12 @@ server's own `timings.predicted_per_second`, and reports the client's CPU time p
 from __future__ import annotations
 
 import argparse
-import signal
 import statistics
 import tempfile
 import time
 from pathlib import Path
 
-from watchkeeper.cli.app import _terminate
+from watchkeeper.cli.app import unwind_on_sigterm
 from watchkeeper.config import Config
 from watchkeeper.load.runner import LoadSettings, run_tasks
 from watchkeeper.load.tasks import load_taskset, select
@@ -29,7 +28,7 @@ def main() -> None:
     parser.add_argument("--tasks", type=int, default=24)
     parser.add_argument("--profile", default="smollm2-baseline")
     args = parser.parse_args()
-    signal.signal(signal.SIGTERM, _terminate)  # unwind: every server is stopped
+    unwind_on_sigterm()
     config = Config()
     tasks = select(
         load_taskset(config.bench.resolved_taskset()), per_category=max(1, args.tasks // 6)

@@ -25,7 +25,6 @@ import argparse
 import contextlib
 import json
 import math
-import signal
 import statistics
 import sys
 import warnings
@@ -39,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.detector import Table, as_array, measure_aa_night
 from watchkeeper.analysis.stats import winsorize
-from watchkeeper.cli.app import _terminate
+from watchkeeper.cli.app import unwind_on_sigterm
 
 
 def round_ratios(table: Table) -> np.ndarray:
@@ -89,7 +88,7 @@ def main() -> None:
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     args.warmup_all = False
-    signal.signal(signal.SIGTERM, _terminate)
+    unwind_on_sigterm()
     reuse = Path(args.reuse) if args.reuse else None
     tables: list[Table] = (
         json.loads(reuse.read_text())["tables"] if reuse and reuse.exists() else []

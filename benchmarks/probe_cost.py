@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import signal
 import sys
 import tempfile
 import time
@@ -30,7 +29,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from watchkeeper.analysis.stats import Pair, median, paired_speedup
-from watchkeeper.cli.app import _terminate
+from watchkeeper.cli.app import unwind_on_sigterm
 from watchkeeper.config import Config
 from watchkeeper.load.client import chat
 from watchkeeper.load.tasks import load_taskset, select
@@ -48,7 +47,7 @@ def main() -> int:
     parser.add_argument("--top-k", default="2,5", help="probe kinds, comma-separated k values")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    signal.signal(signal.SIGTERM, _terminate)  # unwind: every server is stopped
+    unwind_on_sigterm()
     ks = sorted({int(k) for k in args.top_k.split(",") if k.strip()})
     if not ks or min(ks) < 1:
         parser.error("--top-k needs positive integers, e.g. 2,5")

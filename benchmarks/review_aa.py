@@ -15,7 +15,6 @@ import argparse
 import contextlib
 import json
 import os
-import signal
 import sys
 import tempfile
 import time
@@ -24,7 +23,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from watchkeeper.cli.app import _terminate
+from watchkeeper.cli.app import unwind_on_sigterm
 from watchkeeper.commands.review_pr import Side, review_bench
 from watchkeeper.config import Config
 from watchkeeper.server.profiles import get_profile
@@ -64,7 +63,7 @@ def main() -> None:
     parser.add_argument("--profile", default="smollm2-baseline")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    signal.signal(signal.SIGTERM, _terminate)  # unwind: every server is stopped
+    unwind_on_sigterm()
     out: list[dict[str, Any]] = []
     with contextlib.redirect_stdout(sys.stderr if args.json else sys.stdout):
         for i in range(1, args.runs + 1):

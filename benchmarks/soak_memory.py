@@ -27,7 +27,6 @@ import ctypes
 import gc
 import os
 import re
-import signal
 import tempfile
 import threading
 import time
@@ -37,7 +36,7 @@ from pathlib import Path
 
 import psutil
 
-from watchkeeper.cli.app import _terminate
+from watchkeeper.cli.app import unwind_on_sigterm
 from watchkeeper.commands.soak import soak_command
 from watchkeeper.config import Config, DatabaseConfig, SoakConfig
 from watchkeeper.server.profiles import get_profile
@@ -171,7 +170,7 @@ def main() -> None:
         "memory still reachable or held by the allocator, not cycles awaiting collection",
     )
     args = parser.parse_args()
-    signal.signal(signal.SIGTERM, _terminate)  # unwind: every server is stopped
+    unwind_on_sigterm()
     duration_s = parse_duration(args.duration)
     scratch = Path(tempfile.mkdtemp(prefix="wk-soak-memory-"))
     os.environ.setdefault("WATCHKEEPER_DATA_DIR", str(scratch / "data"))

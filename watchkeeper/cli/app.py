@@ -42,10 +42,16 @@ def _terminate(signum: int, _frame: object) -> None:
     raise KeyboardInterrupt(f"signal {signum}")
 
 
+def unwind_on_sigterm() -> None:
+    """SIGTERM raises KeyboardInterrupt in the main thread, so a process that starts servers
+    (the CLI, a benchmark script) stops them on its way out instead of orphaning them."""
+    signal.signal(signal.SIGTERM, _terminate)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
-        signal.signal(signal.SIGTERM, _terminate)
+        unwind_on_sigterm()
     try:
         config = load_config(args.config)
         code: int = args.handler(args, config)
