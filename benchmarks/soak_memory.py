@@ -279,16 +279,16 @@ def main() -> None:
             )  # the allocating line first, then its callers
             print(f"  {stat.size_diff / 1024:+9.1f} KB {stat.count_diff:+7d} blocks  {where}")
         # One line can allocate through many call paths, each too small to show above.
-        print("allocating lines that grew most, all call paths together:")
-        for stat in late.compare_to(warm_snap, "lineno")[:10]:
-            frame = stat.traceback[0]
-            where = f"{Path(frame.filename).parent.name}/{Path(frame.filename).name}:{frame.lineno}"
-            print(f"  {stat.size_diff / 1024:+9.1f} KB {stat.count_diff:+7d} blocks  {where}")
-        print("modules whose allocations grew most:")
-        for stat in late.compare_to(warm_snap, "filename")[:8]:
-            frame = stat.traceback[0]
-            where = f"{Path(frame.filename).parent.name}/{Path(frame.filename).name}"
-            print(f"  {stat.size_diff / 1024:+9.1f} KB {stat.count_diff:+7d} blocks  {where}")
+        for title, key, rows in (
+            ("allocating lines that grew most, all call paths together:", "lineno", 10),
+            ("modules whose allocations grew most:", "filename", 8),
+        ):
+            print(title)
+            for stat in late.compare_to(warm_snap, key)[:rows]:
+                frame = stat.traceback[0]
+                where = f"{Path(frame.filename).parent.name}/{Path(frame.filename).name}"
+                where += f":{frame.lineno}" if key == "lineno" else ""
+                print(f"  {stat.size_diff / 1024:+9.1f} KB {stat.count_diff:+7d} blocks  {where}")
     if "warm" in type_counts and "late" in type_counts:
         grown = type_counts["late"].copy()
         grown.subtract(type_counts["warm"])

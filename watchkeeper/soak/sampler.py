@@ -92,8 +92,10 @@ class ResourceSampler:
             procs = [root, *root.children(recursive=True)]
         except psutil.Error:
             return None
-        for gone in [p for p in self._procs if not psutil.pid_exists(p)]:
-            del self._procs[gone]  # a restarted server's old processes: months of them add up
+        # A restarted server's old processes: months of them add up. is_running() also drops
+        # an entry whose pid the kernel has given to another process.
+        for gone in [pid for pid, proc in self._procs.items() if not proc.is_running()]:
+            del self._procs[gone]
         total = 0.0
         for proc in procs:
             cached = self._procs.setdefault(proc.pid, proc)
