@@ -10,6 +10,7 @@ import urllib.request
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -263,6 +264,9 @@ def test_json_logs_carry_the_bound_ids() -> None:
             logs.get_logger("t").info("job_started", scope="host")
         logging.getLogger("apscheduler.scheduler").warning("from the stdlib")
         logging.getLogger("alembic.runtime.migration").info("schema chatter is dropped")
+        # httpx logs every request at info: a line per soak request and per metrics scrape.
+        with httpx.Client(transport=httpx.MockTransport(lambda _r: httpx.Response(200))) as c:
+            assert c.get("http://127.0.0.1:1/metrics").status_code == 200
     finally:
         root.handlers[:] = saved[0]
         root.setLevel(saved[1])

@@ -62,9 +62,12 @@ def configure(log_format: str = "auto", level: str = "info", stream: TextIO | No
     root.addHandler(handler)
     root.setLevel(LEVELS.get(level, logging.ERROR))
     # APScheduler narrates every start and finish (the daemon logs those itself, with ids),
-    # Alembic every schema check: warnings only.
-    logging.getLogger("apscheduler").setLevel(logging.WARNING)
-    logging.getLogger("alembic").setLevel(logging.WARNING)
+    # Alembic every schema check, httpx every request (a line per soak request and metrics
+    # scrape: thousands a night, burying the job's own lines): warnings only, unless debugging.
+    for chatty in ("apscheduler", "alembic", "httpx", "httpcore"):
+        logging.getLogger(chatty).setLevel(
+            logging.DEBUG if level == "debug" and chatty.startswith("http") else logging.WARNING
+        )
 
 
 def get_logger(name: str = "watchkeeper.daemon") -> Any:
