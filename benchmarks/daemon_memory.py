@@ -1,0 +1,265 @@
+"""Does the daemon's memory level off from one night to the next?
+
+The daemon runs for months, and what it keeps from one night to the next is what adds up.
+This starts the real daemon (`python -m watchkeeper.cli daemon`, as the systemd unit runs it,
+with the unit's MALLOC_ARENA_MAX=2) on the shipped jobs/nightly.toml, soak.toml and
+digest.toml, unchanged except for their cron lines (and the soak's duration): a "night" every
+`--period` minutes: the paired nightly, then the soak, then the digest, committed and pushed to
+a local bare repository. Real SmolLM2 on a real llama-server, SQLite in a scratch folder.
+
+It samples the daemon process (not its llama-servers) every `--every` seconds: RSS, USS, open
+file descriptors and threads. Each night's *resting* level is the last sample before the next
+night's nightly starts (after the digest, nothing running): if the daemon keeps something per
+night, the resting level climbs night after night; if it levels off, the within-night peaks are
+working memory handed back (or reused) the next night. It prints one row per night and the
+Theil-Sen slope of the resting RSS over the nights after the first two (MB per night, 95% CI).
+
+    .venv/bin/python benchmarks/daemon_memory.py [--nights 6] [--period 15] [--every 15]
+        [--arena-max 2] [--csv samples.csv]
+
+`--arena-max 0` leaves glibc's default arenas (to compare with the unit's cap).
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+import psutil
+
+from watchkeeper.cli.app import unwind_on_sigterm
+from watchkeeper.soak.verdicts import theil_sen
+
+REPO = Path(__file__).resolve().parents[1]
+HOST = "memory-bench"
+JOBS = ("nightly", "soak", "digest")
+
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    t: float
+    """Wall-clock seconds (epoch): the daemon's log stamps its job events in UTC ISO."""
+    rss: float
+    uss: float
+    fds: int
+    threads: int
+
+
+@dataclass(frozen=True, slots=True)
+class JobEvent:
+    t: float
+    job: str
+    event: str
+    outcome: str
+    summary: str
+
+
+def git(cwd: Path, *args: str) -> None:
+    subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True)
+
+
+def schedule(period_min: int, first_minute: int, soak_minutes: int) -> dict[str, str]:
+    """Six-field crons (seconds first): the nightly at the top of each period, the soak three
+    minutes later (the nightly of this benchmark takes one or two), the digest a minute after
+    the soak's end; `period_min` divides an hour, so the pattern repeats every hour."""
+
+    def minutes(offset: int) -> str:
+        return ",".join(str((first_minute + offset + k) % 60) for k in range(0, 60, period_min))
+
+    return {
+        "nightly": f"0 {minutes(0)} * * * *",
+        "soak": f"0 {minutes(3)} * * * *",
+        "digest": f"30 {minutes(4 + soak_minutes)} * * * *",
+    }
+
+
+def write_jobs(jobs: Path, crons: dict[str, str], soak_minutes: int) -> None:
+    jobs.mkdir()
+    for name in JOBS:
+        text = (REPO / "jobs" / f"{name}.toml").read_text(encoding="utf-8")
+        text, n = re.subn(r"(?m)^cron = .*$", f'cron = "{crons[name]}"', text)
+        assert n == 1, f"jobs/{name}.toml has no single cron line"
+        if name == "soak":
+            text, n = re.subn(r'(?m)^duration = ".*"$', f'duration = "{soak_minutes}m"', text)
+            assert n == 1, "jobs/soak.toml has no single duration line"
+        (jobs / f"{name}.toml").write_text(text, encoding="utf-8")
+
+
+def write_config(scratch: Path, jobs: Path, reports: Path) -> Path:
+    path = scratch / "watchkeeper.toml"
+    path.write_text(
+        f'[database]\nurl = "sqlite:///{scratch / "wk.db"}"\n'
+        f'[bench]\nreports_dir = "{scratch / "bench-reports"}"\n'
+        # A short nightly (about a minute): this measures what a night leaves behind, not power.
+        '[nightly]\nprofiles = ["smollm2-ngram"]\nrounds = 3\nper_category = 1\n'
+        "max_tokens = 32\n"
+        '[soak]\nprofiles = ["smollm2-baseline", "smollm2-ngram"]\nconcurrency = [1, 2]\n'
+        'block = "1m"\n'
+        f'[digest]\nrepo = "{reports}"\n'
+        f'[daemon]\nhost_id = "{HOST}"\njobs_dir = "{jobs}"\nmetrics_port = 0\n'
+        'log_format = "json"\n',
+        encoding="utf-8",
+    )
+    return path
+
+
+def job_events(log: Path) -> list[JobEvent]:
+    out = []
+    for line in log.read_text(errors="replace").splitlines():
+        try:
+            e = json.loads(line)
+        except ValueError:
+            continue
+        if e.get("event") in ("job_started", "job_finished", "job_skipped") and "job" in e:
+            out.append(
+                JobEvent(
+                    datetime.fromisoformat(e["timestamp"]).timestamp(),
+                    e["job"],
+                    e["event"],
+                    str(e.get("outcome", "")),
+                    str(e.get("summary") or e.get("error") or e.get("reason") or ""),
+                )
+            )
+    return out
+
+
+def sample(proc: psutil.Process) -> Sample:
+    with proc.oneshot():
+        full = proc.memory_full_info()
+        return Sample(time.time(), full.rss / 2**20, full.uss / 2**20, proc.num_fds(),
+                      proc.num_threads())  # fmt: skip
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--nights", type=int, default=6)
+    parser.add_argument("--period", type=int, default=15, help="minutes per night; divides 60")
+    parser.add_argument("--every", type=float, default=15.0, help="seconds between samples")
+    parser.add_argument("--arena-max", type=int, default=2, help="0: glibc's default arenas")
+    parser.add_argument(
+        "--csv", type=Path, default=None, help="write every sample here as it is taken"
+    )
+    args = parser.parse_args()
+    if 60 % args.period or args.period < 8:
+        parser.error("--period must divide 60 and be at least 8 minutes")
+    unwind_on_sigterm()
+    soak_minutes = args.period - 6
+    scratch = Path(tempfile.mkdtemp(prefix="wk-daemon-memory-"))
+    remote, reports = scratch / "reports.git", scratch / "reports"
+    git(scratch, "init", "--bare", "-b", "main", str(remote))
+    git(scratch, "clone", str(remote), str(reports))
+    git(reports, "checkout", "-B", "main")
+    now = datetime.now()
+    # The first night starts at the next full minute at least 40 s away (the daemon's start-up).
+    first = (now.minute + (2 if now.second > 20 else 1)) % 60
+    crons = schedule(args.period, first, soak_minutes)
+    write_jobs(scratch / "jobs", crons, soak_minutes)
+    config = write_config(scratch, scratch / "jobs", reports)
+    env = dict(os.environ, WATCHKEEPER_DATA_DIR=str(scratch / "data"))
+    env.pop("MALLOC_ARENA_MAX", None)
+    if args.arena_max:
+        env["MALLOC_ARENA_MAX"] = str(args.arena_max)
+    log = scratch / "daemon.log"
+    print(f"scratch {scratch}; crons {crons}", flush=True)
+    with log.open("wb") as err:
+        daemon = subprocess.Popen(
+            [sys.executable, "-m", "watchkeeper.cli", "daemon", "--config", str(config)],
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+            env=env,
+        )
+    proc = psutil.Process(daemon.pid)
+    samples: list[Sample] = []
+    deadline = time.time() + (args.nights * args.period + 4) * 60
+    seen = 0
+    csv = args.csv.open("w", encoding="utf-8") if args.csv else None
+    if csv:
+        csv.write("t,rss_mb,uss_mb,fds,threads\n")
+    try:
+        while time.time() < deadline and daemon.poll() is None:
+            samples.append(sample(proc))
+            if csv:  # as it goes: an interrupted run keeps what it sampled
+                s = samples[-1]
+                csv.write(f"{s.t:.0f},{s.rss:.2f},{s.uss:.2f},{s.fds},{s.threads}\n")
+                csv.flush()
+            events = job_events(log)
+            for e in events[seen:]:
+                print(f"  {time.strftime('%H:%M:%S', time.localtime(e.t))} {e.job} "
+                      f"{e.event.removeprefix('job_')} {e.outcome} {e.summary[:100]}",
+                      flush=True)  # fmt: skip
+            seen = len(events)
+            digests = [e for e in events if e.job == "digest" and e.event == "job_finished"]
+            if len(digests) >= args.nights and time.time() - digests[-1].t > 60:
+                break  # a minute of rest after the last night's digest
+            time.sleep(args.every)
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM: stop the daemon, report what was sampled
+        print("interrupted: reporting the nights sampled so far", flush=True)
+    finally:
+        if csv:
+            csv.close()
+        if daemon.poll() is None:
+            daemon.send_signal(signal.SIGTERM)
+            try:
+                daemon.wait(timeout=180)
+            except subprocess.TimeoutExpired:
+                daemon.kill()
+    if daemon.returncode not in (0, -signal.SIGTERM):
+        print(f"daemon exited {daemon.returncode}; its log: {log}")
+    report(samples, job_events(log), args)
+
+
+def report(samples: list[Sample], events: list[JobEvent], args: argparse.Namespace) -> None:
+    starts = [e.t for e in events if e.job == "nightly" and e.event == "job_started"]
+    if not samples or not starts:
+        print("no night started; nothing to report")
+        return
+    t0 = samples[0].t
+    print()
+    print(f"MALLOC_ARENA_MAX={args.arena_max or '(glibc default)'}; {len(samples)} samples "
+          f"every {args.every:.0f} s; resting = the last sample before the next night")  # fmt: skip
+    print(f"{'night':>5} {'start min':>9} {'rest RSS':>8} {'peak RSS':>8} {'rest USS':>8} "
+          f"{'fds':>4} {'thr':>4}  outcomes")  # fmt: skip
+    rests: list[tuple[float, float]] = []
+    bounds = [*starts, samples[-1].t + 1]
+    for night, (start, end) in enumerate(itertools.pairwise(bounds), 1):
+        inside = [s for s in samples if start <= s.t < end]
+        if not inside:
+            continue
+        rest = inside[-1]
+        outcomes = " ".join(
+            f"{e.job}={e.outcome or e.event.removeprefix('job_')}"
+            for e in events
+            if start <= e.t < end and e.event != "job_started"
+        )
+        rests.append((night, rest.rss))
+        print(f"{night:5d} {(start - t0) / 60:9.1f} {rest.rss:8.1f} "
+              f"{max(s.rss for s in inside):8.1f} {rest.uss:8.1f} {rest.fds:4d} "
+              f"{rest.threads:4d}  {outcomes}")  # fmt: skip
+    before = [s for s in samples if s.t < starts[0]]
+    if before:
+        print(f"before the first night: RSS {before[-1].rss:.1f} MB, USS {before[-1].uss:.1f} MB")
+    later = rests[2:]
+    if len(later) >= 3:
+        trend = theil_sen([tuple(zip(*later, strict=True))])  # type: ignore[list-item]
+        if trend is not None:
+            print(f"resting RSS from night 3 on: {trend.slope:+.2f} MB/night "
+                  f"(95% CI {trend.low:+.2f}..{trend.high:+.2f}, {len(later)} nights)")  # fmt: skip
+    else:
+        print("fewer than 3 nights after the first two: no slope")
+
+
+if __name__ == "__main__":
+    main()
