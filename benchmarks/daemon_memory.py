@@ -13,6 +13,9 @@ night's nightly starts (after the digest, nothing running): if the daemon keeps 
 night, the resting level climbs night after night; if it levels off, the within-night peaks are
 working memory handed back (or reused) the next night. It prints one row per night and the
 Theil-Sen slope of the resting RSS over the nights after the first two (MB per night, 95% CI).
+The compressed nights all fall in one noon-to-noon digest window, so each digest here reads
+every night so far (in production it reads one): its work grows night by night, a load the
+real schedule does not have.
 
     .venv/bin/python benchmarks/daemon_memory.py [--nights 6] [--period 15] [--every 15]
         [--arena-max 2] [--csv samples.csv]
@@ -71,7 +74,7 @@ def git(cwd: Path, *args: str) -> None:
 
 def schedule(period_min: int, first_minute: int, soak_minutes: int) -> dict[str, str]:
     """Six-field crons (seconds first): the nightly at the top of each period, the soak three
-    minutes later (the nightly of this benchmark takes one or two), the digest a minute after
+    minutes later (the nightly of this benchmark takes about two), the digest a minute after
     the soak's end; `period_min` divides an hour, so the pattern repeats every hour."""
 
     def minutes(offset: int) -> str:
@@ -101,7 +104,7 @@ def write_config(scratch: Path, jobs: Path, reports: Path) -> Path:
     path.write_text(
         f'[database]\nurl = "sqlite:///{scratch / "wk.db"}"\n'
         f'[bench]\nreports_dir = "{scratch / "bench-reports"}"\n'
-        # A short nightly (about a minute): this measures what a night leaves behind, not power.
+        # A short nightly (about two minutes): this measures what a night leaves behind, not power.
         '[nightly]\nprofiles = ["smollm2-ngram"]\nrounds = 3\nper_category = 1\n'
         "max_tokens = 32\n"
         '[soak]\nprofiles = ["smollm2-baseline", "smollm2-ngram"]\nconcurrency = [1, 2]\n'
