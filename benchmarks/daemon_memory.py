@@ -20,12 +20,17 @@ real schedule does not have.
     .venv/bin/python benchmarks/daemon_memory.py [--nights 6] [--period 15] [--every 15]
         [--arena-max 2] [--csv samples.csv]
 
-`--arena-max 0` leaves glibc's default arenas (to compare with the unit's cap).
+`--arena-max 0` leaves glibc's default arenas (to compare with the unit's cap). `--trace` runs
+the daemon under tracemalloc and has it dump a snapshot (after a full collection) at each rest:
+what grew between the third rest (or the first, with fewer nights) and the last, by allocating
+line, module and object type. Tracing slows the daemon and adds to its RSS: its RSS figures are
+not comparable with an untraced run's.
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
 import itertools
 import json
 import os
@@ -35,6 +40,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import tracemalloc
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -46,6 +52,28 @@ from watchkeeper.soak.verdicts import theil_sen
 
 REPO = Path(__file__).resolve().parents[1]
 HOST = "memory-bench"
+# The daemon under tracemalloc: SIGUSR1 dumps a snapshot and the live object types (after gc).
+TRACED_DAEMON = """
+import collections, gc, signal, sys, tracemalloc
+from pathlib import Path
+
+out = Path(sys.argv[1])
+tracemalloc.start(8)
+
+
+def dump(_signum, _frame):
+    gc.collect()
+    n = len(list(out.glob("rest-*.snap"))) + 1
+    tracemalloc.take_snapshot().dump(str(out / f"rest-{n}.snap"))
+    types = collections.Counter(type(o).__qualname__ for o in gc.get_objects())
+    (out / f"rest-{n}.types").write_text("".join(f"{k}\\t{v}\\n" for k, v in types.items()))
+
+
+signal.signal(signal.SIGUSR1, dump)
+from watchkeeper.cli.app import main
+
+sys.exit(main(["daemon", "--config", sys.argv[2]]))
+"""
 JOBS = ("nightly", "soak", "digest")
 
 
@@ -153,6 +181,9 @@ def main() -> None:
     parser.add_argument("--every", type=float, default=15.0, help="seconds between samples")
     parser.add_argument("--arena-max", type=int, default=2, help="0: glibc's default arenas")
     parser.add_argument(
+        "--trace", action="store_true", help="tracemalloc in the daemon, a snapshot per rest"
+    )
+    parser.add_argument(
         "--csv", type=Path, default=None, help="write every sample here as it is taken"
     )
     args = parser.parse_args()
@@ -178,8 +209,12 @@ def main() -> None:
     log = scratch / "daemon.log"
     print(f"scratch {scratch}; crons {crons}", flush=True)
     with log.open("wb") as err:
+        command = ["-m", "watchkeeper.cli", "daemon", "--config", str(config)]
+        if args.trace:
+            (scratch / "trace").mkdir()
+            command = ["-c", TRACED_DAEMON, str(scratch / "trace"), str(config)]
         daemon = subprocess.Popen(
-            [sys.executable, "-m", "watchkeeper.cli", "daemon", "--config", str(config)],
+            [sys.executable, *command],
             stdout=subprocess.DEVNULL,
             stderr=err,
             env=env,
@@ -187,7 +222,7 @@ def main() -> None:
     proc = psutil.Process(daemon.pid)
     samples: list[Sample] = []
     deadline = time.time() + (args.nights * args.period + 4) * 60
-    seen = 0
+    seen = dumped = 0
     csv = args.csv.open("w", encoding="utf-8") if args.csv else None
     if csv:
         csv.write("t,rss_mb,uss_mb,fds,threads\n")
@@ -205,6 +240,9 @@ def main() -> None:
                       flush=True)  # fmt: skip
             seen = len(events)
             digests = [e for e in events if e.job == "digest" and e.event == "job_finished"]
+            if args.trace and len(digests) > dumped and time.time() - digests[-1].t > 40:
+                daemon.send_signal(signal.SIGUSR1)  # at rest: the night's digest is done
+                dumped += 1
             if len(digests) >= args.nights and time.time() - digests[-1].t > 60:
                 break  # a minute of rest after the last night's digest
             time.sleep(args.every)
@@ -222,6 +260,8 @@ def main() -> None:
     if daemon.returncode not in (0, -signal.SIGTERM):
         print(f"daemon exited {daemon.returncode}; its log: {log}")
     report(samples, job_events(log), args)
+    if args.trace:
+        report_trace(scratch / "trace")
 
 
 def report(samples: list[Sample], events: list[JobEvent], args: argparse.Namespace) -> None:
@@ -262,6 +302,35 @@ def report(samples: list[Sample], events: list[JobEvent], args: argparse.Namespa
                   f"(95% CI {trend.low:+.2f}..{trend.high:+.2f}, {len(later)} nights)")  # fmt: skip
     else:
         print("fewer than 3 nights after the first two: no slope")
+
+
+def report_trace(folder: Path) -> None:
+    snaps = sorted(folder.glob("rest-*.snap"), key=lambda p: int(p.stem.split("-")[1]))
+    if len(snaps) < 2:
+        print(f"tracing: {len(snaps)} snapshot(s), nothing to compare")
+        return
+    first, last = (snaps[2] if len(snaps) > 3 else snaps[0]), snaps[-1]
+    old, new = tracemalloc.Snapshot.load(str(first)), tracemalloc.Snapshot.load(str(last))
+    traced = sum(s.size for s in new.statistics("filename")) / 2**20
+    print()
+    print(f"traced Python memory at {last.stem}: {traced:.1f} MB; grown since {first.stem}:")
+    for title, key, rows in (("allocating lines:", "lineno", 12), ("modules:", "filename", 8)):
+        print(title)
+        for stat in new.compare_to(old, key)[:rows]:
+            frame = stat.traceback[0]
+            where = f"{Path(frame.filename).parent.name}/{Path(frame.filename).name}"
+            where += f":{frame.lineno}" if key == "lineno" else ""
+            print(f"  {stat.size_diff / 1024:+9.1f} KB {stat.count_diff:+7d} blocks  {where}")
+
+    def types(path: Path) -> collections.Counter[str]:
+        lines = path.with_suffix(".types").read_text(encoding="utf-8").splitlines()
+        return collections.Counter({k: int(v) for k, v in (line.split("\t") for line in lines)})
+
+    grown = types(last)
+    grown.subtract(types(first))
+    print("object types whose live count grew most:")
+    for name, count in grown.most_common(8):
+        print(f"  {count:+8d}  {name}")
 
 
 if __name__ == "__main__":
