@@ -46,6 +46,7 @@ from datetime import datetime
 from pathlib import Path
 
 import psutil
+from soak_memory import print_grown  # benchmarks/ is the script's folder, first on sys.path
 
 from watchkeeper.cli.app import unwind_on_sigterm
 from watchkeeper.soak.verdicts import theil_sen
@@ -314,13 +315,7 @@ def report_trace(folder: Path) -> None:
     traced = sum(s.size for s in new.statistics("filename")) / 2**20
     print()
     print(f"traced Python memory at {last.stem}: {traced:.1f} MB; grown since {first.stem}:")
-    for title, key, rows in (("allocating lines:", "lineno", 12), ("modules:", "filename", 8)):
-        print(title)
-        for stat in new.compare_to(old, key)[:rows]:
-            frame = stat.traceback[0]
-            where = f"{Path(frame.filename).parent.name}/{Path(frame.filename).name}"
-            where += f":{frame.lineno}" if key == "lineno" else ""
-            print(f"  {stat.size_diff / 1024:+9.1f} KB {stat.count_diff:+7d} blocks  {where}")
+    print_grown(new, old, "allocating lines:", "modules:", lines=12)
 
     def types(path: Path) -> collections.Counter[str]:
         lines = path.with_suffix(".types").read_text(encoding="utf-8").splitlines()

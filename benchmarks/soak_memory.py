@@ -138,6 +138,24 @@ def sampler(
             return
 
 
+def print_grown(
+    late: tracemalloc.Snapshot,
+    early: tracemalloc.Snapshot,
+    by_line: str,
+    by_module: str,
+    lines: int,
+) -> None:
+    """What grew from `early` to `late`: `lines` allocating lines (all call paths together),
+    then 8 modules, each under its title."""  # fmt: skip
+    for title, key, rows in ((by_line, "lineno", lines), (by_module, "filename", 8)):
+        print(title)
+        for stat in late.compare_to(early, key)[:rows]:
+            frame = stat.traceback[0]
+            where = f"{Path(frame.filename).parent.name}/{Path(frame.filename).name}"
+            where += f":{frame.lineno}" if key == "lineno" else ""
+            print(f"  {stat.size_diff / 1024:+9.1f} KB {stat.count_diff:+7d} blocks  {where}")
+
+
 def slope(points: list[tuple[float, float]]) -> str:
     if len(points) < 3:
         return "not enough samples"
@@ -279,21 +297,13 @@ def main() -> None:
             )  # the allocating line first, then its callers
             print(f"  {stat.size_diff / 1024:+9.1f} KB {stat.count_diff:+7d} blocks  {where}")
         # One line can allocate through many call paths, each too small to show above.
-        for title, key, rows in (
-            ("allocating lines that grew most, all call paths together:", "lineno", 10),
-            ("modules whose allocations grew most:", "filename", 8),
-        ):
-            print(title)
-            for stat in late.compare_to(warm_snap, key)[:rows]:
-                frame = stat.traceback[0]
-                where = f"{Path(frame.filename).parent.name}/{Path(frame.filename).name}"
-                where += f":{frame.lineno}" if key == "lineno" else ""
-                print(f"  {stat.size_diff / 1024:+9.1f} KB {stat.count_diff:+7d} blocks  {where}")
+        print_grown(late, warm_snap, "allocating lines that grew most, all call paths together:",
+                    "modules whose allocations grew most:", lines=10)  # fmt: skip
     if "warm" in type_counts and "late" in type_counts:
-        grown = type_counts["late"].copy()
-        grown.subtract(type_counts["warm"])
+        live = type_counts["late"].copy()  # `grown` above is the RSS per request, a float
+        live.subtract(type_counts["warm"])
         print("object types whose live count grew most (gc-tracked objects):")
-        for name, count in grown.most_common(8):
+        for name, count in live.most_common(8):
             print(f"  {count:+8d}  {name}")
 
 
