@@ -13,6 +13,8 @@ night's nightly starts (after the digest, nothing running): if the daemon keeps 
 night, the resting level climbs night after night; if it levels off, the within-night peaks are
 working memory handed back (or reused) the next night. It prints one row per night and the
 Theil-Sen slope of the resting RSS over the nights after the first two (MB per night, 95% CI).
+After every job the daemon runs a full collection and glibc's malloc_trim (its log's
+`memory_released` lines): the resting level is what it keeps, not the highest peak so far.
 The compressed nights all fall in one noon-to-noon digest window, so each digest here reads
 every night so far (in production it reads one): its work grows night by night, a load the
 real schedule does not have.
@@ -166,6 +168,20 @@ def job_events(log: Path) -> list[JobEvent]:
     return out
 
 
+def trims(log: Path) -> list[tuple[float, float]]:
+    """(when, MB handed back) for each job's `memory_released` line."""
+    out = []
+    for line in log.read_text(errors="replace").splitlines():
+        try:
+            e = json.loads(line)
+        except ValueError:
+            continue
+        if e.get("event") == "memory_released":
+            t = datetime.fromisoformat(e["timestamp"]).timestamp()
+            out.append((t, float(e.get("released_mb", 0.0))))
+    return out
+
+
 def sample(proc: psutil.Process) -> Sample:
     with proc.oneshot():
         full = proc.memory_full_info()
@@ -260,12 +276,17 @@ def main() -> None:
                 daemon.kill()
     if daemon.returncode not in (0, -signal.SIGTERM):
         print(f"daemon exited {daemon.returncode}; its log: {log}")
-    report(samples, job_events(log), args)
+    report(samples, job_events(log), trims(log), args)
     if args.trace:
         report_trace(scratch / "trace")
 
 
-def report(samples: list[Sample], events: list[JobEvent], args: argparse.Namespace) -> None:
+def report(
+    samples: list[Sample],
+    events: list[JobEvent],
+    trimmed: list[tuple[float, float]],
+    args: argparse.Namespace,
+) -> None:
     starts = [e.t for e in events if e.job == "nightly" and e.event == "job_started"]
     if not samples or not starts:
         print("no night started; nothing to report")
@@ -273,9 +294,10 @@ def report(samples: list[Sample], events: list[JobEvent], args: argparse.Namespa
     t0 = samples[0].t
     print()
     print(f"MALLOC_ARENA_MAX={args.arena_max or '(glibc default)'}; {len(samples)} samples "
-          f"every {args.every:.0f} s; resting = the last sample before the next night")  # fmt: skip
+          f"every {args.every:.0f} s; resting = the last sample before the next night; trimmed = MB the "
+          f"daemon's malloc_trim handed back after the night's jobs")  # fmt: skip
     print(f"{'night':>5} {'start min':>9} {'rest RSS':>8} {'peak RSS':>8} {'rest USS':>8} "
-          f"{'fds':>4} {'thr':>4}  outcomes")  # fmt: skip
+          f"{'trimmed':>7} {'fds':>4} {'thr':>4}  outcomes")  # fmt: skip
     rests: list[tuple[float, float]] = []
     bounds = [*starts, samples[-1].t + 1]
     for night, (start, end) in enumerate(itertools.pairwise(bounds), 1):
@@ -289,9 +311,10 @@ def report(samples: list[Sample], events: list[JobEvent], args: argparse.Namespa
             if start <= e.t < end and e.event != "job_started"
         )
         rests.append((night, rest.rss))
+        handed_back = sum(mb for t, mb in trimmed if start <= t < end)
         print(f"{night:5d} {(start - t0) / 60:9.1f} {rest.rss:8.1f} "
-              f"{max(s.rss for s in inside):8.1f} {rest.uss:8.1f} {rest.fds:4d} "
-              f"{rest.threads:4d}  {outcomes}")  # fmt: skip
+              f"{max(s.rss for s in inside):8.1f} {rest.uss:8.1f} {handed_back:7.1f} "
+              f"{rest.fds:4d} {rest.threads:4d}  {outcomes}")  # fmt: skip
     before = [s for s in samples if s.t < starts[0]]
     if before:
         print(f"before the first night: RSS {before[-1].rss:.1f} MB, USS {before[-1].uss:.1f} MB")

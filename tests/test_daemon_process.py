@@ -113,6 +113,14 @@ def test_a_scheduled_bench_and_digest_run_and_show_in_metrics_then_sigterm_exits
             if e.get("event") == "progress" and e.get("job_run_id") == bench.id
         ]
         assert progress and all(e["job"] == "bench" and e["host_id"] == "solo" for e in progress)
+        # After each job the daemon hands the freed heap back (glibc malloc_trim).
+        released = [
+            e
+            for e in daemon.events()
+            if e.get("event") == "memory_released" and e.get("job_run_id") == bench.id
+        ]
+        assert len(released) == 1 and released[0]["trimmed"] is True, released
+        assert 30 < released[0]["rss_mb"] < 1000, released
         daemon.llama_servers()
         assert daemon.stop() == 0, daemon.log_text()[-3000:]
     finally:

@@ -21,6 +21,7 @@ from watchkeeper.daemon.fleet import FleetLock
 from watchkeeper.daemon.jobdefs import JobDef
 from watchkeeper.daemon.jobs import JobContext, JobResult, job_function
 from watchkeeper.daemon.logs import get_logger
+from watchkeeper.daemon.memory import release_free_memory
 from watchkeeper.daemon.metrics import DaemonMetrics
 from watchkeeper.daemon.runstore import RunStore
 from watchkeeper.errors import WatchkeeperError
@@ -167,6 +168,15 @@ class JobRunner:
             campaign_id=result.campaign_id,
             summary=result.summary,
             error=error,
+        )
+        # The job's peak is over: without this the daemon's resting RSS is the highest peak
+        # any night reached (glibc keeps freed heap pages), which reads as a leak.
+        freed = release_free_memory()
+        log.info(
+            "memory_released",
+            rss_mb=round(freed.rss_after / 2**20, 1),
+            released_mb=round(freed.released / 2**20, 1),
+            trimmed=freed.trimmed,
         )
         return JobOutcome(job.name, outcome, run_id, error, details=details)
 
