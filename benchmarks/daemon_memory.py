@@ -46,6 +46,7 @@ import tracemalloc
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import psutil
 from soak_memory import print_grown  # benchmarks/ is the script's folder, first on sys.path
@@ -148,38 +149,38 @@ def write_config(scratch: Path, jobs: Path, reports: Path) -> Path:
     return path
 
 
-def job_events(log: Path) -> list[JobEvent]:
+def log_lines(log: Path) -> list[dict[str, Any]]:
+    """The daemon's JSON log lines (a line cut off mid-write is skipped)."""
     out = []
     for line in log.read_text(errors="replace").splitlines():
         try:
-            e = json.loads(line)
+            out.append(json.loads(line))
         except ValueError:
             continue
-        if e.get("event") in ("job_started", "job_finished", "job_skipped") and "job" in e:
-            out.append(
-                JobEvent(
-                    datetime.fromisoformat(e["timestamp"]).timestamp(),
-                    e["job"],
-                    e["event"],
-                    str(e.get("outcome", "")),
-                    str(e.get("summary") or e.get("error") or e.get("reason") or ""),
-                )
-            )
     return out
+
+
+def job_events(log: Path) -> list[JobEvent]:
+    return [
+        JobEvent(
+            datetime.fromisoformat(e["timestamp"]).timestamp(),
+            e["job"],
+            e["event"],
+            str(e.get("outcome", "")),
+            str(e.get("summary") or e.get("error") or e.get("reason") or ""),
+        )
+        for e in log_lines(log)
+        if e.get("event") in ("job_started", "job_finished", "job_skipped") and "job" in e
+    ]
 
 
 def trims(log: Path) -> list[tuple[float, float]]:
     """(when, MB handed back) for each job's `memory_released` line."""
-    out = []
-    for line in log.read_text(errors="replace").splitlines():
-        try:
-            e = json.loads(line)
-        except ValueError:
-            continue
-        if e.get("event") == "memory_released":
-            t = datetime.fromisoformat(e["timestamp"]).timestamp()
-            out.append((t, float(e.get("released_mb", 0.0))))
-    return out
+    return [
+        (datetime.fromisoformat(e["timestamp"]).timestamp(), float(e.get("released_mb", 0.0)))
+        for e in log_lines(log)
+        if e.get("event") == "memory_released"
+    ]
 
 
 def sample(proc: psutil.Process) -> Sample:
