@@ -4,6 +4,7 @@ fixed clock: no server and no wall clock."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
@@ -123,6 +124,20 @@ def test_the_digest_shows_tonights_ratio_its_reference_and_the_aa_false_alarm_ra
     assert "0 flag(s) in 2 A/A series-nights (0.0%, 95% Wilson CI 0.0%-65.8%); 0 confirmed" in text
     (plot,) = [name for name in files if name.startswith(f"{DAY}/ratio-")]
     assert files[plot].startswith(b"\x89PNG") and f"({plot})" in text
+    # A night with nothing flagged says what its verdicts were, not "no change" for all.
+    quiet = replace(
+        digest,
+        campaigns=({"id": 1, "kind": "nightly"}, {"id": 2, "kind": "soak"}),
+        regressions=(),
+        nightly=tuple(
+            replace(row, ratio=replace(row.ratio, verdict=v))
+            for v in ("inconclusive", "no change", "inconclusive")
+        ),
+    )
+    assert quiet.headline == (
+        "Nothing flagged: 3 nightly ratio(s) (2 inconclusive, 1 no change), "
+        "0 absolute series in 2 campaign(s)"
+    )
 
 
 def test_the_false_alarm_rate_counts_only_flags_on_aa_nights() -> None:

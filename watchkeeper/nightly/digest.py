@@ -8,13 +8,14 @@ digest for any past night can be rebuilt.
 
 from __future__ import annotations
 
+import collections
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
 
 from watchkeeper.nightly.detector import DetectorParams, Direction, MetricKind, SeriesKey
-from watchkeeper.nightly.ratios import FalseAlarms, false_alarms
+from watchkeeper.nightly.ratios import FLAGS, FalseAlarms, false_alarms
 from watchkeeper.nightly.series import SeriesPoint, fingerprint, series_history
 from watchkeeper.store.history import OPEN_STATUSES, History, StoredFinding
 from watchkeeper.store.references import RatioRecord, ReferenceRecord, ReferenceStore
@@ -108,11 +109,20 @@ class Digest:
         if not parts:
             if not self.campaigns:
                 return "No campaign ran in this window"
-            return (
-                f"No change: {self.series_judged} series in {len(self.campaigns)} campaign(s), "
-                "none flagged"
-            )
+            flagged = any(row.ratio.verdict in FLAGS for row in self.nightly)
+            lead = "No finding" if flagged else "Nothing flagged"
+            return f"{lead}: {self._judged()} in {len(self.campaigns)} campaign(s)"
         return "; ".join(parts)
+
+    def _judged(self) -> str:
+        """What tonight's verdicts were, by kind: "no change" only where a verdict said so
+        (an A/A night at 3 rounds is mostly `inconclusive`, which is not the same claim)."""
+        absolute = f"{self.series_judged} absolute series"
+        if not self.nightly:
+            return absolute
+        counts = collections.Counter(row.ratio.verdict for row in self.nightly)
+        verdicts = ", ".join(f"{n} {verdict}" for verdict, n in counts.most_common())
+        return f"{len(self.nightly)} nightly ratio(s) ({verdicts}), {absolute}"
 
 
 def _short(f: StoredFinding) -> str:
