@@ -49,7 +49,10 @@ from pathlib import Path
 from typing import Any
 
 import psutil
-from soak_memory import print_grown  # benchmarks/ is the script's folder, first on sys.path
+from soak_memory import (  # benchmarks/ is the script's folder, first on sys.path
+    print_grown,
+    print_grown_types,
+)
 
 from watchkeeper.cli.app import unwind_on_sigterm
 from watchkeeper.soak.verdicts import theil_sen
@@ -345,11 +348,7 @@ def report_trace(folder: Path) -> None:
         lines = path.with_suffix(".types").read_text(encoding="utf-8").splitlines()
         return collections.Counter({k: int(v) for k, v in (line.split("\t") for line in lines)})
 
-    grown = types(last)
-    grown.subtract(types(first))
-    print("object types whose live count grew most:")
-    for name, count in grown.most_common(8):
-        print(f"  {count:+8d}  {name}")
+    print_grown_types(types(last), types(first), "object types whose live count grew most:")
 
 
 if __name__ == "__main__":

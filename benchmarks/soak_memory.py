@@ -156,6 +156,17 @@ def print_grown(
             print(f"  {stat.size_diff / 1024:+9.1f} KB {stat.count_diff:+7d} blocks  {where}")
 
 
+def print_grown_types(
+    late: collections.Counter[str], early: collections.Counter[str], title: str
+) -> None:
+    """The 8 object types whose live count grew most from `early` to `late`."""
+    live = late.copy()
+    live.subtract(early)
+    print(title)
+    for name, count in live.most_common(8):
+        print(f"  {count:+8d}  {name}")
+
+
 def slope(points: list[tuple[float, float]]) -> str:
     if len(points) < 3:
         return "not enough samples"
@@ -300,11 +311,11 @@ def main() -> None:
         print_grown(late, warm_snap, "allocating lines that grew most, all call paths together:",
                     "modules whose allocations grew most:", lines=10)  # fmt: skip
     if "warm" in type_counts and "late" in type_counts:
-        live = type_counts["late"].copy()  # `grown` above is the RSS per request, a float
-        live.subtract(type_counts["warm"])
-        print("object types whose live count grew most (gc-tracked objects):")
-        for name, count in live.most_common(8):
-            print(f"  {count:+8d}  {name}")
+        print_grown_types(
+            type_counts["late"],
+            type_counts["warm"],
+            "object types whose live count grew most (gc-tracked objects):",
+        )
 
 
 if __name__ == "__main__":
