@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
@@ -102,3 +104,31 @@ def test_processes_meeting_a_fresh_database_at_once_migrate_it_exactly_once(db_u
         assert current_revision(db.engine) == head_revision(db_url)
     finally:
         db.close()
+
+
+def test_a_connection_switches_to_wal_while_another_writes_in_the_old_journal(
+    tmp_path: Path,
+) -> None:
+    """SQLite refuses the switch to WAL at once, busy timeout or not, while another connection
+    holds a write transaction on a rollback-journal file (what a process meets when another is
+    migrating the fresh database it just opened): the connection waits for the writer, then
+    switches, instead of failing with "database is locked"."""
+    import sqlite3
+    import threading
+
+    path = tmp_path / "fresh.db"
+    writer = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    writer.execute("CREATE TABLE t (x INTEGER)")
+    writer.execute("BEGIN IMMEDIATE")
+    writer.execute("INSERT INTO t VALUES (1)")
+    done = threading.Timer(0.3, lambda: writer.execute("COMMIT"))
+    done.start()
+    engine = make_engine(f"sqlite:///{path}")
+    try:
+        with engine.connect() as conn:
+            assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+            assert conn.exec_driver_sql("SELECT count(*) FROM t").scalar() == 1
+    finally:
+        done.join(timeout=10)
+        engine.dispose()
+        writer.close()

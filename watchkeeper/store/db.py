@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import sqlite3
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -59,11 +61,41 @@ def make_engine(url: str) -> Engine:
         @event.listens_for(engine, "connect")
         def _sqlite_pragmas(dbapi_conn: Any, _: Any) -> None:
             cursor = dbapi_conn.cursor()
-            cursor.execute("PRAGMA foreign_keys=ON")
-            cursor.execute("PRAGMA journal_mode=WAL")
-            cursor.close()
+            try:
+                cursor.execute("PRAGMA foreign_keys=ON")
+                _enable_wal(cursor)
+            finally:
+                cursor.close()
 
     return engine
+
+
+WAL_SWITCH_PATIENCE_S = 30.0
+"""As long as the connection's busy timeout: how long a connection may wait to switch a file
+that another connection is writing in the old journal mode."""
+
+
+def _enable_wal(cursor: Any, patience_s: float = WAL_SWITCH_PATIENCE_S) -> None:
+    """Switch the file to WAL (readers and a writer at once: the daemon beside a CLI).
+
+    The switch needs the write lock, and SQLite answers "database is locked" at once, without
+    its busy timeout, when another connection holds a write transaction on a file still in the
+    rollback journal: waiting could deadlock (both hold a shared lock and want to write), so it
+    leaves the retry to the caller. Processes meeting a fresh database together (one migrating
+    while another connects) hit exactly that, so retry with backoff for as long as the busy
+    timeout would have waited; once the file is in WAL the pragma changes nothing.
+    """
+    deadline = time.monotonic() + patience_s
+    delay = 0.01
+    while True:
+        try:
+            cursor.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() + delay > deadline:
+                raise
+            time.sleep(delay)
+            delay = min(delay * 2, 0.5)
 
 
 def alembic_config(url: str) -> AlembicConfig:
