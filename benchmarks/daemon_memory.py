@@ -24,8 +24,10 @@ real schedule does not have.
 
 `--arena-max 0` leaves glibc's default arenas (to compare with the unit's cap). `--trace` runs
 the daemon under tracemalloc and has it dump a snapshot (after a full collection) at each rest:
-what grew between the third rest (or the first, with fewer nights) and the last, by allocating
-line, module and object type. Tracing slows the daemon and adds to its RSS: its RSS figures are
+per rest, the traced Python memory, the live objects, the live SQLAlchemy engines and dialects,
+and the fill of the caches that grow as statements and patterns come by (the engines'
+compiled statements, the ORM mappers' INSERT/UPDATE statements, re's patterns); then what grew between the third rest (or the first, with fewer nights) and the
+last, by allocating line, module and object type. Tracing slows the daemon and adds to its RSS: its RSS figures are
 not comparable with an untraced run's.
 """
 
@@ -61,7 +63,7 @@ REPO = Path(__file__).resolve().parents[1]
 HOST = "memory-bench"
 # The daemon under tracemalloc: SIGUSR1 dumps a snapshot and the live object types (after gc).
 TRACED_DAEMON = """
-import collections, gc, signal, sys, tracemalloc
+import collections, gc, json, signal, sys, tracemalloc
 from pathlib import Path
 
 out = Path(sys.argv[1])
@@ -74,6 +76,27 @@ def dump(_signum, _frame):
     tracemalloc.take_snapshot().dump(str(out / f"rest-{n}.snap"))
     types = collections.Counter(type(o).__qualname__ for o in gc.get_objects())
     (out / f"rest-{n}.types").write_text("".join(f"{k}\\t{v}\\n" for k, v in types.items()))
+    # The bounded caches that fill as new statements and patterns come by: at capacity, they
+    # stop growing; below it, part of a rest-to-rest rise is them.
+    # The ORM's mappers keep their own caches of INSERT/UPDATE statements, keyed by dialect: a
+    # dialect per job (an engine per job) fills them and keeps every dead dialect alive.
+    import re, sqlalchemy
+    from sqlalchemy.engine import Dialect
+    from sqlalchemy.orm import Mapper
+    live = gc.get_objects()
+    engines = [o for o in live if isinstance(o, sqlalchemy.engine.Engine)]
+    mappers = [o for o in live if isinstance(o, Mapper) and "_compiled_cache" in o.__dict__]
+    caches = {
+        "objects": sum(types.values()),
+        "sqlalchemy_statements": sum(len(e._compiled_cache or ()) for e in engines),
+        "sqlalchemy_capacity": sum(getattr(e._compiled_cache, "capacity", 0) for e in engines),
+        "engines": len(engines),
+        "dialects": sum(isinstance(o, Dialect) for o in live),
+        "mapper_statements": sum(len(m._compiled_cache) for m in mappers),
+        "re_patterns": len(re._cache),
+        "re_capacity": re._MAXCACHE,
+    }
+    (out / f"rest-{n}.caches").write_text(json.dumps(caches))
 
 
 signal.signal(signal.SIGUSR1, dump)
@@ -337,6 +360,21 @@ def report_trace(folder: Path) -> None:
     if len(snaps) < 2:
         print(f"tracing: {len(snaps)} snapshot(s), nothing to compare")
         return
+    print()
+    print("at each rest (after a full collection): traced Python memory, live objects, and the "
+          "entries of the bounded caches (SQLAlchemy's compiled statements, re's patterns)")  # fmt: skip
+    print(f"{'rest':>4} {'traced MB':>9} {'objects':>8} {'engines':>7} {'dialects':>8} "
+          f"{'engine stmts':>12} {'ORM stmts':>9} {'re pats':>8}")  # fmt: skip
+    for snap in snaps:
+        loaded = tracemalloc.Snapshot.load(str(snap))
+        mb = sum(s.size for s in loaded.statistics("filename")) / 2**20
+        caches_file = snap.with_suffix(".caches")
+        c = json.loads(caches_file.read_text()) if caches_file.exists() else {}
+        print(f"{snap.stem.split('-')[1]:>4} {mb:9.2f} {c.get('objects', 0):8d} "
+              f"{c.get('engines', 0):7d} {c.get('dialects', 0):8d} "
+              f"{c.get('sqlalchemy_statements', 0):7d}/{c.get('sqlalchemy_capacity', 0):<4d} "
+              f"{c.get('mapper_statements', 0):9d} "
+              f"{c.get('re_patterns', 0):3d}/{c.get('re_capacity', 0):<4d}")  # fmt: skip
     first, last = (snaps[2] if len(snaps) > 3 else snaps[0]), snaps[-1]
     old, new = tracemalloc.Snapshot.load(str(first)), tracemalloc.Snapshot.load(str(last))
     traced = sum(s.size for s in new.statistics("filename")) / 2**20
