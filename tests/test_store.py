@@ -202,3 +202,40 @@ def test_databases_on_one_url_share_an_engine_and_closing_one_leaves_the_other_w
         assert s.scalar(select(func.count()).select_from(Host)) == 3
     for db in (daemon, fresh, *others):
         db.close()
+
+
+def test_a_forked_child_opens_its_own_engine_not_the_parents(db_url: str) -> None:
+    """Sharing one engine per URL must stop at a fork: a child using the parent's pooled
+    connection would interleave its queries with the parent's on one socket."""
+    import os
+
+    parent = Database(db_url)
+    _write_host(parent, 1)  # a pooled connection the child inherits
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: report, never return into pytest
+        try:
+            child = Database(db_url)
+            shared = child.engine is parent.engine
+            _write_host(child, 2)
+            child.close()
+            os.write(write, b"shared" if shared else b"own")
+        except BaseException as exc:
+            os.write(write, f"error: {exc}".encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    try:
+        with os.fdopen(read, "rb") as pipe:
+            said = pipe.read().decode()
+        os.waitpid(pid, 0)
+        assert said == "own", said
+        _write_host(parent, 3)  # the parent's connections still work after the child's exit
+        with parent.session() as s:
+            from sqlalchemy import func, select
+
+            from watchkeeper.store.schema import Host
+
+            assert s.scalar(select(func.count()).select_from(Host)) == 3
+    finally:
+        parent.close()

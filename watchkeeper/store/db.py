@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import os
 import sqlite3
 import threading
 import time
@@ -103,6 +104,20 @@ def shared_engine(url: str) -> Engine:
                 _engines.popitem(last=False)[1].dispose()
         _engines.move_to_end(key)
         return engine
+
+
+def _start_afresh_in_a_forked_child() -> None:
+    """A forked child must not use its parent's pooled connections (one socket, two users) or
+    a lock another parent thread held at the fork: it makes its own engines, and leaves the
+    parent's connections open for the parent (SQLAlchemy's `dispose(close=False)` recipe)."""
+    global _engines_lock  # noqa: PLW0603
+    _engines_lock = threading.Lock()
+    for engine in _engines.values():
+        engine.dispose(close=False)
+    _engines.clear()
+
+
+os.register_at_fork(after_in_child=_start_afresh_in_a_forked_child)
 
 
 WAL_SWITCH_PATIENCE_S = 30.0
