@@ -25,10 +25,11 @@ real schedule does not have.
 `--arena-max 0` leaves glibc's default arenas (to compare with the unit's cap). `--trace` runs
 the daemon under tracemalloc and has it dump a snapshot (after a full collection) at each rest:
 per rest, the traced Python memory, the live objects, the live SQLAlchemy engines and dialects,
-and the fill of the caches that grow as statements and patterns come by (the engines'
-compiled statements, the ORM mappers' INSERT/UPDATE statements, re's patterns); then what grew between the third rest (or the first, with fewer nights) and the
-last, by allocating line, module and object type. Tracing slows the daemon and adds to its RSS: its RSS figures are
-not comparable with an untraced run's.
+and the fill of the caches that grow as statements and patterns come by (the engines' compiled
+statements, the ORM mappers' INSERT/UPDATE statements, re's patterns); then what grew between
+the third rest (or the first, with fewer nights) and the last, by allocating line, module and
+object type. Tracing slows the daemon and adds to its RSS: its RSS figures are not comparable
+with an untraced run's.
 """
 
 from __future__ import annotations
