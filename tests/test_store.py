@@ -142,6 +142,15 @@ def _write_host(db: Database, n: int) -> None:
                    memory_bytes=1, os="linux"))  # fmt: skip
 
 
+def _count_hosts(db: Database) -> int:
+    from sqlalchemy import func, select
+
+    from watchkeeper.store.schema import Host
+
+    with db.session() as s:
+        return int(s.scalar(select(func.count()).select_from(Host)) or 0)
+
+
 def test_a_database_opened_for_every_job_keeps_nothing_per_job(db_url: str) -> None:
     """The daemon opens a `Database` per job, hundreds a day. With an engine per `Database`, the
     ORM's per-mapper statement caches (keyed by dialect) and the engine's cache of Alembic's
@@ -194,12 +203,7 @@ def test_databases_on_one_url_share_an_engine_and_closing_one_leaves_the_other_w
     _write_host(daemon, 3)
     fresh = Database(url)
     assert fresh.engine is not daemon.engine
-    with fresh.session() as s:
-        from sqlalchemy import func, select
-
-        from watchkeeper.store.schema import Host
-
-        assert s.scalar(select(func.count()).select_from(Host)) == 3
+    assert _count_hosts(fresh) == 3
     for db in (daemon, fresh, *others):
         db.close()
 
@@ -231,11 +235,6 @@ def test_a_forked_child_opens_its_own_engine_not_the_parents(db_url: str) -> Non
         os.waitpid(pid, 0)
         assert said == "own", said
         _write_host(parent, 3)  # the parent's connections still work after the child's exit
-        with parent.session() as s:
-            from sqlalchemy import func, select
-
-            from watchkeeper.store.schema import Host
-
-            assert s.scalar(select(func.count()).select_from(Host)) == 3
+        assert _count_hosts(parent) == 3
     finally:
         parent.close()

@@ -212,16 +212,16 @@ def rounds_to_settle(
     return max(n_rounds + 1, math.ceil(n_rounds * (half / reach) ** 2))
 
 
-def rounds_t_interval(round_logs: np.ndarray, confidence: float) -> tuple[float, float]:
-    """Student's t interval of the mean of the per-round log ratios: the floor under the
-    bootstrap's CI when the rounds are few (see the module's docstring)."""
-    n = round_logs.size
+def log_t_interval(logs: np.ndarray, confidence: float = CONFIDENCE) -> tuple[float, float]:
+    """Student's t interval of the mean of log ratios, in log space: honest with few
+    replicates, where a percentile bootstrap cannot see beyond the sample's own range. The
+    floor under `paired_speedup`'s CI (rounds as replicates) and the soak's CI (cycles).
+    Fewer than 2 values: an empty interval (inf, -inf), which widens nothing."""
+    n = logs.size
     if n < 2:
-        return math.inf, -math.inf  # no interval: the bootstrap's stands
-    mean = float(round_logs.mean())
-    half = float(
-        scipy_stats.t.ppf(0.5 + confidence / 2.0, n - 1) * round_logs.std(ddof=1) / math.sqrt(n)
-    )
+        return math.inf, -math.inf
+    mean = float(logs.mean())
+    half = float(scipy_stats.t.ppf(0.5 + confidence / 2.0, n - 1) * logs.std(ddof=1) / math.sqrt(n))
     return mean - half, mean + half
 
 
@@ -277,7 +277,7 @@ def paired_speedup(
     stats = stats[~np.isnan(stats)]
     alpha = (1.0 - confidence) / 2.0
     boot_low, boot_high = np.quantile(stats, [alpha, 1.0 - alpha])
-    t_low, t_high = rounds_t_interval(per_round[~np.isnan(per_round)], confidence)
+    t_low, t_high = log_t_interval(per_round[~np.isnan(per_round)], confidence)
     low, high = float(np.exp(min(boot_low, t_low))), float(np.exp(max(boot_high, t_high)))
     verdict = classify(estimate, low, high, threshold)
     needed = (

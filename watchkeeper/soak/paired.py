@@ -24,9 +24,8 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from scipy import stats
 
-from watchkeeper.analysis.stats import classify
+from watchkeeper.analysis.stats import classify, log_t_interval
 from watchkeeper.nightly.ratios import VERDICTS
 from watchkeeper.store.soak_store import SoakSampleView
 
@@ -43,10 +42,8 @@ def _t_interval(ratios: Sequence[float]) -> tuple[float, float, float]:
     Not a bootstrap: with 4-10 cycles a percentile bootstrap is too narrow (it cannot see
     beyond the sample's own range), and a soak has that few. The t-interval widens honestly."""
     logs = np.log(np.asarray(ratios, float))
-    mean = float(logs.mean())
-    se = float(logs.std(ddof=1)) / math.sqrt(len(logs))
-    q = float(stats.t.ppf(0.975, len(logs) - 1))
-    return math.exp(mean), math.exp(mean - q * se), math.exp(mean + q * se)
+    low, high = log_t_interval(logs)
+    return math.exp(float(logs.mean())), math.exp(low), math.exp(high)
 
 
 def cycle_length(params: dict[str, Any]) -> int:
