@@ -14,15 +14,22 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from buildprogress import BuildProgress, say
 from psycopg import sql
+from support.buildprogress import BuildProgress, say
 
 from watchkeeper.config import Config, ServerConfig
 from watchkeeper.server.install import ServerBinary, cached_binary, ensure_binary
 from watchkeeper.server.models import ModelFile, ModelStore
 from watchkeeper.server.profiles import SMOLLM2
 
-pytest_plugins = ["pytester"]
+# Shared fixtures live in tests/support/ and reach every test module through these plugins.
+pytest_plugins = [
+    "pytester",
+    "support.trackerkit",
+    "support.triagekit",
+    "support.benchresult",
+    "support.realnight",
+]
 
 PG_ADMIN_URL = os.environ.get(
     "WATCHKEEPER_TEST_PG", "postgresql://postgres@127.0.0.1:5432/postgres"

@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from buildprogress import PREFIX, BuildProgress
+from support.buildprogress import PREFIX, BuildProgress
 
 TESTS = Path(__file__).parent
 
@@ -64,7 +64,7 @@ def test_the_progress_reaches_the_terminal_under_q_and_capture(
     pytester.makeconftest(
         """
 import pytest
-from buildprogress import BuildProgress, say
+from support.buildprogress import BuildProgress, say
 
 
 @pytest.fixture(scope="session")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import itertools
 from pathlib import Path
 
-from test_daemon_support import DaemonProcess, scrape, wait_for, write_config, write_job
+from support.daemon import DaemonProcess, scrape, wait_for, write_config, write_job
 
 from watchkeeper.daemon.runstore import JobRunView, RunStore
 from watchkeeper.store.db import Database, upgrade

@@ -23,13 +23,11 @@ import signal
 from pathlib import Path
 from typing import Any
 
-from fakeforge import FakeForge
-from test_daemon_process import finished
-from test_daemon_support import DaemonProcess, daemon_section, toml_text, wait_for, write_job
-from test_regression_real import (  # noqa: F401
+from support.daemon import DaemonProcess, daemon_section, finished, toml_text, wait_for, write_job
+from support.fakeforge import FakeForge
+from support.realnight import (
     assert_quiet_aa_night,
     config_data,
-    gh,
     git,
     reports_repo,
     taskset,

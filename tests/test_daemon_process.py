@@ -11,7 +11,16 @@ from pathlib import Path
 
 import psutil
 from sqlalchemy import select
-from test_daemon_support import DaemonProcess, http_get, scrape, wait_for, write_config, write_job
+from support.daemon import (
+    DaemonProcess,
+    finished,
+    http_get,
+    job_runs,
+    scrape,
+    wait_for,
+    write_config,
+    write_job,
+)
 
 from watchkeeper.daemon.runstore import JobRunView, RunStore
 from watchkeeper.server.install import ServerBinary
@@ -22,14 +31,6 @@ from watchkeeper.store.schema import Campaign, RequestSampleRow
 BENCH = '[args]\nprofiles = ["base", "self"]\n'
 
 
-def job_runs(url: str, job: str | None = None) -> list[JobRunView]:
-    db = Database(url)
-    try:
-        return sorted(RunStore(db).runs(job=job), key=lambda r: r.id)
-    finally:
-        db.close()
-
-
 def campaign(url: str, campaign_id: int) -> Campaign:
     db = Database(url)
     try:
@@ -37,10 +38,6 @@ def campaign(url: str, campaign_id: int) -> Campaign:
             return s.get_one(Campaign, campaign_id)
     finally:
         db.close()
-
-
-def finished(url: str, job: str) -> list[JobRunView]:
-    return [r for r in job_runs(url, job) if r.outcome != "running"]
 
 
 def never_overlap(runs: list[JobRunView]) -> None:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fakeforge import FakeForge
-from test_triage import add_finding
-from trackerkit import forge, tracker_config  # noqa: F401
+from support.fakeforge import FakeForge
+from support.trackerkit import tracker_config
+from support.triagekit import add_finding
 
 from watchkeeper.config import Config, DatabaseConfig
 from watchkeeper.config.daemon import DaemonConfig

@@ -9,7 +9,7 @@ from datetime import UTC, date, datetime
 from pathlib import Path
 
 import pytest
-from nights import Nights
+from support.nights import Nights
 
 from watchkeeper.commands.digest import digest_command
 from watchkeeper.config import parse_config

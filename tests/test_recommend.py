@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 
-from test_report import result  # noqa: F401  (shared BenchResult fixture)
-
 from watchkeeper.analysis.benchmark import BenchResult
 from watchkeeper.analysis.recommend import recommend
 from watchkeeper.analysis.stats import RatioCI, classify

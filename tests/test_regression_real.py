@@ -14,19 +14,20 @@ different files (so different sha256, so different identities), the same llama.c
 
 from __future__ import annotations
 
-import json
-import subprocess
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
-import pytest
-from fakeforge import FakeForge, serve
 from sqlalchemy import select
-from trackerkit import TOKEN_ENV, tracker_config
+from support.fakeforge import FakeForge
+from support.realnight import (
+    assert_quiet_aa_night,
+    config_for,
+    git,
+    reports_repo,
+    taskset,
+    wrapper,
+)
 
 from watchkeeper.commands.digest import digest_command
-from watchkeeper.config import Config, parse_config
 from watchkeeper.daemon.service import run_once
 from watchkeeper.server.install import ServerBinary
 from watchkeeper.server.models import ModelFile
@@ -34,97 +35,6 @@ from watchkeeper.store.db import Database
 from watchkeeper.store.references import RatioRecord, ReferenceStore
 from watchkeeper.store.schema import Campaign
 from watchkeeper.tracker.bodies import digest_day
-
-PROMPTS = [
-    "Write two sentences about the sea.",
-    "List three colours and one fruit.",
-    "Explain what a database index is, briefly.",
-    "Describe a cat in two sentences.",
-    "Give one tip for writing clear emails.",
-    "Say something kind about Mondays.",
-]
-
-
-def taskset(tmp_path: Path) -> Path:
-    path = tmp_path / "tasks.jsonl"
-    lines = [
-        json.dumps(
-            {
-                "id": f"prose-{i}",
-                "category": "prose",
-                "messages": [{"role": "user", "content": prompt}],
-                "max_tokens": 32,
-            }
-        )
-        for i, prompt in enumerate(PROMPTS)
-    ]
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return path
-
-
-def wrapper(tmp_path: Path, name: str, real: Path, prefix: str = "") -> Path:
-    script = tmp_path / name / "llama-server"
-    script.parent.mkdir(parents=True)
-    script.write_text(f'#!/bin/sh\nexec {prefix}"{real}" "$@"\n', encoding="utf-8")
-    script.chmod(0o755)
-    return script
-
-
-def config_data(
-    binary: Path, db_url: str, tasks: Path, root: Path, forge: FakeForge, reports: Path
-) -> dict[str, Any]:
-    return {
-        "database": {"url": db_url},
-        "server": {"binary": str(binary)},
-        "bench": {"reports_dir": str(root / "reports")},
-        "nightly": {"profiles": ["s"], "taskset": str(tasks), "per_category": 6, "rounds": 5},
-        "profiles": {"s": {"model": "smollm2-135m-instruct-q4_1", "threads": 2}},
-        # The shipped jobs/ (nightly, digest, triage), run exactly as the daemon runs them.
-        "daemon": {"host_id": "nightly-test", "metrics_port": -1},
-        "digest": {"repo": str(reports), "author_name": "wk", "author_email": "wk@localhost"},
-        "tracker": tracker_config(forge).model_dump(),
-    }
-
-
-def config_for(
-    binary: Path, db_url: str, tasks: Path, root: Path, forge: FakeForge, reports: Path
-) -> Config:
-    return parse_config(config_data(binary, db_url, tasks, root, forge, reports), source="test")
-
-
-@pytest.fixture
-def gh(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeForge]:
-    fake = FakeForge("github")
-    monkeypatch.setenv(TOKEN_ENV, fake.token)
-    with serve(fake) as served:
-        yield served
-
-
-def git(cwd: Path, *args: str) -> str:
-    return subprocess.run(
-        ["git", *args], cwd=cwd, check=True, capture_output=True, text=True
-    ).stdout.strip()
-
-
-def reports_repo(tmp_path: Path) -> tuple[Path, Path]:
-    """A bare remote and the clone the digest commits to (and pushes from)."""
-    remote, reports = tmp_path / "reports.git", tmp_path / "reports-clone"
-    git(tmp_path, "init", "--bare", "-b", "main", str(remote))
-    git(tmp_path, "clone", str(remote), str(reports))
-    git(reports, "config", "user.name", "someone")
-    git(reports, "config", "user.email", "someone@example.org")
-    git(reports, "checkout", "-B", "main")
-    return remote, reports
-
-
-def assert_quiet_aa_night(night: dict[str, Any]) -> None:
-    """An A/A night files nothing. Its 95% CIs may exclude 1 now and then (about 2.5% of
-    series-nights per direction when they are honest): such a flag is a candidate, and the
-    immediate rerun must have been made and must not have confirmed it."""
-    assert not night["findings"] and not night["confirmed"], night
-    flagged = [r for r in night["ratios"] if r["verdict"] in ("regression", "improvement")]
-    if any(r["verdict"] == "regression" for r in flagged):
-        assert night["rerun_campaign_id"] is not None, night
 
 
 def rerun_ids(url: str) -> set[int]:

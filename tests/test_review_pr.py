@@ -10,10 +10,9 @@ from typing import Any
 
 import git
 import pytest
-from fakeforge import FakeForge, serve
 from sqlalchemy import delete
-from test_report import result  # noqa: F401  (the report's synthetic BenchResult)
-from trackerkit import TOKEN_ENV, Sleeps, tracker_config
+from support.fakeforge import FakeForge, serve
+from support.trackerkit import TOKEN_ENV, Sleeps, tracker_config
 
 from watchkeeper.analysis.benchmark import BenchResult
 from watchkeeper.commands.review_pr import review_pr_command

@@ -17,11 +17,11 @@ from pathlib import Path
 
 import psutil
 import pytest
-import taskfiles
 from sqlalchemy import select
+from support.soakkit import soak_settings, write_taskset
 
 from watchkeeper.commands.soak import SoakCommandResult, soak_command, spool_dir
-from watchkeeper.config import Config, DatabaseConfig, ProfileConfig, ServerConfig, SoakConfig
+from watchkeeper.config import Config, DatabaseConfig, ProfileConfig, ServerConfig
 from watchkeeper.load.records import RequestSample
 from watchkeeper.server.install import ServerBinary
 from watchkeeper.server.launch import prepare, serve
@@ -32,35 +32,7 @@ from watchkeeper.soak.records import RunKey
 from watchkeeper.store.db import Database
 from watchkeeper.store.schema import Incident, RequestSampleRow, Run
 
-TASKS = [
-    ("count", "Count from one to ten in words."),
-    ("colors", "Name three colors."),
-    ("capital", "What is the capital of France?"),
-    ("animal", "Name an animal that lives in the sea."),
-]
-
 Completed = list[tuple[RunKey, RequestSample]]
-
-
-def write_taskset(tmp_path: Path, max_tokens: int = 12) -> Path:
-    return taskfiles.write_taskset(tmp_path, TASKS, max_tokens)
-
-
-def soak_settings(**overrides: object) -> SoakConfig:
-    values: dict[str, object] = {
-        "slice": "5s",
-        "sample_interval_s": 1.0,
-        "probe_interval_s": 4.0,
-        "flush_interval_s": 1.0,
-        "ramp_s": 0.5,
-        "restart_backoff_s": 0.2,
-        "restart_backoff_cap_s": 1.0,
-        "request_timeout_s": 60.0,
-        "rss_warmup_s": 0.0,
-        "leak_min_span_s": 3600.0,
-    }
-    values.update(overrides)
-    return SoakConfig.model_validate(values)
 
 
 def make_config(db_url: str, *, threads: int = 1, external_url: str = "", **soak: object) -> Config:

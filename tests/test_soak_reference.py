@@ -13,7 +13,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from sqlalchemy import select
-from test_soak_faults import soak_settings, write_taskset
+from support.soakkit import soak_settings, write_taskset
 
 from watchkeeper.commands.nightly import pin_reference
 from watchkeeper.commands.soak import soak_command

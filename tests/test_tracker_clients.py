@@ -6,8 +6,8 @@ import logging
 from pathlib import Path
 
 import pytest
-from fakeforge import FakeForge
-from trackerkit import TOKEN_ENV, Sleeps, client, forge, sleeps, tracker_config  # noqa: F401
+from support.fakeforge import FakeForge
+from support.trackerkit import TOKEN_ENV, Sleeps, tracker_config
 
 from watchkeeper.errors import ConfigError, TrackerPermanentError, TrackerTransientError
 from watchkeeper.tracker.forge import Forge

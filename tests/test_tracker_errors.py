@@ -7,9 +7,9 @@ import socket
 from pathlib import Path
 
 import pytest
-from fakeforge import FakeForge
 from pydantic import ValidationError
-from trackerkit import TOKEN_ENV, Sleeps, client, forge, sleeps, tracker_config  # noqa: F401
+from support.fakeforge import FakeForge
+from support.trackerkit import TOKEN_ENV, Sleeps, tracker_config
 
 from watchkeeper.config.loader import load_config
 from watchkeeper.config.tracker import TrackerConfig

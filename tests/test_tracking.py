@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from nights import Nights
+from support.nights import Nights
 
 from watchkeeper.errors import ConfigError
 from watchkeeper.nightly.detector import DetectorParams

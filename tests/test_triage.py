@@ -3,20 +3,18 @@
 from __future__ import annotations
 
 import logging
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
-from typing import Any
 
 import pytest
-from fakeforge import FakeForge
 from sqlalchemy import update
-from trackerkit import TOKEN_ENV, Sleeps, forge, sleeps, tracker_config  # noqa: F401
+from support.fakeforge import FakeForge
+from support.trackerkit import TOKEN_ENV, Sleeps, tracker_config
+from support.triagekit import NOW, add_finding, evidence, triage
 
-from watchkeeper.commands.triage import triage_command
 from watchkeeper.config import Config, DatabaseConfig
 from watchkeeper.errors import TrackerPermanentError
 from watchkeeper.nightly.findings import set_status
-from watchkeeper.store.db import Database
 from watchkeeper.store.history import History, StoredFinding
 from watchkeeper.store.schema import TrackerItem
 from watchkeeper.store.tracker_store import TrackerStore
@@ -24,64 +22,6 @@ from watchkeeper.tracker import bodies, escape
 from watchkeeper.tracker.lifecycle import issue_key
 
 GOLDEN = Path(__file__).parent / "golden" / "tracker_issue.md"
-NOW = datetime(2026, 11, 3, 7, 30, tzinfo=UTC)
-
-
-def evidence(**extra: Any) -> dict[str, Any]:
-    return {
-        "series_name": "decode_tps · code · c1 · 3f2a9c1e",
-        "label": "regression",
-        "delta": -0.182,
-        "delta_ci": [-0.214, -0.151],
-        "delta_unit": "relative",
-        "test": "one-sided t prediction test on run medians (one value per run)",
-        "p_value": 0.00018,
-        "p_adjusted": 0.00036,
-        "current": 81.9,
-        "baseline": 100.1,
-        "baseline_runs": 10,
-        "baseline_trials": 80,
-        "baseline_cv": 0.012,
-        "fence": 0.031,
-        "floor": 0.03,
-        "params": {"alpha": 0.01, "window": 10, "fence_multiplier": 3.0},
-        **extra,
-    }
-
-
-def add_finding(history: History, n: int = 0, **values: Any) -> int:
-    row: dict[str, Any] = {
-        "fingerprint": f"{n:016x}",
-        "kind": "regression",
-        "label": "regression",
-        "status": "active",
-        "severity": "medium",
-        "title": f"decode_tps regression in code{n} (profile smollm2-baseline, concurrency 1): -18.2%",
-        "evidence": evidence(),
-        "series_key": {"metric": "decode_tps", "category": f"code{n}"},
-        "side": "worse",
-        "confirmed_at": NOW,
-        "last_seen_at": NOW,
-        "occurrences": 2,
-    }
-    row.update(values)
-    return history.create_finding(**row)
-
-
-@pytest.fixture
-def config(forge: FakeForge, sqlite_url: str) -> Config:
-    return Config(database=DatabaseConfig(url=sqlite_url), tracker=tracker_config(forge))
-
-
-@pytest.fixture
-def history(config: Config) -> Any:
-    db = Database(config.database.url)
-    yield History(db)
-    db.close()
-
-
-def triage(config: Config, sleeps: Sleeps, **kw: Any) -> Any:
-    return triage_command(config, sleep=sleeps, **kw)
 
 
 def test_a_confirmed_finding_opens_one_labelled_issue_with_evidence_and_marker(

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from fakeforge import FakeForge
-from nights import Nights
-from trackerkit import Sleeps, forge, sleeps, tracker_config  # noqa: F401
+from support.fakeforge import FakeForge
+from support.nights import Nights
+from support.trackerkit import Sleeps, tracker_config
 
 from watchkeeper.commands.triage import triage_command
 from watchkeeper.config import Config, DatabaseConfig

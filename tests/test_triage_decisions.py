@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fakeforge import FakeForge
-from test_triage import add_finding, triage
-from trackerkit import TOKEN_ENV, Sleeps, forge, sleeps, tracker_config  # noqa: F401
+from support.fakeforge import FakeForge
+from support.trackerkit import TOKEN_ENV, Sleeps, tracker_config
+from support.triagekit import add_finding, triage
 
 from watchkeeper.config import Config, DatabaseConfig
 from watchkeeper.store.db import Database

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from fakeforge import FakeForge
-from test_triage import add_finding, config, evidence, history, triage  # noqa: F401
-from trackerkit import Sleeps, forge, sleeps  # noqa: F401
+from support.fakeforge import FakeForge
+from support.trackerkit import Sleeps
+from support.triagekit import add_finding, evidence, triage
 
 from watchkeeper.config import Config
 from watchkeeper.store.history import History

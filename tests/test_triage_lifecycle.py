@@ -11,10 +11,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from fakeforge import FakeForge
-from nights import Nights
-from test_triage import add_finding
-from trackerkit import TOKEN_ENV, Sleeps, forge, sleeps, tracker_config  # noqa: F401
+from support.fakeforge import FakeForge
+from support.nights import Nights
+from support.trackerkit import TOKEN_ENV, Sleeps, tracker_config
+from support.triagekit import add_finding
 
 from watchkeeper.commands.triage import triage_command
 from watchkeeper.config import Config, DatabaseConfig

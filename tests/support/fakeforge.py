@@ -32,7 +32,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from fakeforge_api import GITHUB_DOCS, _error, _Reply, _route
+from support.fakeforge_api import GITHUB_DOCS, _error, _Reply, _route
 
 
 @dataclass

@@ -16,10 +16,12 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import psutil
-import taskfiles
 from prometheus_client.parser import text_string_to_metric_families
 
+from support import taskfiles
+from watchkeeper.daemon.runstore import JobRunView, RunStore
 from watchkeeper.server.profiles import SMOLLM2
+from watchkeeper.store.db import Database
 
 T = TypeVar("T")
 TASKS = [
@@ -182,3 +184,15 @@ def scrape(base_url: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float
         for family in text_string_to_metric_families(body)
         for s in family.samples
     }
+
+
+def job_runs(url: str, job: str | None = None) -> list[JobRunView]:
+    db = Database(url)
+    try:
+        return sorted(RunStore(db).runs(job=job), key=lambda r: r.id)
+    finally:
+        db.close()
+
+
+def finished(url: str, job: str) -> list[JobRunView]:
+    return [r for r in job_runs(url, job) if r.outcome != "running"]

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from fakeforge import FakeForge, serve
 
+from support.fakeforge import FakeForge, serve
 from watchkeeper.config.tracker import TrackerConfig
 from watchkeeper.tracker.forge import Forge
 from watchkeeper.tracker.tokens import open_forge

@@ -1,0 +1,36 @@
+"""The soak tests' task set and fast soak settings (seconds, not minutes)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from support import taskfiles
+from watchkeeper.config import SoakConfig
+
+TASKS = [
+    ("count", "Count from one to ten in words."),
+    ("colors", "Name three colors."),
+    ("capital", "What is the capital of France?"),
+    ("animal", "Name an animal that lives in the sea."),
+]
+
+
+def write_taskset(tmp_path: Path, max_tokens: int = 12) -> Path:
+    return taskfiles.write_taskset(tmp_path, TASKS, max_tokens)
+
+
+def soak_settings(**overrides: object) -> SoakConfig:
+    values: dict[str, object] = {
+        "slice": "5s",
+        "sample_interval_s": 1.0,
+        "probe_interval_s": 4.0,
+        "flush_interval_s": 1.0,
+        "ramp_s": 0.5,
+        "restart_backoff_s": 0.2,
+        "restart_backoff_cap_s": 1.0,
+        "request_timeout_s": 60.0,
+        "rss_warmup_s": 0.0,
+        "leak_min_span_s": 3600.0,
+    }
+    values.update(overrides)
+    return SoakConfig.model_validate(values)
