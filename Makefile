@@ -50,7 +50,7 @@ unit: venv postgres
 
 # The clock-dependent unit tests under faked clocks: a month/year-end minute, and both
 # Europe/Berlin DST changes (a skipped hour in March, a repeated one in October).
-CLOCK_TESTS ?= tests/test_daemon_units.py tests/test_digest.py
+CLOCK_TESTS ?= tests/daemon/test_daemon_units.py tests/nightly/test_digest.py
 test-clock: venv postgres faketime
 	faketime '2026-11-30 23:58:00' $(BIN)/pytest -q -p no:cacheprovider $(CLOCK_TESTS)
 	TZ=Europe/Berlin faketime '2026-03-29 01:59:00' $(BIN)/pytest -q -p no:cacheprovider $(CLOCK_TESTS)

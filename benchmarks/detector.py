@@ -73,7 +73,7 @@ from psycopg import sql
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 # Synthetic nights written through the real store (shared with the tests).
-from tests.nights import Nights
+from tests.support.nights import Nights
 from watchkeeper.analysis.stats import Pair, RatioCI, classify, paired_speedup
 from watchkeeper.cli.app import unwind_on_sigterm
 from watchkeeper.commands.aa import aa_command, wilson

@@ -1,7 +1,7 @@
 """A scripted month of triage against the fake forge: does every issue end where it should?
 
 Runs `triage_command` (what `watchkeeper triage` runs) 20 times over 30 days of findings on a
-fresh SQLite database and the fake GitHub/Gitea of the tests (tests/fakeforge.py), served
+fresh SQLite database and the fake GitHub/Gitea of the tests (tests/support/fakeforge.py), served
 in-process on 127.0.0.1. Everything runs on an injected clock: findings, nights, the forge's
 issue/comment/label timestamps and triage's `now`. The month has new regressions, recurrences,
 a recovery after `tracker.recovery_nights` good nights (comment + close) and its return
@@ -37,10 +37,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-import fakeforge
-import fakeforge_api
-from fakeforge import FakeForge, serve
-from nights import Nights
+from support import fakeforge, fakeforge_api
+from support.fakeforge import FakeForge, serve
+from support.nights import Nights
 
 from watchkeeper.commands.triage import triage_command
 from watchkeeper.config import Config, DatabaseConfig

@@ -21,7 +21,7 @@ from watchkeeper.store.tracker_store import TrackerStore
 from watchkeeper.tracker import bodies, escape
 from watchkeeper.tracker.lifecycle import issue_key
 
-GOLDEN = Path(__file__).parent / "golden" / "tracker_issue.md"
+GOLDEN = Path(__file__).parents[1] / "golden" / "tracker_issue.md"
 
 
 def test_a_confirmed_finding_opens_one_labelled_issue_with_evidence_and_marker(

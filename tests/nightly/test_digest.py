@@ -21,7 +21,7 @@ from watchkeeper.publish.digest import digest_files, render_digest
 from watchkeeper.store.db import Database
 from watchkeeper.store.history import History
 
-GOLDEN = Path(__file__).parent / "golden" / "digest.md"
+GOLDEN = Path(__file__).parents[1] / "golden" / "digest.md"
 PARAMS = TrackingParams(DetectorParams(resamples=200))
 SINCE = datetime(2000, 1, 1, tzinfo=UTC)
 UNTIL = datetime(2100, 1, 1, tzinfo=UTC)

@@ -28,7 +28,7 @@ from watchkeeper.tracker import escape
 from watchkeeper.tracker.forge import PullRequest
 from watchkeeper.tracker.pr_comment import ProfileReview, review_comment, review_marker
 
-GOLDEN = Path(__file__).parent / "golden" / "pr_comment.md"
+GOLDEN = Path(__file__).parents[1] / "golden" / "pr_comment.md"
 BASE_TOML = '[profiles.prod]\nmodel = "smollm2-135m-instruct-q4_1"\nctx_size = 1024\n'
 NGRAM_TOML = BASE_TOML + 'spec_type = "ngram-simple"\n'
 

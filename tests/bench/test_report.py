@@ -3,7 +3,7 @@
 The golden test pins the whole Markdown so format changes are reviewed as a diff. After an
 intended change, regenerate the golden file and review it:
 
-    WATCHKEEPER_UPDATE_GOLDEN=1 .venv/bin/pytest -q tests/test_report.py
+    WATCHKEEPER_UPDATE_GOLDEN=1 .venv/bin/pytest -q tests/bench/test_report.py
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from watchkeeper.publish.report import (
     write_bench_report,
 )
 
-GOLDEN = Path(__file__).parent / "golden" / "bench_report.md"
+GOLDEN = Path(__file__).parents[1] / "golden" / "bench_report.md"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 

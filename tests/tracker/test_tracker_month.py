@@ -12,7 +12,7 @@ from types import ModuleType
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parent.parent / "benchmarks" / "tracker_month.py"
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "tracker_month.py"
 
 
 def _benchmark() -> ModuleType:

@@ -38,7 +38,7 @@ from watchkeeper.daemon.runstore import JobRunView
 from watchkeeper.server.install import ServerBinary
 from watchkeeper.server.models import ModelFile
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 HOST = "nights"
 # A day in seconds: a night every 10 s (a night that is still running makes the next start skip),
 # the digest every 20 s, triage every 5 s.

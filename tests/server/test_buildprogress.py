@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from support.buildprogress import PREFIX, BuildProgress
 
-TESTS = Path(__file__).parent
+TESTS = Path(__file__).parents[1]
 
 
 def fake_build(build: BuildProgress, tick: list[float]) -> None:

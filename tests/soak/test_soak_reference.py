@@ -4,7 +4,7 @@ cycle is the replicate, and only a confirmed drop of a *different* system become
 The unit tests pin down the schedule and the statistics on constructed samples; the real test
 soaks SmolLM2 twice on real servers: once beside an identical reference (an A/A soak, which
 may never file anything) and once with a slower current build (both decode threads pinned to
-one core, the same slowdown tests/test_regression_real.py uses), which must be a confirmed
+one core, the same slowdown tests/nightly/test_regression_real.py uses), which must be a confirmed
 regression finding whose ratio joins the nightly series."""
 
 from __future__ import annotations
