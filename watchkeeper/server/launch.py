@@ -14,6 +14,7 @@ from pathlib import Path
 
 from watchkeeper.config import Config, ProfileConfig
 from watchkeeper.errors import ServerError
+from watchkeeper.server.binary import ServerBinary
 from watchkeeper.server.flags import (
     HelpInfo,
     ServerArgs,
@@ -22,7 +23,7 @@ from watchkeeper.server.flags import (
     read_help,
     resolve_spec_type,
 )
-from watchkeeper.server.install import ServerBinary, ensure_binary
+from watchkeeper.server.install import ensure_binary
 from watchkeeper.server.models import ModelFile, ModelStore
 from watchkeeper.server.process import ManagedServer, OffloadReport, check_external, free_port
 from watchkeeper.server.profiles import get_profile
