@@ -16,6 +16,7 @@ import re
 import shutil
 import subprocess
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -85,6 +86,14 @@ def _call(fn: Any, *args: object) -> Any | None:
         return None
 
 
+def _handles(nvml: Any) -> Iterator[tuple[int, Any]]:
+    """(index, handle) of every device NVML can open (one that fails is skipped)."""
+    for index in range(int(nvml.nvmlDeviceGetCount())):
+        handle = _call(nvml.nvmlDeviceGetHandleByIndex, index)
+        if handle is not None:
+            yield index, handle
+
+
 def devices() -> list[GpuDevice]:
     """Every GPU with its memory: NVML, else nvidia-smi; empty without a GPU."""
     nvml = _nvml()
@@ -92,10 +101,7 @@ def devices() -> list[GpuDevice]:
         text = _smi("--query-gpu=index,name,memory.total", "--format=csv,noheader,nounits")
         return parse_smi_devices(text) if text is not None else []
     found: list[GpuDevice] = []
-    for index in range(int(nvml.nvmlDeviceGetCount())):
-        handle = _call(nvml.nvmlDeviceGetHandleByIndex, index)
-        if handle is None:
-            continue
+    for index, handle in _handles(nvml):
         name = _call(nvml.nvmlDeviceGetName, handle)
         memory = _call(nvml.nvmlDeviceGetMemoryInfo, handle)
         found.append(
@@ -134,10 +140,7 @@ def process_tree_vram_bytes(pid: int) -> int | None:
         return None
     pids = _tree_pids(pid)
     total = 0
-    for index in range(int(nvml.nvmlDeviceGetCount())):
-        handle = _call(nvml.nvmlDeviceGetHandleByIndex, index)
-        if handle is None:
-            continue
+    for _, handle in _handles(nvml):
         for proc in _call(nvml.nvmlDeviceGetComputeRunningProcesses, handle) or []:
             used = getattr(proc, "usedGpuMemory", None)
             if getattr(proc, "pid", None) in pids and used is not None:
@@ -151,10 +154,7 @@ def sample() -> list[GpuSample]:
     if nvml is None:
         return []
     out: list[GpuSample] = []
-    for index in range(int(nvml.nvmlDeviceGetCount())):
-        handle = _call(nvml.nvmlDeviceGetHandleByIndex, index)
-        if handle is None:
-            continue
+    for index, handle in _handles(nvml):
         util = _call(nvml.nvmlDeviceGetUtilizationRates, handle)
         memory = _call(nvml.nvmlDeviceGetMemoryInfo, handle)
         power_mw = _call(nvml.nvmlDeviceGetPowerUsage, handle)
@@ -253,9 +253,8 @@ def memory_used_bytes() -> int | None:
     nvml = _nvml()
     if nvml is not None:
         total: int | None = None
-        for index in range(int(nvml.nvmlDeviceGetCount())):
-            handle = _call(nvml.nvmlDeviceGetHandleByIndex, index)
-            memory = _call(nvml.nvmlDeviceGetMemoryInfo, handle) if handle is not None else None
+        for _, handle in _handles(nvml):
+            memory = _call(nvml.nvmlDeviceGetMemoryInfo, handle)
             if memory is not None:
                 total = (total or 0) + int(memory.used)
         return total
