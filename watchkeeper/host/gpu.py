@@ -1,16 +1,22 @@
-"""NVIDIA GPU resources through NVML, when there is one.
+"""NVIDIA GPU resources: the one place that reads the GPU, through NVML with `nvidia-smi` as
+the fallback.
 
 `pynvml` comes from the optional extra `watchkeeper[gpu]` (`nvidia-ml-py`). It is imported
-lazily: on a host without the library, without the driver or without a GPU, every function
-here returns None or an empty list and nothing else changes. NVML is the one external system
-of this module; callers get plain dataclasses.
+lazily; a host with the driver but without the extra still answers through `nvidia-smi`
+(the driver ships it). On a host without either, or without a GPU, every function here returns
+None or an empty list and nothing else changes. Callers get plain dataclasses; the text
+`nvidia-smi` prints is parsed by pure functions (`parse_smi_*`) so the parsing is tested on a
+host without a GPU.
 """
 
 from __future__ import annotations
 
-import contextlib
 import importlib
+import re
+import shutil
+import subprocess
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -80,15 +86,22 @@ def _call(fn: Any, *args: object) -> Any | None:
         return None
 
 
-def devices() -> list[GpuDevice]:
-    nvml = _nvml()
-    if nvml is None:
-        return []
-    found: list[GpuDevice] = []
+def _handles(nvml: Any) -> Iterator[tuple[int, Any]]:
+    """(index, handle) of every device NVML can open (one that fails is skipped)."""
     for index in range(int(nvml.nvmlDeviceGetCount())):
         handle = _call(nvml.nvmlDeviceGetHandleByIndex, index)
-        if handle is None:
-            continue
+        if handle is not None:
+            yield index, handle
+
+
+def devices() -> list[GpuDevice]:
+    """Every GPU with its memory: NVML, else nvidia-smi; empty without a GPU."""
+    nvml = _nvml()
+    if nvml is None:
+        text = _smi("--query-gpu=index,name,memory.total", "--format=csv,noheader,nounits")
+        return parse_smi_devices(text) if text is not None else []
+    found: list[GpuDevice] = []
+    for index, handle in _handles(nvml):
         name = _call(nvml.nvmlDeviceGetName, handle)
         memory = _call(nvml.nvmlDeviceGetMemoryInfo, handle)
         found.append(
@@ -127,10 +140,7 @@ def process_tree_vram_bytes(pid: int) -> int | None:
         return None
     pids = _tree_pids(pid)
     total = 0
-    for index in range(int(nvml.nvmlDeviceGetCount())):
-        handle = _call(nvml.nvmlDeviceGetHandleByIndex, index)
-        if handle is None:
-            continue
+    for _, handle in _handles(nvml):
         for proc in _call(nvml.nvmlDeviceGetComputeRunningProcesses, handle) or []:
             used = getattr(proc, "usedGpuMemory", None)
             if getattr(proc, "pid", None) in pids and used is not None:
@@ -144,10 +154,7 @@ def sample() -> list[GpuSample]:
     if nvml is None:
         return []
     out: list[GpuSample] = []
-    for index in range(int(nvml.nvmlDeviceGetCount())):
-        handle = _call(nvml.nvmlDeviceGetHandleByIndex, index)
-        if handle is None:
-            continue
+    for index, handle in _handles(nvml):
         util = _call(nvml.nvmlDeviceGetUtilizationRates, handle)
         memory = _call(nvml.nvmlDeviceGetMemoryInfo, handle)
         power_mw = _call(nvml.nvmlDeviceGetPowerUsage, handle)
@@ -166,33 +173,112 @@ def sample() -> list[GpuSample]:
     return out
 
 
-class VramSampler:
-    """Background peak of a process tree's VRAM (None throughout on a host without NVML)."""
+# --- nvidia-smi: the fallback when NVML is not importable ------------------------------------
 
-    def __init__(self, pid: int, interval_s: float = 1.0) -> None:
-        self._pid = pid
-        self._interval = interval_s
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="vram-sampler", daemon=True)
-        self.peak_bytes: int | None = None
-        self.last_bytes: int | None = None
+SMI_TIMEOUT_S = 10
 
-    def sample(self) -> int | None:
-        self.last_bytes = process_tree_vram_bytes(self._pid)
-        if self.last_bytes is not None:
-            self.peak_bytes = max(self.peak_bytes or 0, self.last_bytes)
-        return self.last_bytes
 
-    def _loop(self) -> None:
-        while not self._stop.is_set():
-            if self.sample() is None:
-                return  # no NVML: nothing to watch
-            self._stop.wait(self._interval)
+def _smi(*args: str) -> str | None:
+    """stdout of `nvidia-smi ARGS`, or None (not installed, failed, timed out: no GPU here)."""
+    exe = shutil.which("nvidia-smi")
+    if exe is None:
+        return None
+    try:
+        result = subprocess.run(
+            [exe, *args], capture_output=True, text=True, timeout=SMI_TIMEOUT_S, check=False
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return result.stdout if result.returncode == 0 else None
 
-    def start(self) -> None:
-        self._thread.start()
 
-    def stop(self) -> None:
-        self._stop.set()
-        with contextlib.suppress(RuntimeError):
-            self._thread.join(timeout=5)
+def parse_smi_devices(text: str) -> list[GpuDevice]:
+    """`--query-gpu=index,name,memory.total --format=csv,noheader,nounits` lines
+    ('0, NVIDIA H100 80GB HBM3, 81559'; memory in MiB) as devices."""
+    found: list[GpuDevice] = []
+    for line in text.splitlines():
+        parts = [p.strip() for p in line.rsplit(",", 1)]
+        head = [p.strip() for p in parts[0].split(",", 1)] if parts else []
+        if len(parts) != 2 or len(head) != 2:
+            continue
+        try:
+            found.append(GpuDevice(int(head[0]), head[1], int(float(parts[1])) << 20))
+        except ValueError:
+            continue
+    return found
+
+
+def parse_smi_memory_used(text: str) -> int | None:
+    """Bytes used over all GPUs from `--query-gpu=memory.used --format=csv,noheader,nounits`
+    (one MiB figure per GPU); None when no line is a number."""
+    values: list[int] = []
+    for line in text.split():
+        try:
+            values.append(int(float(line)))
+        except ValueError:
+            continue
+    return sum(values) << 20 if values else None
+
+
+def parse_smi_versions(text: str) -> GpuDriver | None:
+    """Driver and CUDA versions from the header plain `nvidia-smi` prints."""
+    driver_match = re.search(r"Driver Version:\s*([\d.]+)", text)
+    cuda_match = re.search(r"CUDA Version:\s*([\d.]+)", text)
+    if driver_match is None and cuda_match is None:
+        return None
+    return GpuDriver(
+        driver_match.group(1) if driver_match else None,
+        cuda_match.group(1) if cuda_match else None,
+    )
+
+
+def smi_description() -> str | None:
+    """'NVIDIA H100 80GB HBM3, 81559 MiB' per GPU ('; '-joined), as `nvidia-smi` prints it."""
+    text = _smi("--query-gpu=name,memory.total", "--format=csv,noheader")
+    if text is None or not text.strip():
+        return None
+    return "; ".join(text.strip().splitlines())
+
+
+# --- what callers use: NVML first, nvidia-smi otherwise -------------------------------------
+
+
+def available() -> bool:
+    """True when either NVML or nvidia-smi can be asked (the sampler reads VRAM only then)."""
+    return _nvml() is not None or shutil.which("nvidia-smi") is not None
+
+
+def memory_used_bytes() -> int | None:
+    """Used memory summed over every GPU: NVML, else nvidia-smi; None without a GPU."""
+    nvml = _nvml()
+    if nvml is not None:
+        total: int | None = None
+        for _, handle in _handles(nvml):
+            memory = _call(nvml.nvmlDeviceGetMemoryInfo, handle)
+            if memory is not None:
+                total = (total or 0) + int(memory.used)
+        return total
+    text = _smi("--query-gpu=memory.used", "--format=csv,noheader,nounits")
+    return parse_smi_memory_used(text) if text is not None else None
+
+
+def description() -> str | None:
+    """One line naming every GPU and its memory, for the host fingerprint; None without one.
+
+    nvidia-smi's text first, NVML's devices second: the order the fingerprint was defined
+    with, so a host that has both keeps its fingerprint (and its history)."""
+    text = smi_description()
+    if text is not None:
+        return text
+    return (
+        "; ".join(f"{d.name}, {d.memory_total_bytes // (1 << 20)} MiB" for d in devices()) or None
+    )
+
+
+def versions() -> GpuDriver | None:
+    """(driver, CUDA) versions: NVML, else the header of plain `nvidia-smi`."""
+    found = driver()
+    if found is not None:
+        return found
+    text = _smi()
+    return parse_smi_versions(text) if text is not None else None

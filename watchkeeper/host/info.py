@@ -8,10 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import platform
-import re
-import shutil
 import socket
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -45,52 +42,13 @@ def _cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
-def _gpu() -> str | None:
-    if shutil.which("nvidia-smi") is None:
-        return None
-    try:
-        result = subprocess.run(
-            ["nvidia-smi", "--query-gpu=name,memory.total", "--format=csv,noheader"],
-            capture_output=True,
-            text=True,
-            timeout=10,
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    text = result.stdout.strip()
-    return "; ".join(text.splitlines()) if result.returncode == 0 and text else None
-
-
-def _gpu_versions() -> tuple[str | None, str | None]:
-    """(driver, CUDA) versions: NVML when the optional extra is installed, else nvidia-smi."""
-    found = gpu.driver()
-    if found is not None:
-        return found.driver_version, found.cuda_version
-    if shutil.which("nvidia-smi") is None:
-        return None, None
-    try:
-        result = subprocess.run(
-            ["nvidia-smi"], capture_output=True, text=True, timeout=10, check=False
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return None, None
-    driver = re.search(r"Driver Version:\s*([\d.]+)", result.stdout)
-    cuda = re.search(r"CUDA Version:\s*([\d.]+)", result.stdout)
-    return (driver.group(1) if driver else None, cuda.group(1) if cuda else None)
-
-
 def collect() -> HostInfo:
     cpu_model = _cpu_model()
     cpu_count = psutil.cpu_count(logical=True) or 1
     memory = psutil.virtual_memory().total
-    gpu_name = _gpu()
-    if gpu_name is None:
-        gpu_name = (
-            "; ".join(f"{d.name}, {d.memory_total_bytes // (1 << 20)} MiB" for d in gpu.devices())
-            or None
-        )
-    driver, cuda = _gpu_versions() if gpu_name else (None, None)
+    gpu_name = gpu.description()
+    versions = gpu.versions() if gpu_name else None
+    driver, cuda = (versions.driver_version, versions.cuda_version) if versions else (None, None)
     # The driver is not part of the fingerprint: a driver update must not start a new series.
     blob = f"{cpu_model}|{cpu_count}|{memory // (1 << 30)}GiB|{gpu_name or '-'}"
     return HostInfo(

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from watchkeeper.config import ProfileConfig
 from watchkeeper.errors import ConfigError
-from watchkeeper.server.install import ServerBinary
+from watchkeeper.server.binary import ServerBinary
 from watchkeeper.server.launch import PreparedProfile
 from watchkeeper.server.models import ModelFile
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from watchkeeper.config import ProfileConfig
 from watchkeeper.errors import FlagError
-from watchkeeper.server.install import ServerBinary
+from watchkeeper.server.binary import ServerBinary
 
 _FLAG = re.compile(r"(?<![\w-])(--?[a-zA-Z][\w-]*)")
 _DESCRIPTION_GAP = re.compile(r"\s{2,}(?=[^\s-])")

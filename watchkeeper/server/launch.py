@@ -14,6 +14,7 @@ from pathlib import Path
 
 from watchkeeper.config import Config, ProfileConfig
 from watchkeeper.errors import ServerError
+from watchkeeper.server.binary import ServerBinary
 from watchkeeper.server.flags import (
     HelpInfo,
     ServerArgs,
@@ -22,7 +23,7 @@ from watchkeeper.server.flags import (
     read_help,
     resolve_spec_type,
 )
-from watchkeeper.server.install import ServerBinary, ensure_binary
+from watchkeeper.server.install import ensure_binary
 from watchkeeper.server.models import ModelFile, ModelStore
 from watchkeeper.server.process import ManagedServer, OffloadReport, check_external, free_port
 from watchkeeper.server.profiles import get_profile
@@ -125,12 +126,12 @@ def prepare(config: Config, name: str, *, progress: Progress = _quiet) -> Prepar
     return prepared
 
 
-@contextmanager
-def serve(config: Config, prepared: PreparedProfile, *, log_path: Path) -> Iterator[RunningServer]:
-    if prepared.external_url:
-        check_external(prepared.external_url)
-        yield RunningServer(prepared.external_url.rstrip("/"), (), None)
-        return
+def start(config: Config, prepared: PreparedProfile, *, log_path: Path) -> RunningServer:
+    """Start a prepared (managed) profile's server and check its GPU offload: the one way a
+    server is started, for the bench, the nightly and the soak alike, so none of them measures
+    a server that got less offload than its profile asked for. The caller stops it
+    (`running.managed.stop()`); on any error here nothing is left running."""
+    assert prepared.binary is not None and not prepared.external_url
     explicit = config.server.port
     attempts = 1 if explicit else 3
     last_error: ServerError | None = None
@@ -148,18 +149,31 @@ def serve(config: Config, prepared: PreparedProfile, *, log_path: Path) -> Itera
                 raise
             last_error = exc
             continue
+        running = RunningServer(server.info.base_url, argv, server)
         try:
-            running = RunningServer(server.info.base_url, argv, server)
-            assert prepared.binary is not None
             check_offload(
                 prepared.profile,
                 running.offload(has_draft=prepared.draft is not None) or OffloadReport(None, None),
                 cuda=prepared.binary.variant == "cuda",
                 log_path=log_path,
             )
-            yield running
-        finally:
+        except BaseException:
             server.stop()
-        return
+            raise
+        return running
     assert last_error is not None
     raise last_error
+
+
+@contextmanager
+def serve(config: Config, prepared: PreparedProfile, *, log_path: Path) -> Iterator[RunningServer]:
+    if prepared.external_url:
+        check_external(prepared.external_url)
+        yield RunningServer(prepared.external_url.rstrip("/"), (), None)
+        return
+    running = start(config, prepared, log_path=log_path)
+    assert running.managed is not None
+    try:
+        yield running
+    finally:
+        running.managed.stop()

@@ -1,18 +1,17 @@
 """Resource samples while a soak runs: memory, CPU, VRAM, the server's own counters, slots.
 
 One `sample()` reads the active server's process tree (RSS, CPU %), the GPU's used memory
-through `nvidia-smi` when there is one (a machine without it is not an error: VRAM is just
-absent), `/metrics` (busy slots, KV usage, speculative counters) and `/slots`. A slot that has
-been processing the same task for longer than any request may take is "stuck": the request's
-own timeout would have fired long ago, so the server is spinning on something nobody waits for.
+through `host.gpu` (NVML, else `nvidia-smi`) when there is one (a machine without a GPU is not
+an error: VRAM is just absent), `/metrics` (busy slots, KV usage, speculative counters) and
+`/slots`. A slot that has been processing the same task for longer than any request may take
+is "stuck": the request's own timeout would have fired long ago, so the server is spinning on
+something nobody waits for.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import shutil
-import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -20,6 +19,7 @@ from typing import Any
 
 import psutil
 
+from watchkeeper.host import gpu as host_gpu
 from watchkeeper.server.endpoints import (
     PROBE_TIMEOUT_S,
     ServerClient,
@@ -44,31 +44,13 @@ class Active:
     pid: int | None
 
 
-def gpu_memory_used_bytes() -> int | None:
-    """Total used GPU memory via nvidia-smi; None when there is no nvidia-smi or no GPU."""
-    exe = shutil.which("nvidia-smi")
-    if exe is None:
-        return None
-    try:
-        out = subprocess.run(
-            [exe, "--query-gpu=memory.used", "--format=csv,noheader,nounits"],
-            capture_output=True,
-            text=True,
-            timeout=10,
-            check=True,
-        ).stdout
-        return sum(int(float(line)) for line in out.split() if line.strip()) * 2**20
-    except (OSError, subprocess.SubprocessError, ValueError):
-        return None
-
-
 class ResourceSampler:
     """Call `sample()` every few seconds from one thread; it emits one `ResourcePoint`."""
 
     def __init__(self, *, emit: Emit, stuck_after_s: float, gpu: bool | None = None) -> None:
         self._emit = emit
         self._stuck_after = stuck_after_s
-        self._gpu = shutil.which("nvidia-smi") is not None if gpu is None else gpu
+        self._gpu = host_gpu.available() if gpu is None else gpu
         self._procs: dict[int, psutil.Process] = {}
         self._busy_since: dict[tuple[str, int, Any, Any], datetime] = {}
         self._reported: set[tuple[str, int, Any, Any]] = set()
@@ -138,7 +120,7 @@ class ResourceSampler:
             active.key if active else None,
             rss,
             cpu,
-            gpu_memory_used_bytes() if self._gpu else None,
+            host_gpu.memory_used_bytes() if self._gpu else None,
             busy,
             kv,
             metrics,

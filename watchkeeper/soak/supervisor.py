@@ -21,8 +21,8 @@ from pathlib import Path
 from watchkeeper.config import Config, SoakConfig
 from watchkeeper.errors import ServerError
 from watchkeeper.server.endpoints import ServerClient, health_client, healthy
-from watchkeeper.server.launch import PreparedProfile
-from watchkeeper.server.process import ManagedServer, free_port
+from watchkeeper.server.launch import PreparedProfile, start
+from watchkeeper.server.process import ManagedServer
 from watchkeeper.soak.records import IncidentRecord, Item
 
 Emit = Callable[[Item], None]
@@ -108,32 +108,15 @@ class ServerSupervisor:
         self._launch()
 
     def _launch(self) -> None:
-        explicit = self._config.server.port
-        last: ServerError | None = None
-        for _ in range(1 if explicit else 3):
-            port = explicit or free_port()
-            argv = self.prepared.args(port).argv
-            server = ManagedServer(
-                argv,
-                port=port,
-                log_path=self._log_path,
-                startup_timeout_s=self._config.server.startup_timeout_s,
-            )
-            try:
-                server.start()
-            except ServerError as exc:
-                if explicit or "bind" not in exc.log_tail:
-                    raise
-                last = exc
-                continue
-            self._server, self.argv = server, argv
-            self.base_url = server.info.base_url
-            self._started_at = datetime.now(UTC)
-            self.generation += 1
-            self._unhealthy_checks = 0
-            return
-        assert last is not None
-        raise last
+        """Start (or restart) through `launch.start`, the bench's and nightly's own start:
+        port retries and the offload check included."""
+        running = start(self._config, self.prepared, log_path=self._log_path)
+        assert running.managed is not None
+        self._server, self.argv = running.managed, running.argv
+        self.base_url = running.base_url
+        self._started_at = datetime.now(UTC)
+        self.generation += 1
+        self._unhealthy_checks = 0
 
     def recover(self, seen_generation: int) -> bool:
         """After a failed request: restart a dead server (once, whoever asks first).

@@ -18,7 +18,7 @@ from sqlalchemy.orm import Session
 from watchkeeper.config import ProfileConfig
 from watchkeeper.host.info import HostInfo
 from watchkeeper.load.records import RequestSample, RunResult, TokenLogprob
-from watchkeeper.server.install import ServerBinary
+from watchkeeper.server.binary import ServerBinary
 from watchkeeper.server.models import ModelFile
 from watchkeeper.store.db import Database
 from watchkeeper.store.history import LIVE_STATUSES
