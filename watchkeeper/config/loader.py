@@ -39,7 +39,7 @@ def parse_config(data: dict[str, Any], *, source: str) -> Config:
         problems = "; ".join(_describe(e) for e in exc.errors())
         raise ConfigError(
             f"{source}: {problems}",
-            hint="see the Configuration section of the README for every key",
+            hint="see docs/configuration.md for every key",
         ) from exc
 
 

@@ -258,7 +258,7 @@ class SoakConfig(_Strict):
 
 
 class NightlyConfig(_Strict):
-    """The nightly paired run: current system against its pinned reference (see README)."""
+    """The nightly paired run: current system against its pinned reference (see docs/method.md)."""
 
     profiles: list[str] = Field(default_factory=lambda: ["smollm2-ngram"])
     """The profiles whose current system is judged every night; set your production profile."""

@@ -195,7 +195,7 @@ def parse_job(name: str, data: dict[str, Any], *, source: str) -> JobDef:
     )
 
 
-_HINT = "see the daemon section of the README for the job file format"
+_HINT = "see docs/operations.md (Job files) for the job file format"
 
 
 WEEKDAYS = ("sun", "mon", "tue", "wed", "thu", "fri", "sat", "sun")
