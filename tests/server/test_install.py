@@ -57,10 +57,13 @@ def test_a_failing_build_prints_the_log_tail_and_the_cmake_command(tmp_path: Pat
     with pytest.raises(InstallError) as info:
         ensure_binary(server)
     text = str(info.value)
+    staging = install.staging_dir(install.build_dir(server))
     assert "llama-server build failed" in text
-    assert "cmake " + str(source) in text
+    assert "cmake " + str(staging / "src" / "llama.cpp") in text
     assert "no compiler for you" in text
-    assert (install.build_dir(server) / "build.log").is_file()
+    # The failed tree and its log stay in the staging folder; the release's own is untouched.
+    assert (staging / "build.log").is_file()
+    assert not (install.build_dir(server) / "build").exists()
 
 
 def test_the_build_switches_off_amx_only_where_the_cpu_lists_it(
