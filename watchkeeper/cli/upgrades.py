@@ -69,6 +69,30 @@ def cmd_bisect(args: argparse.Namespace, config: Config) -> int:
     return 0 if result.status != "inconclusive" else 1
 
 
+def cmd_upgrade_check(args: argparse.Namespace, config: Config) -> int:
+    from datetime import UTC, datetime
+
+    from watchkeeper.commands.upgrade_check import upgrade_check_command
+
+    check = upgrade_check_command(
+        config,
+        to=args.to,
+        profiles=[args.profile] if args.profile else None,
+        settings=_settings(args, config),
+        rounds=args.rounds or config.nightly.rounds,
+        now=datetime.now(UTC),
+        progress=progress,
+        sdists=Path(args.sdists) if args.sdists else None,
+        jobs=args.jobs,
+    )
+    for v in check.verdicts:
+        out.print(f"{v.profile}: {v.verdict} — {v.reason}")
+        for line in v.flags.lines():
+            out.print(f"  {line}")
+    out.print(f"report: {check.report_path}")
+    return 0 if all(v.verdict in ("safe", "improvement") for v in check.verdicts) else 1
+
+
 def _measure_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--profile", metavar="P", help="profile to measure (default: nightly's first)")
     p.add_argument(
@@ -112,3 +136,17 @@ def register(sub: Any) -> None:
     p.add_argument("--max-rounds", type=int, default=12, metavar="N", help="rounds per step")
     p.add_argument("--state", metavar="F", help="state file (default: data dir/bisect/...)")
     p.set_defaults(handler=cmd_bisect)
+
+    p = sub.add_parser(
+        "upgrade-check",
+        help="try the next llama.cpp release: flags, paired speed, identity, verdict",
+        description="Build the candidate release, check every profile's flags against its "
+        "--help, measure it paired against the pinned reference (the configured build when "
+        "none is pinned) and check identity within it; verdict per profile: safe, regression, "
+        "improvement, inconclusive or breaks config. Exit 1 unless all are safe/improvement.",
+    )
+    add_common(p)
+    p.add_argument("--to", default="latest", metavar="V", help="candidate: latest or a version")
+    _measure_options(p)
+    p.add_argument("--rounds", type=int, metavar="N", help="rounds (default: nightly.rounds)")
+    p.set_defaults(handler=cmd_upgrade_check)
