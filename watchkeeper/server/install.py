@@ -169,6 +169,19 @@ def staging_dir(root: Path) -> Path:
     return root.with_name(f".{root.name}.staging")
 
 
+STAGED = "staged.json"
+"""The configure command a staging tree was started with (an interrupted build resumes only
+with the same one)."""
+
+
+def _staged_command(staging: Path) -> list[str] | None:
+    try:
+        found = json.loads((staging / STAGED).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return found if isinstance(found, list) else None
+
+
 def _source_into(server: ServerConfig, root: Path, staging: Path, progress: Progress) -> Path:
     """The release's source in the staging folder: hard links to the tree already unpacked in
     `root` when there is one (instant, no disk), else unpacked from the sdist."""
@@ -193,12 +206,18 @@ def _build(
     that is in use (to name it, or with other cmake arguments) never leaves its path without a
     working binary."""
     staging = staging_dir(root)
-    shutil.rmtree(staging, ignore_errors=True)
-    staging.mkdir(parents=True)
-    source = _source_into(server, root, staging, progress)
+    source = staging / "src" / "llama.cpp"
     defines = release_defines(server.llama_cpp_version)
     extra = None if not server.cmake_args else list(server.cmake_args)
     command = [*cmake_configure_command(source, cuda=server.cuda, extra=extra), *defines]
+    if _staged_command(staging) == command and (source / "CMakeLists.txt").is_file():
+        # An interrupted build of the same release and flags: make picks up where it stopped.
+        progress(f"resuming the interrupted build in {staging}")
+    else:
+        shutil.rmtree(staging, ignore_errors=True)
+        staging.mkdir(parents=True)
+        _source_into(server, root, staging, progress)
+        (staging / STAGED).write_text(json.dumps(command), encoding="utf-8")
     variant = "cuda" if server.cuda else "cpu"
     started = time.monotonic()
     built = probe_binary(
