@@ -9,8 +9,13 @@ import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from watchkeeper.config import ServerConfig
+from watchkeeper.config import Config, ProfileConfig, ServerConfig
 from watchkeeper.server import build, cache, install
+from watchkeeper.server.binary import ServerBinary
+from watchkeeper.server.endpoints import fetch_props, make_http_client
+from watchkeeper.server.launch import prepare, serve
+from watchkeeper.server.models import ModelFile
+from watchkeeper.server.profiles import SMOLLM2
 
 
 def test_the_build_number_comes_from_the_sdist_version() -> None:
@@ -93,3 +98,22 @@ def test_the_cache_lists_releases_and_prunes_all_but_the_kept_and_recent(tmp_pat
     figure = cache.disk_figure(tmp_path)
     assert figure.releases == 2 and figure.builds_bytes > 0
     assert figure.line().startswith("build cache: 2 release(s)")
+
+
+def test_the_built_server_names_its_release_in_version_and_props(
+    real_server: tuple[ServerBinary, ModelFile], tmp_path: Path
+) -> None:
+    binary, _ = real_server
+    number = build.release_number(binary.llama_cpp_version)
+    assert binary.version == f"version: {number} (unknown)"
+    config = Config(
+        server=ServerConfig(startup_timeout_s=120),
+        profiles={"s": ProfileConfig(model=SMOLLM2, ctx_size=512, threads=1)},
+    )
+    with serve(config, prepare(config, "s"), log_path=tmp_path / "server.log") as running:
+        client = make_http_client(running.base_url, request_timeout_s=10)
+        try:
+            props = fetch_props(client)
+        finally:
+            client.close()
+    assert str(props.get("build_info", "")).startswith(f"b{number}")
