@@ -117,3 +117,22 @@ def test_the_built_server_names_its_release_in_version_and_props(
         finally:
             client.close()
     assert str(props.get("build_info", "")).startswith(f"b{number}")
+
+
+PREVIOUS_RELEASE = "11401.0.0"
+"""The release before the configured 11434.0.0 on the index (built once, then cached)."""
+
+
+def test_two_real_releases_live_side_by_side_in_the_cache(
+    server_binary: ServerBinary, tmp_path: Path
+) -> None:
+    """The configured release and its predecessor, each built from its own sdist into a tree
+    of its own (the first run builds the predecessor: ~7 minutes on 2 cores, less with
+    ccache), each naming its release."""
+    older = install.ensure_binary(ServerConfig(llama_cpp_version=PREVIOUS_RELEASE), jobs=2)
+    assert older.version == "version: 11401 (unknown)"
+    assert older.path.parent.parent.parent.name == PREVIOUS_RELEASE
+    assert older.sha256 != server_binary.sha256
+    found = {r.version: r for r in cache.releases(ServerConfig().resolved_cache_dir())}
+    assert found[PREVIOUS_RELEASE].build_number == 11401
+    assert found[server_binary.llama_cpp_version].build_number == 11434

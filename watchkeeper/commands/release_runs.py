@@ -20,7 +20,7 @@ from typing import cast
 from watchkeeper.analysis.benchmark import ALL, throughput_pairs
 from watchkeeper.analysis.stats import Pair
 from watchkeeper.commands.bench import BenchPlan, execute_bench
-from watchkeeper.config import Config, ServerConfig
+from watchkeeper.config import Config, ProfileConfig, ServerConfig
 from watchkeeper.load.records import RunResult
 from watchkeeper.load.tasks import load_taskset, select
 from watchkeeper.server.binary import ServerBinary
@@ -109,12 +109,16 @@ def paired_pairs(
     first_round: int,
     settings: MeasureSettings,
     progress: Progress,
+    candidate_profile: ProfileConfig | None = None,
 ) -> list[Pair]:
     """One batch: `rounds` measured rounds of both releases, interleaved; the throughput pairs
-    under ALL, their rounds renumbered from `first_round` so batches pool."""
+    under ALL, their rounds renumbered from `first_round` so batches pool. `candidate_profile`
+    runs the candidate with other settings (a known step for checking the search itself)."""
     current = prepare(config, profile, progress=progress)
     base_arm = release_arm(config, current, baseline)
     cand_arm = release_arm(config, current, candidate)
+    if candidate_profile is not None:
+        cand_arm = replace(cand_arm, profile=candidate_profile)
     if base_arm.name == cand_arm.name:
         cand_arm = replace(cand_arm, name=cand_arm.name + "'")
     taskset = Path(config.nightly.taskset) if config.nightly.taskset else None
