@@ -21,6 +21,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from watchkeeper.server.build import MARKER, build_lock
+from watchkeeper.server.sdist import version_key
 
 LAST_USED = "last_used"
 DEFAULT_KEEP_RECENT = 3
@@ -113,11 +114,7 @@ def releases(cache_dir: Path) -> list[CachedRelease]:
                 _last_used(tree),
             )
         )
-    return sorted(found, key=lambda r: (_version_key(r.version), r.variant))
-
-
-def _version_key(version: str) -> tuple[int, ...]:
-    return tuple(int(p) if p.isdigit() else -1 for p in version.split("."))
+    return sorted(found, key=lambda r: (version_key(r.version), r.variant))
 
 
 def prune_plan(

