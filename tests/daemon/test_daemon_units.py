@@ -52,17 +52,20 @@ def daemon_config(url: str, jobs_dir: Path, **daemon: object) -> Config:
 
 def test_the_shipped_job_files_load_with_their_scopes() -> None:
     jobs = {j.name: j for j in load_jobs(ROOT_JOBS)}
-    assert set(jobs) == {"nightly", "soak", "digest", "triage", "review-pr", "health"}
+    assert set(jobs) == {"nightly", "soak", "digest", "triage", "review-pr", "health", "upgrade"}
     assert {n: j.scope for n, j in jobs.items()} == {
         "nightly": "host",
         "soak": "host",
         "health": "host",
+        "upgrade": "host",
         "digest": "fleet",
         "triage": "fleet",
         "review-pr": "fleet",
     }
     assert jobs["digest"].args.push and jobs["soak"].args.duration == "6h"
     assert jobs["review-pr"].cron_fields()["day_of_week"] == "mon-fri"
+    assert jobs["upgrade"].cron_fields()["day_of_week"] == "sat"  # weekly, off the nightly
+    assert jobs["upgrade"].args.to == "latest"
 
 
 @pytest.mark.parametrize(

@@ -57,10 +57,18 @@ def test_a_failing_build_prints_the_log_tail_and_the_cmake_command(tmp_path: Pat
     with pytest.raises(InstallError) as info:
         ensure_binary(server)
     text = str(info.value)
+    staging = install.staging_dir(install.build_dir(server))
     assert "llama-server build failed" in text
-    assert "cmake " + str(source) in text
+    assert "cmake " + str(staging / "src" / "llama.cpp") in text
     assert "no compiler for you" in text
-    assert (install.build_dir(server) / "build.log").is_file()
+    # The failed tree and its log stay in the staging folder; the release's own is untouched.
+    assert (staging / "build.log").is_file()
+    assert not (install.build_dir(server) / "build").exists()
+    # The same release and flags again: the staging tree is picked up, not started afresh.
+    messages: list[str] = []
+    with pytest.raises(InstallError, match="no compiler for you"):
+        ensure_binary(server, progress=messages.append)
+    assert any(m.startswith("resuming the interrupted build") for m in messages)
 
 
 def test_the_build_switches_off_amx_only_where_the_cpu_lists_it(

@@ -26,6 +26,9 @@ def cmd_setup(args: argparse.Namespace, config: Config) -> int:
     out.print(f"llama-server: {result.binary.path} ({result.binary.version})")
     for model in result.models:
         out.print(f"model {model.name}: {model.path} sha256 {model.sha256[:12]}…")
+    from watchkeeper.server.cache import disk_figure
+
+    out.print(disk_figure(config.server.resolved_cache_dir()).line())
     return 0
 
 

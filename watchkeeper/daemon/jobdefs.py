@@ -31,9 +31,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from watchkeeper.errors import ConfigError
 from watchkeeper.soak.durations import parse_duration
 
-Kind = Literal["soak", "bench", "nightly", "digest", "triage", "review-pr", "health"]
+Kind = Literal["soak", "bench", "nightly", "digest", "triage", "review-pr", "health", "upgrade"]
 Scope = Literal["host", "fleet"]
-HOST_KINDS = frozenset({"soak", "bench", "nightly", "health"})
+HOST_KINDS = frozenset({"soak", "bench", "nightly", "health", "upgrade"})
 
 
 class _Strict(BaseModel):
@@ -77,6 +77,14 @@ class DigestArgs(_Strict):
     rerun: bool = False
 
 
+class UpgradeArgs(_Strict):
+    to: str = "latest"
+    profiles: list[str] | None = None
+    """Default: [nightly] profiles."""
+    rounds: Annotated[int, Field(ge=3)] | None = None
+    """Default: [nightly] rounds."""
+
+
 class NoArgs(_Strict):
     pass
 
@@ -95,6 +103,7 @@ ARGS: dict[str, type[_Strict]] = {
     "triage": NoArgs,
     "review-pr": NoArgs,
     "health": HealthArgs,
+    "upgrade": UpgradeArgs,
 }
 
 

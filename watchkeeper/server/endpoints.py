@@ -132,6 +132,19 @@ def fetch_slots(client: ServerClient, timeout_s: float = PROBE_TIMEOUT_S) -> lis
     return []
 
 
+def fetch_props(client: ServerClient, timeout_s: float = PROBE_TIMEOUT_S) -> dict[str, Any]:
+    """/props (build_info names the release: 'b11434-unknown'); empty when unavailable."""
+    try:
+        response = client.get("/props", timeout=timeout_s)
+    except httpx.HTTPError:
+        return {}
+    with contextlib.suppress(ValueError):
+        body = response.json()
+        if response.status_code == 200 and isinstance(body, dict):
+            return body
+    return {}
+
+
 @dataclass(slots=True)
 class StreamedResponse:
     """A POST whose body is read line by line (server-sent events)."""

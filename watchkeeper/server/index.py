@@ -83,3 +83,17 @@ def download(url: str, dest: Path, sha256: str) -> None:
         partial.unlink(missing_ok=True)
         raise InstallError(f"{dest.name}: sha256 {digest.hexdigest()} != index's {sha256}")
     os.replace(partial, dest)
+
+
+def release_versions(package_index: str, package: str) -> list[str]:
+    """Every version of `package` on the index that has an sdist (unsorted)."""
+    base = f"{package_index.rstrip('/')}/pypi/{package}"
+    found = _index_json(package_index, f"{base}/json")
+    if found is None:
+        raise InstallError(f"{package} is not on {package_index}")
+    releases: dict[str, list[dict[str, Any]]] = found[0].get("releases", {})
+    return [
+        version
+        for version, files in releases.items()
+        if any(item.get("packagetype") == "sdist" for item in files)
+    ]

@@ -15,10 +15,12 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import replace
+from datetime import UTC, datetime
 from pathlib import Path
 
 from watchkeeper.config import ServerConfig
@@ -31,8 +33,11 @@ from watchkeeper.server.build import (
     cmake_cache_value,
     cmake_compiler,
     cmake_configure_command,
+    release_defines,
     run_build,
+    swap_into_place,
 )
+from watchkeeper.server.cache import mark_used
 from watchkeeper.server.sdist import ensure_source, file_sha256, sdist_commit
 
 __all__ = ["ServerBinary", "build_dir", "cached_binary", "ensure_binary", "probe_binary"]
@@ -74,15 +79,15 @@ def probe_binary(path: Path, *, variant: str) -> ServerBinary:
     )
 
 
-def _configure_for(server: ServerConfig) -> list[str]:
+def configure_command(server: ServerConfig) -> list[str]:
     source = build_dir(server) / "src" / "llama.cpp"
     extra = None if not server.cmake_args else list(server.cmake_args)
     return cmake_configure_command(source, cuda=server.cuda, extra=extra)
 
 
 def cached_binary(server: ServerConfig) -> ServerBinary | None:
-    """The cached build for this config, or None when it is missing, broken, or was built
-    with other cmake arguments (the marker file records them)."""
+    """The cached build for this config, or None when it is missing, broken, was built with
+    other cmake arguments (the marker file records them) or does not name its release."""
     root = build_dir(server)
     candidate = root / "build" / "bin" / "llama-server"
     marker = root / MARKER
@@ -92,8 +97,10 @@ def cached_binary(server: ServerConfig) -> ServerBinary | None:
         recorded = json.loads(marker.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    if not isinstance(recorded, dict) or recorded.get("configure") != _configure_for(server):
+    if not isinstance(recorded, dict) or recorded.get("configure") != configure_command(server):
         return None
+    if recorded.get("release_defines") != release_defines(server.llama_cpp_version):
+        return None  # built before builds named their release: rebuilt once, then reused
     try:
         binary = probe_binary(candidate, variant="cuda" if server.cuda else "cpu")
     except InstallError:
@@ -144,6 +151,8 @@ def ensure_binary(
     """Configured binary, else cached build, else download the sdist and build it."""
     found = resolve_binary(server)
     if found is not None:
+        if found.variant != "user":
+            mark_used(build_dir(server), datetime.now(UTC))
         return found
     root = build_dir(server)
     with build_lock(root, progress):
@@ -151,19 +160,76 @@ def ensure_binary(
         found = cached_binary(server)
         if found is not None:
             return found
-        ensure_source(server, root, progress)
         return _build(server, root, progress, percent, jobs or os.cpu_count() or 2)
+
+
+def staging_dir(root: Path) -> Path:
+    """Where a release is built before it is swapped into `root` (and where a failed build's
+    tree and log stay for inspection until the next attempt)."""
+    return root.with_name(f".{root.name}.staging")
+
+
+STAGED = "staged.json"
+"""The configure command a staging tree was started with (an interrupted build resumes only
+with the same one)."""
+
+
+def _staged_command(staging: Path) -> list[str] | None:
+    try:
+        found = json.loads((staging / STAGED).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return found if isinstance(found, list) else None
+
+
+def _source_into(server: ServerConfig, root: Path, staging: Path, progress: Progress) -> Path:
+    """The release's source in the staging folder: hard links to the tree already unpacked in
+    `root` when there is one (instant, no disk), else unpacked from the sdist."""
+    existing = root / "src"
+    if (existing / "llama.cpp" / "CMakeLists.txt").is_file():
+        shutil.copytree(existing, staging / "src", symlinks=True, copy_function=_link)
+        return staging / "src" / "llama.cpp"
+    return ensure_source(server, staging, progress)
+
+
+def _link(source: str, target: str) -> None:
+    try:
+        os.link(source, target)
+    except OSError:
+        shutil.copy2(source, target)
 
 
 def _build(
     server: ServerConfig, root: Path, progress: Progress, percent: Percent, jobs: int
 ) -> ServerBinary:
-    configure = _configure_for(server)
+    """Build in a staging folder and swap the finished tree into place: a rebuild of a release
+    that is in use (to name it, or with other cmake arguments) never leaves its path without a
+    working binary."""
+    staging = staging_dir(root)
+    source = staging / "src" / "llama.cpp"
+    defines = release_defines(server.llama_cpp_version)
+    extra = None if not server.cmake_args else list(server.cmake_args)
+    command = [*cmake_configure_command(source, cuda=server.cuda, extra=extra), *defines]
+    if _staged_command(staging) == command and (source / "CMakeLists.txt").is_file():
+        # An interrupted build of the same release and flags: make picks up where it stopped.
+        progress(f"resuming the interrupted build in {staging}")
+    else:
+        shutil.rmtree(staging, ignore_errors=True)
+        staging.mkdir(parents=True)
+        _source_into(server, root, staging, progress)
+        (staging / STAGED).write_text(json.dumps(command), encoding="utf-8")
+    variant = "cuda" if server.cuda else "cpu"
     started = time.monotonic()
-    path = run_build(root, configure, jobs=jobs, progress=progress, percent=percent)
-    binary = probe_binary(path, variant="cuda" if server.cuda else "cpu")
+    built = probe_binary(
+        run_build(staging, command, jobs=jobs, progress=progress, percent=percent),
+        variant=variant,
+    )
     elapsed = time.monotonic() - started
-    record = build_record(server, root, configure, binary.version, elapsed)
-    (root / MARKER).write_text(json.dumps(record, indent=2), encoding="utf-8")
-    progress(f"built {binary.path} in {elapsed:.0f}s")
+    record = build_record(
+        server, staging, configure_command(server), built.version, elapsed, defines=defines
+    )
+    (staging / MARKER).write_text(json.dumps(record, indent=2), encoding="utf-8")
+    swap_into_place(staging, root)
+    binary = probe_binary(root / "build" / "bin" / "llama-server", variant=variant)
+    progress(f"built {binary.path} ({binary.version}) in {elapsed:.0f}s")
     return _with_build_record(binary, record, root, server)

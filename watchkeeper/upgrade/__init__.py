@@ -1,0 +1,1 @@
+"""Upgrade watch: which llama.cpp releases exist, is the next one safe, which one regressed."""
