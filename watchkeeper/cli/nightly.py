@@ -45,7 +45,8 @@ def cmd_digest(args: argparse.Namespace, config: Config) -> int:
 def cmd_findings(args: argparse.Namespace, config: Config) -> int:
     from watchkeeper.nightly.findings import set_status
     from watchkeeper.store.db import Database
-    from watchkeeper.store.history import OPEN_STATUSES, History
+    from watchkeeper.store.findings import OPEN_STATUSES
+    from watchkeeper.store.history import History
 
     db = Database(config.database.resolved_url())
     try:

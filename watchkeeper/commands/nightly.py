@@ -33,8 +33,8 @@ from watchkeeper.nightly.reference import (
 from watchkeeper.server.flags import read_help
 from watchkeeper.server.launch import PreparedProfile, prepare
 from watchkeeper.store.db import Database
+from watchkeeper.store.findings import FindingStore, NewFinding
 from watchkeeper.store.references import RatioRecord, ReferenceRecord, ReferenceStore
-from watchkeeper.store.repository import Repository
 
 Progress = Callable[[str], None]
 
@@ -259,23 +259,26 @@ def run_night(
     store.add_ratios(rerun_ratios)
     findings = []
     if not aa:
-        repo = Repository(db)
+        recorded = FindingStore(db)
         for r, also in _finding_series(stored):
             evidence = _evidence(r, ref, result, rerun_id)
             evidence["also_confirmed"] = [
                 {"category": c.category, "ratio": c.estimate, "ci95": [c.low, c.high]} for c in also
             ]
             findings.append(
-                repo.record_recurring_finding(
-                    campaign_id=result.campaign_id,
-                    fingerprint=f"nightly:{r.series}"[:64],
-                    kind="regression",
-                    severity="high",
-                    title=(
-                        f"{profile} · {r.category}: decode tok/s {r.estimate - 1:+.1%} against "
-                        f"the reference (95% CI {_pct(r.low)} to {_pct(r.high)})"
-                    ),
-                    evidence=evidence,
+                recorded.record_recurring(
+                    NewFinding(
+                        campaign_id=result.campaign_id,
+                        fingerprint=f"nightly:{r.series}"[:64],
+                        kind="regression",
+                        label="regression",
+                        severity="high",
+                        title=(
+                            f"{profile} · {r.category}: decode tok/s {r.estimate - 1:+.1%} "
+                            f"against the reference (95% CI {_pct(r.low)} to {_pct(r.high)})"
+                        ),
+                        evidence=evidence,
+                    )
                 )
             )
     return NightResult(

@@ -17,7 +17,7 @@ from sqlalchemy import func, select, update
 from sqlalchemy.exc import IntegrityError
 
 from watchkeeper.store.db import Database
-from watchkeeper.store.history import OPEN_STATUSES
+from watchkeeper.store.findings import OPEN_STATUSES
 from watchkeeper.store.schema import Campaign, Finding, Host, JobRun, RequestSampleRow, Run
 
 OUTCOMES = ("ok", "failed", "interrupted")

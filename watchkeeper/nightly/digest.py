@@ -17,7 +17,8 @@ from typing import Any
 from watchkeeper.nightly.detector import DetectorParams, Direction, MetricKind, SeriesKey
 from watchkeeper.nightly.ratios import FLAGS, FalseAlarms, false_alarms
 from watchkeeper.nightly.series import SeriesPoint, fingerprint, series_history
-from watchkeeper.store.history import OPEN_STATUSES, History, StoredFinding
+from watchkeeper.store.findings import OPEN_STATUSES, StoredFinding
+from watchkeeper.store.history import History
 from watchkeeper.store.references import RatioRecord, ReferenceRecord, ReferenceStore
 
 DIGEST_KINDS = ("regression", "improvement", "change_point", "environment_noise")

@@ -38,7 +38,8 @@ from watchkeeper.nightly.series import (
     pool,
     series_history,
 )
-from watchkeeper.store.history import LIVE_STATUSES, STATUSES, History, StoredFinding
+from watchkeeper.store.findings import LIVE_STATUSES, STATUSES, NewFinding, StoredFinding
+from watchkeeper.store.history import History
 from watchkeeper.store.references import ReferenceStore
 
 DETECTOR_KINDS = ("regression", "improvement")
@@ -227,16 +228,18 @@ def judge_campaign(
         noise = night.environment_noise
         flagged = [describe(f.key) for f in night.findings if f.flagged]
         noise_id = history.create_finding(
-            campaign_id=campaign_id,
-            fingerprint=f"environment-noise-c{campaign_id}",
-            kind="environment_noise",
-            label=Label.ENVIRONMENT_NOISE.value,
-            status="active",
-            severity="medium",
-            title=f"environment noise in campaign {campaign_id}: {noise.reason}",
-            evidence={**asdict(noise), "series": flagged[:50]},
-            confirmed_at=now,
-            last_seen_at=now,
+            NewFinding(
+                campaign_id=campaign_id,
+                fingerprint=f"environment-noise-c{campaign_id}",
+                kind="environment_noise",
+                label=Label.ENVIRONMENT_NOISE.value,
+                status="active",
+                severity="medium",
+                title=f"environment noise in campaign {campaign_id}: {noise.reason}",
+                evidence={**asdict(noise), "series": flagged[:50]},
+                confirmed_at=now,
+                last_seen_at=now,
+            )
         )
         judgement = _with(judgement, noise_finding=noise_id)
     else:
@@ -287,18 +290,20 @@ def _file(
                 confirmed.append(p.id)
             continue
         new_id = history.create_finding(
-            campaign_id=j.campaign_id,
-            run_id=run.run_id,
-            fingerprint=fp,
-            kind=f.label.value,
-            label=f.label.value,
-            status="active",
-            severity=_severity(f),
-            title=title_for(f, run.profile_name),
-            evidence=evidence,
-            series_key=asdict(f.key),
-            side=side,
-            last_seen_at=now,
+            NewFinding(
+                campaign_id=j.campaign_id,
+                run_id=run.run_id,
+                fingerprint=fp,
+                kind=f.label.value,
+                label=f.label.value,
+                status="active",
+                severity=_severity(f),
+                title=title_for(f, run.profile_name),
+                evidence=evidence,
+                series_key=asdict(f.key),
+                side=side,
+                last_seen_at=now,
+            )
         )
         candidates.append(new_id)
     for p in history.findings(statuses=("active",), kinds=DETECTOR_KINDS):
@@ -385,22 +390,28 @@ def _change_points(
             )
         else:
             finding_id = history.create_finding(
-                campaign_id=j.campaign_id,
-                run_id=bad.run_id,
-                fingerprint=fp,
-                kind="change_point",
-                label=Label.REGRESSION.value,
-                status="active",
-                severity="medium",
-                title=(
-                    f"{key.metric} in {key.category} shifted {size} (profile "
-                    f"{bad.profile_name}) — {named}"
-                ),
-                evidence={"series": asdict(key), "series_name": describe(key), "change_point": cp},
-                series_key=asdict(key),
-                side="worse",
-                confirmed_at=now,
-                last_seen_at=now,
+                NewFinding(
+                    campaign_id=j.campaign_id,
+                    run_id=bad.run_id,
+                    fingerprint=fp,
+                    kind="change_point",
+                    label=Label.REGRESSION.value,
+                    status="active",
+                    severity="medium",
+                    title=(
+                        f"{key.metric} in {key.category} shifted {size} (profile "
+                        f"{bad.profile_name}) — {named}"
+                    ),
+                    evidence={
+                        "series": asdict(key),
+                        "series_name": describe(key),
+                        "change_point": cp,
+                    },
+                    series_key=asdict(key),
+                    side="worse",
+                    confirmed_at=now,
+                    last_seen_at=now,
+                )
             )
         history.add_reset(fp, bad.run_id, reason="change point", finding_id=finding_id)
         found.append(ChangePointFinding(key, change, bad.run_id, finding_id))

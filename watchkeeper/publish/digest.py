@@ -11,7 +11,7 @@ from typing import Any
 from watchkeeper.nightly.digest import Digest, NightlyRow
 from watchkeeper.publish import markdown as md
 from watchkeeper.publish.plots import history_png, ratio_png
-from watchkeeper.store.history import StoredFinding
+from watchkeeper.store.findings import StoredFinding
 
 EXCERPT_CHARS = 200
 MAX_ROWS = 50

@@ -4,7 +4,8 @@ the verdicts and resume need, as plain dataclasses.
 Every write here may be repeated (a spool replay after an outage, a resume after SIGTERM, a
 commit whose acknowledgement was lost with the connection): runs are found by
 (campaign, arm, round, concurrency), samples by (run, seq), resource samples by
-(campaign, taken_at), incidents by (campaign, natural_key), findings by (campaign, fingerprint).
+(campaign, taken_at), incidents by (campaign, natural_key); findings (by campaign and
+fingerprint) are written by `store.findings`.
 """
 
 from __future__ import annotations
@@ -30,16 +31,14 @@ from watchkeeper.soak.records import (
     SampleRecord,
 )
 from watchkeeper.store.db import Database, masked
-from watchkeeper.store.repository import _sample_row
+from watchkeeper.store.runs import add_sample, open_run
 from watchkeeper.store.schema import (
     Campaign,
-    Finding,
     Incident,
     RequestSampleRow,
     ResourceSample,
     Run,
 )
-from watchkeeper.store.upsert import first_or_add, insert_if_absent
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,19 +127,13 @@ class SoakStore:
         cached = runs.get(key)
         if cached is not None:
             return cached
-        run, _ = first_or_add(
+        run = open_run(
             s,
-            Run,
-            {
-                "campaign_id": campaign_id,
-                "arm": key.arm,
-                "round": key.round,
-                "concurrency": key.concurrency,
-            },
+            campaign_id,
+            key.arm,
+            key.round,
+            key.concurrency,
             profile_id=key.profile_id,
-            is_warmup=False,
-            status="running",
-            server_argv=[],
             started_at=datetime.now(UTC),
         )
         runs[key] = run
@@ -162,12 +155,7 @@ class SoakStore:
                 run.excluded_reason = "soak block with errors"
         elif isinstance(item, SampleRecord):
             run = self._run(s, campaign_id, item.key, runs)
-            exists = s.scalars(
-                select(RequestSampleRow.id).filter_by(run_id=run.id, seq=item.sample.seq)
-            ).first()
-            if exists is None:
-                s.add(_sample_row(int(run.id), item.sample))
-                s.flush()
+            add_sample(s, int(run.id), item.sample)
         elif isinstance(item, ResourcePoint):
             run_id = self._run(s, campaign_id, item.key, runs).id if item.key else None
             exists = s.scalars(
@@ -213,29 +201,6 @@ class SoakStore:
             )
         )
         s.flush()
-
-    def ensure_finding(
-        self,
-        campaign_id: int,
-        *,
-        fingerprint: str,
-        kind: str,
-        severity: str,
-        title: str,
-        evidence: dict[str, Any],
-    ) -> None:
-        """One finding per (campaign, fingerprint): judging a resumed soak twice adds none."""
-        insert_if_absent(
-            self._db,
-            Finding,
-            {"campaign_id": campaign_id, "fingerprint": fingerprint},
-            kind=kind,
-            label="stability",
-            severity=severity,
-            title=title,
-            evidence=evidence,
-            status="active",
-        )
 
     def set_status(self, campaign_id: int, status: str) -> None:
         with self._db.session() as s:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from typing import Any
 
-from watchkeeper.store.history import StoredFinding
+from watchkeeper.store.findings import StoredFinding
 from watchkeeper.tracker import escape
 
 QUOTED_FIELDS = ("baseline_excerpt", "candidate_excerpt", "excerpt", "output", "log_tail")

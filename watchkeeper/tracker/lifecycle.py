@@ -14,7 +14,8 @@ from dataclasses import dataclass
 
 from watchkeeper.nightly.detector import Direction, MetricKind, SeriesKey
 from watchkeeper.nightly.series import SeriesPoint, fingerprint, pool, series_history
-from watchkeeper.store.history import History, StoredFinding
+from watchkeeper.store.findings import StoredFinding
+from watchkeeper.store.history import History
 from watchkeeper.tracker.forge import Comment, IssueEvent
 
 ACTIONS = {"ack": "acknowledged", "dismiss": "dismissed", "silence": "silenced"}
