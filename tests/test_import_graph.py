@@ -119,3 +119,20 @@ def test_each_client_library_is_imported_only_by_the_module_for_its_system(libra
         if any(m == library or m.startswith(f"{library}.") for m in _imports(path))
     }
     assert users <= OWNERS[library], sorted(users - OWNERS[library])
+
+
+# The database: only the store's modules speak SQL (and `migrations/`, outside the package).
+DATABASE_LIBRARIES = ("sqlalchemy", "alembic")
+DATABASE_OWNER = "watchkeeper.store"
+
+
+@pytest.mark.parametrize("library", DATABASE_LIBRARIES)
+def test_the_database_libraries_are_imported_only_by_the_store(library: str) -> None:
+    users = {
+        name
+        for name, path in MODULES.items()
+        if any(m == library or m.startswith(f"{library}.") for m in _imports(path))
+    }
+    assert users, f"nothing imports {library}: the rule checks nothing"
+    outside = {u for u in users if u != DATABASE_OWNER and not u.startswith(f"{DATABASE_OWNER}.")}
+    assert outside == set(), sorted(outside)
