@@ -20,6 +20,7 @@ from watchkeeper.analysis.benchmark import ALL, BenchResult
 from watchkeeper.commands.bench import BenchPlan, execute_bench, finish_with_report
 from watchkeeper.config import Config, ProfileConfig
 from watchkeeper.errors import ConfigError
+from watchkeeper.findings.evidence import NightlyEvidence
 from watchkeeper.host import info as hostinfo
 from watchkeeper.load.tasks import load_taskset, select
 from watchkeeper.nightly.ratios import FLAGS, night_noise, night_ratios, with_night_noise
@@ -261,10 +262,7 @@ def run_night(
     if not aa:
         recorded = FindingStore(db)
         for r, also in _finding_series(stored):
-            evidence = _evidence(r, ref, result, rerun_id)
-            evidence["also_confirmed"] = [
-                {"category": c.category, "ratio": c.estimate, "ci95": [c.low, c.high]} for c in also
-            ]
+            evidence = _evidence(r, ref, result, rerun_id, also)
             findings.append(
                 recorded.record_recurring(
                     NewFinding(
@@ -277,7 +275,7 @@ def run_night(
                             f"{profile} · {r.category}: decode tok/s {r.estimate - 1:+.1%} "
                             f"against the reference (95% CI {_pct(r.low)} to {_pct(r.high)})"
                         ),
-                        evidence=evidence,
+                        evidence=evidence.to_json(),
                     )
                 )
             )
@@ -322,23 +320,25 @@ def _with_confirmed(r: RatioRecord, confirmed: bool) -> RatioRecord:
 
 
 def _evidence(
-    r: RatioRecord, ref: ReferenceRecord, result: BenchResult, rerun_id: int | None
-) -> dict[str, Any]:
-    return {
-        "series_name": r.series,
-        "metric": r.metric,
-        "ratio": r.estimate,
-        "ci95": [r.low, r.high],
-        "delta": r.estimate - 1.0,
-        "delta_ci": [r.low - 1.0, r.high - 1.0]
-        if r.low is not None and r.high is not None
-        else None,
-        "n_pairs": r.n_pairs,
-        "n_tasks": r.n_tasks,
-        "n_rounds": r.n_rounds,
-        "threshold": r.threshold,
-        "method": "paired current/reference ratio inside one run; two-way bootstrap CI",
-        "reference": {
+    r: RatioRecord,
+    ref: ReferenceRecord,
+    result: BenchResult,
+    rerun_id: int | None,
+    also: Sequence[RatioRecord],
+) -> NightlyEvidence:
+    return NightlyEvidence(
+        series_name=r.series,
+        metric=r.metric,
+        ratio=r.estimate,
+        ci95=[r.low, r.high],
+        delta=r.estimate - 1.0,
+        delta_ci=[r.low - 1.0, r.high - 1.0] if r.low is not None and r.high is not None else None,
+        n_pairs=r.n_pairs,
+        n_tasks=r.n_tasks,
+        n_rounds=r.n_rounds,
+        threshold=r.threshold,
+        method="paired current/reference ratio inside one run; two-way bootstrap CI",
+        reference={
             "id": ref.id,
             "pinned_at": ref.pinned_at.isoformat(),
             "pinned_by": ref.pinned_by,
@@ -347,10 +347,13 @@ def _evidence(
             "draft_sha256": ref.draft_sha256,
             "config_hash": ref.config_hash,
         },
-        "campaign_id": result.campaign_id,
-        "rerun_campaign_id": rerun_id,
-        "report": result.report_path,
-    }
+        campaign_id=result.campaign_id,
+        rerun_campaign_id=rerun_id,
+        report=result.report_path,
+        also_confirmed=[
+            {"category": c.category, "ratio": c.estimate, "ci95": [c.low, c.high]} for c in also
+        ],
+    )
 
 
 def nightly_command(

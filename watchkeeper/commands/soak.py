@@ -22,6 +22,7 @@ from watchkeeper.commands.nightly import reference_profile
 from watchkeeper.config import Config
 from watchkeeper.config.paths import data_dir, runs_log_dir
 from watchkeeper.errors import ConfigError, ServerError, SoakError, StoreError
+from watchkeeper.findings.evidence import SoakRatioEvidence
 from watchkeeper.host import info as hostinfo
 from watchkeeper.load.tasks import load_taskset, select
 from watchkeeper.nightly.ratios import series_name
@@ -353,8 +354,7 @@ def _record_findings(
                 severity="high",
                 title=f"{label}: decode tok/s {entry['estimate'] - 1:+.1%} against the reference "
                 f"through the soak (95% CI {low - 1:+.1%} to {high - 1:+.1%})",
-                # `reference.id`: a maintainer's ack/fix retires the reference, as for a nightly.
-                evidence={**entry, "reference": {"id": entry["reference_id"]}},
+                evidence=SoakRatioEvidence.from_verdict(entry).to_json(),
                 label="stability",
             )
         )
