@@ -31,6 +31,7 @@ from watchkeeper.nightly.reference import (
     snapshot_model,
     snapshot_root,
 )
+from watchkeeper.publish.format import change_of_ratio, interval
 from watchkeeper.server.flags import read_help
 from watchkeeper.server.launch import PreparedProfile, prepare
 from watchkeeper.store.db import Database
@@ -272,8 +273,9 @@ def run_night(
                         label="regression",
                         severity="high",
                         title=(
-                            f"{profile} · {r.category}: decode tok/s {r.estimate - 1:+.1%} "
-                            f"against the reference (95% CI {_pct(r.low)} to {_pct(r.high)})"
+                            f"{profile} · {r.category}: decode tok/s "
+                            f"{change_of_ratio(r.estimate)} against the reference "
+                            f"(95% CI {interval(r.low, r.high, change_of_ratio)})"
                         ),
                         evidence=evidence.to_json(),
                     )
@@ -309,10 +311,6 @@ def _finding_series(
         others = [r for r in confirmed if r.category != ALL]
         return [(overall[0], others)]
     return [(r, []) for r in confirmed]
-
-
-def _pct(value: float | None) -> str:
-    return "n/a" if value is None else f"{value - 1:+.1%}"
 
 
 def _with_confirmed(r: RatioRecord, confirmed: bool) -> RatioRecord:

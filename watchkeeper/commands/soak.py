@@ -345,16 +345,16 @@ def _record_findings(
         if entry["aa"] or not entry.get("confirmed"):
             continue
         label = f"{entry['profile']} c{entry['concurrency']}"
-        low, high = entry["ci95"]
+        evidence = SoakRatioEvidence.from_verdict(entry)
         findings.add_once(
             NewFinding(
                 campaign_id=campaign_id,
                 fingerprint=f"soak-regression:{entry['profile']}:c{entry['concurrency']}",
                 kind="regression",
                 severity="high",
-                title=f"{label}: decode tok/s {entry['estimate'] - 1:+.1%} against the reference "
-                f"through the soak (95% CI {low - 1:+.1%} to {high - 1:+.1%})",
-                evidence=SoakRatioEvidence.from_verdict(entry).to_json(),
+                title=f"{label}: decode tok/s {evidence.delta_text()} against the reference "
+                f"through the soak (95% CI {evidence.ci_text()})",
+                evidence=evidence.to_json(),
                 label="stability",
             )
         )

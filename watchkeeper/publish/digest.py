@@ -16,6 +16,7 @@ from watchkeeper.findings.evidence import (
 )
 from watchkeeper.nightly.digest import Digest, NightlyRow
 from watchkeeper.publish import markdown as md
+from watchkeeper.publish.format import fixed, span
 from watchkeeper.publish.plots import history_png, ratio_png
 from watchkeeper.store.findings import StoredFinding
 
@@ -24,7 +25,7 @@ MAX_ROWS = 50
 
 
 def _p(value: float | None) -> str:
-    return md.NONE if value is None else f"{value:.2g}"
+    return fixed(value, ".2g")
 
 
 def _series_row(f: StoredFinding, plots: dict[int, str]) -> list[str]:
@@ -98,10 +99,6 @@ def ratio_plot_name(day: str, series: str) -> str:
     return f"{day}/ratio-{safe}.png"
 
 
-def _ci(low: float | None, high: float | None) -> str:
-    return md.NONE if low is None or high is None else f"{low:.3f}-{high:.3f}"
-
-
 def _nightly_row(row: NightlyRow, links: dict[str, str]) -> list[str]:
     r, ref = row.ratio, row.reference
     pinned = md.NONE
@@ -117,7 +114,7 @@ def _nightly_row(row: NightlyRow, links: dict[str, str]) -> list[str]:
     return [
         f"{r.profile} · {r.category}",
         f"{r.estimate:.3f}",
-        _ci(r.low, r.high),
+        span(r.low, r.high, ".3f"),
         f"{r.threshold:.0%}",
         verdict,
         f"{r.n_tasks} x {r.n_rounds}",

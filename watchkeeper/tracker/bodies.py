@@ -19,6 +19,7 @@ from watchkeeper.findings.evidence import (
     SeriesEvidence,
     evidence_of,
 )
+from watchkeeper.publish.format import MISSING, fixed
 from watchkeeper.store.findings import StoredFinding
 from watchkeeper.tracker import escape
 
@@ -41,8 +42,8 @@ def digest_day(moment: datetime) -> date:
     return (moment + timedelta(hours=12)).date()
 
 
-def _num(value: Any, fmt: str) -> str:
-    return "—" if value is None else format(value, fmt)
+def _num(value: Any, spec: str) -> str:
+    return fixed(value, spec)
 
 
 def _known(value: Any) -> str:
@@ -51,7 +52,7 @@ def _known(value: Any) -> str:
 
 def _p(e: Evidence) -> str:
     if not isinstance(e, SeriesEvidence) or e.p_value is None:
-        return "—"
+        return MISSING
     adj = e.p_adjusted
     return f"p = {e.p_value:.2g}" + (f", BH-adjusted {adj:.2g}" if adj is not None else "")
 
@@ -77,7 +78,7 @@ def _evidence_rows(f: StoredFinding) -> list[tuple[str, str]]:
                 _num(e.baseline, ".4g"),
             ),
             ("change", e.change_text()),
-            ("test", f"{e.test or '—'}, {_p(e)}"),
+            ("test", f"{e.test or MISSING}, {_p(e)}"),
             ("fence / floor", f"{_num(e.fence, '.4g')} / {_num(e.floor, '.4g')}"),
         ]
     if isinstance(e, NightlyEvidence):
@@ -115,7 +116,7 @@ def _evidence_rows(f: StoredFinding) -> list[tuple[str, str]]:
         rows += [
             ("first bad build", f"{cp.first_bad_build} (run {cp.first_bad_run})"),
             ("level", f"{_num(cp.before_median, '.4g')} → {_num(cp.after_median, '.4g')}"),
-            ("change-point method", str(cp.method or "—")),
+            ("change-point method", str(cp.method or MISSING)),
         ]
     if e.extra.get("reason"):
         rows.append(("reason", str(e.extra["reason"])))
