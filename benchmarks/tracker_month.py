@@ -46,6 +46,7 @@ from watchkeeper.config import Config, DatabaseConfig
 from watchkeeper.config.tracker import TrackerConfig
 from watchkeeper.nightly.series import fingerprint, series_history
 from watchkeeper.store.db import Database
+from watchkeeper.store.findings import NewFinding
 from watchkeeper.store.history import History
 
 TOKEN_ENV = "WK_TRACKER_MONTH_TOKEN"
@@ -226,19 +227,21 @@ class Month:
     def new_finding(self, s: Series, day: int, *, run_id: int | None, seen: datetime) -> None:
         assert self.history is not None
         s.finding = self.history.create_finding(
-            fingerprint=s.fp,
-            kind="regression",
-            label="regression",
-            status="active",
-            severity="medium",
-            title=f"decode_tps regression in {s.name} (profile smollm2-baseline): -20.0%",
-            evidence=self.evidence(80.0),
-            series_key={"metric": "decode_tps", "category": s.name},
-            side="worse",
-            run_id=run_id,
-            confirmed_at=seen,
-            last_seen_at=seen,
-            occurrences=2,
+            NewFinding(
+                fingerprint=s.fp,
+                kind="regression",
+                label="regression",
+                status="active",
+                severity="medium",
+                title=f"decode_tps regression in {s.name} (profile smollm2-baseline): -20.0%",
+                evidence=self.evidence(80.0),
+                series_key={"metric": "decode_tps", "category": s.name},
+                side="worse",
+                run_id=run_id,
+                confirmed_at=seen,
+                last_seen_at=seen,
+                occurrences=2,
+            )
         )
 
     # -- the script's verbs ------------------------------------------------------------------

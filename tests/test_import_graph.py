@@ -159,3 +159,20 @@ def test_only_the_modules_that_own_a_process_start_one() -> None:
         f"new: {sorted(users - set(PROCESS_OWNERS))}, "
         f"no longer: {sorted(set(PROCESS_OWNERS) - users)}"
     )
+
+
+# The database: only the store's modules speak SQL (and `migrations/`, outside the package).
+DATABASE_LIBRARIES = ("sqlalchemy", "alembic")
+DATABASE_OWNER = "watchkeeper.store"
+
+
+@pytest.mark.parametrize("library", DATABASE_LIBRARIES)
+def test_the_database_libraries_are_imported_only_by_the_store(library: str) -> None:
+    users = {
+        name
+        for name, path in MODULES.items()
+        if any(m == library or m.startswith(f"{library}.") for m in _imports(path))
+    }
+    assert users, f"nothing imports {library}: the rule checks nothing"
+    outside = {u for u in users if u != DATABASE_OWNER and not u.startswith(f"{DATABASE_OWNER}.")}
+    assert outside == set(), sorted(outside)

@@ -8,14 +8,14 @@ from pathlib import Path
 
 from support.daemon import DaemonProcess, scrape, wait_for, write_config, write_job
 
-from watchkeeper.daemon.runstore import JobRunView, RunStore
 from watchkeeper.store.db import Database, upgrade
+from watchkeeper.store.jobs import JobRunView, JobStore
 
 
 def runs(url: str) -> list[JobRunView]:
     db = Database(url)
     try:
-        return RunStore(db).runs(limit=1000)
+        return JobStore(db).runs(limit=1000)
     finally:
         db.close()
 

@@ -34,9 +34,9 @@ from support.realnight import (
     wrapper,
 )
 
-from watchkeeper.daemon.runstore import JobRunView
 from watchkeeper.server.install import ServerBinary
 from watchkeeper.server.models import ModelFile
+from watchkeeper.store.jobs import JobRunView
 
 REPO = Path(__file__).resolve().parents[2]
 HOST = "nights"

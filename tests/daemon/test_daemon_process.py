@@ -22,10 +22,12 @@ from support.daemon import (
     write_job,
 )
 
-from watchkeeper.daemon.runstore import JobRunView, RunStore
 from watchkeeper.server.install import ServerBinary
 from watchkeeper.server.models import ModelFile
 from watchkeeper.store.db import Database
+from watchkeeper.store.findings import FindingStore
+from watchkeeper.store.jobs import JobRunView
+from watchkeeper.store.runs import RunRows
 from watchkeeper.store.schema import Campaign, RequestSampleRow
 
 BENCH = '[args]\nprofiles = ["base", "self"]\n'
@@ -77,8 +79,8 @@ def test_a_scheduled_bench_and_digest_run_and_show_in_metrics_then_sigterm_exits
         assert Path(digest.details["path"]).is_file()
         db = Database(sqlite_url)
         try:
-            stored = RunStore(db).samples_for_campaign(campaign_id)
-            findings = RunStore(db).open_findings_by_label()
+            stored = RunRows(db).samples_for_campaign(campaign_id)
+            findings = FindingStore(db).open_by_label()
         finally:
             db.close()
         assert stored > 0 and bench.details["samples"] == stored

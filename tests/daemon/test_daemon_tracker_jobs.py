@@ -14,9 +14,9 @@ from watchkeeper.daemon.execute import JobRunner
 from watchkeeper.daemon.fleet import make_fleet_lock
 from watchkeeper.daemon.jobdefs import load_jobs
 from watchkeeper.daemon.metrics import DaemonMetrics
-from watchkeeper.daemon.runstore import RunStore
 from watchkeeper.store.db import Database
 from watchkeeper.store.history import History
+from watchkeeper.store.jobs import JobStore
 
 
 def run_job(config: Config, jobs: Path, name: str) -> tuple[str, str, str | None]:
@@ -26,13 +26,13 @@ def run_job(config: Config, jobs: Path, name: str) -> tuple[str, str, str | None
     runner = JobRunner(
         config=config,
         host_id="unit-host",
-        store=RunStore(db),
+        db=db,
         lock=make_fleet_lock(url, namespace=1),
         metrics=DaemonMetrics("unit-host"),
     )
     try:
         outcome = runner.run(job)
-        stored = [r for r in RunStore(db).runs() if r.job == name][-1]
+        stored = [r for r in JobStore(db).runs() if r.job == name][-1]
         return outcome.outcome, str(outcome.details), stored.error
     finally:
         db.close()

@@ -19,16 +19,17 @@ from watchkeeper.config.daemon import DaemonConfig
 from watchkeeper.config.paths import project_root
 from watchkeeper.daemon import logs
 from watchkeeper.daemon.execute import JobRunner
-from watchkeeper.daemon.fleet import FileLock, PostgresLock, make_fleet_lock
+from watchkeeper.daemon.fleet import FileLock, make_fleet_lock
 from watchkeeper.daemon.jobdefs import cron_fields, load_jobs
 from watchkeeper.daemon.jobs import JobContext, StepInterrupted
 from watchkeeper.daemon.metrics import DaemonMetrics, MetricsServer
-from watchkeeper.daemon.runstore import RunStore
 from watchkeeper.daemon.service import Daemon
 from watchkeeper.daemon.status import gather_status, spool_depth
 from watchkeeper.errors import ConfigError
 from watchkeeper.server.process import free_port
 from watchkeeper.store.db import Database
+from watchkeeper.store.jobs import JobStore
+from watchkeeper.store.locks import PostgresLock
 
 ROOT_JOBS = project_root() / "jobs"
 
@@ -110,7 +111,7 @@ def test_crontab_weekday_numbers_mean_what_cron_means() -> None:
 
 def test_a_fleet_start_is_claimed_once_and_a_host_start_once_per_host(db_url: str) -> None:
     db = Database(db_url)
-    store = RunStore(db)
+    store = JobStore(db)
     when = datetime(2026, 11, 23, 7, 15, tzinfo=UTC)
     try:
         fleet = {"job": "digest", "kind": "digest", "scope": "fleet", "scheduled_for": when}
@@ -175,14 +176,14 @@ def test_a_failing_job_is_recorded_and_the_next_one_still_runs(
     runner = JobRunner(
         config=config,
         host_id="unit-host",
-        store=RunStore(db),
+        db=db,
         lock=make_fleet_lock(sqlite_url, namespace=1),
         metrics=metrics,
     )
     try:
         failed = runner.run(defs["watched"])
         ok = runner.run(defs["db"])
-        runs = {r.job: r for r in RunStore(db).runs()}
+        runs = {r.job: r for r in JobStore(db).runs()}
     finally:
         db.close()
     assert failed.outcome == "failed" and "not reachable" in (failed.error or "")
@@ -326,7 +327,7 @@ def test_a_restart_marks_a_dead_run_interrupted_and_resumes_a_soak_whose_night_i
     write_job(jobs, "soak", 'kind = "soak"\ncron = "30 0 * * *"\n[args]\nduration = "6h"\n')
     write_job(jobs, "old-soak", 'kind = "soak"\ncron = "30 0 * * *"\n[args]\nduration = "1s"\n')
     db = Database(sqlite_url)
-    store = RunStore(db)
+    store = JobStore(db)
     for name in ("soak", "old-soak"):
         store.claim(job=name, kind="soak", scope="host", host_id="unit-host", scheduled_for=None)
     store.claim(job="soak", kind="soak", scope="host", host_id="other", scheduled_for=None)
@@ -335,7 +336,7 @@ def test_a_restart_marks_a_dead_run_interrupted_and_resumes_a_soak_whose_night_i
     daemon = Daemon(daemon_config(sqlite_url, jobs))
     daemon.jobs = {j.name: j for j in load_jobs(jobs)}
     daemon._db = Database(sqlite_url)
-    daemon._store = RunStore(daemon._db)
+    daemon._store = JobStore(daemon._db)
     try:
         # An hour after the starts: the 6 h night is still on, the 1 s one is over.
         assert daemon.recover(now=started + timedelta(hours=1)) == ["soak"]
@@ -399,7 +400,7 @@ def test_status_lists_next_and_last_runs_findings_and_spool_depth(
     write_job(jobs, "digest", 'kind = "digest"\ncron = "15 7 * * *"\nenabled = false\n')
     config = daemon_config(sqlite_url, jobs)
     db = Database(sqlite_url)
-    store = RunStore(db)
+    store = JobStore(db)
     run_id = store.claim(
         job="db", kind="health", scope="host", host_id="unit-host", scheduled_for=None
     )

@@ -152,7 +152,7 @@ def test_the_false_alarm_rate_counts_only_flags_on_aa_nights() -> None:
 
 
 def test_an_issue_filed_from_a_nightly_regression_states_ratio_ci_reference_and_report() -> None:
-    from watchkeeper.store.history import StoredFinding
+    from watchkeeper.store.findings import StoredFinding
     from watchkeeper.tracker.bodies import IssueContext, issue_body
 
     finding = StoredFinding(

@@ -10,9 +10,9 @@ from watchkeeper.nightly.reference import prune_snapshots, snapshot_binary, snap
 from watchkeeper.server.install import ServerBinary
 from watchkeeper.server.models import ModelFile
 from watchkeeper.store.db import Database
+from watchkeeper.store.findings import FindingStore, NewFinding
 from watchkeeper.store.history import History
 from watchkeeper.store.references import RatioRecord, ReferenceStore
-from watchkeeper.store.repository import Repository
 
 
 def _pin(store: ReferenceStore, profile: str = "s") -> int:
@@ -76,13 +76,15 @@ def test_acknowledging_a_nightly_regression_retires_its_reference(tmp_path: Path
     try:
         store = ReferenceStore(db)
         ref = _pin(store)
-        finding = Repository(db).record_recurring_finding(
-            campaign_id=None,  # type: ignore[arg-type]
-            fingerprint="nightly:x",
-            kind="regression",
-            severity="high",
-            title="s · all: decode tok/s -11%",
-            evidence={"reference": {"id": ref}},
+        finding = FindingStore(db).record_recurring(
+            NewFinding(
+                fingerprint="nightly:x",
+                kind="regression",
+                label="regression",
+                severity="high",
+                title="s · all: decode tok/s -11%",
+                evidence={"reference": {"id": ref}},
+            )
         )
         set_status(History(db), finding, "ack", "accepted for the new kernel")
         assert store.active("h" * 16, "s") is None

@@ -19,9 +19,9 @@ import psutil
 from prometheus_client.parser import text_string_to_metric_families
 
 from support import taskfiles
-from watchkeeper.daemon.runstore import JobRunView, RunStore
 from watchkeeper.server.profiles import SMOLLM2
 from watchkeeper.store.db import Database
+from watchkeeper.store.jobs import JobRunView, JobStore
 
 T = TypeVar("T")
 TASKS = [
@@ -189,7 +189,7 @@ def scrape(base_url: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float
 def job_runs(url: str, job: str | None = None) -> list[JobRunView]:
     db = Database(url)
     try:
-        return sorted(RunStore(db).runs(job=job), key=lambda r: r.id)
+        return sorted(JobStore(db).runs(job=job), key=lambda r: r.id)
     finally:
         db.close()
 

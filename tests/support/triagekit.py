@@ -13,6 +13,7 @@ from support.trackerkit import Sleeps, tracker_config
 from watchkeeper.commands.triage import triage_command
 from watchkeeper.config import Config, DatabaseConfig
 from watchkeeper.store.db import Database
+from watchkeeper.store.findings import NewFinding
 from watchkeeper.store.history import History
 
 NOW = datetime(2026, 11, 3, 7, 30, tzinfo=UTC)
@@ -56,7 +57,7 @@ def add_finding(history: History, n: int = 0, **values: Any) -> int:
         "occurrences": 2,
     }
     row.update(values)
-    return history.create_finding(**row)
+    return history.create_finding(NewFinding(**row))
 
 
 @pytest.fixture

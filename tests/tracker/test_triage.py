@@ -15,7 +15,8 @@ from support.triagekit import NOW, add_finding, evidence, triage
 from watchkeeper.config import Config, DatabaseConfig
 from watchkeeper.errors import TrackerPermanentError
 from watchkeeper.nightly.findings import set_status
-from watchkeeper.store.history import History, StoredFinding
+from watchkeeper.store.findings import StoredFinding
+from watchkeeper.store.history import History
 from watchkeeper.store.schema import TrackerItem
 from watchkeeper.store.tracker_store import TrackerStore
 from watchkeeper.tracker import bodies, escape

@@ -11,6 +11,7 @@ from support.trackerkit import Sleeps, tracker_config
 from watchkeeper.commands.triage import triage_command
 from watchkeeper.config import Config, DatabaseConfig
 from watchkeeper.store.db import Database
+from watchkeeper.store.findings import FindingStore, NewFinding
 from watchkeeper.store.history import History
 from watchkeeper.store.repository import Repository
 
@@ -30,13 +31,16 @@ EVIDENCE: dict[str, Any] = {
 
 
 def record(repo: Repository, campaign: int) -> int:
-    return repo.record_recurring_finding(
-        campaign_id=campaign,
-        fingerprint="correctness:smollm2-selfdraft:*",
-        kind="correctness",
-        severity="high",
-        title="smollm2-selfdraft: 1 output(s) differ from the baseline at temperature 0",
-        evidence=EVIDENCE,
+    return FindingStore(repo.db).record_recurring(
+        NewFinding(
+            campaign_id=campaign,
+            fingerprint="correctness:smollm2-selfdraft:*",
+            kind="correctness",
+            label="correctness",
+            severity="high",
+            title="smollm2-selfdraft: 1 output(s) differ from the baseline at temperature 0",
+            evidence=EVIDENCE,
+        )
     )
 
 

@@ -10,6 +10,7 @@ from typing import Any
 from watchkeeper.cli.common import add_common, out, progress, quiet, split
 from watchkeeper.config import Config
 from watchkeeper.errors import ConfigError
+from watchkeeper.publish.format import share
 
 
 def _date(text: str) -> date:
@@ -45,7 +46,8 @@ def cmd_digest(args: argparse.Namespace, config: Config) -> int:
 def cmd_findings(args: argparse.Namespace, config: Config) -> int:
     from watchkeeper.nightly.findings import set_status
     from watchkeeper.store.db import Database
-    from watchkeeper.store.history import OPEN_STATUSES, History
+    from watchkeeper.store.findings import OPEN_STATUSES
+    from watchkeeper.store.history import History
 
     db = Database(config.database.resolved_url())
     try:
@@ -106,7 +108,7 @@ def cmd_aa(args: argparse.Namespace, config: Config) -> int:
     low, high = data["false_positive_rate_ci95"]
     out.print(
         f"A/A on {result.profile}: {len(result.flagged)} of {result.tested} judged series "
-        f"flagged ({'n/a' if rate is None else f'{rate:.1%}'}, 95% CI {low:.1%}-{high:.1%}); "
+        f"flagged ({share(rate)}, 95% CI {share(low)}-{share(high)}); "
         f"{result.series - result.tested} with insufficient data"
     )
     out.print(f"labels: {result.labels}")

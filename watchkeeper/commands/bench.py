@@ -50,6 +50,7 @@ from watchkeeper.server.endpoints import (
 )
 from watchkeeper.server.launch import PreparedProfile, RunningServer, prepare, serve
 from watchkeeper.store.db import Database
+from watchkeeper.store.findings import FindingStore, NewFinding
 from watchkeeper.store.repository import Repository
 
 Progress = Callable[[str], None]
@@ -728,27 +729,23 @@ def _store_checks(
             }
         )
     repo.add_output_checks(rows)
+    findings = FindingStore(repo.db)
     for f in result.findings:
         fingerprint = f"{f.kind}:{f.profile}:{f.category or '*'}"[:64]
-        if f.kind == "correctness":
-            repo.record_recurring_finding(
-                campaign_id=campaign_id,
-                fingerprint=fingerprint,
-                kind=f.kind,
-                severity=f.severity,
-                title=f.title,
-                evidence=f.evidence,
-            )
-            continue
-        repo.add_finding(
+        recurring = f.kind == "correctness"  # a fact, not a statistic: one finding, recurring
+        new = NewFinding(
             campaign_id=campaign_id,
             fingerprint=fingerprint,
             kind=f.kind,
-            label="candidate",
+            label=f.kind if recurring else "candidate",
             severity=f.severity,
             title=f.title,
             evidence=f.evidence,
         )
+        if recurring:
+            findings.record_recurring(new)
+        else:
+            findings.add(new)
 
 
 def bench_command(

@@ -20,6 +20,7 @@ from watchkeeper.analysis.benchmark import ALL, BenchResult
 from watchkeeper.commands.bench import BenchPlan, execute_bench, finish_with_report
 from watchkeeper.config import Config, ProfileConfig
 from watchkeeper.errors import ConfigError
+from watchkeeper.findings.evidence import NightlyEvidence
 from watchkeeper.host import info as hostinfo
 from watchkeeper.load.tasks import load_taskset, select
 from watchkeeper.nightly.ratios import FLAGS, night_noise, night_ratios, with_night_noise
@@ -30,11 +31,12 @@ from watchkeeper.nightly.reference import (
     snapshot_model,
     snapshot_root,
 )
+from watchkeeper.publish.format import change_of_ratio, interval
 from watchkeeper.server.flags import read_help
 from watchkeeper.server.launch import PreparedProfile, prepare
 from watchkeeper.store.db import Database
+from watchkeeper.store.findings import FindingStore, NewFinding
 from watchkeeper.store.references import RatioRecord, ReferenceRecord, ReferenceStore
-from watchkeeper.store.repository import Repository
 
 Progress = Callable[[str], None]
 
@@ -259,23 +261,24 @@ def run_night(
     store.add_ratios(rerun_ratios)
     findings = []
     if not aa:
-        repo = Repository(db)
+        recorded = FindingStore(db)
         for r, also in _finding_series(stored):
-            evidence = _evidence(r, ref, result, rerun_id)
-            evidence["also_confirmed"] = [
-                {"category": c.category, "ratio": c.estimate, "ci95": [c.low, c.high]} for c in also
-            ]
+            evidence = _evidence(r, ref, result, rerun_id, also)
             findings.append(
-                repo.record_recurring_finding(
-                    campaign_id=result.campaign_id,
-                    fingerprint=f"nightly:{r.series}"[:64],
-                    kind="regression",
-                    severity="high",
-                    title=(
-                        f"{profile} · {r.category}: decode tok/s {r.estimate - 1:+.1%} against "
-                        f"the reference (95% CI {_pct(r.low)} to {_pct(r.high)})"
-                    ),
-                    evidence=evidence,
+                recorded.record_recurring(
+                    NewFinding(
+                        campaign_id=result.campaign_id,
+                        fingerprint=f"nightly:{r.series}"[:64],
+                        kind="regression",
+                        label="regression",
+                        severity="high",
+                        title=(
+                            f"{profile} · {r.category}: decode tok/s "
+                            f"{change_of_ratio(r.estimate)} against the reference "
+                            f"(95% CI {interval(r.low, r.high, change_of_ratio)})"
+                        ),
+                        evidence=evidence.to_json(),
+                    )
                 )
             )
     return NightResult(
@@ -310,32 +313,30 @@ def _finding_series(
     return [(r, []) for r in confirmed]
 
 
-def _pct(value: float | None) -> str:
-    return "n/a" if value is None else f"{value - 1:+.1%}"
-
-
 def _with_confirmed(r: RatioRecord, confirmed: bool) -> RatioRecord:
     return replace(r, confirmed=confirmed)
 
 
 def _evidence(
-    r: RatioRecord, ref: ReferenceRecord, result: BenchResult, rerun_id: int | None
-) -> dict[str, Any]:
-    return {
-        "series_name": r.series,
-        "metric": r.metric,
-        "ratio": r.estimate,
-        "ci95": [r.low, r.high],
-        "delta": r.estimate - 1.0,
-        "delta_ci": [r.low - 1.0, r.high - 1.0]
-        if r.low is not None and r.high is not None
-        else None,
-        "n_pairs": r.n_pairs,
-        "n_tasks": r.n_tasks,
-        "n_rounds": r.n_rounds,
-        "threshold": r.threshold,
-        "method": "paired current/reference ratio inside one run; two-way bootstrap CI",
-        "reference": {
+    r: RatioRecord,
+    ref: ReferenceRecord,
+    result: BenchResult,
+    rerun_id: int | None,
+    also: Sequence[RatioRecord],
+) -> NightlyEvidence:
+    return NightlyEvidence(
+        series_name=r.series,
+        metric=r.metric,
+        ratio=r.estimate,
+        ci95=[r.low, r.high],
+        delta=r.estimate - 1.0,
+        delta_ci=[r.low - 1.0, r.high - 1.0] if r.low is not None and r.high is not None else None,
+        n_pairs=r.n_pairs,
+        n_tasks=r.n_tasks,
+        n_rounds=r.n_rounds,
+        threshold=r.threshold,
+        method="paired current/reference ratio inside one run; two-way bootstrap CI",
+        reference={
             "id": ref.id,
             "pinned_at": ref.pinned_at.isoformat(),
             "pinned_by": ref.pinned_by,
@@ -344,10 +345,13 @@ def _evidence(
             "draft_sha256": ref.draft_sha256,
             "config_hash": ref.config_hash,
         },
-        "campaign_id": result.campaign_id,
-        "rerun_campaign_id": rerun_id,
-        "report": result.report_path,
-    }
+        campaign_id=result.campaign_id,
+        rerun_campaign_id=rerun_id,
+        report=result.report_path,
+        also_confirmed=[
+            {"category": c.category, "ratio": c.estimate, "ci95": [c.low, c.high]} for c in also
+        ],
+    )
 
 
 def nightly_command(

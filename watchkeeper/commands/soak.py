@@ -22,6 +22,7 @@ from watchkeeper.commands.nightly import reference_profile
 from watchkeeper.config import Config
 from watchkeeper.config.paths import data_dir, runs_log_dir
 from watchkeeper.errors import ConfigError, ServerError, SoakError, StoreError
+from watchkeeper.findings.evidence import SoakRatioEvidence
 from watchkeeper.host import info as hostinfo
 from watchkeeper.load.tasks import load_taskset, select
 from watchkeeper.nightly.ratios import series_name
@@ -33,6 +34,7 @@ from watchkeeper.soak.spool import Journal, SpoolingWriter
 from watchkeeper.soak.supervisor import ServerSupervisor
 from watchkeeper.soak.verdicts import SoakVerdict, judge
 from watchkeeper.store.db import Database, masked
+from watchkeeper.store.findings import FindingStore, NewFinding
 from watchkeeper.store.references import RatioRecord, ReferenceStore
 from watchkeeper.store.repository import Repository
 from watchkeeper.store.soak_store import SoakData, SoakStore
@@ -314,7 +316,7 @@ def _execute(
     journal.close()
     status = "interrupted" if outcome.interrupted else "completed"
     verdict = judge(store.load(campaign_id), config.soak)
-    _record_findings(store, campaign_id, verdict, final=status == "completed")
+    _record_findings(FindingStore(repo.db), campaign_id, verdict, final=status == "completed")
     if status == "completed":
         _record_ratios(ratios, campaign_id, verdict)
     repo.finish_campaign(campaign_id, status=status, summary=verdict.to_json())
@@ -322,17 +324,20 @@ def _execute(
 
 
 def _record_findings(
-    store: SoakStore, campaign_id: int, verdict: SoakVerdict, *, final: bool
+    findings: FindingStore, campaign_id: int, verdict: SoakVerdict, *, final: bool
 ) -> None:
     """Stopped profiles at once; a leak only on a finished soak (a resume may still clear it)."""
     for profile in verdict.figures.get("profiles_stopped", []):
-        store.ensure_finding(
-            campaign_id,
-            fingerprint=f"soak-stopped:{profile}",
-            kind="soak_profile_stopped",
-            severity="high",
-            title=f"{profile} crashed repeatedly during the soak and was stopped",
-            evidence={"incidents": verdict.figures.get("incidents", {})},
+        findings.add_once(
+            NewFinding(
+                campaign_id=campaign_id,
+                fingerprint=f"soak-stopped:{profile}",
+                kind="soak_profile_stopped",
+                severity="high",
+                title=f"{profile} crashed repeatedly during the soak and was stopped",
+                evidence={"incidents": verdict.figures.get("incidents", {})},
+                label="stability",
+            )
         )
     if not final:
         return
@@ -340,25 +345,30 @@ def _record_findings(
         if entry["aa"] or not entry.get("confirmed"):
             continue
         label = f"{entry['profile']} c{entry['concurrency']}"
-        low, high = entry["ci95"]
-        store.ensure_finding(
-            campaign_id,
-            fingerprint=f"soak-regression:{entry['profile']}:c{entry['concurrency']}",
-            kind="regression",
-            severity="high",
-            title=f"{label}: decode tok/s {entry['estimate'] - 1:+.1%} against the reference "
-            f"through the soak (95% CI {low - 1:+.1%} to {high - 1:+.1%})",
-            # `reference.id`: a maintainer's ack/fix retires the reference, as for a nightly.
-            evidence={**entry, "reference": {"id": entry["reference_id"]}},
+        evidence = SoakRatioEvidence.from_verdict(entry)
+        findings.add_once(
+            NewFinding(
+                campaign_id=campaign_id,
+                fingerprint=f"soak-regression:{entry['profile']}:c{entry['concurrency']}",
+                kind="regression",
+                severity="high",
+                title=f"{label}: decode tok/s {evidence.delta_text()} against the reference "
+                f"through the soak (95% CI {evidence.ci_text()})",
+                evidence=evidence.to_json(),
+                label="stability",
+            )
         )
     for leak in verdict.leaks:
-        store.ensure_finding(
-            campaign_id,
-            fingerprint=f"soak-leak:{leak['profile']}",
-            kind="soak_memory_leak",
-            severity="high",
-            title=f"{leak['profile']}: RSS grows {leak['slope']:.0f} MB/h during the soak",
-            evidence=leak,
+        findings.add_once(
+            NewFinding(
+                campaign_id=campaign_id,
+                fingerprint=f"soak-leak:{leak['profile']}",
+                kind="soak_memory_leak",
+                severity="high",
+                title=f"{leak['profile']}: RSS grows {leak['slope']:.0f} MB/h during the soak",
+                evidence=leak,
+                label="stability",
+            )
         )
 
 

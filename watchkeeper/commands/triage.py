@@ -36,7 +36,8 @@ from watchkeeper.config.tracker import TrackerConfig
 from watchkeeper.errors import TrackerError, TrackerTransientError
 from watchkeeper.nightly.findings import set_status
 from watchkeeper.store.db import Database
-from watchkeeper.store.history import LIVE_STATUSES, History, StoredFinding
+from watchkeeper.store.findings import LIVE_STATUSES, StoredFinding
+from watchkeeper.store.history import History
 from watchkeeper.store.tracker_store import TrackedIssue, TrackerStore
 from watchkeeper.tracker import bodies, escape
 from watchkeeper.tracker.forge import Comment, Forge, Issue

@@ -2,7 +2,6 @@
 
 jobdefs    job definitions (pydantic, `file: key: problem` errors)
 jobs       one plain function per job kind, wrapping the stage commands
-runstore   job_run rows: claim, finish, stale runs, status queries (the database side)
 fleet      one host at a time for fleet jobs: Postgres advisory lock / fcntl file lock
 execute    one job execution: claim, lock, run, record, metrics
 scheduler  APScheduler 3 wiring (SQLAlchemy job store per host, max one instance)

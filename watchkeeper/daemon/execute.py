@@ -23,8 +23,10 @@ from watchkeeper.daemon.jobs import JobContext, JobResult, job_function
 from watchkeeper.daemon.logs import get_logger
 from watchkeeper.daemon.memory import release_free_memory
 from watchkeeper.daemon.metrics import DaemonMetrics
-from watchkeeper.daemon.runstore import RunStore
 from watchkeeper.errors import WatchkeeperError
+from watchkeeper.store.db import Database
+from watchkeeper.store.jobs import JobStore
+from watchkeeper.store.runs import RunRows
 
 log = get_logger("watchkeeper.daemon.job")
 
@@ -58,14 +60,15 @@ class JobRunner:
         *,
         config: Config,
         host_id: str,
-        store: RunStore,
+        db: Database,
         lock: FleetLock,
         metrics: DaemonMetrics | None = None,
         stop: threading.Event | None = None,
     ) -> None:
         self.config = config
         self.host_id = host_id
-        self._store, self._lock, self._metrics = store, lock, metrics
+        self._store, self._runs = JobStore(db), RunRows(db)
+        self._lock, self._metrics = lock, metrics
         self.stop = stop or threading.Event()
         self._running: dict[str, int] = {}
         self._cond = threading.Condition()
@@ -151,7 +154,7 @@ class JobRunner:
         samples = result.samples
         try:
             if samples is None and result.campaign_id is not None:
-                samples = self._store.samples_for_campaign(result.campaign_id)
+                samples = self._runs.samples_for_campaign(result.campaign_id)
             details["samples"] = samples or 0
             self._store.finish(run_id, outcome=outcome, error=error, details=details)
         except WatchkeeperError as exc:  # the row stays `running`; the next start marks it

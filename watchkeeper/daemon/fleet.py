@@ -12,66 +12,19 @@ import contextlib
 import fcntl
 import os
 import re
-import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Protocol
 
-from sqlalchemy import text
-from sqlalchemy.engine import make_url
-from sqlalchemy.exc import SQLAlchemyError
-
 from watchkeeper.config.paths import data_dir
-from watchkeeper.errors import StoreError
-from watchkeeper.store.db import make_engine, masked
-
-
-def lock_key(job: str) -> int:
-    """Second int4 of the advisory lock: a stable hash of the job name."""
-    return zlib.crc32(job.encode()) & 0x7FFF_FFFF
+from watchkeeper.store.db import backend_name, sqlite_file
+from watchkeeper.store.locks import PostgresLock
 
 
 class FleetLock(Protocol):
     def hold(self, job: str) -> contextlib.AbstractContextManager[bool]: ...
 
     def close(self) -> None: ...
-
-
-class PostgresLock:
-    """`pg_try_advisory_lock(namespace, crc32(job))` on a connection kept for the job."""
-
-    def __init__(self, url: str, namespace: int) -> None:
-        self._url, self._namespace = url, namespace
-        self._engine = make_engine(url)
-
-    @contextlib.contextmanager
-    def hold(self, job: str) -> Iterator[bool]:
-        params = {"ns": self._namespace, "key": lock_key(job)}
-        try:
-            conn = self._engine.connect()
-            got = bool(
-                conn.execute(text("SELECT pg_try_advisory_lock(:ns, :key)"), params).scalar()
-            )
-            conn.commit()
-        except SQLAlchemyError as exc:
-            raise StoreError(
-                f"fleet lock for {job}: database {masked(self._url)} is unreachable: "
-                f"{str(getattr(exc, 'orig', exc)).strip().splitlines()[0]}"
-            ) from exc
-        try:
-            yield got
-        finally:
-            try:
-                if got:
-                    conn.execute(text("SELECT pg_advisory_unlock(:ns, :key)"), params)
-                    conn.commit()
-            except SQLAlchemyError:
-                conn.invalidate()  # a lost session has released the lock already
-            finally:
-                conn.close()
-
-    def close(self) -> None:
-        self._engine.dispose()
 
 
 class FileLock:
@@ -108,12 +61,11 @@ class FileLock:
 
 
 def make_fleet_lock(url: str, *, namespace: int, lock_dir: str = "") -> FleetLock:
-    parsed = make_url(url)
-    if parsed.get_backend_name() == "postgresql":
+    if backend_name(url) == "postgresql":
         return PostgresLock(url, namespace)
     if lock_dir:
         return FileLock(Path(lock_dir).expanduser())
-    database = parsed.database
-    if parsed.get_backend_name() == "sqlite" and database and database != ":memory:":
-        return FileLock(Path(database).expanduser().resolve().parent / "locks")
+    database = sqlite_file(url)
+    if database is not None:
+        return FileLock(database.expanduser().resolve().parent / "locks")
     return FileLock(data_dir() / "locks")

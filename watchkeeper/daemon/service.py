@@ -28,13 +28,15 @@ from watchkeeper.daemon.fleet import FleetLock, make_fleet_lock
 from watchkeeper.daemon.jobdefs import JobDef, load_jobs
 from watchkeeper.daemon.logs import get_logger
 from watchkeeper.daemon.metrics import DaemonMetrics, MetricsServer
-from watchkeeper.daemon.runstore import RunStore
 from watchkeeper.daemon.scheduler import Schedule
 from watchkeeper.daemon.status import spool_depth
 from watchkeeper.errors import ConfigError, WatchkeeperError
 from watchkeeper.host import info as hostinfo
 from watchkeeper.soak.durations import parse_duration
 from watchkeeper.store.db import Database, masked
+from watchkeeper.store.findings import FindingStore
+from watchkeeper.store.jobs import JobStore
+from watchkeeper.store.soak_store import SoakStore
 
 log = get_logger("watchkeeper.daemon")
 RESTART_KEYS = ("database", "daemon.host_id", "daemon.metrics_host", "daemon.metrics_port")
@@ -52,7 +54,7 @@ class Daemon:
         self.reload_flag = False
         self.metrics_port: int | None = None
         self._db: Database | None = None
-        self._store: RunStore | None = None
+        self._store: JobStore | None = None
         self._lock: FleetLock | None = None
         self._runner: JobRunner | None = None
         self._schedule: Schedule | None = None
@@ -73,7 +75,7 @@ class Daemon:
         jobs = load_jobs(self.config.daemon.resolved_jobs_dir())
         self.jobs = {j.name: j for j in jobs}
         self._db = Database(url)
-        self._store = RunStore(self._db)
+        self._store = JobStore(self._db)
         self._lock = make_fleet_lock(
             url,
             namespace=self.config.daemon.fleet_lock_namespace,
@@ -82,7 +84,7 @@ class Daemon:
         self._runner = JobRunner(
             config=self.config,
             host_id=self.host_id,
-            store=self._store,
+            db=self._db,
             lock=self._lock,
             metrics=self.metrics,
             stop=self.job_stop,
@@ -121,14 +123,12 @@ class Daemon:
     def recover(self, *, now: datetime | None = None) -> list[str]:
         """Mark what a dead predecessor left running; return the soak jobs to resume now
         (``now``: the clock, injectable for tests)."""
-        assert self._store is not None
-        store = self._store
+        assert self._store is not None and self._db is not None
+        store, soaks = self._store, SoakStore(self._db)
         fingerprint = hostinfo.collect().fingerprint
         for run in store.mark_stale(self.host_id):
             campaigns = (
-                store.interrupt_soak_campaigns(fingerprint, run.started_at)
-                if run.kind == "soak"
-                else []
+                soaks.interrupt_running(fingerprint, run.started_at) if run.kind == "soak" else []
             )
             log.warning(
                 "job_interrupted_by_restart",
@@ -193,13 +193,13 @@ class Daemon:
 
     def refresh_gauges(self) -> bool:
         self._refreshed = time.monotonic()
-        assert self._store is not None and self._schedule is not None
+        assert self._db is not None and self._schedule is not None
         for name, when in self._schedule.next_runs().items():
             if when is not None:
                 self.metrics.next_run.labels(job=name).set(when.timestamp())
         self.metrics.spool_depth.set(spool_depth(data_dir() / "spool"))
         try:
-            self.metrics.set_open_findings(self._store.open_findings_by_label())
+            self.metrics.set_open_findings(FindingStore(self._db).open_by_label())
         except WatchkeeperError as exc:
             self._healthy = False
             log.warning("gauges_not_refreshed", error=exc.message)
@@ -323,7 +323,7 @@ def run_once(config: Config, name: str, *, stop: threading.Event | None = None) 
         runner = JobRunner(
             config=config,
             host_id=d.resolved_host_id(),
-            store=RunStore(db),
+            db=db,
             lock=lock,
             stop=stop,
         )

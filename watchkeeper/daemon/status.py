@@ -19,8 +19,9 @@ from apscheduler.triggers.cron import CronTrigger
 from watchkeeper.config import Config
 from watchkeeper.config.paths import data_dir
 from watchkeeper.daemon.jobdefs import load_jobs
-from watchkeeper.daemon.runstore import JobRunView, RunStore
 from watchkeeper.store.db import Database
+from watchkeeper.store.findings import FindingStore
+from watchkeeper.store.jobs import JobRunView, JobStore
 
 
 def spool_depth(root: Path) -> int:
@@ -103,9 +104,8 @@ def gather_status(config: Config, *, now: datetime | None = None) -> DaemonStatu
     now = now or datetime.now(UTC)
     db = Database(config.database.resolved_url())
     try:
-        store = RunStore(db)
-        latest = {r.job: r for r in store.latest_per_job()}
-        findings = store.open_findings_by_label()
+        latest = {r.job: r for r in JobStore(db).latest_per_job()}
+        findings = FindingStore(db).open_by_label()
     finally:
         db.close()
     lines = tuple(

@@ -14,10 +14,18 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
 
+from watchkeeper.findings.evidence import (
+    ChangePointEvidence,
+    NightlyEvidence,
+    SeriesEvidence,
+    evidence_of,
+)
 from watchkeeper.nightly.detector import DetectorParams, Direction, MetricKind, SeriesKey
 from watchkeeper.nightly.ratios import FLAGS, FalseAlarms, false_alarms
 from watchkeeper.nightly.series import SeriesPoint, fingerprint, series_history
-from watchkeeper.store.history import OPEN_STATUSES, History, StoredFinding
+from watchkeeper.publish.format import MISSING
+from watchkeeper.store.findings import OPEN_STATUSES, StoredFinding
+from watchkeeper.store.history import History
 from watchkeeper.store.references import RatioRecord, ReferenceRecord, ReferenceStore
 
 DIGEST_KINDS = ("regression", "improvement", "change_point", "environment_noise")
@@ -95,7 +103,7 @@ class Digest:
         candidates = [f for f in self.regressions if f.confirmed_at is None]
         parts = []
         if confirmed:
-            worst = sorted(confirmed, key=lambda f: abs(f.evidence.get("delta") or 0.0))[-2:]
+            worst = sorted(confirmed, key=_size)[-2:]
             named = ", ".join(_short(f) for f in reversed(worst))
             parts.append(f"{len(confirmed)} confirmed regression(s) ({named})")
         if self.change_points:
@@ -125,20 +133,22 @@ class Digest:
         return f"{len(self.nightly)} nightly ratio(s) ({verdicts}), {absolute}"
 
 
+def _size(f: StoredFinding) -> float:
+    """How far a finding moved its series (0 when it does not say): the headline's order."""
+    e = evidence_of(f.kind, f.evidence)
+    delta = e.delta if isinstance(e, SeriesEvidence | NightlyEvidence) else None
+    return abs(delta) if delta is not None else 0.0
+
+
 def _short(f: StoredFinding) -> str:
     """'decode_tps · code -19.1% (p 9e-06), first bad build X' for the headline."""
-    e = f.evidence
-    series = " · ".join(str(e.get("series_name", f.title)).split(" · ")[:2])
-    delta = e.get("delta")
-    if delta is None:
-        size = ""
-    elif e.get("delta_unit") == "absolute":
-        size = f" {delta * 100:+.1f} pt"
-    else:
-        size = f" {delta:+.1%}"
-    p = e.get("p_adjusted")
+    e = evidence_of(f.kind, f.evidence)
+    series = " · ".join(e.series_title(f.title).split(" · ")[:2])
+    size = "" if e.delta_text() == MISSING else f" {e.delta_text()}"
+    p = e.p_adjusted if isinstance(e, SeriesEvidence) else None
     sure = f" (p {p:.1g})" if p is not None else ""
-    build = e.get("change_point", {}).get("first_bad_build")
+    shift = e.change_point if isinstance(e, SeriesEvidence | ChangePointEvidence) else None
+    build = shift.first_bad_build if shift is not None else None
     return f"{series}{size}{sure}" + (f", first bad build {build}" if build else "")
 
 
@@ -280,11 +290,13 @@ def _plot_data(
             if p.point.size(kind) > 0
         ]
         scale = 100.0 if kind is MetricKind.PROPORTION else 1.0
-        change = f.evidence.get("change_point", {}).get("first_bad_run")
+        e = evidence_of(f.kind, f.evidence)
+        shift = e.change_point if isinstance(e, SeriesEvidence | ChangePointEvidence) else None
+        change = shift.first_bad_run if shift is not None else None
         out.append(
             SeriesPlotData(
                 finding_id=f.id,
-                title=f.evidence.get("series_name", key.metric),
+                title=e.series_title(key.metric),
                 direction=key.spec.direction,
                 points=tuple((r, v * scale, g) for r, v, g in values),
                 highlight_runs=tuple(

@@ -20,6 +20,12 @@ from datetime import UTC, datetime
 from typing import Any
 
 from watchkeeper.errors import ConfigError
+from watchkeeper.findings.evidence import (
+    ChangePointEvidence,
+    LevelShift,
+    SeriesEvidence,
+    evidence_of,
+)
 from watchkeeper.nightly.changepoints import ChangePoint, first_bad
 from watchkeeper.nightly.detector import (
     DetectorParams,
@@ -38,7 +44,8 @@ from watchkeeper.nightly.series import (
     pool,
     series_history,
 )
-from watchkeeper.store.history import LIVE_STATUSES, STATUSES, History, StoredFinding
+from watchkeeper.store.findings import LIVE_STATUSES, STATUSES, NewFinding, StoredFinding
+from watchkeeper.store.history import History
 from watchkeeper.store.references import ReferenceStore
 
 DETECTOR_KINDS = ("regression", "improvement")
@@ -93,56 +100,43 @@ class Judgement:
         return out
 
 
-def finding_json(f: Finding) -> dict[str, Any]:
+def series_evidence(f: Finding) -> SeriesEvidence:
     """The evidence a finding carries: delta with CI, test and p, baseline size and CV, and
     the parameters, as the issue of record needs them."""
-    return {
-        "series": asdict(f.key),
-        "series_name": describe(f.key),
-        "label": f.label.value,
-        "note": f.note,
-        "run": f.run,
-        "side": f.side.value if f.side else None,
-        "delta": f.delta,
-        "delta_ci": [f.delta_low, f.delta_high],
-        "delta_unit": "absolute" if f.key.spec.kind is MetricKind.PROPORTION else "relative",
-        "test": f.test,
-        "p_value": f.p_value,
-        "p_adjusted": f.p_adjusted,
-        "current": f.current_value,
-        "baseline": f.baseline_value,
-        "baseline_runs": f.baseline_runs,
-        "baseline_trials": f.baseline_trials,
-        "baseline_cv": f.baseline_cv,
-        "fence": f.fence,
-        "floor": f.floor,
-        "params": asdict(f.params),
-    }
-
-
-def _delta_text(f: Finding) -> str:
-    if f.delta is None:
-        return ""
-    if f.key.spec.kind is MetricKind.PROPORTION:
-        ci = (
-            f" (95% CI {f.delta_low * 100:+.1f} to {f.delta_high * 100:+.1f})"
-            if f.delta_low is not None and f.delta_high is not None
-            else ""
-        )
-        return f"{f.delta * 100:+.1f} points{ci}"
-    ci = (
-        f" (95% CI {f.delta_low:+.1%} to {f.delta_high:+.1%})"
-        if f.delta_low is not None and f.delta_high is not None
-        else ""
+    return SeriesEvidence(
+        series=asdict(f.key),
+        series_name=describe(f.key),
+        label=f.label.value,
+        note=f.note,
+        run=f.run,
+        side=f.side.value if f.side else None,
+        delta=f.delta,
+        delta_ci=[f.delta_low, f.delta_high],
+        delta_unit="absolute" if f.key.spec.kind is MetricKind.PROPORTION else "relative",
+        test=f.test,
+        p_value=f.p_value,
+        p_adjusted=f.p_adjusted,
+        current=f.current_value,
+        baseline=f.baseline_value,
+        baseline_runs=f.baseline_runs,
+        baseline_trials=f.baseline_trials,
+        baseline_cv=f.baseline_cv,
+        fence=f.fence,
+        floor=f.floor,
+        params=asdict(f.params),
     )
-    return f"{f.delta:+.1%}{ci}"
+
+
+def finding_json(f: Finding) -> dict[str, Any]:
+    return series_evidence(f).to_json()
 
 
 def title_for(f: Finding, profile: str) -> str:
     k = f.key
+    change = series_evidence(f).change_text() if f.delta is not None else ""
     return (
         f"{k.metric} {f.label.value} in {k.category} (profile {profile}, concurrency "
-        f"{k.concurrency}): {_delta_text(f)}"
+        f"{k.concurrency}): {change}"
     )
 
 
@@ -227,16 +221,18 @@ def judge_campaign(
         noise = night.environment_noise
         flagged = [describe(f.key) for f in night.findings if f.flagged]
         noise_id = history.create_finding(
-            campaign_id=campaign_id,
-            fingerprint=f"environment-noise-c{campaign_id}",
-            kind="environment_noise",
-            label=Label.ENVIRONMENT_NOISE.value,
-            status="active",
-            severity="medium",
-            title=f"environment noise in campaign {campaign_id}: {noise.reason}",
-            evidence={**asdict(noise), "series": flagged[:50]},
-            confirmed_at=now,
-            last_seen_at=now,
+            NewFinding(
+                campaign_id=campaign_id,
+                fingerprint=f"environment-noise-c{campaign_id}",
+                kind="environment_noise",
+                label=Label.ENVIRONMENT_NOISE.value,
+                status="active",
+                severity="medium",
+                title=f"environment noise in campaign {campaign_id}: {noise.reason}",
+                evidence={**asdict(noise), "series": flagged[:50]},
+                confirmed_at=now,
+                last_seen_at=now,
+            )
         )
         judgement = _with(judgement, noise_finding=noise_id)
     else:
@@ -277,7 +273,7 @@ def _file(
                 occurrences=p.occurrences + 1,
                 last_seen_at=now,
                 run_id=run.run_id,
-                evidence={**evidence, "first": p.evidence.get("first", p.evidence)},
+                evidence={**evidence, "first": p.evidence.get("first", p.evidence)},  # raw JSON
                 confirmed_at=p.confirmed_at or now,
                 title=title_for(f, run.profile_name),
             )
@@ -287,18 +283,20 @@ def _file(
                 confirmed.append(p.id)
             continue
         new_id = history.create_finding(
-            campaign_id=j.campaign_id,
-            run_id=run.run_id,
-            fingerprint=fp,
-            kind=f.label.value,
-            label=f.label.value,
-            status="active",
-            severity=_severity(f),
-            title=title_for(f, run.profile_name),
-            evidence=evidence,
-            series_key=asdict(f.key),
-            side=side,
-            last_seen_at=now,
+            NewFinding(
+                campaign_id=j.campaign_id,
+                run_id=run.run_id,
+                fingerprint=fp,
+                kind=f.label.value,
+                label=f.label.value,
+                status="active",
+                severity=_severity(f),
+                title=title_for(f, run.profile_name),
+                evidence=evidence,
+                series_key=asdict(f.key),
+                side=side,
+                last_seen_at=now,
+            )
         )
         candidates.append(new_id)
     for p in history.findings(statuses=("active",), kinds=DETECTOR_KINDS):
@@ -350,26 +348,25 @@ def _change_points(
         fp = fingerprint(key)
         bad = points[change.index].run
         known = history.findings(fingerprint=fp)
-        if any(
-            f.evidence.get("change_point", {}).get("first_bad_run") == bad.run_id for f in known
-        ):
+        if any(_first_bad_run(f) == bad.run_id for f in known):
             continue
         size = (
             f"{change.relative_change:+.1%}"
             if change.relative_change is not None and kind is MetricKind.CONTINUOUS
             else f"{(change.after_median - change.before_median) * 100:+.1f} points"
         )
-        cp = {
-            "first_bad_build": change.label,
-            "first_bad_run": bad.run_id,
-            "first_bad_campaign": bad.campaign_id,
-            "before_median": change.before_median,
-            "after_median": change.after_median,
-            "relative_change": change.relative_change,
-            "points": len(points),
-            "min_segment": params.change_point_min_size,
-            "method": "PELT (ruptures), l1 cost, penalty 2 log n on a robust noise scale",
-        }
+        shift = LevelShift(
+            first_bad_build=change.label,
+            first_bad_run=bad.run_id,
+            first_bad_campaign=bad.campaign_id,
+            before_median=change.before_median,
+            after_median=change.after_median,
+            relative_change=change.relative_change,
+            points=len(points),
+            min_segment=params.change_point_min_size,
+            method="PELT (ruptures), l1 cost, penalty 2 log n on a robust noise scale",
+        )
+        cp = shift.to_json()
         named = f"first bad build {change.label} (run {bad.run_id}, campaign {bad.campaign_id})"
         open_flag = [f for f in known if f.kind == "regression" and f.status in LIVE_STATUSES]
         if open_flag:
@@ -385,26 +382,37 @@ def _change_points(
             )
         else:
             finding_id = history.create_finding(
-                campaign_id=j.campaign_id,
-                run_id=bad.run_id,
-                fingerprint=fp,
-                kind="change_point",
-                label=Label.REGRESSION.value,
-                status="active",
-                severity="medium",
-                title=(
-                    f"{key.metric} in {key.category} shifted {size} (profile "
-                    f"{bad.profile_name}) — {named}"
-                ),
-                evidence={"series": asdict(key), "series_name": describe(key), "change_point": cp},
-                series_key=asdict(key),
-                side="worse",
-                confirmed_at=now,
-                last_seen_at=now,
+                NewFinding(
+                    campaign_id=j.campaign_id,
+                    run_id=bad.run_id,
+                    fingerprint=fp,
+                    kind="change_point",
+                    label=Label.REGRESSION.value,
+                    status="active",
+                    severity="medium",
+                    title=(
+                        f"{key.metric} in {key.category} shifted {size} (profile "
+                        f"{bad.profile_name}) — {named}"
+                    ),
+                    evidence=ChangePointEvidence(
+                        series=asdict(key), series_name=describe(key), change_point=shift
+                    ).to_json(),
+                    series_key=asdict(key),
+                    side="worse",
+                    confirmed_at=now,
+                    last_seen_at=now,
+                )
             )
         history.add_reset(fp, bad.run_id, reason="change point", finding_id=finding_id)
         found.append(ChangePointFinding(key, change, bad.run_id, finding_id))
     return _with(j, change_points=tuple(found))
+
+
+def _first_bad_run(f: StoredFinding) -> int | None:
+    """The run a finding's change point names (None: the finding names none)."""
+    e = evidence_of(f.kind, f.evidence)
+    shift = e.change_point if isinstance(e, SeriesEvidence | ChangePointEvidence) else None
+    return shift.first_bad_run if shift is not None else None
 
 
 def _material(change: ChangePoint, key: SeriesKey) -> ChangePoint | None:
@@ -456,13 +464,14 @@ def set_status(history: History, finding_id: int, action: str, note: str = "") -
         history.add_reset(
             finding.fingerprint, finding.run_id, reason="acknowledged", finding_id=finding_id
         )
-    reference = finding.evidence.get("reference") if finding.kind == "regression" else None
-    if status in ("acknowledged", "fixed") and isinstance(reference, dict) and "id" in reference:
+    evidence = evidence_of(finding.kind, finding.evidence)
+    reference = evidence.reference_id if finding.kind == "regression" else None
+    if status in ("acknowledged", "fixed") and reference is not None:
         # A nightly regression accepted (ack) or fixed: the reference it was measured against
         # retires, and the next nightly pins that night's system, so the same step is not
         # reported every night (after a fix the new pin is the fixed system).
         ReferenceStore(history.db).retire(
-            int(reference["id"]), reason=f"finding #{finding_id} {status}: {note or 'no note'}"
+            reference, reason=f"finding #{finding_id} {status}: {note or 'no note'}"
         )
     updated = history.finding(finding_id)
     assert updated is not None

@@ -8,6 +8,7 @@ from rich.console import Console
 from rich.table import Table
 
 from watchkeeper.analysis.benchmark import BenchResult, CategoryStats
+from watchkeeper.publish.format import MISSING, fixed, share, speedup
 
 VERDICTS = ("identical", "near_tie", "batch_variance", "length_only", "mismatch")
 
@@ -15,8 +16,8 @@ if TYPE_CHECKING:
     from watchkeeper.commands.run import RunCommandResult
 
 
-def fmt(value: float | None, spec: str = ".1f", none: str = "—") -> str:
-    return none if value is None else format(value, spec)
+def fmt(value: float | None, spec: str = ".1f") -> str:
+    return fixed(value, spec)
 
 
 def print_run_summary(console: Console, result: RunCommandResult) -> None:
@@ -32,7 +33,7 @@ def print_run_summary(console: Console, result: RunCommandResult) -> None:
     ):
         table.add_column(column, justify="right")
     acceptance = (
-        "—"
+        MISSING
         if s.acceptance_rate is None
         else (f"{s.acceptance_rate:.1%} ({s.accepted_tokens}/{s.draft_tokens})")
     )
@@ -51,16 +52,8 @@ def print_run_summary(console: Console, result: RunCommandResult) -> None:
 
 
 def _ci(stats: CategoryStats) -> str:
-    if stats.speedup is None:
-        return "—"
     s = stats.speedup
-    if not s.has_ci:
-        return f"{s.estimate:.2f}x [no CI: {s.n_rounds} round(s)]"
-    return f"{s.estimate:.2f}x [{s.low:.2f}, {s.high:.2f}] {s.verdict}"
-
-
-def _pct(value: float | None) -> str:
-    return "—" if value is None else f"{value:.1%}"
+    return speedup(s) if s is None or not s.has_ci else f"{speedup(s)} {s.verdict}"
 
 
 def print_bench(console: Console, result: BenchResult) -> None:
@@ -90,10 +83,10 @@ def print_bench(console: Console, result: BenchResult) -> None:
             spec,
             fmt(o.median_tps),
             _ci(o),
-            _pct(o.acceptance_rate),
-            _pct(o.identical_rate),
-            fmt(arm_stats.bound.predicted_speedup, ".2f") + "x" if arm_stats.bound else "—",
-            _pct(arm_stats.efficiency),
+            share(o.acceptance_rate),
+            share(o.identical_rate),
+            fmt(arm_stats.bound.predicted_speedup, ".2f") + "x" if arm_stats.bound else MISSING,
+            share(arm_stats.efficiency),
             f"{o.errors}/{o.requests}",
         )
     console.print(table)
@@ -107,7 +100,7 @@ def print_bench(console: Console, result: BenchResult) -> None:
         row = [category]
         for name in candidates:
             stats = result.stats(name, category)
-            row.append(_ci(stats) if stats else "—")
+            row.append(_ci(stats) if stats else MISSING)
         cat_table.add_row(*row)
     console.print(cat_table)
     for arm, arm_stats in zip(result.arms, result.arm_stats, strict=True):
@@ -124,7 +117,7 @@ def print_bench(console: Console, result: BenchResult) -> None:
     if result.control is not None:
         console.print(
             f"control (baseline vs its previous pass): identical "
-            f"{_pct(result.control.identical_rate)} of {result.control.requests}"
+            f"{share(result.control.identical_rate)} of {result.control.requests}"
         )
     for finding in result.findings:
         console.print(f"[yellow]finding[/yellow] [{finding.severity}] {finding.title}")

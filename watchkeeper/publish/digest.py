@@ -8,54 +8,42 @@ from __future__ import annotations
 
 from typing import Any
 
+from watchkeeper.findings.evidence import (
+    ChangePointEvidence,
+    LevelShift,
+    SeriesEvidence,
+    evidence_of,
+)
 from watchkeeper.nightly.digest import Digest, NightlyRow
 from watchkeeper.publish import markdown as md
+from watchkeeper.publish.format import fixed, span
 from watchkeeper.publish.plots import history_png, ratio_png
-from watchkeeper.store.history import StoredFinding
+from watchkeeper.store.findings import StoredFinding
 
 EXCERPT_CHARS = 200
 MAX_ROWS = 50
 
 
-def _pct(value: float | None) -> str:
-    return md.NONE if value is None else f"{value * 100:+.1f}%"
-
-
-def _points(value: float | None) -> str:
-    return md.NONE if value is None else f"{value * 100:+.1f} pt"
-
-
-def _delta(e: dict[str, Any]) -> tuple[str, str]:
-    """(delta, 95% CI) in the finding's own unit: relative % or absolute points."""
-    delta, ci = e.get("delta"), e.get("delta_ci") or [None, None]
-    if delta is None:
-        return md.NONE, md.NONE
-    fmt = _points if e.get("delta_unit") == "absolute" else _pct
-    interval = f"{fmt(ci[0])} to {fmt(ci[1])}" if None not in ci else md.NONE
-    return fmt(delta), interval
-
-
 def _p(value: float | None) -> str:
-    return md.NONE if value is None else f"{value:.2g}"
+    return fixed(value, ".2g")
 
 
 def _series_row(f: StoredFinding, plots: dict[int, str]) -> list[str]:
-    e = f.evidence
-    delta, ci = _delta(e)
+    e = evidence_of(f.kind, f.evidence)
+    s = e if isinstance(e, SeriesEvidence) else SeriesEvidence()
     state = "confirmed" if f.confirmed_at else "candidate"
-    cv = e.get("baseline_cv")
+    cv = s.baseline_cv
+    runs = md.NONE if s.baseline_runs is None else str(s.baseline_runs)
     plot = f"[plot]({md.link(plots[f.id])})" if f.id in plots else md.NONE
-    first_bad = e.get("change_point", {}).get("first_bad_build")
+    first_bad = s.change_point.first_bad_build if s.change_point else None
     return [
         f"#{f.id}",
-        e.get("series_name", f.title),
+        e.series_title(f.title),
         str(first_bad) if first_bad else "not yet named",
-        delta,
-        ci,
-        f"{_p(e.get('p_adjusted'))} ({e.get('test', md.NONE)})",
-        f"{e.get('baseline_runs', md.NONE)} runs, CV {cv * 100:.1f}%"
-        if cv is not None
-        else str(e.get("baseline_runs", md.NONE)),
+        e.delta_text(),
+        e.ci_text(),
+        f"{_p(s.p_adjusted)} ({s.test or md.NONE})",
+        f"{runs} runs, CV {cv * 100:.1f}%" if cv is not None else runs,
         state,
         str(f.occurrences),
         plot,
@@ -77,16 +65,16 @@ SERIES_HEADERS = (
 
 
 def _change_row(f: StoredFinding, plots: dict[int, str]) -> list[str]:
-    cp = f.evidence.get("change_point", {})
-    rel = cp.get("relative_change")
+    e = evidence_of(f.kind, f.evidence)
+    cp = e.change_point if isinstance(e, ChangePointEvidence) else LevelShift()
     plot = f"[plot]({md.link(plots[f.id])})" if f.id in plots else md.NONE
     return [
         f"#{f.id}",
-        f.evidence.get("series_name", f.title),
-        str(cp.get("first_bad_build", md.NONE)),
-        f"run {cp.get('first_bad_run')} (campaign {cp.get('first_bad_campaign')})",
-        f"{cp.get('before_median', 0):.4g} → {cp.get('after_median', 0):.4g}",
-        _pct(rel) if rel is not None else md.NONE,
+        e.series_title(f.title),
+        str(cp.first_bad_build or md.NONE),
+        f"run {cp.first_bad_run} (campaign {cp.first_bad_campaign})",
+        f"{cp.before_median or 0:.4g} → {cp.after_median or 0:.4g}",
+        e.delta_text(),
         plot,
     ]
 
@@ -111,10 +99,6 @@ def ratio_plot_name(day: str, series: str) -> str:
     return f"{day}/ratio-{safe}.png"
 
 
-def _ci(low: float | None, high: float | None) -> str:
-    return md.NONE if low is None or high is None else f"{low:.3f}-{high:.3f}"
-
-
 def _nightly_row(row: NightlyRow, links: dict[str, str]) -> list[str]:
     r, ref = row.ratio, row.reference
     pinned = md.NONE
@@ -130,7 +114,7 @@ def _nightly_row(row: NightlyRow, links: dict[str, str]) -> list[str]:
     return [
         f"{r.profile} · {r.category}",
         f"{r.estimate:.3f}",
-        _ci(r.low, r.high),
+        span(r.low, r.high, ".3f"),
         f"{r.threshold:.0%}",
         verdict,
         f"{r.n_tasks} x {r.n_rounds}",
@@ -178,7 +162,7 @@ def render_digest(
                 [
                     str(v["campaign_id"]),
                     v["series_name"],
-                    _delta(v)[0],
+                    SeriesEvidence.from_json(v).delta_text(),
                     _p(v.get("p_adjusted")),
                     v["note"],
                 ]

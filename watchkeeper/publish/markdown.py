@@ -14,11 +14,15 @@ from urllib.parse import quote
 
 import jinja2
 
-NONE = "—"
+from watchkeeper.publish.format import MISSING
+from watchkeeper.publish.format import fixed as format_fixed
+
+NONE = MISSING
 
 
 def fixed(value: float | None, decimals: int, suffix: str = "") -> str:
-    return NONE if value is None else f"{value:.{decimals}f}{suffix}"
+    """The templates' `fixed` filter: `format.fixed` with a number of decimals."""
+    return format_fixed(value, f".{decimals}f", suffix)
 
 
 def text(value: object) -> str:

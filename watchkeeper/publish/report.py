@@ -27,10 +27,13 @@ from watchkeeper.analysis.recommend import Choice, Recommendation
 from watchkeeper.analysis.speculation import SpeedupBound
 from watchkeeper.analysis.stats import RatioCI
 from watchkeeper.checks.guards import GuardFinding
+from watchkeeper.publish import format as fmt
 from watchkeeper.publish import markdown as md
+from watchkeeper.publish.format import MISSING
 from watchkeeper.publish.plots import atomic_write, make_plots
 
-NONE = "—"
+NONE = MISSING
+_fixed = md.fixed
 EXCERPT_CHARS = 200
 EVIDENCE_CHARS = 600
 MAX_EXAMPLES = 5
@@ -51,24 +54,16 @@ _SEVERITY_ORDER = {"high": 0, "medium": 1, "low": 2}
 # -- number formatting ------------------------------------------------------------------------
 
 
-def _fixed(value: float | None, decimals: int, suffix: str = "") -> str:
-    return NONE if value is None else f"{value:.{decimals}f}{suffix}"
-
-
 def _ratio(value: float | None) -> str:
     return _fixed(value, 2, "x")
 
 
-def _pct(value: float | None) -> str:
-    return NONE if value is None else f"{value * 100:.1f}%"
-
-
 def _ci(ci: RatioCI | None) -> str:
-    if ci is None:
-        return NONE
-    if not ci.has_ci:
-        return f"{ci.estimate:.2f}x ({ci.n_rounds} round(s): no CI, no verdict)"
-    text = f"{ci.estimate:.2f}x ({ci.low:.2f}-{ci.high:.2f}) {ci.verdict}"
+    """The speed-up with its CI (`format.speedup`), then the report's own notes: the verdict,
+    how many rounds would settle it, what the trimmed estimate set aside."""
+    if ci is None or not ci.has_ci:
+        return fmt.speedup(ci)  # without a CI there is no verdict either
+    text = f"{fmt.speedup(ci)} {ci.verdict}"
     if ci.rounds_needed:
         text += f", ~{ci.rounds_needed} rounds to settle"
     if ci.winsorized_cells:
@@ -126,9 +121,9 @@ def _summary_rows(result: BenchResult) -> list[list[str]]:
                 md.text(arm.draft_n_max),
                 _fixed(o.median_tps if o else None, 1),
                 NONE if arm.role == "baseline" or o is None else _ci(o.speedup),
-                _pct(o.acceptance_rate if o else None),
+                fmt.share(o.acceptance_rate if o else None),
                 _fixed(st.mean_accepted_per_draft if st else None, 2),
-                _pct(o.identical_rate if o else None),
+                fmt.share(o.identical_rate if o else None),
                 _fixed(o.median_ttft_ms if o else None, 0),
                 _mib(st.peak_rss_bytes if st else None),
                 NONE if o is None else f"{o.errors}/{o.requests}",
@@ -153,8 +148,8 @@ def _category_rows(result: BenchResult) -> list[list[str]]:
                     _fixed(b.median_tps if b else None, 1),
                     _fixed(c.median_tps, 1),
                     _ci(c.speedup),
-                    _pct(c.acceptance_rate),
-                    _pct(c.identical_rate),
+                    fmt.share(c.acceptance_rate),
+                    fmt.share(c.identical_rate),
                 ]
             )
     return rows
@@ -196,7 +191,7 @@ def _bound_rows(result: BenchResult) -> list[list[str]]:
         rows.append(
             [
                 arm.name,
-                _pct(bound.acceptance if bound else (o.acceptance_rate if o else None)),
+                fmt.share(bound.acceptance if bound else (o.acceptance_rate if o else None)),
                 _fixed(bound.draft_length if bound else (st.mean_draft_length if st else None), 2),
                 cost,
                 _verify_cell(arm, bound),
@@ -221,7 +216,7 @@ def _verdict_row(label: str, stats: CategoryStats | None) -> list[str]:
         label,
         str(sum(verdicts.values())),
         *(str(n) for n in counts),
-        _pct(stats.identical_rate if stats else None),
+        fmt.share(stats.identical_rate if stats else None),
     ]
 
 

@@ -44,6 +44,22 @@ def _normalise(url: str) -> str:
     return url
 
 
+def backend_name(url: str) -> str:
+    """'sqlite' or 'postgresql': for callers that choose a mechanism by database (fleet locks)."""
+    try:
+        return make_url(_normalise(url)).get_backend_name()
+    except ArgumentError as exc:
+        raise StoreError(f"invalid database URL {masked(url)}: {exc}") from exc
+
+
+def sqlite_file(url: str) -> Path | None:
+    """The file of a SQLite URL (None for Postgres and for an in-memory database)."""
+    parsed = make_url(_normalise(url))
+    if parsed.get_backend_name() != "sqlite" or not parsed.database:
+        return None
+    return None if parsed.database == ":memory:" else Path(parsed.database)
+
+
 def make_engine(url: str) -> Engine:
     url = _normalise(url)
     try:

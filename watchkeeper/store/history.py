@@ -1,10 +1,11 @@
-"""Reads and writes for regression tracking: run history, exclusions, findings, resets.
+"""Reads and writes for regression tracking: run history, exclusions, resets, and findings
+(delegated to `store.findings`, the finding table's owner).
 
 The detector works on plain dataclasses (`RunRecord`) so that it can be tested without a
-database; this module is the only place that turns rows into them and back. Findings keep their
-lifecycle here (active → acknowledged / dismissed / fixed / silenced, or expired when a
-one-night candidate is never confirmed), so the CLI, the digest and a later tracker sync all see
-the same state.
+database; this module is the only place that turns run rows into them. Findings keep their
+lifecycle (active → acknowledged / dismissed / fixed / silenced, or expired when a one-night
+candidate is never confirmed) in the database, so the CLI, the digest and a later tracker sync
+all see the same state.
 """
 
 from __future__ import annotations
@@ -13,14 +14,15 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Unpack
 
-from sqlalchemy import select, update
+from sqlalchemy import select
 
 from watchkeeper.store.db import Database
+from watchkeeper.store.findings import FindingChanges, FindingStore, NewFinding, StoredFinding
+from watchkeeper.store.runs import RunRows
 from watchkeeper.store.schema import (
     Campaign,
-    Finding,
     Host,
     Model,
     OutputCheck,
@@ -31,14 +33,10 @@ from watchkeeper.store.schema import (
     ServerBuild,
 )
 
-OPEN_STATUSES = ("active", "acknowledged")
-LIVE_STATUSES = (*OPEN_STATUSES, "silenced")
-"""Still the same finding when seen again (a silenced one keeps counting, files nothing)."""
 NOT_NIGHTLY = ("soak", "review", "nightly", "nightly-rerun")
 """Campaign kinds that never join the absolute series: a soak has its own verdicts, a PR
 review measures somebody's proposal, and a nightly is judged by its paired ratio against the
 pinned reference (nightly_ratio), which host drift cannot move as it moves absolute tok/s."""
-STATUSES = ("active", "acknowledged", "dismissed", "fixed", "silenced", "expired")
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,54 +75,9 @@ class RunRecord:
     """(category, verdict) of every identity check where this run was the candidate."""
 
 
-@dataclass(frozen=True, slots=True)
-class StoredFinding:
-    id: int
-    campaign_id: int | None
-    run_id: int | None
-    fingerprint: str
-    kind: str
-    label: str
-    status: str
-    severity: str
-    title: str
-    evidence: dict[str, Any]
-    series_key: dict[str, Any] | None
-    side: str | None
-    confirmed_at: datetime | None
-    last_seen_at: datetime | None
-    occurrences: int
-    status_note: str | None
-    created_at: datetime
-    updated_at: datetime
-
-
 def _aware(value: datetime) -> datetime:
     """SQLite hands back naive datetimes for timezone-aware columns; they were stored as UTC."""
     return value if value.tzinfo else value.replace(tzinfo=UTC)
-
-
-def _finding(row: Finding) -> StoredFinding:
-    return StoredFinding(
-        id=int(row.id),
-        campaign_id=row.campaign_id,
-        run_id=row.run_id,
-        fingerprint=row.fingerprint,
-        kind=row.kind,
-        label=row.label,
-        status=row.status,
-        severity=row.severity,
-        title=row.title,
-        evidence=dict(row.evidence),
-        series_key=dict(row.series_key) if row.series_key else None,
-        side=row.side,
-        confirmed_at=_aware(row.confirmed_at) if row.confirmed_at else None,
-        last_seen_at=_aware(row.last_seen_at) if row.last_seen_at else None,
-        occurrences=row.occurrences,
-        status_note=row.status_note,
-        created_at=_aware(row.created_at),
-        updated_at=_aware(row.updated_at),
-    )
 
 
 class History:
@@ -226,9 +179,7 @@ class History:
 
     def record_exclusions(self, reasons: dict[int, str | None]) -> None:
         """Store why each run may (None) or may not be a baseline; idempotent."""
-        with self._db.session() as s:
-            for run_id, reason in reasons.items():
-                s.execute(update(Run).where(Run.id == run_id).values(excluded_reason=reason))
+        RunRows(self._db).record_exclusions(reasons)
 
     # -- campaigns --------------------------------------------------------------------------
 
@@ -339,33 +290,16 @@ class History:
         kinds: Sequence[str] | None = None,
         fingerprint: str | None = None,
     ) -> list[StoredFinding]:
-        with self._db.session() as s:
-            query = select(Finding).order_by(Finding.id)
-            if statuses is not None:
-                query = query.where(Finding.status.in_(list(statuses)))
-            if kinds is not None:
-                query = query.where(Finding.kind.in_(list(kinds)))
-            if fingerprint is not None:
-                query = query.where(Finding.fingerprint == fingerprint)
-            return [_finding(r) for r in s.scalars(query)]
+        return FindingStore(self._db).find(statuses=statuses, kinds=kinds, fingerprint=fingerprint)
 
     def finding(self, finding_id: int) -> StoredFinding | None:
-        with self._db.session() as s:
-            row = s.get(Finding, finding_id)
-            return _finding(row) if row is not None else None
+        return FindingStore(self._db).get(finding_id)
 
-    def create_finding(self, **values: Any) -> int:
-        with self._db.session() as s:
-            row = Finding(**values)
-            s.add(row)
-            s.flush()
-            return int(row.id)
+    def create_finding(self, new: NewFinding) -> int:
+        return FindingStore(self._db).add(new)
 
-    def update_finding(self, finding_id: int, **values: Any) -> None:
-        with self._db.session() as s:
-            row = s.get_one(Finding, finding_id)
-            for name, value in values.items():
-                setattr(row, name, value)
+    def update_finding(self, finding_id: int, **changes: Unpack[FindingChanges]) -> None:
+        FindingStore(self._db).update(finding_id, **changes)
 
 
 def _build_label(build: ServerBuild | None) -> str:

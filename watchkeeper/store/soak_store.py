@@ -4,7 +4,8 @@ the verdicts and resume need, as plain dataclasses.
 Every write here may be repeated (a spool replay after an outage, a resume after SIGTERM, a
 commit whose acknowledgement was lost with the connection): runs are found by
 (campaign, arm, round, concurrency), samples by (run, seq), resource samples by
-(campaign, taken_at), incidents by (campaign, natural_key), findings by (campaign, fingerprint).
+(campaign, taken_at), incidents by (campaign, natural_key); findings (by campaign and
+fingerprint) are written by `store.findings`.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import select, update
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
@@ -30,16 +31,15 @@ from watchkeeper.soak.records import (
     SampleRecord,
 )
 from watchkeeper.store.db import Database, masked
-from watchkeeper.store.repository import _sample_row
+from watchkeeper.store.runs import add_sample, open_run
 from watchkeeper.store.schema import (
     Campaign,
-    Finding,
+    Host,
     Incident,
     RequestSampleRow,
     ResourceSample,
     Run,
 )
-from watchkeeper.store.upsert import first_or_add, insert_if_absent
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,19 +128,13 @@ class SoakStore:
         cached = runs.get(key)
         if cached is not None:
             return cached
-        run, _ = first_or_add(
+        run = open_run(
             s,
-            Run,
-            {
-                "campaign_id": campaign_id,
-                "arm": key.arm,
-                "round": key.round,
-                "concurrency": key.concurrency,
-            },
+            campaign_id,
+            key.arm,
+            key.round,
+            key.concurrency,
             profile_id=key.profile_id,
-            is_warmup=False,
-            status="running",
-            server_argv=[],
             started_at=datetime.now(UTC),
         )
         runs[key] = run
@@ -162,12 +156,7 @@ class SoakStore:
                 run.excluded_reason = "soak block with errors"
         elif isinstance(item, SampleRecord):
             run = self._run(s, campaign_id, item.key, runs)
-            exists = s.scalars(
-                select(RequestSampleRow.id).filter_by(run_id=run.id, seq=item.sample.seq)
-            ).first()
-            if exists is None:
-                s.add(_sample_row(int(run.id), item.sample))
-                s.flush()
+            add_sample(s, int(run.id), item.sample)
         elif isinstance(item, ResourcePoint):
             run_id = self._run(s, campaign_id, item.key, runs).id if item.key else None
             exists = s.scalars(
@@ -214,34 +203,31 @@ class SoakStore:
         )
         s.flush()
 
-    def ensure_finding(
-        self,
-        campaign_id: int,
-        *,
-        fingerprint: str,
-        kind: str,
-        severity: str,
-        title: str,
-        evidence: dict[str, Any],
-    ) -> None:
-        """One finding per (campaign, fingerprint): judging a resumed soak twice adds none."""
-        insert_if_absent(
-            self._db,
-            Finding,
-            {"campaign_id": campaign_id, "fingerprint": fingerprint},
-            kind=kind,
-            label="stability",
-            severity=severity,
-            title=title,
-            evidence=evidence,
-            status="active",
-        )
-
     def set_status(self, campaign_id: int, status: str) -> None:
         with self._db.session() as s:
             row = s.get_one(Campaign, campaign_id)
             row.status = status
             row.finished_at = None
+
+    def interrupt_running(self, fingerprint: str, since: datetime) -> list[int]:
+        """Soak campaigns of this machine still `running` since a dead job's start: they were
+        cut off without a chance to say so; `interrupted` makes them resumable."""
+        with self._db.session() as s:
+            ids = list(
+                s.scalars(
+                    select(Campaign.id)
+                    .join(Host, Host.id == Campaign.host_id)
+                    .where(
+                        Campaign.kind == "soak",
+                        Campaign.status == "running",
+                        Host.fingerprint == fingerprint,
+                        Campaign.started_at >= since,
+                    )
+                )
+            )
+            if ids:
+                s.execute(update(Campaign).where(Campaign.id.in_(ids)).values(status="interrupted"))
+            return [int(i) for i in ids]
 
     def find_resumable(self, signature: str) -> int | None:
         """The newest interrupted soak campaign with the same plan signature."""

@@ -12,7 +12,15 @@ from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from typing import Any
 
-from watchkeeper.store.history import StoredFinding
+from watchkeeper.findings.evidence import (
+    ChangePointEvidence,
+    Evidence,
+    NightlyEvidence,
+    SeriesEvidence,
+    evidence_of,
+)
+from watchkeeper.publish.format import MISSING, fixed
+from watchkeeper.store.findings import StoredFinding
 from watchkeeper.tracker import escape
 
 QUOTED_FIELDS = ("baseline_excerpt", "candidate_excerpt", "excerpt", "output", "log_tail")
@@ -34,26 +42,19 @@ def digest_day(moment: datetime) -> date:
     return (moment + timedelta(hours=12)).date()
 
 
-def _num(value: Any, fmt: str) -> str:
-    return "—" if value is None else format(value, fmt)
+def _num(value: Any, spec: str) -> str:
+    return fixed(value, spec)
 
 
-def _delta(e: dict[str, Any]) -> str:
-    delta, (low, high) = e.get("delta"), (e.get("delta_ci") or [None, None])
-    if delta is None:
-        return "—"
-    if e.get("delta_unit") == "absolute":
-        ci = f" (95% CI {low * 100:+.1f} to {high * 100:+.1f})" if low is not None else ""
-        return f"{delta * 100:+.1f} points{ci}"
-    ci = f" (95% CI {low:+.1%} to {high:+.1%})" if low is not None and high is not None else ""
-    return f"{delta:+.1%}{ci}"
+def _known(value: Any) -> str:
+    return "?" if value is None else str(value)
 
 
-def _p(e: dict[str, Any]) -> str:
-    p, adj = e.get("p_value"), e.get("p_adjusted")
-    if p is None:
-        return "—"
-    return f"p = {p:.2g}" + (f", BH-adjusted {adj:.2g}" if adj is not None else "")
+def _p(e: Evidence) -> str:
+    if not isinstance(e, SeriesEvidence) or e.p_value is None:
+        return MISSING
+    adj = e.p_adjusted
+    return f"p = {e.p_value:.2g}" + (f", BH-adjusted {adj:.2g}" if adj is not None else "")
 
 
 def _table(rows: Sequence[tuple[str, str]]) -> str:
@@ -63,37 +64,36 @@ def _table(rows: Sequence[tuple[str, str]]) -> str:
 
 
 def _evidence_rows(f: StoredFinding) -> list[tuple[str, str]]:
-    e = f.evidence
+    e = evidence_of(f.kind, f.evidence)
     rows: list[tuple[str, str]] = []
-    if e.get("series_name"):
-        rows.append(("series", str(e["series_name"])))
+    if e.series_title(""):
+        rows.append(("series", e.series_title("")))
     rows += [("kind", f.kind), ("severity", f.severity)]
-    if "current" in e or "baseline" in e:
-        cv = e.get("baseline_cv")
+    if isinstance(e, SeriesEvidence):
         rows += [
-            ("tonight", _num(e.get("current"), ".4g")),
+            ("tonight", _num(e.current, ".4g")),
             (
-                f"baseline ({e.get('baseline_runs', '?')} good runs, "
-                f"{e.get('baseline_trials', '?')} trials, CV {_num(cv, '.1%')})",
-                _num(e.get("baseline"), ".4g"),
+                f"baseline ({_known(e.baseline_runs)} good runs, "
+                f"{_known(e.baseline_trials)} trials, CV {_num(e.baseline_cv, '.1%')})",
+                _num(e.baseline, ".4g"),
             ),
-            ("change", _delta(e)),
-            ("test", f"{e.get('test') or '—'}, {_p(e)}"),
-            ("fence / floor", f"{_num(e.get('fence'), '.4g')} / {_num(e.get('floor'), '.4g')}"),
+            ("change", e.change_text()),
+            ("test", f"{e.test or MISSING}, {_p(e)}"),
+            ("fence / floor", f"{_num(e.fence, '.4g')} / {_num(e.floor, '.4g')}"),
         ]
-    if "ratio" in e:
-        ref = e.get("reference") or {}
-        ci = e.get("ci95") or [None, None]
+    if isinstance(e, NightlyEvidence):
+        ref = e.reference or {}
+        low, high = e.ci95 or (None, None)
         rows += [
-            ("current / reference", _num(e.get("ratio"), ".3f")),
-            ("95% CI", f"{_num(ci[0], '.3f')} to {_num(ci[1], '.3f')}"),
-            ("change", _delta(e)),
+            ("current / reference", _num(e.ratio, ".3f")),
+            ("95% CI", f"{_num(low, '.3f')} to {_num(high, '.3f')}"),
+            ("change", e.change_text()),
             (
                 "replicates",
-                f"{e.get('n_pairs', '?')} pairs: {e.get('n_tasks', '?')} tasks x "
-                f"{e.get('n_rounds', '?')} rounds (rerun campaign {e.get('rerun_campaign_id')})",
+                f"{_known(e.n_pairs)} pairs: {_known(e.n_tasks)} tasks x "
+                f"{_known(e.n_rounds)} rounds (rerun campaign {e.rerun_campaign_id})",
             ),
-            ("threshold", _num(e.get("threshold"), ".0%")),
+            ("threshold", _num(e.threshold, ".0%")),
             (
                 "reference",
                 f"#{ref.get('id')} pinned {ref.get('pinned_at', '?')} by {ref.get('pinned_by')}; "
@@ -101,7 +101,7 @@ def _evidence_rows(f: StoredFinding) -> list[tuple[str, str]]:
                 f"{str(ref.get('model_sha256', ''))[:12]}, flags {ref.get('config_hash')}",
             ),
         ]
-        also = [a for a in e.get("also_confirmed") or [] if isinstance(a, dict)]
+        also = [a for a in e.also_confirmed or [] if isinstance(a, dict)]
         if also:
             rows.append(
                 (
@@ -109,20 +109,17 @@ def _evidence_rows(f: StoredFinding) -> list[tuple[str, str]]:
                     ", ".join(f"{a.get('category')} {_num(a.get('ratio'), '.3f')}" for a in also),
                 )
             )
-        if e.get("report"):
-            rows.append(("night's report", str(e["report"])))
-    cp = e.get("change_point")
-    if isinstance(cp, dict):
+        if e.report:
+            rows.append(("night's report", str(e.report)))
+    cp = e.change_point if isinstance(e, SeriesEvidence | ChangePointEvidence) else None
+    if cp is not None:
         rows += [
-            ("first bad build", f"{cp.get('first_bad_build')} (run {cp.get('first_bad_run')})"),
-            (
-                "level",
-                f"{_num(cp.get('before_median'), '.4g')} → {_num(cp.get('after_median'), '.4g')}",
-            ),
-            ("change-point method", str(cp.get("method", "—"))),
+            ("first bad build", f"{cp.first_bad_build} (run {cp.first_bad_run})"),
+            ("level", f"{_num(cp.before_median, '.4g')} → {_num(cp.after_median, '.4g')}"),
+            ("change-point method", str(cp.method or MISSING)),
         ]
-    if e.get("reason"):
-        rows.append(("reason", str(e["reason"])))
+    if e.extra.get("reason"):
+        rows.append(("reason", str(e.extra["reason"])))
     seen = f.last_seen_at or f.created_at
     rows += [
         ("finding", f"{f.id}, campaign {f.campaign_id}, run {f.run_id}"),
@@ -173,9 +170,10 @@ def issue_title(f: StoredFinding) -> str:
 
 
 def issue_body(f: StoredFinding, ctx: IssueContext) -> str:
-    params = f.evidence.get("params")
+    e = evidence_of(f.kind, f.evidence)
+    params = e.params if isinstance(e, SeriesEvidence) else None
     details = ""
-    if isinstance(params, dict):
+    if params is not None:
         blob = json.dumps(params, indent=2, sort_keys=True, default=str)
         details = (
             "<details><summary>Detector parameters</summary>\n\n"
@@ -200,12 +198,13 @@ def issue_body(f: StoredFinding, ctx: IssueContext) -> str:
 
 
 def recurrence_comment(f: StoredFinding) -> str:
-    e = f.evidence
+    e = evidence_of(f.kind, f.evidence)
+    s = e if isinstance(e, SeriesEvidence) else SeriesEvidence()
     seen = f.last_seen_at or f.updated_at
     return escape.body(
         f"Seen again ({f.occurrences} times now, last {seen:%Y-%m-%d %H:%M} UTC, run "
-        f"{f.run_id}): change {escape.inline(_delta(e))}, {escape.inline(_p(e))}, tonight "
-        f"{_num(e.get('current'), '.4g')} against a baseline of {_num(e.get('baseline'), '.4g')}.\n"
+        f"{f.run_id}): change {escape.inline(e.change_text())}, {escape.inline(_p(e))}, tonight "
+        f"{_num(s.current, '.4g')} against a baseline of {_num(s.baseline, '.4g')}.\n"
     )
 
 
@@ -217,9 +216,10 @@ def reopened_comment(f: StoredFinding, removed: Sequence[str] = ()) -> str:
             f" Removed the status label(s) {names}: they decided the previous finding; "
             "add one again to decide this one.\n"
         )
+    e = evidence_of(f.kind, f.evidence)
     return escape.body(
-        f"Regressed again: finding {f.id} ({escape.inline(_delta(f.evidence))}, "
-        f"{escape.inline(_p(f.evidence))}). Reopening.\n{cleared}"
+        f"Regressed again: finding {f.id} ({escape.inline(e.change_text())}, "
+        f"{escape.inline(_p(e))}). Reopening.\n{cleared}"
     )
 
 

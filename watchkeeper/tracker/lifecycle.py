@@ -12,9 +12,11 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from watchkeeper.findings.evidence import ChangePointEvidence, SeriesEvidence, evidence_of
 from watchkeeper.nightly.detector import Direction, MetricKind, SeriesKey
 from watchkeeper.nightly.series import SeriesPoint, fingerprint, pool, series_history
-from watchkeeper.store.history import History, StoredFinding
+from watchkeeper.store.findings import StoredFinding
+from watchkeeper.store.history import History
 from watchkeeper.tracker.forge import Comment, IssueEvent
 
 ACTIONS = {"ack": "acknowledged", "dismiss": "dismissed", "silence": "silenced"}
@@ -24,8 +26,9 @@ _COMMAND = re.compile(r"^\s*/watchkeeper\s+(ack|dismiss|silence)\b", re.MULTILIN
 def issue_key(f: StoredFinding) -> str:
     """One issue per (series fingerprint, change point); detector findings per side."""
     if f.kind == "change_point":
-        cp = f.evidence.get("change_point") or {}
-        return f"{f.fingerprint}:cp:{cp.get('first_bad_run')}"
+        e = evidence_of(f.kind, f.evidence)
+        assert isinstance(e, ChangePointEvidence)
+        return f"{f.fingerprint}:cp:{e.change_point.first_bad_run}"
     if f.kind in ("regression", "improvement"):
         return f"{f.fingerprint}:{f.side or 'worse'}"
     return f"{f.fingerprint}:{f.kind}"
@@ -109,7 +112,8 @@ class SeriesNights:
     def good_nights(self, f: StoredFinding) -> int:
         """Consecutive most recent nights after the finding's last flagged run whose level is
         back within the floor of the baseline the finding was measured against."""
-        baseline = f.evidence.get("baseline")
+        e = evidence_of(f.kind, f.evidence)
+        baseline = e.baseline if isinstance(e, SeriesEvidence) else None
         entry = self._series.get(f.fingerprint)
         if f.kind != "regression" or f.run_id is None or baseline is None or entry is None:
             return 0

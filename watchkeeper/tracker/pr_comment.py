@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from watchkeeper.analysis.benchmark import BenchResult, CategoryStats
 from watchkeeper.analysis.stats import RatioCI, wilson
+from watchkeeper.publish.format import MISSING, fixed, speedup
 from watchkeeper.tracker import escape
 from watchkeeper.tracker.forge import PullRequest
 
@@ -33,18 +34,15 @@ def review_marker(number: int) -> str:
 
 
 def _ci(ci: RatioCI | None) -> str:
-    if ci is None:
-        return "—"
-    if not ci.has_ci:
-        return f"{ci.estimate:.2f}x ({ci.n_rounds} round(s): no CI)"
-    text = f"{ci.estimate:.2f}x ({ci.low:.2f}-{ci.high:.2f})"
-    if ci.rounds_needed:
+    """The speed-up with its CI (`format.speedup`), and how many rounds would settle it."""
+    text = speedup(ci)
+    if ci is not None and ci.has_ci and ci.rounds_needed:
         text += f", ~{ci.rounds_needed} rounds would settle it"
     return text
 
 
-def _num(value: float | None, fmt: str) -> str:
-    return "—" if value is None else format(value, fmt)
+def _num(value: float | None, spec: str) -> str:
+    return fixed(value, spec)
 
 
 def _speed_word(ci: RatioCI | None) -> str:
@@ -113,7 +111,7 @@ def _rows(reviews: Sequence[ProfileReview]) -> tuple[list[str], list[str]]:
             n = sum(h.verdicts.values())
             same = h.verdicts.get("identical", 0)
             low, high = wilson(same, n)
-            rate = f"{same / n:.0%} ({low:.0%}-{high:.0%})" if n else "—"
+            rate = f"{same / n:.0%} ({low:.0%}-{high:.0%})" if n else MISSING
             counts = " | ".join(str(h.verdicts.get(v, 0)) for v in VERDICTS)
             ident.append(f"| {name} | {escape.inline(cat, 40)} | {counts} | {rate} |")
     return speed, ident

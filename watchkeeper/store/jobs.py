@@ -1,4 +1,4 @@
-"""The daemon's side of the database: job_run rows, stale runs, status queries.
+"""The `job_run` table's owner: the daemon's claims, outcomes, stale runs and status queries.
 
 A run is claimed by inserting its row with a unique `claim_key` (the conditional write that
 decides who runs it); a fleet job's key has no host in it, so two daemons firing the same
@@ -13,12 +13,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import func, select, update
+from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 
 from watchkeeper.store.db import Database
-from watchkeeper.store.history import OPEN_STATUSES
-from watchkeeper.store.schema import Campaign, Finding, Host, JobRun, RequestSampleRow, Run
+from watchkeeper.store.schema import JobRun
 
 OUTCOMES = ("ok", "failed", "interrupted")
 
@@ -83,7 +82,7 @@ def claim_key(job: str, scope: str, host_id: str, scheduled_for: datetime | None
     return f"{job}|fleet|{stamp}" if scope == "fleet" else f"{job}|{host_id}|{stamp}"
 
 
-class RunStore:
+class JobStore:
     def __init__(self, db: Database) -> None:
         self._db = db
 
@@ -139,26 +138,6 @@ class RunStore:
                 row.error = "the daemon stopped before the job finished"
             return [_view(r) for r in rows]
 
-    def interrupt_soak_campaigns(self, fingerprint: str, since: datetime) -> list[int]:
-        """Soak campaigns of this machine still `running` since a dead job's start: they were
-        cut off without a chance to say so; `interrupted` makes them resumable."""
-        with self._db.session() as s:
-            ids = list(
-                s.scalars(
-                    select(Campaign.id)
-                    .join(Host, Host.id == Campaign.host_id)
-                    .where(
-                        Campaign.kind == "soak",
-                        Campaign.status == "running",
-                        Host.fingerprint == fingerprint,
-                        Campaign.started_at >= since,
-                    )
-                )
-            )
-            if ids:
-                s.execute(update(Campaign).where(Campaign.id.in_(ids)).values(status="interrupted"))
-            return [int(i) for i in ids]
-
     def last_run(self, job: str, host_id: str | None = None) -> JobRunView | None:
         with self._db.session() as s:
             query = select(JobRun).filter_by(job=job)
@@ -182,21 +161,3 @@ class RunStore:
             newest = select(func.max(JobRun.id)).group_by(JobRun.job)
             rows = s.scalars(select(JobRun).where(JobRun.id.in_(newest)).order_by(JobRun.job))
             return [_view(r) for r in rows]
-
-    def samples_for_campaign(self, campaign_id: int) -> int:
-        with self._db.session() as s:
-            n = s.scalar(
-                select(func.count(RequestSampleRow.id))
-                .join(Run, Run.id == RequestSampleRow.run_id)
-                .where(Run.campaign_id == campaign_id)
-            )
-            return int(n or 0)
-
-    def open_findings_by_label(self) -> dict[str, int]:
-        with self._db.session() as s:
-            rows = s.execute(
-                select(Finding.label, func.count())
-                .where(Finding.status.in_(OPEN_STATUSES))
-                .group_by(Finding.label)
-            ).all()
-            return {str(label): int(n) for label, n in rows}
