@@ -13,16 +13,28 @@ from __future__ import annotations
 import getpass
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from watchkeeper.analysis.benchmark import ALL, BenchResult
+from watchkeeper.analysis.stats import MIN_TASKS
 from watchkeeper.commands.bench import BenchPlan, execute_bench, finish_with_report
 from watchkeeper.config import Config, ProfileConfig
+from watchkeeper.config.model import NightlyConfig
 from watchkeeper.errors import ConfigError
 from watchkeeper.host import info as hostinfo
 from watchkeeper.load.tasks import load_taskset, select
-from watchkeeper.nightly.ratios import FLAGS, night_noise, night_ratios, with_night_noise
+from watchkeeper.nightly.ratios import (
+    FLAGS,
+    SeriesCheck,
+    confirmed_series,
+    judge_night,
+    night_noise,
+    night_ratios,
+    prior_night_sd,
+    series_checks,
+)
 from watchkeeper.nightly.reference import (
     identify,
     reference_arm,
@@ -51,6 +63,8 @@ class NightResult:
     confirmed: tuple[str, ...] = ()
     findings: tuple[int, ...] = ()
     report_path: str | None = None
+    checks: tuple[SeriesCheck, ...] = ()
+    """Per category: failed requests between the arms and the winsorized cells' balance."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -74,6 +88,9 @@ class NightResult:
                     "n_rounds": r.n_rounds,
                     "threshold": r.threshold,
                     "verdict": r.verdict,
+                    "checks": next(
+                        (c.to_json() for c in self.checks if c.category == r.category), None
+                    ),
                 }
                 for r in self.ratios
             ],
@@ -190,6 +207,7 @@ def run_night(
     profile: str,
     *,
     progress: Progress,
+    now: datetime | None = None,
 ) -> NightResult:
     store = ReferenceStore(db)
     host = hostinfo.collect()
@@ -229,31 +247,33 @@ def run_night(
             aa=aa,
             threshold=config.nightly.min_effect,
         )
-        # One process pair all night: its offset is invisible to the night's CI, so a prior
-        # night sd floors it. Fresh pairs every few rounds: the rounds carry it.
-        n = config.nightly
-        prior = n.night_sd if n.restart_every == 0 else 0.0
-        return [
-            with_night_noise(r, night_noise(store.series_history(r.series), prior)) for r in records
-        ]
+        prior = prior_night_sd(config.nightly)
+        return judge_night(
+            bench,
+            records,
+            current_arm=current.name,
+            noise=lambda r: night_noise(store.series_history(r.series), prior),
+        )
 
     ratios = ratios_of(result)
+    checks = series_checks(result, current_arm=current.name)
     flagged = [r for r in ratios if r.verdict == "regression"]
-    confirmed: set[str] = set()
-    for r in flagged:
-        previous = store.previous(r.series, ref.id, result.campaign_id)
-        if previous is not None and previous.verdict == "regression":
-            confirmed.add(r.series)
+    since = (now or datetime.now(UTC)) - timedelta(days=config.nightly.confirm_window_days)
+
+    def previous(r: RatioRecord) -> RatioRecord | None:
+        return store.previous(r.series, ref.id, result.campaign_id, since=since)
+
+    confirmed = confirmed_series(flagged, previous)
     rerun_id = None
     rerun_ratios: list[RatioRecord] = []
-    pending = [r for r in flagged if r.series not in confirmed]
+    pending = [r for r in flagged if r.series not in confirmed and r.category == ALL]
     if pending and config.nightly.confirm_rerun:
         progress(f"{profile}: {len(pending)} regression candidate(s); rerunning to confirm")
         rerun = _bench(config, current, ref_arm, kind="nightly-rerun", progress=progress)
         rerun_id = rerun.campaign_id
         rerun_ratios = ratios_of(rerun)
         again = {r.series for r in rerun_ratios if r.verdict == "regression"}
-        confirmed |= {r.series for r in pending if r.series in again}
+        confirmed |= confirmed_series(pending, previous, again)
     stored = [_with_confirmed(r, r.series in confirmed and r.verdict in FLAGS) for r in ratios]
     store.add_ratios(stored)
     store.add_ratios(rerun_ratios)
@@ -262,6 +282,9 @@ def run_night(
         repo = Repository(db)
         for r, also in _finding_series(stored):
             evidence = _evidence(r, ref, result, rerun_id)
+            check = checks.get(r.category)
+            if check is not None:
+                evidence["checks"] = check.to_json()
             evidence["also_confirmed"] = [
                 {"category": c.category, "ratio": c.estimate, "ci95": [c.low, c.high]} for c in also
             ]
@@ -271,10 +294,7 @@ def run_night(
                     fingerprint=f"nightly:{r.series}"[:64],
                     kind="regression",
                     severity="high",
-                    title=(
-                        f"{profile} · {r.category}: decode tok/s {r.estimate - 1:+.1%} against "
-                        f"the reference (95% CI {_pct(r.low)} to {_pct(r.high)})"
-                    ),
+                    title=_title(profile, r, checks.get(r.category)),
                     evidence=evidence,
                 )
             )
@@ -289,6 +309,7 @@ def run_night(
         tuple(sorted(confirmed)),
         tuple(findings),
         result.report_path,
+        tuple(checks.values()),
     )
 
 
@@ -308,6 +329,21 @@ def _finding_series(
         others = [r for r in confirmed if r.category != ALL]
         return [(overall[0], others)]
     return [(r, []) for r in confirmed]
+
+
+def _title(profile: str, r: RatioRecord, check: SeriesCheck | None) -> str:
+    """A finding's title: the ratio, or the failed requests where they made the verdict."""
+    failures = check.failures if check is not None else None
+    if failures is not None and failures.regression:
+        return (
+            f"{profile} · {r.category}: {failures.current_failed} of "
+            f"{failures.current_requests} requests failed against the reference's "
+            f"{failures.reference_failed} (decode tok/s of the rest {r.estimate - 1:+.1%})"
+        )
+    return (
+        f"{profile} · {r.category}: decode tok/s {r.estimate - 1:+.1%} against "
+        f"the reference (95% CI {_pct(r.low)} to {_pct(r.high)})"
+    )
 
 
 def _pct(value: float | None) -> str:
@@ -350,6 +386,20 @@ def _evidence(
     }
 
 
+def check_per_category(nightly: NightlyConfig) -> None:
+    """Refuse a ``per_category`` that leaves every category series without a CI.
+
+    A category series needs `MIN_TASKS` tasks (analysis/stats.py); with fewer, every category
+    said `insufficient data` every night and nothing said why."""
+    if nightly.per_category < MIN_TASKS:
+        raise ConfigError(
+            f"nightly.per_category = {nightly.per_category}: a category series needs "
+            f"{MIN_TASKS} tasks for a CI, so every category would read `insufficient data` "
+            "every night",
+            hint=f"set nightly.per_category to {MIN_TASKS} or more (4 is the default)",
+        )
+
+
 def nightly_command(
     config: Config,
     *,
@@ -359,6 +409,7 @@ def nightly_command(
     names = list(profiles or config.nightly.profiles)
     if not names:
         raise ConfigError("nightly.profiles is empty: name the profile(s) to judge every night")
+    check_per_category(config.nightly)
     db = Database(config.database.resolved_url())
     try:
         return NightlyOutcome(
