@@ -375,3 +375,59 @@ def test_item10_a_flag_from_weeks_ago_does_not_confirm_tonights(tmp_path: object
 
 def _fields(r: RatioRecord) -> dict[str, object]:
     return {name: getattr(r, name) for name in RatioRecord.__dataclass_fields__}
+
+
+# --- item 4 -------------------------------------------------------------------------------
+
+
+def _night(campaign: int, category: str, verdict: str, *, confirmed: bool = False) -> RatioRecord:
+    return RatioRecord(
+        campaign_id=campaign, reference_id=1, series=f"h|p|{category}|decode_tps",
+        host_fingerprint="h", profile="p", category=category, metric="decode_tps",
+        estimate=0.95 if verdict == "regression" else 1.0, low=0.93, high=0.97, n_pairs=48,
+        n_tasks=4, n_rounds=12, threshold=0.03, verdict=verdict, aa=True, confirmed=confirmed,
+    )  # fmt: skip
+
+
+def test_item4_the_family_rate_counts_aa_nights_with_any_confirmed_flag_reruns_left_out() -> None:
+    """Per series-night, 2 confirmed flags in 40 A/A series-nights read 5%; the question a
+    maintainer asks is how many *nights* filed a false alarm: here 2 of 5 profile-nights. The
+    rerun campaign (id 99) is not a night of its own."""
+    from watchkeeper.nightly.ratios import false_alarms
+
+    nights = [
+        _night(c, cat, "no change")
+        for c in range(1, 6)
+        for cat in ("all", "chat", "code", "math", "prose", "rag", "tools")
+    ]
+    nights[1] = _night(1, "chat", "regression", confirmed=True)
+    nights[7 * 3 + 2] = _night(4, "code", "regression", confirmed=True)
+    rerun = [_night(99, cat, "no change") for cat in ("all", "chat")]
+    fa = false_alarms(nights + rerun, reruns={99})
+    assert fa.series_nights == 35
+    assert (fa.nights, fa.family_flagged) == (5, 2)
+    assert fa.family_rate == pytest.approx(0.4)
+    assert fa.to_json()["family_target"] == 0.01
+    assert fa.family_within_target is False
+
+
+def test_item4_a_category_needs_a_later_night_not_only_the_immediate_rerun() -> None:
+    """With the rerun alone, a category flag of one evening confirmed itself: ~3% of A/A
+    nights filed a false alarm somewhere in the family when the rerun shares the host state."""
+    from watchkeeper.nightly.ratios import confirmed_series
+
+    tonight = [_night(5, "all", "regression"), _night(5, "code", "regression")]
+    reran = {r.series for r in tonight}
+    assert confirmed_series(tonight, lambda r: None, reran) == {"h|p|all|decode_tps"}
+    last_night = {"h|p|code|decode_tps": _night(4, "code", "regression")}
+    assert confirmed_series(tonight, lambda r: last_night.get(r.series)) == {"h|p|code|decode_tps"}
+
+
+def test_item4_nightly_json_reports_the_family_rate_per_profile() -> None:
+    from watchkeeper.commands.nightly import NightlyOutcome
+    from watchkeeper.nightly.ratios import false_alarms
+
+    fa = false_alarms([_night(1, "all", "no change"), _night(1, "code", "no change")])
+    data = NightlyOutcome((), (("p", fa),)).to_json()
+    assert data["false_alarms"]["p"]["aa_nights"] == 1
+    assert data["false_alarms"]["p"]["family_rate"] == 0.0

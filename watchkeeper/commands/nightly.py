@@ -25,10 +25,13 @@ from watchkeeper.config.model import NightlyConfig
 from watchkeeper.errors import ConfigError
 from watchkeeper.host import info as hostinfo
 from watchkeeper.load.tasks import load_taskset, select
+from watchkeeper.nightly.digest import rerun_campaigns
 from watchkeeper.nightly.ratios import (
     FLAGS,
+    FalseAlarms,
     SeriesCheck,
     confirmed_series,
+    false_alarms,
     judge_night,
     night_noise,
     night_ratios,
@@ -45,6 +48,7 @@ from watchkeeper.nightly.reference import (
 from watchkeeper.server.flags import read_help
 from watchkeeper.server.launch import PreparedProfile, prepare
 from watchkeeper.store.db import Database
+from watchkeeper.store.history import History
 from watchkeeper.store.references import RatioRecord, ReferenceRecord, ReferenceStore
 from watchkeeper.store.repository import Repository
 
@@ -100,9 +104,15 @@ class NightResult:
 @dataclass(frozen=True, slots=True)
 class NightlyOutcome:
     nights: tuple[NightResult, ...] = field(default_factory=tuple)
+    false_alarms: tuple[tuple[str, FalseAlarms], ...] = ()
+    """Per profile, over its whole history: flags on A/A series-nights and the family rate
+    (A/A nights with a confirmed flag in any series, target <= 1% per profile-night)."""
 
     def to_json(self) -> dict[str, Any]:
-        return {"nights": [n.to_json() for n in self.nights]}
+        return {
+            "nights": [n.to_json() for n in self.nights],
+            "false_alarms": {profile: fa.to_json() for profile, fa in self.false_alarms},
+        }
 
 
 def pin_reference(
@@ -412,11 +422,19 @@ def nightly_command(
     check_per_category(config.nightly)
     db = Database(config.database.resolved_url())
     try:
-        return NightlyOutcome(
-            tuple(run_night(config, db, name, progress=progress) for name in names)
-        )
+        nights = tuple(run_night(config, db, name, progress=progress) for name in names)
+        return NightlyOutcome(nights, family_false_alarms(db, names))
     finally:
         db.close()
+
+
+def family_false_alarms(
+    db: Database, profiles: Sequence[str], now: datetime | None = None
+) -> tuple[tuple[str, FalseAlarms], ...]:
+    """Each profile's live false-alarm rates, reruns left out of the nights."""
+    ratios = ReferenceStore(db).ratios()
+    reruns = rerun_campaigns(History(db), now or datetime.now(UTC))
+    return tuple((p, false_alarms([r for r in ratios if r.profile == p], reruns)) for p in profiles)
 
 
 def reference_pin(

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -317,13 +317,22 @@ def night_ratios(
     return out
 
 
+FAMILY_TARGET = 0.01
+"""Target of the family false-alarm rate: A/A profile-nights with a confirmed flag anywhere."""
+
+
 @dataclass(frozen=True, slots=True)
 class FalseAlarms:
-    """The detector's live false-alarm rate: flags on A/A series-nights.
+    """The detector's live false-alarm rate: flags on A/A series-nights, and per profile-night.
 
     A night's 95% CI excludes 1 on an A/A night now and then (about 2.5% per direction when it
     is honest); that is why a flag is only a candidate until a rerun or the next night flags
-    it again. `flagged` counts single flags, `confirmed` what would have been filed."""
+    it again. `flagged` counts single flags, `confirmed` what would have been filed.
+
+    Per series-night hides the family: each profile judges 7 series a night (overall + 6
+    categories), so the rate that matters to a maintainer is the share of A/A *nights* of a
+    profile with at least one confirmed flag anywhere (`family_*`, target `FAMILY_TARGET`).
+    Rerun campaigns are not nights: they are left out of both denominators."""
 
     series_nights: int
     flagged: int
@@ -333,14 +342,61 @@ class FalseAlarms:
     confirmed: int = 0
     confirmed_low: float = 0.0
     confirmed_high: float = 1.0
+    nights: int = 0
+    """A/A profile-nights (profile x night campaign), reruns left out."""
+    family_flagged: int = 0
+    """Of those, nights with at least one confirmed flag in any series."""
+    family_low: float = 0.0
+    family_high: float = 1.0
+
+    @property
+    def family_rate(self) -> float | None:
+        return self.family_flagged / self.nights if self.nights else None
+
+    @property
+    def family_within_target(self) -> bool | None:
+        """The Wilson upper bound within the target: None until there are A/A nights."""
+        return None if not self.nights else self.family_high <= FAMILY_TARGET
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "series_nights": self.series_nights,
+            "flagged": self.flagged,
+            "confirmed": self.confirmed,
+            "aa_nights": self.nights,
+            "aa_nights_with_confirmed_flag": self.family_flagged,
+            "family_rate": self.family_rate,
+            "family_ci95": [self.family_low, self.family_high],
+            "family_target": FAMILY_TARGET,
+        }
 
 
-def false_alarms(ratios: Sequence[RatioRecord]) -> FalseAlarms:
-    aa = [r for r in ratios if r.aa]
+def false_alarms(
+    ratios: Sequence[RatioRecord], reruns: Collection[int] = frozenset()
+) -> FalseAlarms:
+    """``reruns``: campaign ids of confirmation reruns, which are not nights of their own."""
+    aa = [r for r in ratios if r.aa and r.campaign_id not in reruns]
     flagged = sum(r.verdict in FLAGS for r in aa)
     confirmed = sum(r.verdict in FLAGS and r.confirmed for r in aa)
     low, high = wilson(flagged, len(aa))
     c_low, c_high = wilson(confirmed, len(aa))
+    nights: dict[tuple[str, int], bool] = {}
+    for r in aa:
+        key = (r.profile, r.campaign_id)
+        nights[key] = nights.get(key, False) or (r.verdict in FLAGS and r.confirmed)
+    family = sum(nights.values())
+    f_low, f_high = wilson(family, len(nights))
     return FalseAlarms(
-        len(aa), flagged, flagged / len(aa) if aa else None, low, high, confirmed, c_low, c_high
+        len(aa),
+        flagged,
+        flagged / len(aa) if aa else None,
+        low,
+        high,
+        confirmed,
+        c_low,
+        c_high,
+        len(nights),
+        family,
+        f_low,
+        f_high,
     )
