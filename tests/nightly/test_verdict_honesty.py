@@ -431,3 +431,26 @@ def test_item4_nightly_json_reports_the_family_rate_per_profile() -> None:
     data = NightlyOutcome((), (("p", fa),)).to_json()
     assert data["false_alarms"]["p"]["aa_nights"] == 1
     assert data["false_alarms"]["p"]["family_rate"] == 0.0
+
+
+# --- item 9 -------------------------------------------------------------------------------
+
+
+def test_item9_an_efficiency_above_1_is_replaced_by_which_input_is_off() -> None:
+    """A bench over ten chat tasks written outside the project printed efficiency 1.06: the
+    estimate beat the bound while its CI still reached down to it."""
+    from watchkeeper.analysis.speculation import judge_efficiency, measured_bound
+
+    bound = measured_bound(
+        mean_accepted=1.2, draft_length=4.0, cost_ratio=0.1, verify_tokens=5, verify_cost=1.6,
+        acceptance=0.3, decoded_tokens=6000.0, drafts=1000.0,
+    )  # fmt: skip
+    estimate = bound.predicted_speedup * 1.06
+    efficiency, note = judge_efficiency(
+        bound, estimate, bound.predicted_speedup * 0.97, measured_verify=(5, 1.6)
+    )
+    assert efficiency is None
+    assert note is not None and "beats the bound" in note and "verify cost" in note
+    # Within the bound: the plain ratio, no note.
+    efficiency, note = judge_efficiency(bound, bound.predicted_speedup * 0.9, 0.8)
+    assert efficiency == pytest.approx(0.9) and note is None
