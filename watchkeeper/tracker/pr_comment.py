@@ -40,6 +40,8 @@ def _ci(ci: RatioCI | None) -> str:
     text = f"{ci.estimate:.2f}x ({ci.low:.2f}-{ci.high:.2f})"
     if ci.rounds_needed:
         text += f", ~{ci.rounds_needed} rounds would settle it"
+    elif ci.settle is not None and ci.settle.add_tasks:
+        text += f", {ci.settle.describe()}"
     return text
 
 
