@@ -416,11 +416,15 @@ def test_item4_a_category_needs_a_later_night_not_only_the_immediate_rerun() -> 
     nights filed a false alarm somewhere in the family when the rerun shares the host state."""
     from watchkeeper.nightly.ratios import confirmed_series
 
-    tonight = [_night(5, "all", "regression"), _night(5, "code", "regression")]
-    reran = {r.series for r in tonight}
-    assert confirmed_series(tonight, lambda r: None, reran) == {"h|p|all|decode_tps"}
+    alone = [_night(5, "code", "regression")]
+    assert confirmed_series(alone, lambda r: None, {"h|p|code|decode_tps"}) == set()
     last_night = {"h|p|code|decode_tps": _night(4, "code", "regression")}
-    assert confirmed_series(tonight, lambda r: last_night.get(r.series)) == {"h|p|code|decode_tps"}
+    assert confirmed_series(alone, lambda r: last_night.get(r.series)) == {"h|p|code|decode_tps"}
+    # Beside a confirmed overall series a category rides in its evidence (one finding).
+    both = [_night(5, "all", "regression"), *alone]
+    reran = {r.series for r in both}
+    assert confirmed_series(both, lambda r: None, reran) == reran
+    assert confirmed_series(both, lambda r: None, {"h|p|code|decode_tps"}) == set()
 
 
 def test_item4_nightly_json_reports_the_family_rate_per_profile() -> None:

@@ -283,7 +283,7 @@ def run_night(
         rerun_id = rerun.campaign_id
         rerun_ratios = ratios_of(rerun)
         again = {r.series for r in rerun_ratios if r.verdict == "regression"}
-        confirmed |= confirmed_series(pending, previous, again)
+        confirmed |= confirmed_series(flagged, previous, again)
     stored = [_with_confirmed(r, r.series in confirmed and r.verdict in FLAGS) for r in ratios]
     store.add_ratios(stored)
     store.add_ratios(rerun_ratios)

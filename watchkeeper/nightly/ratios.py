@@ -236,14 +236,24 @@ def confirmed_series(
     the only check, ~3% of A/A nights would file a false alarm somewhere in the family when the
     rerun correlates 0.5 with the night it checks (it shares the host's state). So the overall
     series is confirmed by the rerun or by the previous night (``previous``: the series' last
-    night within the confirmation window), but a category series only by a night that is not
-    tonight's: a second flag from the same evening is too much the same measurement."""
+    night within the confirmation window), but a category series on its own only by a night
+    that is not tonight's: a second flag from the same evening is too much the same
+    measurement. (Beside a confirmed overall series, a category the rerun flagged again is
+    confirmed too: it is evidence in that finding, never a finding of its own.)"""
     out: set[str] = set()
     again = rerun_flags or set()
+    by_night = set()
     for r in flagged:
         before = previous(r)
-        by_night = before is not None and before.verdict == "regression"
-        if by_night or (r.category == ALL and r.series in again):
+        if before is not None and before.verdict == "regression":
+            by_night.add(r.series)
+    overall = any(
+        r.category == ALL and (r.series in by_night or r.series in again) for r in flagged
+    )
+    for r in flagged:
+        # With the overall series confirmed, a category its rerun flagged again rides in that
+        # one finding's evidence: no finding of its own, so no false alarm of its own.
+        if r.series in by_night or (overall and r.series in again):
             out.add(r.series)
     return out
 
