@@ -44,6 +44,18 @@ next night):
 
 --reuse FILE loads the A/A tables from FILE when it exists (no server started), else measures
 them and saves them there; --sims 0 measures only.
+
+A uniform drop is the best case for the detector. Each simulated series is also run with the
+same mean drop spread unevenly (`PATTERNS`, at 5% and 10%): per-task drops with sd `TAU`
+("uneven tasks"), the whole drop on a quarter of the tasks ("one task in four"), on one
+category only (the overall series), on a `STALL_SHARE` of the cells ("stalls": what
+winsorizing would hide; the column "night 1 tail" is the share of first nights that said
+`suspicious: tail regression`), and on the rounds run under the load that triggers it ("under
+load"). The family false-alarm rate simulates whole A/A profile-nights: every series judged on
+one resampled night, confirmed as the nightly confirms (the overall series by its rerun or the
+previous night, a category only by the previous night). --synthetic N replaces the real
+nights with synthetic ones (cell sd --cell-sd, round drift --round-sd) to try the simulation
+without a server.
 """
 
 from __future__ import annotations
@@ -79,10 +91,12 @@ from watchkeeper.cli.app import unwind_on_sigterm
 from watchkeeper.commands.aa import aa_command, wilson
 from watchkeeper.commands.bench import BenchPlan, execute_bench
 from watchkeeper.config import Config, DatabaseConfig, parse_config
+from watchkeeper.config.model import NightlyConfig
 from watchkeeper.load.tasks import load_taskset, select
 from watchkeeper.nightly.detector import DetectorParams, Label, RunPoint, SeriesKey, detect_series
 from watchkeeper.nightly.digest import gather
 from watchkeeper.nightly.findings import judge_pending
+from watchkeeper.nightly.ratios import MIN_AA_NIGHTS, NightNoise, prior_night_sd
 from watchkeeper.server.profiles import BUILTIN_PROFILES
 from watchkeeper.store.db import Database
 from watchkeeper.store.history import History
@@ -277,6 +291,11 @@ def measure_aa_night(args: argparse.Namespace, index: int) -> Table:
     return table
 
 
+def night_noise_of(logs: list[float]) -> NightNoise:
+    """The A/A nights' spread as the nightly reads it (t with n - 1 degrees of freedom)."""
+    return NightNoise(statistics.stdev(logs), f"{len(logs)} A/A nights", len(logs) - 1)
+
+
 def as_array(table: Table, category: str | None = None) -> np.ndarray:
     rows = [
         [np.nan if v is None else v for v in task["log_ratios"]]
@@ -334,6 +353,67 @@ def noise(tables: list[Table], resamples: int) -> dict[str, Any]:
     }
 
 
+PATTERNS = ("uniform", "uneven tasks", "one task in four", "one category", "stalls", "under load")
+"""How a mean drop d is spread over a night's cells (`apply_pattern`). The uniform drop is the
+old model; the others are slowdowns measured or seen on this host that it cannot represent."""
+PATTERN_DROPS = (0.05, 0.10)
+"""Mean drops simulated for the patterns other than uniform (uniform: `DROPS`)."""
+TAU = 0.05
+"""uneven tasks: the per-task drops' sd around their mean d."""
+STALL_SHARE = 0.10
+"""stalls: share of cells (requests) that stall; each is d / share slower (5%: 50% slower)."""
+LOAD_SHARE = 0.5
+"""under load: share of rounds run while the host is in the state that slows the build (the
+pinned-core build was slower only while the second core was free); those rounds lose d /
+share, the others nothing."""
+
+
+def apply_pattern(
+    array: np.ndarray,
+    categories: Sequence[str],
+    pattern: str,
+    drop: float,
+    rng: np.random.Generator,
+) -> np.ndarray:
+    """The night's log ratios with a slowdown of mean `drop` spread as `pattern` says."""
+    if drop <= 0:
+        return array
+    n_tasks, n_rounds = array.shape
+    shift = np.zeros(array.shape)
+    if pattern == "uniform":
+        shift[:] = math.log1p(-drop)
+    elif pattern == "uneven tasks":
+        per_task = np.clip(rng.normal(drop, TAU, size=n_tasks), -0.5, 0.9)
+        shift[:] = np.log1p(-per_task)[:, None]
+    elif pattern == "one task in four":
+        hit = rng.permutation(n_tasks)[: max(1, n_tasks // 4)]
+        shift[hit, :] = math.log1p(-min(drop * n_tasks / hit.size, 0.9))
+    elif pattern == "one category":
+        names = sorted(set(categories))
+        chosen = names[int(rng.integers(len(names)))]
+        rows = [i for i, c in enumerate(categories) if c == chosen]
+        shift[rows, :] = math.log1p(-drop)
+    elif pattern == "stalls":
+        hit = rng.random(array.shape) < STALL_SHARE
+        shift[hit] = math.log1p(-min(drop / STALL_SHARE, 0.9))
+    elif pattern == "under load":
+        loaded = rng.random(n_rounds) < LOAD_SHARE
+        shift[:, loaded] = math.log1p(-min(drop / LOAD_SHARE, 0.9))
+    else:
+        raise ValueError(f"unknown pattern {pattern!r}")
+    return array + shift
+
+
+def verdict_of(ci: RatioCI | None) -> str:
+    """The nightly's verdict on a judged table: `slower` stays a flag, a tail regression that
+    is not `slower` is `tail` (the nightly's `suspicious: tail regression`)."""
+    if ci is None:
+        return "none"
+    if ci.verdict == "slower":
+        return "slower"
+    return "tail" if ci.tail_regression else ci.verdict
+
+
 class Simulator:
     """Simulated nights: a real A/A table resampled (tasks and rounds with replacement)."""
 
@@ -344,8 +424,13 @@ class Simulator:
         seed: int,
         size: tuple[int | None, int | None] = (None, None),
         night_sd: float = 0.0,
+        categories: list[list[str]] | None = None,
     ) -> None:
-        self.arrays = [a for a in arrays if a.size]
+        keep = [i for i, a in enumerate(arrays) if a.size]
+        self.arrays = [arrays[i] for i in keep]
+        self.categories = (
+            [categories[i] for i in keep] if categories else [["?"] * a.shape[0] for a in arrays]
+        )
         self.night_sd = night_sd
         self.resamples = resamples
         self.rng = np.random.default_rng(seed)
@@ -354,30 +439,44 @@ class Simulator:
         draws the extra rows and columns from the same real night, so the night's own
         offset (the server instances' effect) is kept, not averaged away."""
 
-    def flag(self, drop: float) -> bool:
-        array = self.arrays[self.rng.integers(len(self.arrays))]
+    def night(self, drop: float, pattern: str = "uniform", source: int | None = None) -> str:
+        """One simulated night's verdict (`verdict_of`); ``source``: which real night."""
+        k = int(self.rng.integers(len(self.arrays))) if source is None else source
+        array = self.arrays[k]
         n_rows, n_cols = self.tasks or array.shape[0], self.rounds or array.shape[1]
         rows = self.rng.integers(0, array.shape[0], size=n_rows)
         cols = self.rng.integers(0, array.shape[1], size=n_cols)
         seed = int(self.rng.integers(2**31))
-        ci = judge(array[np.ix_(rows, cols)], drop, self.resamples, seed, self.night_sd)
-        return ci is not None and ci.verdict == "slower"
+        table = apply_pattern(
+            array[np.ix_(rows, cols)],
+            [self.categories[k][i] for i in rows],
+            pattern,
+            drop,
+            self.rng,
+        )
+        return verdict_of(judge(table, 0.0, self.resamples, seed, self.night_sd))
 
-    def series(self, drop: float, nights: int = 3) -> tuple[list[bool], bool]:
+    def flag(self, drop: float, pattern: str = "uniform") -> bool:
+        return self.night(drop, pattern) == "slower"
+
+    def series(
+        self, drop: float, nights: int = 3, pattern: str = "uniform"
+    ) -> tuple[list[bool], bool, bool]:
         """Confirmed by night 1..nights (a flag, then its immediate rerun or the next night's
-        flag), and whether night 1 flagged at all."""
-        confirmed, previous, first = [], False, False
+        flag), whether night 1 flagged at all, and whether night 1 said `tail`."""
+        confirmed, previous, first, tail = [], False, False, False
         done = False
         for night in range(nights):
             if not done:
-                flagged = self.flag(drop)
+                said = self.night(drop, pattern)
+                flagged = said == "slower"
                 if night == 0:
-                    first = flagged
-                if flagged and (previous or self.flag(drop)):
+                    first, tail = flagged, said == "tail"
+                if flagged and (previous or self.flag(drop, pattern)):
                     done = True
                 previous = flagged
             confirmed.append(done)
-        return confirmed, first
+        return confirmed, first, tail
 
 
 def simulate(
@@ -389,31 +488,129 @@ def simulate(
     seed: int,
     size: tuple[int | None, int | None] = (None, None),
     night_sd: float = 0.0,
-) -> tuple[dict[str, dict[str, float]], float, float]:
-    sim = Simulator(arrays, resamples, seed, size, night_sd)
-    power: dict[str, dict[str, float]] = {}
-    for drop in drops:
-        runs = [sim.series(drop)[0] for _ in range(sims)]
-        power[f"{drop * 100:g}"] = {str(n + 1): sum(r[n] for r in runs) / sims for n in range(3)}
+    categories: list[list[str]] | None = None,
+    patterns: Sequence[str] = PATTERNS,
+) -> tuple[dict[str, dict[str, dict[str, float]]], float, float]:
+    """Power per pattern and mean drop: {pattern: {drop%: {"1", "2", "3", "tail"}}}."""
+    sim = Simulator(arrays, resamples, seed, size, night_sd, categories)
+    power: dict[str, dict[str, dict[str, float]]] = {}
+    for pattern in patterns:
+        power[pattern] = {}
+        for drop in drops if pattern == "uniform" else PATTERN_DROPS:
+            runs = [sim.series(drop, pattern=pattern) for _ in range(sims)]
+            figures = {str(n + 1): sum(r[0][n] for r in runs) / sims for n in range(3)}
+            figures["tail"] = sum(r[2] for r in runs) / sims
+            power[pattern][f"{drop * 100:g}"] = figures
     aa = [sim.series(0.0, nights=1) for _ in range(aa_sims)]
-    false_alarm = sum(c[0] for c, _ in aa) / aa_sims
-    single = sum(f for _, f in aa) / aa_sims
+    false_alarm = sum(c[0] for c, _, _ in aa) / aa_sims
+    single = sum(f for _, f, _ in aa) / aa_sims
     return power, false_alarm, single
 
 
 def simulate_series(
-    job: tuple[list[np.ndarray], int, int, int, int, tuple[int | None, int | None], float],
-) -> tuple[int, dict[str, dict[str, float]], float, float, float]:
+    job: tuple[
+        list[np.ndarray],
+        int,
+        int,
+        int,
+        int,
+        tuple[int | None, int | None],
+        float,
+        list[list[str]],
+        tuple[str, ...],
+    ],
+) -> tuple[int, dict[str, dict[str, dict[str, float]]], float, float, float]:
     """One series' simulation (a process of its own under --jobs)."""
-    arrays, sims, aa_sims, resamples, seed, size, night_sd = job
+    arrays, sims, aa_sims, resamples, seed, size, night_sd, categories, patterns = job
     started = time.monotonic()
     with warnings.catch_warnings():  # a resample of a category can miss every task of a round
         warnings.simplefilter("ignore", RuntimeWarning)
         power, false_alarm, single = simulate(
-            arrays, DROPS, sims, aa_sims, resamples, seed, size, night_sd
+            arrays, DROPS, sims, aa_sims, resamples, seed, size, night_sd, categories, patterns
         )
     tasks = size[0] or int(arrays[0].shape[0])
     return tasks, power, false_alarm, single, time.monotonic() - started
+
+
+def family_night(
+    job: tuple[list[Table], int, int, int, dict[str, float], int | None, int | None],
+) -> tuple[int, int, int]:
+    """Simulated A/A profile-nights judged as the nightly judges its family of series.
+
+    Tonight is one real night resampled (each category's tasks within the category, rounds
+    once for all series); the overall series and each category are judged on it. A flag is
+    confirmed as the nightly confirms it now: the overall series by the immediate rerun (the
+    same real night resampled again: it shares the host's state) or the previous night (another
+    real night), a category only by the previous night. Returns (nights, nights with a
+    confirmed flag anywhere, nights with a single flag anywhere)."""
+    tables, sims, resamples, seed, night_sd, per_cat, rounds = job
+    rng = np.random.default_rng(seed)
+    categories = sorted({t["category"] for t in tables[0]["tasks"].values()})
+
+    def night(k: int) -> dict[str, str]:
+        table = tables[k]
+        n_rounds = len(table["rounds"])
+        cols = rng.integers(0, n_rounds, size=rounds or n_rounds)
+        parts = {}
+        for c in categories:
+            array = as_array(table, c)
+            rows = rng.integers(0, array.shape[0], size=per_cat or array.shape[0])
+            parts[c] = array[np.ix_(rows, cols)]
+        out = {}
+        for name in ("overall", *categories):
+            array = np.vstack(list(parts.values())) if name == "overall" else parts[name]
+            ci = judge(array, 0.0, resamples, int(rng.integers(2**31)), night_sd[name])
+            out[name] = verdict_of(ci)
+        return out
+
+    confirmed = single = 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        for _ in range(sims):
+            k = int(rng.integers(len(tables)))
+            tonight = night(k)
+            flags = [n for n, v in tonight.items() if v == "slower"]
+            single += bool(flags)
+            if not flags:
+                continue
+            before = night(int(rng.integers(len(tables))))
+            rerun = night(k) if "overall" in flags else {}
+            confirmed += any(
+                before[n] == "slower" or (n == "overall" and rerun.get(n) == "slower")
+                for n in flags
+            )
+    return sims, confirmed, single
+
+
+def synthetic_tables(
+    nights: int, per_category: int, rounds: int, seed: int, cell_sd: float, round_sd: float
+) -> list[Table]:
+    """A/A tables of the standard task set's shape without a server: log ratios with a round
+    drift (`round_sd`, all tasks of a round alike) and cell noise (`cell_sd`). For trying the
+    simulation; real nights (--reuse) are what the figures in benchmarks/README.md come from."""
+    rng = np.random.default_rng(seed)
+    categories = ("code_edit", "code_gen", "multi_turn", "prose", "summarize", "tool_call")
+    out = []
+    for night in range(nights):
+        drift = rng.normal(0, round_sd, size=rounds)
+        tasks = {
+            f"{c}-{i:02d}": {
+                "category": c,
+                "log_ratios": [float(drift[r] + rng.normal(0, cell_sd)) for r in range(rounds)],
+            }
+            for c in categories
+            for i in range(per_category)
+        }
+        out.append(
+            {
+                "night": night + 1,
+                "minutes": 0.0,
+                "rounds": list(range(1, rounds + 1)),
+                "tasks": tasks,
+                "synthetic": {"cell_sd": cell_sd, "round_sd": round_sd},
+            }
+        )
+    return out
 
 
 def paired(args: argparse.Namespace) -> dict[str, Any]:
@@ -424,7 +621,15 @@ def paired(args: argparse.Namespace) -> dict[str, Any]:
     tables = json.loads(reuse.read_text())["tables"] if reuse and reuse.is_file() else []
     if tables:
         say(f"A/A tables from {reuse}: {len(tables)} nights")
-    if len(tables) < nights and (not tables or args.more):
+    if args.synthetic:
+        tables = synthetic_tables(
+            args.synthetic, args.per_category, args.rounds, 0, args.cell_sd, args.round_sd
+        )
+        say(
+            f"SYNTHETIC A/A tables (no server): {len(tables)} nights, cell sd {args.cell_sd:.1%},"
+            f" round sd {args.round_sd:.1%}"
+        )
+    elif len(tables) < nights and (not tables or args.more):
         for k in range(len(tables), nights):
             say(f"A/A night {k + 1}/{nights}: {BASELINE} vs {TWIN}, {args.rounds} rounds ...")
             tables.append(measure_aa_night(args, k + 1))
@@ -462,7 +667,9 @@ def paired(args: argparse.Namespace) -> dict[str, Any]:
     names = ("overall", *categories)
 
     def series_sd(name: str) -> float:
-        """What the nightly uses once a series has its A/A nights: their own spread."""
+        """The night sd the nightly floors this series' CI with, scaled so that 1.96 x it is
+        the nightly's half-width: the A/A nights' own spread with t(n - 1) from
+        `MIN_AA_NIGHTS` nights on, before that the prior for restarted processes."""
         if args.night_sd is not None:
             return float(args.night_sd)
         category = None if name == "overall" else name
@@ -471,7 +678,10 @@ def paired(args: argparse.Namespace) -> dict[str, Any]:
             ci = judge(as_array(t, category), 0.0, args.resamples, 0)
             if ci is not None:
                 logs.append(math.log(ci.estimate))
-        return statistics.stdev(logs) if len(logs) > 1 else (n2n or 0.0)
+        if len(logs) >= MIN_AA_NIGHTS:
+            noise = night_noise_of(logs)
+            return noise.sd * noise.quantile / 1.959964
+        return prior_night_sd(NightlyConfig(restart_every=args.restart_every))
 
     per_cat = args.sim_per_category
     rounds = args.sim_rounds
@@ -489,6 +699,16 @@ def paired(args: argparse.Namespace) -> dict[str, Any]:
             seed,
             size(name),
             series_sd(name),
+            [
+                [task["category"] for task in t["tasks"].values()]
+                for t in tables
+                if name == "overall"
+            ]
+            or [
+                [task["category"] for task in t["tasks"].values() if task["category"] == name]
+                for t in tables
+            ],
+            PATTERNS if name == "overall" else tuple(p for p in PATTERNS if p != "one category"),
         )
         for seed, name in enumerate(names)
     ]
@@ -506,9 +726,22 @@ def paired(args: argparse.Namespace) -> dict[str, Any]:
         "rounds": sim_rounds or first["rounds"],
         "minutes": sim_minutes,
     }
-    job_sd = {name: job[-1] for name, job in zip(names, jobs, strict=True)}
+    job_sd = {name: job[6] for name, job in zip(names, jobs, strict=True)}
+    family_jobs = [
+        (
+            tables,
+            max(1, args.aa_sims // max(1, args.jobs)),
+            args.resamples,
+            1000 + k,
+            job_sd,
+            per_cat,
+            rounds,
+        )
+        for k in range(max(1, args.jobs))
+    ]
     with ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
         results = list(pool.map(simulate_series, jobs))
+        family = list(pool.map(family_night, family_jobs))
     for name, (tasks, power, false_alarm, single, seconds) in zip(names, results, strict=True):
         series[name] = {
             "tasks": tasks,
@@ -521,9 +754,13 @@ def paired(args: argparse.Namespace) -> dict[str, Any]:
             f"series {name} ({tasks} tasks; verdict CI at least +-1.96 x night sd "
             f"{job_sd[name]:.2%}; {args.sims} simulated series per drop, {seconds:.0f} s)"
         )
-        say("  drop   1 night  2 nights  3 nights")
-        for drop, p in power.items():
-            say(f"  {drop:>3}%  {p['1']:>7.1%}  {p['2']:>8.1%}  {p['3']:>8.1%}")
+        say("  pattern           drop   1 night  2 nights  3 nights  night 1 tail")
+        for pattern, drops in power.items():
+            for drop, p in drops.items():
+                say(
+                    f"  {pattern:<16} {drop:>4}%  {p['1']:>7.1%}  {p['2']:>8.1%}  {p['3']:>8.1%}"
+                    f"  {p['tail']:>12.1%}"
+                )
         fa_low, fa_high = wilson(round(false_alarm * args.aa_sims), args.aa_sims)
         say(
             f"  false alarms per series-night (confirmed incl. rerun, {args.aa_sims} A/A "
@@ -532,16 +769,30 @@ def paired(args: argparse.Namespace) -> dict[str, Any]:
         )
     overall = series["overall"]
     cats = [series[c] for c in categories]
+    nights_judged = sum(f[0] for f in family)
+    family_confirmed = sum(f[1] for f in family)
+    family_single = sum(f[2] for f in family)
+    fam_low, fam_high = wilson(family_confirmed, nights_judged)
+    say(
+        f"family of {len(names)} series per A/A profile-night ({nights_judged} simulated): "
+        f"confirmed flag anywhere {family_confirmed / nights_judged:.1%} (95% CI "
+        f"{fam_low:.1%}-{fam_high:.1%}); single flag anywhere "
+        f"{family_single / nights_judged:.1%}"
+    )
     say("goals:")
-    say(f"  3% overall within 2 nights >= 90%: {overall['power']['3']['2']:.1%}")
+    say(f"  3% overall within 2 nights >= 90%: {overall['power']['uniform']['3']['2']:.1%}")
     say(
         "  5% per category within 2 nights >= 90%: "
-        + ", ".join(f"{c} {series[c]['power']['5']['2']:.0%}" for c in categories)
+        + ", ".join(f"{c} {series[c]['power']['uniform']['5']['2']:.0%}" for c in categories)
     )
     worst = max(s["false_alarm_rate"] for s in [overall, *cats])
     say(f"  false alarms <= 1% per series-night: worst series {worst:.1%}")
+    say(f"  false alarms <= 1% per profile-night (family): {family_confirmed / nights_judged:.1%}")
     return {
         **out,
+        "family_false_alarm_rate": family_confirmed / nights_judged,
+        "family_false_alarm_ci95": [fam_low, fam_high],
+        "family_single_flag_rate": family_single / nights_judged,
         "power": overall["power"],
         "false_alarm_rate": overall["false_alarm_rate"],
         "single_flag_rate": overall["single_flag_rate"],
@@ -652,6 +903,14 @@ def main() -> None:
         help="paired: fresh processes for both arms every N rounds (0: one pair all night; "
         "the nightly's default is 1)",
     )
+    parser.add_argument(
+        "--synthetic",
+        type=int,
+        default=0,
+        help="paired: N synthetic A/A nights (no server; --cell-sd, --round-sd) instead of real",
+    )
+    parser.add_argument("--cell-sd", type=float, default=0.02, help="with --synthetic")
+    parser.add_argument("--round-sd", type=float, default=0.01, help="with --synthetic")
     parser.add_argument(
         "--warmup-all",
         action="store_true",

@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
 
-from watchkeeper.analysis.speculation import SpeedupBound, check_bound, measured_bound
+from watchkeeper.analysis.speculation import SpeedupBound, judge_efficiency, measured_bound
 from watchkeeper.analysis.stats import (
     DEFAULT_RESAMPLES,
     DEFAULT_THRESHOLD,
@@ -417,11 +417,12 @@ def analyze(
                         if arm.verify_tokens is not None and arm.verify_cost is not None
                         else None
                     )
-                    bound_note = check_bound(
-                        bound, overall.speedup.low, measured_verify=measured_verify
+                    efficiency, bound_note = judge_efficiency(
+                        bound,
+                        overall.speedup.estimate,
+                        overall.speedup.low,
+                        measured_verify=measured_verify,
                     )
-                    if bound_note is None:
-                        efficiency = overall.speedup.estimate / bound.predicted_speedup
         peaks = [r.peak_rss_bytes for r in arm_runs if r.peak_rss_bytes]
         probe_tps = median([s.decode_tps_server for s in probes.get(arm.name, {}).values() if s.ok])
         arm_stats.append(

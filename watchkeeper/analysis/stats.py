@@ -19,9 +19,14 @@ A percentile bootstrap does not know how few its replicates are: resampling 3 ro
 from 10 multisets, and its CI is as narrow as if the rounds' spread were known exactly. On
 simulated A/A tables (12 tasks, rounds drifting with an sd of 3-4.5%) its 95% CI excluded 1 in
 11-15% of 3-round runs and 8% of 4-round ones, and a 3-round bench is the default. So the CI is
-never narrower than Student's t interval over the per-round means (rounds as the replicates,
+never narrower than a t interval over the per-round means (rounds as the replicates,
 n - 1 degrees of freedom: t = 4.30 at 3 rounds, 2.20 at 12): that brought the same A/A tables
 to 3-6% at every round count, and from 5 rounds on it almost never widens the bootstrap's.
+The same holds across tasks: a category of 4 tasks gives 35 distinct task resamples, and a
+task offset that lasts the night made A/A category CIs exclude 1 in 15% of simulated nights.
+So the floor (analysis/floor.py) adds a task term to the round term, se^2 = s_round^2 / R +
+s_task^2 / C with Satterthwaite degrees of freedom (4.8%), and is centred on the printed,
+trimmed estimate (Yuen's trimmed t), not on the untrimmed mean.
 
 Single cells have heavy tails too: on this shared host one request of one arm read 5.9x (log
 ratio +1.78) when a neighbour's burst landed on it, enough to move its round by 15% and to
@@ -31,7 +36,12 @@ beyond ``OUTLIER_K`` robust sds (1.4826 x MAD) are pulled back to that bound (wi
 from ``WINSORIZE_FROM`` rounds on (fewer rounds give the residuals no scale).
 Task and round effects are never touched: a regression on some tasks is a task effect, a
 disturbed round is a round effect (trimmed and resampled as above). The cells pulled back are
-counted and reported.
+counted, listed and tested for balance between the arms (analysis/tails.py): a build that
+stalls on a few requests makes exactly such cells, all on one side.
+
+Empty cells (a failed request) are fitted around: the per-round values are round effects of
+a task + round fit, so a slow task missing from a round does not make that round look fast.
+The failures themselves are judged apart (analysis/failures.py).
 
 A verdict needs significance *and* size: a CI that excludes 1 and an estimate beyond the
 practical threshold. A CI inside the threshold band is "no change"; anything else is
@@ -49,6 +59,16 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import stats as scipy_stats
 
+from watchkeeper.analysis.floor import (
+    MAX_ROUNDS,
+    Floor,
+    Settle,
+    settle,
+    trimmed_mean,
+    two_way_floor,
+)
+from watchkeeper.analysis.tails import ClippedCell, TailCheck, sign_test
+
 DEFAULT_RESAMPLES = 2000
 CONFIDENCE = 0.95
 MIN_ROUNDS = 3
@@ -64,6 +84,8 @@ DEFAULT_THRESHOLD = 0.03
 OUTLIER_K = 5.0
 """Residuals (after task and round effects) beyond this many robust sds are winsorized."""
 POLISH_ITERATIONS = 4
+FIT_ITERATIONS = 6
+"""Alternating-means passes of the task + round fit over a table with empty cells."""
 WINSORIZE_FROM = 5
 """Rounds needed before any cell is judged an outlier. With 3 rounds the median polish leaves
 an exact zero residual in every task's row (a third of all residuals), so the MAD shrinks and
@@ -74,7 +96,8 @@ METHOD = (
     "paired ratios (same task, same round, arms back to back), geometric mean; cells that fit "
     "neither their task nor their round (residual > 5 robust sd) winsorized from 5 rounds on; "
     "95% CI from a two-way bootstrap resampling tasks and rounds independently (Owen 2007), "
-    "never narrower than Student's t interval over the per-round means; "
+    "never narrower than a t floor over rounds and tasks (Yuen's trimmed t + task term, "
+    "Satterthwaite df); "
     "estimate trims the best and worst round from 5 rounds on"
 )
 
@@ -104,8 +127,9 @@ class RatioCI:
     verdict: str = "insufficient replicates"
     threshold: float = DEFAULT_THRESHOLD
     rounds_needed: int | None = None
-    """For an inconclusive verdict: rounds that would bring the CI half-width to the threshold
-    (assuming the half-width shrinks with the square root of the rounds)."""
+    """For an inconclusive verdict: rounds that would bring the CI half-width to the reach
+    (`analysis.floor.settle`: the round term shrinks, the task term does not, the t quantile
+    falls). None with ``settle.add_tasks``: no number of rounds would."""
     discounted_rounds: tuple[int, ...] = ()
     """Rounds set aside by the trimmed estimate (still resampled in the CI)."""
     method: str = METHOD
@@ -113,6 +137,25 @@ class RatioCI:
     """Per-round geometric means, in round order: what a reader checks for one bad round."""
     winsorized_cells: int = 0
     """Cells (task x round) pulled back to the outlier bound before estimating."""
+    settle: Settle | None = None
+    """For an inconclusive verdict: more rounds (``rounds_needed``) or, when the spread
+    between tasks alone is too wide for any number of rounds, "add tasks"."""
+    tail: TailCheck | None = None
+    """Where cells were winsorized: their balance between the arms and the unclipped table's
+    verdict (analysis.tails). ``tail.regression``: a build that stalls on a few requests."""
+    nan_resamples: int = 0
+    """Bootstrap resamples with no value (every resampled cell empty), left out of the CI's
+    quantiles: counted so a table with many empty cells shows it."""
+    resamples: int = 0
+    task_share: float = 0.0
+    """Share of the floor's variance that comes from the spread between tasks."""
+    floor: tuple[float, float] | None = None
+    """The analytic floor under the CI (analysis.floor: Yuen's trimmed t over rounds plus the
+    task term), centred on ``estimate``; the CI is the wider of it and the bootstrap's."""
+
+    @property
+    def tail_regression(self) -> bool:
+        return self.tail is not None and self.tail.regression
 
     @property
     def has_ci(self) -> bool:
@@ -130,19 +173,50 @@ class RatioCI:
         return math.sqrt(self.high / self.low) - 1.0
 
 
+def _effects(table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(per-round values, per-task values) of a table of log ratios.
+
+    A full table: the plain column and row means. With empty cells (failed requests, a task
+    missing from a round) a column mean mixes task effects into the round's (a slow task
+    missing from round 3 makes round 3 look fast), so the table is fitted as grand + task +
+    round effects by least squares (alternating means over the cells present) and each round
+    reads grand + its round effect, each task grand + its task effect."""
+    if not np.isnan(table).any():
+        return table.mean(axis=0), table.mean(axis=1)
+    present = ~np.isnan(table)
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # an all-empty row or column
+        grand = float(np.nanmean(table))
+        rows = np.zeros(table.shape[0])
+        cols = np.zeros(table.shape[1])
+        for _ in range(FIT_ITERATIONS):
+            rows = np.nanmean(table - grand - cols[None, :], axis=1)
+            rows = np.where(np.isnan(rows), 0.0, rows)
+            rows -= rows[present.any(axis=1)].mean()
+            cols = np.nanmean(table - grand - rows[:, None], axis=0)
+            cols = np.where(np.isnan(cols), 0.0, cols)
+            cols -= cols[present.any(axis=0)].mean()
+    per_round = np.where(present.any(axis=0), grand + cols, np.nan)
+    per_task = np.where(present.any(axis=1), grand + rows, np.nan)
+    return per_round, per_task
+
+
 def _round_stat(table: np.ndarray) -> float:
-    """Trimmed mean over rounds (columns) of the mean over tasks (rows), ignoring empty cells."""
-    with np.errstate(all="ignore"):
-        per_round = np.nanmean(table, axis=0)
-    per_round = per_round[~np.isnan(per_round)]
+    """Trimmed mean over rounds (columns) of the mean over tasks (rows); empty cells are
+    fitted around (`_effects`), never let task effects into the round's value."""
+    if not np.isnan(table).any():
+        per_round = table.mean(axis=0)
+    elif np.isnan(table).all():
+        return math.nan
+    else:
+        per_round, _ = _effects(table)
+        per_round = per_round[~np.isnan(per_round)]
     if per_round.size == 0:
         return math.nan
-    if per_round.size >= TRIM_FROM:
-        per_round = np.sort(per_round)[1:-1]
-    return float(per_round.mean())
+    return trimmed_mean(per_round)
 
 
-def _table(pairs: Sequence[Pair]) -> tuple[np.ndarray, list[int]]:
+def _table(pairs: Sequence[Pair]) -> tuple[np.ndarray, list[str], list[int]]:
     cells: dict[tuple[str, int], list[float]] = defaultdict(list)
     for p in pairs:
         cells[(p.task_id, p.round)].append(math.log(p.candidate / p.baseline))
@@ -151,7 +225,7 @@ def _table(pairs: Sequence[Pair]) -> tuple[np.ndarray, list[int]]:
     table = np.full((len(tasks), len(rounds)), np.nan)
     for (t, r), values in cells.items():
         table[tasks.index(t), rounds.index(r)] = float(np.mean(values))
-    return table, rounds
+    return table, tasks, rounds
 
 
 def winsorize(table: np.ndarray, k: float = OUTLIER_K) -> tuple[np.ndarray, int]:
@@ -161,8 +235,18 @@ def winsorize(table: np.ndarray, k: float = OUTLIER_K) -> tuple[np.ndarray, int]
     whole slow task is left alone; only a cell that fits neither moves. Tables with fewer than
     3 tasks or `WINSORIZE_FROM` rounds are returned as they are: there is no pattern to judge a
     cell against."""
+    clipped, moved, _ = winsorize_cells(table, k)
+    return clipped, int(np.count_nonzero(moved))
+
+
+def winsorize_cells(
+    table: np.ndarray, k: float = OUTLIER_K
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """`winsorize` with the mask of the cells moved and every cell's residual (before
+    clipping), so a caller can list them and test their balance (analysis.tails)."""
+    none = np.zeros(table.shape, dtype=bool)
     if table.shape[0] < 3 or table.shape[1] < WINSORIZE_FROM or np.isnan(table).all():
-        return table, 0
+        return table, none, np.zeros(table.shape)
     resid = table.copy()
     with np.errstate(all="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # an all-empty row or column
@@ -171,11 +255,11 @@ def winsorize(table: np.ndarray, k: float = OUTLIER_K) -> tuple[np.ndarray, int]
             resid -= np.nan_to_num(np.nanmedian(resid, axis=0, keepdims=True))
         scale = 1.4826 * float(np.nanmedian(np.abs(resid)))
     if not scale > 0:
-        return table, 0
+        return table, none, resid
     bound = k * scale
     clipped = np.clip(resid, -bound, bound)
     moved = np.abs(resid) > bound
-    return table - resid + clipped, int(np.count_nonzero(moved))
+    return table - resid + clipped, moved, resid
 
 
 def classify(estimate: float, low: float, high: float, threshold: float) -> str:
@@ -195,27 +279,31 @@ def classify(estimate: float, low: float, high: float, threshold: float) -> str:
 def rounds_to_settle(
     estimate: float, low: float, high: float, n_rounds: int, threshold: float
 ) -> int:
-    """Rounds that would settle an inconclusive CI, if the half-width shrinks with the square
-    root of the rounds and the estimate stays where it is.
+    """Rounds that would settle an inconclusive CI read as a t interval over ``n_rounds``
+    rounds (n - 1 df), if the rounds' spread and the estimate stay where they are.
 
     The half-width must come down to the distance from the estimate to the nearest verdict:
     inside the +-threshold band (`no change`) or clear of 1 (`within threshold`, or `faster`/
     `slower` beyond the band). A review once read 1.010 (0.981-1.037) after 12 rounds with a
     2.8% half-width; comparing that with the 3% threshold alone said "~11 rounds would settle
-    it", fewer than it had run, when the band's edge is 2% away and it needs about 25."""
+    it", fewer than it had run, when the band's edge is 2% away. The t quantile falls as rounds
+    are added (4.30 at 3 rounds, 2.20 at 12): from 3 rounds at 1.01 +- 6%, scaling the
+    half-width by the square root of the rounds alone asked for 27 where 8 do. Tables with a
+    task term use `analysis.floor.settle`, which can answer "add tasks"."""
     half = math.log(high / low) / 2.0
-    est = abs(math.log(estimate))
-    band = math.log1p(threshold)
-    reach = max(band - est, est)  # beyond the band, band - est < 0: the reach is est
-    if reach <= 0:
-        return n_rounds
-    return max(n_rounds + 1, math.ceil(n_rounds * (half / reach) ** 2))
+    n = max(n_rounds, 2)
+    kept = n - 2 if n >= TRIM_FROM else n
+    q = float(scipy_stats.t.ppf(0.5 + CONFIDENCE / 2.0, kept - 1)) if kept > 1 else math.inf
+    term = (half / q) ** 2 if math.isfinite(q) else 0.0
+    floor = Floor(math.log(estimate), term, float(kept - 1), n_rounds=n)
+    found = settle(floor, estimate, threshold)
+    return found.rounds if found.rounds is not None else MAX_ROUNDS
 
 
 def log_t_interval(logs: np.ndarray, confidence: float = CONFIDENCE) -> tuple[float, float]:
     """Student's t interval of the mean of log ratios, in log space: honest with few
     replicates, where a percentile bootstrap cannot see beyond the sample's own range. The
-    floor under `paired_speedup`'s CI (rounds as replicates) and the soak's CI (cycles).
+    soak's CI (cycles); `paired_speedup` uses `analysis.floor` (rounds and tasks).
     Fewer than 2 values: an empty interval (inf, -inf), which widens nothing."""
     n = logs.size
     if n < 2:
@@ -223,6 +311,78 @@ def log_t_interval(logs: np.ndarray, confidence: float = CONFIDENCE) -> tuple[fl
     mean = float(logs.mean())
     half = float(scipy_stats.t.ppf(0.5 + confidence / 2.0, n - 1) * logs.std(ddof=1) / math.sqrt(n))
     return mean - half, mean + half
+
+
+@dataclass(frozen=True, slots=True)
+class _Interval:
+    estimate_log: float
+    low: float
+    high: float
+    """Log bounds: the wider of the bootstrap's and the floor's."""
+    nan_resamples: int
+    floor: Floor
+
+
+def _interval(table: np.ndarray, *, resamples: int, confidence: float, seed: int) -> _Interval:
+    """Two-way bootstrap of the trimmed estimate, floored by `analysis.floor`."""
+    n_tasks, n_rounds = table.shape
+    rng = np.random.default_rng(seed)
+    stats = np.empty(resamples)
+    for i in range(resamples):
+        rows = rng.integers(0, n_tasks, size=n_tasks)
+        cols = rng.integers(0, n_rounds, size=n_rounds)
+        stats[i] = _round_stat(table[np.ix_(rows, cols)])
+    nan = int(np.isnan(stats).sum())
+    stats = stats[~np.isnan(stats)]
+    alpha = (1.0 - confidence) / 2.0
+    estimate = _round_stat(table)
+    # Centred on the estimate: a resample that draws a bad round twice trims only one copy,
+    # so the resamples' median sits below the trimmed estimate when one round was bad (one
+    # 0.871 round in 24 x 12: 0.988 against 0.997). The percentile interval keeps its shape
+    # and moves by that bias.
+    boot_low, boot_mid, boot_high = np.quantile(stats, [alpha, 0.5, 1.0 - alpha])
+    shift = estimate - boot_mid
+    per_round, per_task = _effects(table)
+    floor = two_way_floor(per_round, per_task)
+    f_low, f_high = floor.interval(confidence)
+    return _Interval(
+        estimate,
+        float(min(boot_low + shift, f_low)),
+        float(max(boot_high + shift, f_high)),
+        nan,
+        floor,
+    )
+
+
+def _tail_check(
+    raw: np.ndarray,
+    moved: np.ndarray,
+    resid: np.ndarray,
+    tasks: list[str],
+    rounds: list[int],
+    clipped_verdict: str,
+    threshold: float,
+    *,
+    resamples: int,
+    confidence: float,
+    seed: int,
+) -> TailCheck:
+    cells = tuple(
+        ClippedCell(tasks[i], rounds[j], float(resid[i, j]))
+        for i, j in zip(*np.nonzero(moved), strict=True)
+    )
+    raw_ci = _interval(raw, resamples=resamples, confidence=confidence, seed=seed)
+    est, low, high = (float(np.exp(v)) for v in (raw_ci.estimate_log, raw_ci.low, raw_ci.high))
+    slow = sum(c.residual < 0 for c in cells)
+    return TailCheck(
+        cells,
+        sign_test(slow, len(cells) - slow),
+        est,
+        low,
+        high,
+        classify(est, low, high, threshold),
+        clipped_verdict,
+    )
 
 
 def paired_speedup(
@@ -235,17 +395,17 @@ def paired_speedup(
     min_rounds: int = MIN_ROUNDS,
     min_tasks: int = MIN_TASKS,
 ) -> RatioCI | None:
-    """Trimmed geometric-mean ratio with a two-way bootstrap CI (no narrower than the t
-    interval over rounds); None when no valid pair.
+    """Trimmed geometric-mean ratio with a two-way bootstrap CI (no narrower than the floor
+    over rounds and tasks, `analysis.floor`); None when no valid pair.
     Fewer than ``min_rounds`` rounds or ``min_tasks`` tasks: the estimate without a CI
     ("insufficient replicates")."""
     valid = [p for p in pairs if p.baseline > 0 and p.candidate > 0]
     if not valid:
         return None
-    raw, rounds = _table(valid)
-    table, winsorized = winsorize(raw)
-    with np.errstate(all="ignore"):
-        per_round = np.nanmean(table, axis=0)
+    raw, tasks, rounds = _table(valid)
+    table, moved, resid = winsorize_cells(raw)
+    winsorized = int(np.count_nonzero(moved))
+    per_round, _ = _effects(table)
     estimate_log = _round_stat(table)
     discounted: tuple[int, ...] = ()
     present = [(float(v), r) for v, r in zip(per_round, rounds, strict=True) if not np.isnan(v)]
@@ -268,21 +428,28 @@ def paired_speedup(
     )
     if n_rounds < min_rounds or n_tasks < min_tasks:
         return base
-    rng = np.random.default_rng(seed)
-    stats = np.empty(resamples)
-    for i in range(resamples):
-        rows = rng.integers(0, n_tasks, size=n_tasks)
-        cols = rng.integers(0, n_rounds, size=n_rounds)
-        stats[i] = _round_stat(table[np.ix_(rows, cols)])
-    stats = stats[~np.isnan(stats)]
-    alpha = (1.0 - confidence) / 2.0
-    boot_low, boot_high = np.quantile(stats, [alpha, 1.0 - alpha])
-    t_low, t_high = log_t_interval(per_round[~np.isnan(per_round)], confidence)
-    low, high = float(np.exp(min(boot_low, t_low))), float(np.exp(max(boot_high, t_high)))
+    ci = _interval(table, resamples=resamples, confidence=confidence, seed=seed)
+    low, high = float(np.exp(ci.low)), float(np.exp(ci.high))
     verdict = classify(estimate, low, high, threshold)
-    needed = (
-        rounds_to_settle(estimate, low, high, n_rounds, threshold)
+    found = (
+        settle(ci.floor, estimate, threshold, half_width=(ci.high - ci.low) / 2.0)
         if verdict == "inconclusive"
+        else None
+    )
+    tail = (
+        _tail_check(
+            raw,
+            moved,
+            resid,
+            tasks,
+            rounds,
+            verdict,
+            threshold,
+            resamples=resamples,
+            confidence=confidence,
+            seed=seed,
+        )
+        if winsorized
         else None
     )
     return RatioCI(
@@ -294,10 +461,16 @@ def paired_speedup(
         n_rounds,
         verdict=verdict,
         threshold=threshold,
-        rounds_needed=needed,
+        rounds_needed=found.rounds if found is not None else None,
         discounted_rounds=discounted,
         round_ratios=base.round_ratios,
         winsorized_cells=winsorized,
+        settle=found,
+        tail=tail,
+        nan_resamples=ci.nan_resamples,
+        resamples=resamples,
+        task_share=ci.floor.task_share,
+        floor=tuple(float(np.exp(v)) for v in ci.floor.interval(confidence)),  # type: ignore[arg-type]
     )
 
 

@@ -7,6 +7,8 @@ import json
 from datetime import UTC, date, datetime
 from typing import Any
 
+from rich.markup import escape
+
 from watchkeeper.cli.common import add_common, out, progress, quiet, split
 from watchkeeper.config import Config
 from watchkeeper.errors import ConfigError
@@ -147,8 +149,18 @@ def cmd_nightly(args: argparse.Namespace, config: Config) -> int:
                 f"(n={r.n_pairs} pairs, {r.n_tasks} tasks x {r.n_rounds} rounds, "
                 f"threshold {r.threshold:.0%})"
             )
+            check = next((c for c in night.checks if c.category == r.category), None)
+            if check is not None and check.describe():
+                out.print(f"    {escape(check.describe())}")
         if night.report_path:
             out.print(f"  report: {night.report_path}")
+    for profile, fa in outcome.false_alarms:
+        if fa.family_rate is not None:
+            out.print(
+                f"{profile}: {fa.family_flagged} of {fa.nights} A/A nights with a confirmed flag "
+                f"in any series ({fa.family_rate:.1%}, Wilson CI {fa.family_low:.1%}-"
+                f"{fa.family_high:.1%}; target <= 1% per profile-night)"
+            )
     return 0
 
 

@@ -13,17 +13,32 @@ from __future__ import annotations
 import getpass
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from watchkeeper.analysis.benchmark import ALL, BenchResult
+from watchkeeper.analysis.stats import MIN_TASKS
 from watchkeeper.commands.bench import BenchPlan, execute_bench, finish_with_report
 from watchkeeper.config import Config, ProfileConfig
+from watchkeeper.config.model import NightlyConfig
 from watchkeeper.errors import ConfigError
 from watchkeeper.findings.evidence import NightlyEvidence
 from watchkeeper.host import info as hostinfo
 from watchkeeper.load.tasks import load_taskset, select
-from watchkeeper.nightly.ratios import FLAGS, night_noise, night_ratios, with_night_noise
+from watchkeeper.nightly.digest import rerun_campaigns
+from watchkeeper.nightly.ratios import (
+    FLAGS,
+    FalseAlarms,
+    SeriesCheck,
+    confirmed_series,
+    false_alarms,
+    judge_night,
+    night_noise,
+    night_ratios,
+    prior_night_sd,
+    series_checks,
+)
 from watchkeeper.nightly.reference import (
     identify,
     reference_arm,
@@ -36,6 +51,7 @@ from watchkeeper.server.flags import read_help
 from watchkeeper.server.launch import PreparedProfile, prepare
 from watchkeeper.store.db import Database
 from watchkeeper.store.findings import FindingStore, NewFinding
+from watchkeeper.store.history import History
 from watchkeeper.store.references import RatioRecord, ReferenceRecord, ReferenceStore
 
 Progress = Callable[[str], None]
@@ -53,6 +69,8 @@ class NightResult:
     confirmed: tuple[str, ...] = ()
     findings: tuple[int, ...] = ()
     report_path: str | None = None
+    checks: tuple[SeriesCheck, ...] = ()
+    """Per category: failed requests between the arms and the winsorized cells' balance."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -76,6 +94,9 @@ class NightResult:
                     "n_rounds": r.n_rounds,
                     "threshold": r.threshold,
                     "verdict": r.verdict,
+                    "checks": next(
+                        (c.to_json() for c in self.checks if c.category == r.category), None
+                    ),
                 }
                 for r in self.ratios
             ],
@@ -85,9 +106,15 @@ class NightResult:
 @dataclass(frozen=True, slots=True)
 class NightlyOutcome:
     nights: tuple[NightResult, ...] = field(default_factory=tuple)
+    false_alarms: tuple[tuple[str, FalseAlarms], ...] = ()
+    """Per profile, over its whole history: flags on A/A series-nights and the family rate
+    (A/A nights with a confirmed flag in any series, target <= 1% per profile-night)."""
 
     def to_json(self) -> dict[str, Any]:
-        return {"nights": [n.to_json() for n in self.nights]}
+        return {
+            "nights": [n.to_json() for n in self.nights],
+            "false_alarms": {profile: fa.to_json() for profile, fa in self.false_alarms},
+        }
 
 
 def pin_reference(
@@ -192,6 +219,7 @@ def run_night(
     profile: str,
     *,
     progress: Progress,
+    now: datetime | None = None,
 ) -> NightResult:
     store = ReferenceStore(db)
     host = hostinfo.collect()
@@ -231,31 +259,33 @@ def run_night(
             aa=aa,
             threshold=config.nightly.min_effect,
         )
-        # One process pair all night: its offset is invisible to the night's CI, so a prior
-        # night sd floors it. Fresh pairs every few rounds: the rounds carry it.
-        n = config.nightly
-        prior = n.night_sd if n.restart_every == 0 else 0.0
-        return [
-            with_night_noise(r, night_noise(store.series_history(r.series), prior)) for r in records
-        ]
+        prior = prior_night_sd(config.nightly)
+        return judge_night(
+            bench,
+            records,
+            current_arm=current.name,
+            noise=lambda r: night_noise(store.series_history(r.series), prior),
+        )
 
     ratios = ratios_of(result)
+    checks = series_checks(result, current_arm=current.name)
     flagged = [r for r in ratios if r.verdict == "regression"]
-    confirmed: set[str] = set()
-    for r in flagged:
-        previous = store.previous(r.series, ref.id, result.campaign_id)
-        if previous is not None and previous.verdict == "regression":
-            confirmed.add(r.series)
+    since = (now or datetime.now(UTC)) - timedelta(days=config.nightly.confirm_window_days)
+
+    def previous(r: RatioRecord) -> RatioRecord | None:
+        return store.previous(r.series, ref.id, result.campaign_id, since=since)
+
+    confirmed = confirmed_series(flagged, previous)
     rerun_id = None
     rerun_ratios: list[RatioRecord] = []
-    pending = [r for r in flagged if r.series not in confirmed]
+    pending = [r for r in flagged if r.series not in confirmed and r.category == ALL]
     if pending and config.nightly.confirm_rerun:
         progress(f"{profile}: {len(pending)} regression candidate(s); rerunning to confirm")
         rerun = _bench(config, current, ref_arm, kind="nightly-rerun", progress=progress)
         rerun_id = rerun.campaign_id
         rerun_ratios = ratios_of(rerun)
         again = {r.series for r in rerun_ratios if r.verdict == "regression"}
-        confirmed |= {r.series for r in pending if r.series in again}
+        confirmed |= confirmed_series(flagged, previous, again)
     stored = [_with_confirmed(r, r.series in confirmed and r.verdict in FLAGS) for r in ratios]
     store.add_ratios(stored)
     store.add_ratios(rerun_ratios)
@@ -264,6 +294,9 @@ def run_night(
         recorded = FindingStore(db)
         for r, also in _finding_series(stored):
             evidence = _evidence(r, ref, result, rerun_id, also)
+            check = checks.get(r.category)
+            if check is not None:
+                evidence = replace(evidence, checks=check.to_json())
             findings.append(
                 recorded.record_recurring(
                     NewFinding(
@@ -272,11 +305,7 @@ def run_night(
                         kind="regression",
                         label="regression",
                         severity="high",
-                        title=(
-                            f"{profile} · {r.category}: decode tok/s "
-                            f"{change_of_ratio(r.estimate)} against the reference "
-                            f"(95% CI {interval(r.low, r.high, change_of_ratio)})"
-                        ),
+                        title=_title(profile, r, check),
                         evidence=evidence.to_json(),
                     )
                 )
@@ -292,6 +321,7 @@ def run_night(
         tuple(sorted(confirmed)),
         tuple(findings),
         result.report_path,
+        tuple(checks.values()),
     )
 
 
@@ -311,6 +341,21 @@ def _finding_series(
         others = [r for r in confirmed if r.category != ALL]
         return [(overall[0], others)]
     return [(r, []) for r in confirmed]
+
+
+def _title(profile: str, r: RatioRecord, check: SeriesCheck | None) -> str:
+    """A finding's title: the ratio, or the failed requests where they made the verdict."""
+    failures = check.failures if check is not None else None
+    if failures is not None and failures.regression:
+        return (
+            f"{profile} · {r.category}: {failures.current_failed} of "
+            f"{failures.current_requests} requests failed against the reference's "
+            f"{failures.reference_failed} (decode tok/s of the rest {change_of_ratio(r.estimate)})"
+        )
+    return (
+        f"{profile} · {r.category}: decode tok/s {change_of_ratio(r.estimate)} against "
+        f"the reference (95% CI {interval(r.low, r.high, change_of_ratio)})"
+    )
 
 
 def _with_confirmed(r: RatioRecord, confirmed: bool) -> RatioRecord:
@@ -354,6 +399,20 @@ def _evidence(
     )
 
 
+def check_per_category(nightly: NightlyConfig) -> None:
+    """Refuse a ``per_category`` that leaves every category series without a CI.
+
+    A category series needs `MIN_TASKS` tasks (analysis/stats.py); with fewer, every category
+    said `insufficient data` every night and nothing said why."""
+    if nightly.per_category < MIN_TASKS:
+        raise ConfigError(
+            f"nightly.per_category = {nightly.per_category}: a category series needs "
+            f"{MIN_TASKS} tasks for a CI, so every category would read `insufficient data` "
+            "every night",
+            hint=f"set nightly.per_category to {MIN_TASKS} or more (4 is the default)",
+        )
+
+
 def nightly_command(
     config: Config,
     *,
@@ -363,13 +422,22 @@ def nightly_command(
     names = list(profiles or config.nightly.profiles)
     if not names:
         raise ConfigError("nightly.profiles is empty: name the profile(s) to judge every night")
+    check_per_category(config.nightly)
     db = Database(config.database.resolved_url())
     try:
-        return NightlyOutcome(
-            tuple(run_night(config, db, name, progress=progress) for name in names)
-        )
+        nights = tuple(run_night(config, db, name, progress=progress) for name in names)
+        return NightlyOutcome(nights, family_false_alarms(db, names))
     finally:
         db.close()
+
+
+def family_false_alarms(
+    db: Database, profiles: Sequence[str], now: datetime | None = None
+) -> tuple[tuple[str, FalseAlarms], ...]:
+    """Each profile's live false-alarm rates, reruns left out of the nights."""
+    ratios = ReferenceStore(db).ratios()
+    reruns = rerun_campaigns(History(db), now or datetime.now(UTC))
+    return tuple((p, false_alarms([r for r in ratios if r.profile == p], reruns)) for p in profiles)
 
 
 def reference_pin(

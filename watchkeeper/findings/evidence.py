@@ -178,6 +178,7 @@ class NightlyEvidence(_Evidence):
     rerun_campaign_id: int | None = None
     report: str | None = None
     also_confirmed: list[dict[str, Any]] | None = None
+    checks: dict[str, Any] | None = None
 
     def delta_text(self) -> str:
         return pct(self.delta)

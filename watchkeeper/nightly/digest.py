@@ -212,7 +212,10 @@ def gather(
         if f.kind in DIGEST_KINDS or f.kind == "correctness"
     )
     plotted = [*regressions, *change_points, *improvements]
-    nightly, false_alarm_rates, ratio_plots = _nightly(ReferenceStore(history.db), since, until)
+    reruns = rerun_campaigns(history, until)
+    nightly, false_alarm_rates, ratio_plots = _nightly(
+        ReferenceStore(history.db), since, until, reruns
+    )
     return Digest(
         day=day,
         since=since,
@@ -239,8 +242,14 @@ def gather(
     )
 
 
+def rerun_campaigns(history: History, until: datetime) -> set[int]:
+    """Ids of the nightly's confirmation reruns: not nights of their own in a false-alarm rate."""
+    everything = history.campaigns_between(datetime(1970, 1, 1, tzinfo=UTC), until)
+    return {c["id"] for c in everything if c["kind"] == "nightly-rerun"}
+
+
 def _nightly(
-    store: ReferenceStore, since: datetime, until: datetime
+    store: ReferenceStore, since: datetime, until: datetime, reruns: set[int] | None = None
 ) -> tuple[tuple[NightlyRow, ...], tuple[tuple[str, FalseAlarms], ...], tuple[RatioPlotData, ...]]:
     tonight = store.ratios(since=since, until=until)
     references: dict[int, ReferenceRecord | None] = {}
@@ -252,7 +261,8 @@ def _nightly(
     everything = store.ratios()
     hosts = sorted({r.host_fingerprint for r in everything})
     rates = tuple(
-        (h, false_alarms([r for r in everything if r.host_fingerprint == h])) for h in hosts
+        (h, false_alarms([r for r in everything if r.host_fingerprint == h], reruns or set()))
+        for h in hosts
     )
     plots = []
     for series in sorted({r.series for r in tonight}):

@@ -20,19 +20,31 @@ between process pairs here, benchmarks/instance_effect.py) is in every round ali
 therefore restarts both servers every round by default, which makes the pair a replicate the
 rounds carry. As a check on everything the night's CI cannot see, the spread of the series'
 own A/A nights (the noise of a night's ratio when nothing changed) floors the verdict's CI:
-it is the wider of the night's own and +-1.96 x that sd, from ``MIN_AA_NIGHTS`` A/A nights
-on; before that, with one process pair all night, ``nightly.night_sd`` stands in for it.
+it is the wider of the night's own and +-t x that sd (t with the A/A nights' degrees of
+freedom: 2.365 from 8), from ``MIN_AA_NIGHTS`` A/A nights on; before that a prior stands in
+for it whatever the restarts (`prior_night_sd`).
+
+Two checks see what the ratio cannot (`series_checks`): failed requests, compared between
+the arms by Fisher's exact test (a significant excess on the current arm is a regression
+whatever the ratio says), and the cells the estimate winsorized, tested for balance (a build
+that stalls on a few requests: ``suspicious: tail regression``, analysis/tails.py).
 """
 
 from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
+
+from scipy import stats as scipy_stats
 
 from watchkeeper.analysis.benchmark import ALL, BenchResult, CategoryStats
+from watchkeeper.analysis.failures import FailureCheck, failure_check
 from watchkeeper.analysis.stats import classify, wilson
+from watchkeeper.analysis.tails import TailCheck
+from watchkeeper.config.model import NightlyConfig
 from watchkeeper.store.references import RatioRecord
 
 METRIC = "decode_tps"
@@ -58,28 +70,192 @@ class NightNoise:
 
     sd: float
     source: str
+    df: int | None = None
+    """Degrees of freedom of `sd` when it was measured (A/A nights - 1); None for a prior."""
+
+    @property
+    def quantile(self) -> float:
+        """t with the nights' degrees of freedom (2.365 from 8 nights), 1.96 for a prior."""
+        if self.df is None:
+            return Z95
+        return float(scipy_stats.t.ppf(0.975, self.df))
 
 
 def night_noise(aa_nights: Sequence[RatioRecord], prior_sd: float) -> NightNoise:
     """From the series' A/A nights once there are enough of them, else the prior (0: none)."""
     logs = [math.log(r.estimate) for r in aa_nights if r.aa and r.estimate > 0]
     if len(logs) >= MIN_AA_NIGHTS:
-        return NightNoise(statistics.stdev(logs), f"{len(logs)} A/A nights of this series")
-    return NightNoise(prior_sd, f"nightly.night_sd ({len(logs)} of {MIN_AA_NIGHTS} A/A nights)")
+        return NightNoise(
+            statistics.stdev(logs), f"{len(logs)} A/A nights of this series", len(logs) - 1
+        )
+    return NightNoise(
+        prior_sd, f"nightly.night_sd prior ({len(logs)} of {MIN_AA_NIGHTS} A/A nights)"
+    )
+
+
+def prior_night_sd(config: NightlyConfig) -> float:
+    """The night sd assumed before a series has `MIN_AA_NIGHTS` A/A nights: never 0.
+
+    With one process pair all night (``restart_every = 0``) its offset is invisible to the
+    night's CI: ``night_sd``. With fresh processes the rounds carry the processes' spread, but
+    not the host's state for the night, so a smaller prior (``night_sd_restarted``) still
+    floors the CI; with 0 here the floor never applied once current and reference differed
+    (no A/A night accumulates then)."""
+    if config.restart_every == 0:
+        return max(config.night_sd, config.night_sd_restarted)
+    return config.night_sd_restarted
 
 
 def with_night_noise(record: RatioRecord, noise: NightNoise) -> RatioRecord:
-    """The record with its CI at least +-1.96 night sds wide (log scale) and the verdict
-    judged again on it. A night's own CI that is already wider is kept as it is."""
+    """The record with its CI at least +-t x night sd wide (log scale; t from the A/A nights'
+    degrees of freedom, 1.96 for a prior) and the verdict judged again on it. A night's own CI
+    that is already wider is kept as it is."""
     if record.low is None or record.high is None or noise.sd <= 0:
         return record
-    half = Z95 * noise.sd
+    half = noise.quantile * noise.sd
     low = min(record.low, record.estimate * math.exp(-half))
     high = max(record.high, record.estimate * math.exp(half))
     if (low, high) == (record.low, record.high):
         return record
     verdict = VERDICTS[classify(record.estimate, low, high, record.threshold)]
     return replace(record, low=low, high=high, verdict=verdict)
+
+
+TAIL_VERDICT = "suspicious: tail regression"
+
+
+@dataclass(frozen=True, slots=True)
+class SeriesCheck:
+    """What a series' ratio alone does not show: clipped cells that lean one way (a build
+    that stalls) and failed requests (a build that times out)."""
+
+    category: str
+    tail: TailCheck | None
+    failures: FailureCheck | None
+
+    @property
+    def verdict(self) -> str | None:
+        """The verdict these checks impose, or None to keep the ratio's."""
+        if self.failures is not None and self.failures.regression:
+            return "regression"
+        if self.tail is not None and self.tail.regression:
+            return TAIL_VERDICT
+        return None
+
+    def describe(self) -> str:
+        parts = []
+        if self.failures is not None and (
+            self.failures.current_failed or self.failures.reference_failed
+        ):
+            parts.append(self.failures.describe())
+        if self.tail is not None and self.tail.cells:
+            parts.append(f"tail: {self.tail.describe()}")
+        return "; ".join(parts)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "verdict": self.verdict,
+            "failures": None
+            if self.failures is None
+            else {
+                "current": [self.failures.current_failed, self.failures.current_requests],
+                "reference": [self.failures.reference_failed, self.failures.reference_requests],
+                "p_value": self.failures.p_value,
+                "regression": self.failures.regression,
+            },
+            "tail": None
+            if self.tail is None
+            else {
+                "regression": self.tail.regression,
+                "sign_p": self.tail.sign_p,
+                "slow": self.tail.slow,
+                "fast": self.tail.fast,
+                "raw": [self.tail.raw_estimate, self.tail.raw_low, self.tail.raw_high],
+                "raw_verdict": self.tail.raw_verdict,
+                "cells": [[c.task_id, c.round, math.exp(c.residual)] for c in self.tail.cells],
+            },
+        }
+
+
+def series_checks(result: BenchResult, *, current_arm: str) -> dict[str, SeriesCheck]:
+    """Per category (and ALL): the tail check of the current arm's ratio and Fisher's exact
+    test of its failed requests against the reference's."""
+    reference = result.baseline.name
+    out: dict[str, SeriesCheck] = {}
+    current_rows = [result.stats(current_arm, ALL)] + [
+        c for c in result.categories if c.arm == current_arm
+    ]
+    for cur in current_rows:
+        if cur is None:
+            continue
+        ref = result.stats(reference, cur.category)
+        failures = (
+            failure_check(cur.errors, cur.requests, ref.errors, ref.requests)
+            if ref is not None
+            else None
+        )
+        tail = cur.speedup.tail if cur.speedup is not None else None
+        out[cur.category] = SeriesCheck(cur.category, tail, failures)
+    return out
+
+
+def apply_checks(record: RatioRecord, check: SeriesCheck | None) -> RatioRecord:
+    """The record with the verdict a check imposes: failures make a regression whatever the
+    ratio says; a tail regression turns anything but a regression into `suspicious: tail
+    regression`."""
+    if check is None or check.verdict is None or record.verdict == "regression":
+        return record
+    return replace(record, verdict=check.verdict)
+
+
+def judge_night(
+    result: BenchResult,
+    records: Sequence[RatioRecord],
+    *,
+    current_arm: str,
+    noise: Callable[[RatioRecord], NightNoise] | None = None,
+) -> list[RatioRecord]:
+    """The night's records with the A/A-night floor (``noise``, per series) and then the
+    checks applied: what the nightly stores and files."""
+    checks = series_checks(result, current_arm=current_arm)
+    out = []
+    for r in records:
+        judged = with_night_noise(r, noise(r)) if noise is not None else r
+        out.append(apply_checks(judged, checks.get(r.category)))
+    return out
+
+
+def confirmed_series(
+    flagged: Sequence[RatioRecord],
+    previous: Callable[[RatioRecord], RatioRecord | None],
+    rerun_flags: set[str] | None = None,
+) -> set[str]:
+    """The flagged series that count as confirmed.
+
+    Each profile judges 7 series a night (overall + 6 categories); with an immediate rerun as
+    the only check, ~3% of A/A nights would file a false alarm somewhere in the family when the
+    rerun correlates 0.5 with the night it checks (it shares the host's state). So the overall
+    series is confirmed by the rerun or by the previous night (``previous``: the series' last
+    night within the confirmation window), but a category series on its own only by a night
+    that is not tonight's: a second flag from the same evening is too much the same
+    measurement. (Beside a confirmed overall series, a category the rerun flagged again is
+    confirmed too: it is evidence in that finding, never a finding of its own.)"""
+    out: set[str] = set()
+    again = rerun_flags or set()
+    by_night = set()
+    for r in flagged:
+        before = previous(r)
+        if before is not None and before.verdict == "regression":
+            by_night.add(r.series)
+    overall = any(
+        r.category == ALL and (r.series in by_night or r.series in again) for r in flagged
+    )
+    for r in flagged:
+        # With the overall series confirmed, a category its rerun flagged again rides in that
+        # one finding's evidence: no finding of its own, so no false alarm of its own.
+        if r.series in by_night or (overall and r.series in again):
+            out.add(r.series)
+    return out
 
 
 def series_name(host_fingerprint: str, profile: str, category: str, metric: str = METRIC) -> str:
@@ -151,13 +327,22 @@ def night_ratios(
     return out
 
 
+FAMILY_TARGET = 0.01
+"""Target of the family false-alarm rate: A/A profile-nights with a confirmed flag anywhere."""
+
+
 @dataclass(frozen=True, slots=True)
 class FalseAlarms:
-    """The detector's live false-alarm rate: flags on A/A series-nights.
+    """The detector's live false-alarm rate: flags on A/A series-nights, and per profile-night.
 
     A night's 95% CI excludes 1 on an A/A night now and then (about 2.5% per direction when it
     is honest); that is why a flag is only a candidate until a rerun or the next night flags
-    it again. `flagged` counts single flags, `confirmed` what would have been filed."""
+    it again. `flagged` counts single flags, `confirmed` what would have been filed.
+
+    Per series-night hides the family: each profile judges 7 series a night (overall + 6
+    categories), so the rate that matters to a maintainer is the share of A/A *nights* of a
+    profile with at least one confirmed flag anywhere (`family_*`, target `FAMILY_TARGET`).
+    Rerun campaigns are not nights: they are left out of both denominators."""
 
     series_nights: int
     flagged: int
@@ -167,14 +352,61 @@ class FalseAlarms:
     confirmed: int = 0
     confirmed_low: float = 0.0
     confirmed_high: float = 1.0
+    nights: int = 0
+    """A/A profile-nights (profile x night campaign), reruns left out."""
+    family_flagged: int = 0
+    """Of those, nights with at least one confirmed flag in any series."""
+    family_low: float = 0.0
+    family_high: float = 1.0
+
+    @property
+    def family_rate(self) -> float | None:
+        return self.family_flagged / self.nights if self.nights else None
+
+    @property
+    def family_within_target(self) -> bool | None:
+        """The Wilson upper bound within the target: None until there are A/A nights."""
+        return None if not self.nights else self.family_high <= FAMILY_TARGET
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "series_nights": self.series_nights,
+            "flagged": self.flagged,
+            "confirmed": self.confirmed,
+            "aa_nights": self.nights,
+            "aa_nights_with_confirmed_flag": self.family_flagged,
+            "family_rate": self.family_rate,
+            "family_ci95": [self.family_low, self.family_high],
+            "family_target": FAMILY_TARGET,
+        }
 
 
-def false_alarms(ratios: Sequence[RatioRecord]) -> FalseAlarms:
-    aa = [r for r in ratios if r.aa]
+def false_alarms(
+    ratios: Sequence[RatioRecord], reruns: Collection[int] = frozenset()
+) -> FalseAlarms:
+    """``reruns``: campaign ids of confirmation reruns, which are not nights of their own."""
+    aa = [r for r in ratios if r.aa and r.campaign_id not in reruns]
     flagged = sum(r.verdict in FLAGS for r in aa)
     confirmed = sum(r.verdict in FLAGS and r.confirmed for r in aa)
     low, high = wilson(flagged, len(aa))
     c_low, c_high = wilson(confirmed, len(aa))
+    nights: dict[tuple[str, int], bool] = {}
+    for r in aa:
+        key = (r.profile, r.campaign_id)
+        nights[key] = nights.get(key, False) or (r.verdict in FLAGS and r.confirmed)
+    family = sum(nights.values())
+    f_low, f_high = wilson(family, len(nights))
     return FalseAlarms(
-        len(aa), flagged, flagged / len(aa) if aa else None, low, high, confirmed, c_low, c_high
+        len(aa),
+        flagged,
+        flagged / len(aa) if aa else None,
+        low,
+        high,
+        confirmed,
+        c_low,
+        c_high,
+        len(nights),
+        family,
+        f_low,
+        f_high,
     )

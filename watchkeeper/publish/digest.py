@@ -208,6 +208,13 @@ def render_digest(
                 if fa.rate is not None
                 else ""
             )
+            + (
+                f"; per profile-night: {fa.family_flagged} of {fa.nights} A/A nights with a "
+                f"confirmed flag in any series ({fa.family_rate:.1%}, Wilson CI "
+                f"{fa.family_low:.1%}-{fa.family_high:.1%}; target <= 1%)"
+                if fa.family_rate is not None
+                else ""
+            )
             for host, fa in digest.false_alarms
         ],
     )

@@ -66,8 +66,12 @@ def _ci(ci: RatioCI | None) -> str:
     text = f"{fmt.speedup(ci)} {ci.verdict}"
     if ci.rounds_needed:
         text += f", ~{ci.rounds_needed} rounds to settle"
+    elif ci.settle is not None and ci.settle.add_tasks:
+        text += f", {ci.settle.describe()}"
     if ci.winsorized_cells:
         text += f", {ci.winsorized_cells} outlier cell(s) winsorized"
+    if ci.tail_regression and ci.tail is not None:
+        text += f"; suspicious: tail regression ({ci.tail.describe()})"
     return text
 
 

@@ -178,18 +178,25 @@ class ReferenceStore:
                     )
                 )
 
-    def previous(self, series: str, reference_id: int, before_campaign: int) -> RatioRecord | None:
-        """The series' last night against the same reference, before this campaign."""
+    def previous(
+        self,
+        series: str,
+        reference_id: int,
+        before_campaign: int,
+        *,
+        since: datetime | None = None,
+    ) -> RatioRecord | None:
+        """The series' last night against the same reference, before this campaign, and (with
+        ``since``) no older than that: a flag from weeks ago must not confirm tonight's."""
         with self._db.session() as s:
-            row = s.scalars(
-                select(NightlyRatio)
-                .where(
-                    NightlyRatio.series == series,
-                    NightlyRatio.reference_id == reference_id,
-                    NightlyRatio.campaign_id < before_campaign,
-                )
-                .order_by(NightlyRatio.campaign_id.desc())
-            ).first()
+            query = select(NightlyRatio).where(
+                NightlyRatio.series == series,
+                NightlyRatio.reference_id == reference_id,
+                NightlyRatio.campaign_id < before_campaign,
+            )
+            if since is not None:
+                query = query.where(NightlyRatio.created_at >= since)
+            row = s.scalars(query.order_by(NightlyRatio.campaign_id.desc())).first()
             return _ratio(row) if row is not None else None
 
     def ratios(
