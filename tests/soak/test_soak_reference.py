@@ -34,9 +34,15 @@ T0 = datetime(2026, 11, 30, 23, 58, tzinfo=UTC)
 
 
 def plan(
-    profiles: tuple[str, ...], concurrencies: tuple[int, ...], pairs: tuple[tuple[str, str], ...]
+    profiles: tuple[str, ...],
+    concurrencies: tuple[int, ...],
+    pairs: tuple[tuple[str, str], ...],
+    restart_every: int = 0,
 ) -> SoakPlan:
-    return SoakPlan(60.0, 5.0, profiles, concurrencies, 1, (), None, pairs=pairs)  # type: ignore[arg-type]
+    return SoakPlan(
+        60.0, 5.0, profiles, concurrencies, 1, (), None,  # type: ignore[arg-type]
+        pairs=pairs, restart_every=restart_every,
+    )  # fmt: skip
 
 
 def test_paired_blocks_run_back_to_back_per_concurrency_and_alternate_their_order() -> None:
@@ -50,12 +56,20 @@ def test_paired_blocks_run_back_to_back_per_concurrency_and_alternate_their_orde
 
 
 def samples(
-    ratios: list[float], *, per_block: int = 5, ref_tps: float = 100.0
+    ratios: list[float],
+    *,
+    per_block: int = 5,
+    ref_tps: float = 100.0,
+    restart_every: int = 0,
 ) -> list[SoakSampleView]:
-    """Cycle k: block 2k is the current arm at ratio[k] x the reference, block 2k+1 the reference."""
+    """Cycle k: blocks 2k and 2k+1, the current arm at ratio[k] x the reference, in the order
+    the loop's plan gives them (SoakPlan.current_first)."""
+    order = plan(("s", "s@ref"), (1,), (("s", "s@ref"),), restart_every)
     out = []
     for k, ratio in enumerate(ratios):
-        for arm, block, tps in (("s", 2 * k, ref_tps * ratio), ("s@ref", 2 * k + 1, ref_tps)):
+        current_first = order.current_first(k)
+        first, second = (2 * k, 2 * k + 1) if current_first else (2 * k + 1, 2 * k)
+        for arm, block, tps in (("s", first, ref_tps * ratio), ("s@ref", second, ref_tps)):
             for i in range(per_block):
                 wobble = 1.0 + 0.01 * (i - per_block // 2)
                 out.append(
@@ -90,7 +104,9 @@ def test_a_drop_in_every_cycle_is_a_confirmed_regression() -> None:
         samples([0.90, 0.91, 0.89, 0.92, 0.90, 0.88]), PARAMS, threshold=0.03
     )
     assert entry["verdict"] == "regression" and entry["confirmed"]
-    assert entry["n_cycles"] == 5 and entry["warmup_cycles"] == [0] and entry["ci95"][1] < 0.97
+    # 5 judged after the warm-up, one surplus current-first cycle dropped: 4, balanced
+    assert entry["n_cycles"] == 4 and entry["warmup_cycles"] == [0] and entry["ci95"][1] < 0.97
+    assert entry["unbalanced_dropped"] == [5]
     assert 0.88 < entry["estimate"] < 0.92
 
 
@@ -103,11 +119,64 @@ def test_a_drop_in_one_half_only_is_not_confirmed() -> None:
 
 def test_steady_ratios_are_no_change_and_too_few_cycles_are_not_judged() -> None:
     (entry,) = reference_ratios(
-        samples([1.0, 1.01, 0.99, 1.0, 1.005, 0.995]), PARAMS, threshold=0.03
+        samples([1.0, 1.01, 0.99, 1.0, 1.005, 0.995, 1.0, 1.01, 0.99, 1.0]), PARAMS, threshold=0.03
     )
     assert entry["verdict"] == "no change" and not entry["confirmed"]
-    (short,) = reference_ratios(samples([0.5] * (MIN_CYCLES - 1)), PARAMS, threshold=0.03)
+    (short,) = reference_ratios(samples([0.5] * MIN_CYCLES), PARAMS, threshold=0.03)
     assert short["ci95"] is None and short["verdict"] == "insufficient data"
+
+
+def test_restarts_alternate_the_order_over_judged_cycles_and_fall_on_cycle_starts() -> None:
+    p = plan(("a", "a@ref"), (1,), (("a", "a@ref"),), restart_every=2)
+    firsts = [p.cycle(k)[0][0] for k in range(8)]
+    # warm-up cycles 0, 2, 4, 6 take their judged successor's order; judged 1, 3, 5, 7 alternate
+    assert firsts == ["a", "a", "a@ref", "a@ref", "a", "a", "a@ref", "a@ref"]
+    assert [b for b in range(16) if p.restarts_before(b)] == [0, 4, 8, 12]
+    three = plan(("a", "a@ref"), (1,), (("a", "a@ref"),), restart_every=3)
+    judged = [three.current_first(k) for k in range(9) if k % 3]
+    assert judged == [True, False, True, False, True, False]
+
+
+PAIRED = {**PARAMS, "restart_every": 2}
+
+
+def test_cold_cycles_are_warm_up_and_each_process_pair_is_one_replicate() -> None:
+    """Restarts every 2 cycles: cycles 0, 2, 4, ... are cold. A crash restart of the
+    reference in cycle 5 makes cycle 5 cold too (and its pair gives no judged cycle)."""
+    ratios = [1.3, 0.95, 1.3, 0.96, 1.3, 0.5, 1.3, 0.95, 1.3, 0.94, 1.3, 0.96, 1.3, 0.95]
+    data = samples(ratios, restart_every=2)
+    block_of = {(s.profile, s.block // 2): s.block for s in data}
+    cold = {(arm, block_of[(arm, k)]) for k in range(0, 14, 2) for arm in ("s", "s@ref")}
+    cold.add(("s@ref", block_of[("s@ref", 5)]))
+    (entry,) = reference_ratios(data, PAIRED, threshold=0.03, cold=cold)
+    assert entry["warmup_cycles"] == [0, 2, 4, 5, 6, 8, 10, 12]
+    judged = [c["cycle"] for c in entry["cycles"] if c["judged"]]
+    assert judged == [1, 3, 7, 9, 11, 13] and entry["n_pairs"] == 6
+    firsts = [c["current_first"] for c in entry["cycles"] if c["judged"]]
+    assert firsts.count(True) == firsts.count(False) == 3
+    assert entry["unbalanced_dropped"] == []
+    assert 0.94 < entry["estimate"] < 0.96 and entry["verdict"] == "regression"
+    # without the cold blocks, the warm-up cycles' 1.3 would be judged
+    (blind,) = reference_ratios(data, PAIRED, threshold=0.03)
+    assert blind["estimate"] > 1.0
+
+
+def test_judged_cycles_of_one_process_pair_are_averaged_into_one_replicate() -> None:
+    params = {**PARAMS, "restart_every": 3}
+    ratios = [1.3, 0.95, 0.97] * 5
+    data = samples(ratios, restart_every=3)
+    block_of = {(s.profile, s.block // 2): s.block for s in data}
+    cold = {(arm, block_of[(arm, k)]) for k in range(0, 15, 3) for arm in ("s", "s@ref")}
+    (entry,) = reference_ratios(data, params, threshold=0.03, cold=cold)
+    assert entry["n_pairs"] == 5 and entry["n_cycles"] == 10 and entry["unbalanced_dropped"] == []
+    assert abs(entry["estimate"] - (0.95 * 0.97) ** 0.5) < 1e-9
+
+
+def test_an_odd_count_of_judged_cycles_is_balanced_by_dropping_the_latest_surplus() -> None:
+    (entry,) = reference_ratios(samples([1.0, 1.0, 1.01, 0.99, 1.0, 1.02]), PARAMS, threshold=0.03)
+    firsts = [c["current_first"] for c in entry["cycles"] if c["judged"]]
+    assert entry["n_cycles"] == 4 and firsts.count(True) == firsts.count(False)
+    assert entry["unbalanced_dropped"] == [5]
 
 
 def test_a_soak_without_references_has_no_paired_series() -> None:

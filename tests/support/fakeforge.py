@@ -12,6 +12,7 @@ It follows each documented dialect where watchkeeper depends on it:
 | finding by text | `/search/issues`, lagging `search_lag_s` behind creation | `?q=` on the listing, immediate |
 | rate limit | 403/429 with `X-RateLimit-Remaining: 0` + `X-RateLimit-Reset`, or `Retry-After` | 429 + `Retry-After` |
 | errors | `{"message", "documentation_url"}`, 422 with `errors: [{resource, field, code}]` | `{"message", "url"}` |
+| missing / invisible repository | 404 on `/repos/...`; 422 `Validation Failed` (resource `Search`, field `q`) on a search scoped to it | 404 |
 | label / state history | `/issues/{n}/events`: `labeled`, `unlabeled`, `closed`, `reopened` | `/issues/{n}/timeline`: `label` (body "1" added, "" removed), `close`, `reopen` |
 
 Faults are injected per route (`fail`), including "do it, then answer 502" — the lost response

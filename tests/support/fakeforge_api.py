@@ -12,6 +12,21 @@ if TYPE_CHECKING:
     from fakeforge import FakeForge
 
 GITHUB_DOCS = "https://docs.github.com/rest"
+SEARCH_UNSEARCHABLE = {
+    "message": "Validation Failed",
+    "errors": [
+        {
+            "message": "The listed users and repositories cannot be searched either because "
+            "the resources do not exist or you do not have permission to view them.",
+            "resource": "Search",
+            "field": "q",
+            "code": "invalid",
+        }
+    ],
+    "documentation_url": "https://docs.github.com/v3/search/",
+}
+"""GitHub's answer, verbatim, to `/search/issues?q=... repo:X` when X does not exist or the
+token cannot see it: 422, not the 404 a repository path gives."""
 
 
 class _Reply(Exception):
@@ -53,6 +68,9 @@ def _route(forge: FakeForge, method: str, path: str, query: dict[str, str], payl
         return _Reply(200, {"login": forge.bot, "id": 1})
     if gh and method == "GET" and path == "/search/issues":
         q = query.get("q", "")
+        scope = re.search(r"(?:^|\s)repo:(\S+)", q)
+        if scope and scope.group(1).lower() != forge.repository.lower():
+            return _Reply(422, SEARCH_UNSEARCHABLE)
         quoted = re.search(r'"([^"]+)"', q)
         text = quoted.group(1) if quoted else q
         now = time.time()

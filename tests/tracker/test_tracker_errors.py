@@ -6,14 +6,20 @@ import io
 import socket
 from pathlib import Path
 
+import httpx
 import pytest
 from pydantic import ValidationError
 from support.fakeforge import FakeForge
+from support.fakeforge_api import SEARCH_UNSEARCHABLE
 from support.trackerkit import TOKEN_ENV, Sleeps, tracker_config
+from support.triagekit import add_finding, triage
 
+from watchkeeper.config import Config, DatabaseConfig
 from watchkeeper.config.loader import load_config
 from watchkeeper.config.tracker import TrackerConfig
 from watchkeeper.errors import ConfigError, TrackerPermanentError, TrackerTransientError
+from watchkeeper.store.db import Database
+from watchkeeper.store.history import History
 from watchkeeper.tracker.forge import Forge
 from watchkeeper.tracker.tokens import open_forge
 
@@ -96,3 +102,47 @@ def test_permanent_errors_from_a_known_repository_keep_the_api_message(
     with pytest.raises(TrackerPermanentError) as info:
         client.get_issue(999)
     assert info.value.status == 404 and f"repository {forge.repository}" in str(info.value)
+
+
+def test_the_fake_answers_a_search_in_a_missing_repository_as_github_does(
+    forge: FakeForge,
+) -> None:
+    """GitHub: 422 with the Search/q validation body. Gitea searches through the repository's
+    own issues path, so a missing repository is its 404."""
+    path = "/search/issues" if forge.github else "/repos/ops/ghost/issues"
+    answer = httpx.get(
+        forge.api_url + path,
+        params={"q": '"x" repo:ops/ghost is:issue in:body'},
+        headers={"Authorization": f"token {forge.token}"},
+    )
+    if forge.github:
+        assert answer.status_code == 422 and answer.json() == SEARCH_UNSEARCHABLE
+        (error,) = answer.json()["errors"]
+        assert error["resource"] == "Search" and error["field"] == "q"
+        assert error["code"] == "invalid" and "cannot be searched" in error["message"]
+    else:
+        assert answer.status_code == 404
+
+
+def test_triage_in_a_missing_repository_names_it_with_the_hint(
+    forge: FakeForge, sqlite_url: str, sleeps: Sleeps
+) -> None:
+    """The first call that touches the repository in a triage run is the marker search."""
+    config = Config(
+        database=DatabaseConfig(url=sqlite_url),
+        tracker=tracker_config(forge, repository="ops/ghost"),
+    )
+    db = Database(sqlite_url)
+    try:
+        add_finding(History(db))
+        with pytest.raises(TrackerPermanentError) as info:
+            triage(config, sleeps)
+    finally:
+        db.close()
+    assert info.value.status == (422 if forge.github else 404)
+    assert "repository ops/ghost" in str(info.value)
+    assert info.value.hint is not None and "check tracker.repository" in info.value.hint
+    assert "ops/ghost" in info.value.hint and "token" in info.value.hint
+    assert forge.requests("POST", "/issues") == 0  # nothing was filed blind
+    if forge.github:
+        assert ("GET", "/api/v3/search/issues", 422) in forge.log

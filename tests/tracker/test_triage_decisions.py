@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from support.fakeforge import FakeForge
 from support.trackerkit import TOKEN_ENV, Sleeps, tracker_config
-from support.triagekit import add_finding, triage
+from support.triagekit import NOW, add_finding, triage
 
 from watchkeeper.config import Config, DatabaseConfig
 from watchkeeper.store.db import Database
@@ -106,7 +106,7 @@ def _wipe_and_refile(
 def test_adoption_links_silently_and_lists_the_issue_once(
     forge: FakeForge, tmp_path: Path, sleeps: Sleeps
 ) -> None:
-    long_ago = datetime.now(UTC) - timedelta(days=2)
+    long_ago = NOW - timedelta(days=2)  # before the last occurrence the issue reports
     number, config = _wipe_and_refile(forge, tmp_path, sleeps, last_seen_at=long_ago)
     outcome = triage(config, sleeps)
     assert outcome.to_json()["adopted"] == [number] and outcome.to_json()["filed"] == []
@@ -135,7 +135,7 @@ def test_adoption_comments_once_when_the_finding_is_news_to_the_issue(
     assert outcome.adopted == [number] and outcome.commented == [number]
     assert triage(config, sleeps).commented == []
     (said,) = _mine(forge, number)
-    assert "Seen again (3 times now" in said
+    assert "Seen again (5 times now" in said  # the issue said 2, the new database saw 3
 
 
 def test_a_half_applied_decision_is_finished_without_a_second_comment(

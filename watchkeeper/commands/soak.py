@@ -137,6 +137,7 @@ def soak_command(
         blob = json.dumps([names, levels, duration_s, block_s, [t.id for t in tasks]])
         if references:  # the reference arms are part of the plan a resume must match
             blob += json.dumps(sorted((k, v["reference_id"]) for k, v in references.items()))
+            blob += f"restart_every={soak.restart_every}"
         signature = hashlib.sha256(blob.encode()).hexdigest()[:16]
         prepared = prepared + arms
         repo, store = Repository(db), SoakStore(db)
@@ -173,6 +174,7 @@ def soak_command(
                 "probe_task": tasks[0].id,
                 "temperature": soak.temperature,
                 "signature": signature,
+                "restart_every": soak.restart_every if references else 0,
             }
             campaign_id = open_campaign(
                 repo, kind="soak", prepared=prepared, params=params
@@ -190,6 +192,7 @@ def soak_command(
             tasks[0],
             soak.temperature,
             pairs=tuple((name, ref["arm"]) for name, ref in references.items()),
+            restart_every=soak.restart_every if references else 0,
         )
         return _execute(
             config, repo, store, plan, prepared, campaign_id, resume, resumed,
@@ -399,7 +402,7 @@ def _record_ratios(ratios: ReferenceStore, campaign_id: int, verdict: SoakVerdic
                 high=ci[1] if ci else None,
                 n_pairs=entry["n_cycles"],
                 n_tasks=1,
-                n_rounds=entry["n_cycles"],
+                n_rounds=entry["n_pairs"],
                 threshold=entry["threshold"],
                 verdict=entry["verdict"],
                 aa=entry["aa"],

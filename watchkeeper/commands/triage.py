@@ -95,6 +95,18 @@ def _aware(moment: datetime) -> datetime:
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
+def _minute(moment: datetime) -> datetime:
+    """Issues report occurrences to the minute: compare at that grain."""
+    return _aware(moment).replace(second=0, microsecond=0)
+
+
+def _continued(told: bodies.Reported, f: StoredFinding, *, new: int) -> int:
+    """The issue's count plus `new` occurrences, never below the finding's own count."""
+    if told.count is None:
+        return f.occurrences
+    return max(told.count + max(new, 1), f.occurrences)
+
+
 def night_start(now: datetime) -> datetime:
     """Nights run noon to noon UTC, like the digest's."""
     noon = datetime.combine(now.date(), dtime(12, 0), tzinfo=UTC)
@@ -320,7 +332,17 @@ class _Run:
             claimed, f, issue, adopted=True, last_comment_id=max((c.id for c in mine), default=None)
         )
         seen = _aware(f.last_seen_at or f.created_at)
-        news = last_said is not None and seen > last_said
+        told = bodies.reported(issue.body, comments, self.me)
+        count: int | None = None
+        if told is not None:
+            # The issue's own account is the starting point: only an occurrence after the
+            # newest one it reports is news, and the count goes on from the issue's.
+            news = _minute(seen) > told.last
+            count = _continued(
+                told, f, new=f.occurrences if _minute(f.created_at) > told.last else 1
+            )
+        else:
+            news = last_said is not None and seen > last_said
         silenced = f.status == "silenced" or f"{self.t.status_label_prefix}silence" in issue.labels
         if not news or silenced or f.status != "active":
             return
@@ -328,7 +350,7 @@ class _Run:
         if issue.state != "open":
             self.reopen_for(item, f, issue)
             return
-        self.forge.comment(issue.number, bodies.recurrence_comment(f))
+        self.forge.comment(issue.number, bodies.recurrence_comment(f, count))
         self.outcome.commented.append(issue.number)
         self.progress(f"finding #{f.id}: recurrence noted on issue #{issue.number}")
 
@@ -391,10 +413,22 @@ class _Run:
             self.mirror_status(item, f)
         elif f.occurrences > item.occurrences_synced and f.status != "silenced":
             if item.state == "open":
-                self.forge.comment(number, bodies.recurrence_comment(f))
+                count = self.issue_count(number, f, item)
+                self.forge.comment(number, bodies.recurrence_comment(f, count))
                 self.outcome.commented.append(number)
                 self.progress(f"finding #{f.id}: recurrence noted on issue #{number}")
             self.store.update(item.id, occurrences_synced=f.occurrences)
+
+    def issue_count(self, number: int, f: StoredFinding, item: TrackedIssue) -> int:
+        """The count a recurrence comment shows: the issue's own last count plus the
+        occurrences since it was last told. Equal to the finding's count for an issue this
+        database filed; higher for one adopted after a lost database, which keeps counting."""
+        told = bodies.reported(
+            self.forge.get_issue(number).body, self.forge.comments(number), self.me
+        )
+        if told is None:
+            return f.occurrences
+        return _continued(told, f, new=f.occurrences - item.occurrences_synced)
 
     def reopen_for(self, item: TrackedIssue, f: StoredFinding, issue: Issue) -> None:
         """A new finding for a known issue: the old finding's status labels go first (they

@@ -246,9 +246,23 @@ class SoakConfig(_Strict):
     """Soak each profile beside the nightly's pinned reference when this host has one: blocks
     alternate current/reference and throughput is judged as their ratio (soak/paired.py)."""
     min_effect: Annotated[float, Field(gt=0.0, lt=1.0)] = 0.10
-    """Practical threshold of the soak's current/reference ratio. Above the nightly's 3%: two
-    server processes of one system differed by 4.8% through a whole A/A soak here, and a soak
-    keeps its two processes all night (soak/paired.py)."""
+    """Practical threshold of the soak's current/reference ratio (soak/paired.py, docs/soak.md)."""
+    restart_every: Annotated[int, Field(ge=0)] = 2
+    """Restart the current and reference servers of a pair every this many cycles, so each
+    process pair is a replicate of the ratio (two processes of one system run a few percent
+    apart for their whole lives); the first cycle after every start is warm-up and not judged.
+    0: one process pair for the whole soak. 1 is refused: every cycle would be warm-up."""
+    autocorrelation_floor: Annotated[float, Field(ge=0.0, le=0.9)] = 0.3
+    """Lag-1 autocorrelation of the judged cycles' log ratios assumed at least; the series' own
+    (bias-corrected) estimate counts when higher. With 6-16 cycles the estimate alone is too
+    noisy to hold a 95% interval at a true 0.3-0.5 (soak/paired.py)."""
+
+    @field_validator("restart_every")
+    @classmethod
+    def _not_every_cycle(cls, value: int) -> int:
+        if value == 1:
+            raise ValueError("1 would make every cycle a warm-up cycle: use 0 (never) or >= 2")
+        return value
 
     @field_validator("duration", "block", "slice")
     @classmethod

@@ -63,10 +63,35 @@ class SoakPlan:
     pairs: tuple[tuple[str, str], ...] = ()
     """(current, reference arm): these two run back to back at each concurrency, their order
     alternating from cycle to cycle, so each cycle holds one paired ratio (soak.paired)."""
+    restart_every: int = 0
+    """Both servers of every pair restart every this many cycles (0: never), so the process
+    pair, not the night, is the replicate; the first cycle after each start is warm-up."""
+
+    @property
+    def cycle_blocks(self) -> int:
+        return len(self.profiles) * len(self.concurrencies)
 
     def combination(self, block: int) -> tuple[str, int]:
-        combos = self.cycle(block // (len(self.profiles) * len(self.concurrencies)))
+        combos = self.cycle(block // self.cycle_blocks)
         return combos[block % len(combos)]
+
+    def current_first(self, index: int) -> bool:
+        """Whether cycle `index` runs the current arm first. The order alternates over the
+        *judged* cycles: with restarts every R cycles the first of each R is warm-up (it takes
+        its successor's order), so a plain alternation would give every judged cycle of R = 2
+        the same order."""
+        every = self.restart_every
+        if every < 2:
+            return index % 2 == 0
+        segment, position = divmod(index, every)
+        return (segment * (every - 1) + max(position - 1, 0)) % 2 == 0
+
+    def restarts_before(self, block: int) -> bool:
+        """A planned restart of the pairs is due before this block: the first block of every
+        `restart_every`-th cycle."""
+        if self.restart_every < 2 or not self.pairs or block % self.cycle_blocks:
+            return False
+        return (block // self.cycle_blocks) % self.restart_every == 0
 
     def cycle(self, index: int) -> list[tuple[str, int]]:
         """The blocks of cycle `index`: every (profile, concurrency) once."""
@@ -82,7 +107,7 @@ class SoakPlan:
                 if p not in partner:
                     out.append((p, c))
                     continue
-                first, second = (p, partner[p]) if index % 2 == 0 else (partner[p], p)
+                first, second = (p, partner[p]) if self.current_first(index) else (partner[p], p)
                 out += [(first, c), (second, c)]
         return out
 
@@ -205,6 +230,8 @@ class SoakLoop:
         self._lock = threading.Lock()
         self._completed = self._failed = 0
         self._pool: ThreadPoolExecutor | None = None
+        self._generations: dict[str, int] = {}
+        """Per profile, the server generation its last block started on (this run)."""
         self._clients = ServerClients(
             request_timeout_s=self.timeout_s, pool_size=max(plan.concurrencies)
         )
@@ -230,6 +257,8 @@ class SoakLoop:
                     block += 1
                     continue
                 t0 = time.monotonic()
+                if blocks and self._plan.restarts_before(block):
+                    self._renew_pairs(block)
                 self._run_block(block, profile, concurrency, min(self._plan.block_s, remaining))
                 elapsed += time.monotonic() - t0
                 block, blocks = block + 1, blocks + 1
@@ -248,6 +277,30 @@ class SoakLoop:
             restarts=sum(s.restarts for s in self._sups.values()),
             stopped_profiles=tuple(p for p, s in self._sups.items() if s.stopped),
             elapsed_s=elapsed,
+        )
+
+    def _renew_pairs(self, block: int) -> None:
+        """Fresh processes for both arms of every pair (a replicate of the pair's offset);
+        profiles soaked alone keep theirs: their RSS is the long-lived-process view."""
+        arms = {arm for pair in self._plan.pairs for arm in pair}
+        self._progress(f"block {block}: restarting {', '.join(sorted(arms))} (soak.restart_every)")
+        for arm in sorted(arms):
+            if not self._sups[arm].stopped:
+                self._sups[arm].renew()
+
+    def _mark_cold(self, sup: ServerSupervisor, key: RunKey, why: str) -> None:
+        """A block on a process that had just started (or restarted during it): its cycle is
+        warm-up, not judged (soak.paired). Recorded, so a resumed soak is judged the same."""
+        self._writer.add(
+            IncidentRecord(
+                f"cold_block:{key.arm}:{key.round}:{key.concurrency}:{sup.generation}",
+                "cold_block",
+                datetime.now(UTC),
+                sup.profile,
+                key,
+                detail=f"block {key.round} of {key.arm}: {why}",
+                evidence={"block": key.round, "generation": sup.generation, "reason": why},
+            )
         )
 
     def _monitor(self, done: threading.Event) -> None:
@@ -269,6 +322,13 @@ class SoakLoop:
         probe_key = RunKey(profile + PROBE_SUFFIX, index, concurrency, self._ids[profile])
         started = datetime.now(UTC)
         self._writer.add(RunOpen(key, started, sup.argv))
+        generation = sup.generation
+        seen = self._generations.get(profile)
+        self._generations[profile] = generation
+        if seen is None:
+            self._mark_cold(sup, key, "first block since the soak started or resumed")
+        elif seen != generation:
+            self._mark_cold(sup, key, "first block on a restarted server")
         self._active = Active(profile, key, sup.base_url, sup.pid)
         self._progress(
             f"block {index}: {profile} at concurrency {concurrency} for {duration_s:.0f}s"
@@ -296,6 +356,8 @@ class SoakLoop:
                 # block goes on with the other workers.
                 traceback.print_exception(exc)
         self._clients.close_retired()
+        if sup.generation != generation:
+            self._mark_cold(sup, key, "the server restarted during the block")
         status = "interrupted" if self._stop.is_set() else "stopped" if sup.stopped else "completed"
         error = f"{block.failed} of {block.sent} requests failed" if block.failed else None
         now = datetime.now(UTC)

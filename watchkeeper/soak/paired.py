@@ -1,19 +1,22 @@
-"""The soak against the pinned reference: one ratio per series, blocks as the replicates.
+"""The soak against the pinned reference: one ratio per series, process pairs as replicates.
 
 A soak's absolute tok/s wander +-10% from block to block on a shared host (measured: one
 series 134.5 then 120.5 tok/s while another moved +9% in the same minutes), so a drift check
 on them alone cannot tell a slower build from a noisy night. With the nightly's pinned
 reference running as one more arm, each cycle of blocks holds a current block and a reference
-block at the same concurrency, back to back, their order alternating from cycle to cycle; the
-ratio of their medians cancels what hit both. The cycle is the replicate (never the request:
-requests of one block share its minutes); the verdict rules are the nightly's
-(`analysis.stats.classify`), and a regression is confirmed inside the soak when both halves of
-it show the drop on their own.
+block at the same concurrency, back to back; the ratio of their medians cancels what hit both.
 
-What cycles cannot cancel is the server *instance*: both arms keep one process all night, and
-two processes of the same binary and model differed by 4.8% through a whole A/A soak here
-(every cycle 1.02-1.06). So the soak's threshold (`soak.min_effect`, 10%) sits above that; the
-nightly, which starts fresh servers every night, is the instrument for small steps.
+What cycles cannot cancel is the server *instance*: two processes of the same binary and model
+run a few percent apart for their whole lives (4.8% through a whole A/A soak here, every cycle
+1.02-1.06; sd ~0.8% between process pairs by benchmarks/instance_effect.py). So both servers
+of a pair restart every `soak.restart_every` cycles (soak/loop.py), and the *process pair* is
+the replicate: the first cycle after every start (planned, after a crash, after a resume) is
+warm-up and set aside, the judged cycles of one pair are averaged, and the interval runs over
+the pairs. The order of the two blocks alternates over the judged cycles and is balanced
+before judging (as many current-first as reference-first). The interval allows for lag-1
+autocorrelation between consecutive pairs (`ar1_t_interval`). The verdict rules are the
+nightly's (`analysis.stats.classify`), and a regression is confirmed inside the soak when both
+halves of it show the drop on their own. docs/soak.md has the design and the measurements.
 """
 
 from __future__ import annotations
@@ -21,29 +24,71 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from scipy import stats as scipy_stats
 
-from watchkeeper.analysis.stats import classify, log_t_interval
+from watchkeeper.analysis.stats import classify
 from watchkeeper.nightly.ratios import VERDICTS
-from watchkeeper.store.soak_store import SoakSampleView
+from watchkeeper.store.soak_store import IncidentView, SoakSampleView
 
 MIN_CYCLES = 4
-"""Judged cycles (current/reference block pairs) needed for a CI."""
+"""Judged replicates (process pairs; cycles when the servers never restart) needed for a CI."""
 WARMUP_CYCLES = 1
-"""The first cycle is set aside: in a real A/A soak here it read 1.238 against 1.02-1.06 for
-the rest (both servers' first minutes under load)."""
+"""The first cycle is always set aside, whether or not the soak recorded its cold blocks (a
+campaign from before `cold_block` incidents): in a real A/A soak here it read 1.238 against
+1.02-1.06 for the rest (both servers' first minutes under load)."""
+MAX_AUTOCORRELATION = 0.9
 
 
-def _t_interval(ratios: Sequence[float]) -> tuple[float, float, float]:
-    """Geometric mean and 95% CI from a t-interval on the log ratios.
+@dataclass(frozen=True, slots=True)
+class Interval:
+    mean: float
+    low: float
+    high: float
+    r_estimate: float
+    """Lag-1 autocorrelation of the series, as measured (biased low with few values)."""
+    r_used: float
+    """Bias-corrected estimate, floored at the configured value, capped at 0.9."""
+    n_eff: float
 
-    Not a bootstrap: with 4-10 cycles a percentile bootstrap is too narrow (it cannot see
-    beyond the sample's own range), and a soak has that few. The t-interval widens honestly."""
-    logs = np.log(np.asarray(ratios, float))
-    low, high = log_t_interval(logs)
-    return math.exp(float(logs.mean())), math.exp(low), math.exp(high)
+
+def lag1(values: Sequence[float] | np.ndarray) -> float:
+    x = np.asarray(values, float)
+    d = x - x.mean()
+    denominator = float((d * d).sum())
+    return float((d[1:] * d[:-1]).sum() / denominator) if denominator > 0 else 0.0
+
+
+def ar1_t_interval(logs: Sequence[float], *, floor: float, confidence: float = 0.95) -> Interval:
+    """Student's t interval of the mean of an AR(1)-correlated series, in log space.
+
+    Consecutive cycles share the hour they ran in, so their ratios correlate; a plain t
+    interval over 6 cycles then covers ~88% at lag-1 correlation 0.3 and ~78% at 0.5. Here
+    the variance of the mean is the AR(1) one, Var = s2' * c / n with
+    c = 1 + 2 * sum_k (1 - k/n) r^k, where s2' = s2 (n - 1) / (n - c) undoes the sample
+    variance's own shrinkage under correlation, and the t quantile takes n/c - 1 degrees of
+    freedom. r is the series' lag-1 estimate, bias-corrected (+(1 + 4r)/n: with the mean
+    estimated it reads low by about that much), and never below `floor`: from 6-16 values the
+    estimate alone still under-covers (~0.89 at a true 0.5), while with a floor of 0.3 a seeded
+    simulation covers 0.95-0.98 at a true 0.3 or 0.5 (tests/soak/test_soak_interval.py). The
+    price is width when the truth is 0 (coverage ~0.99)."""
+    x = np.asarray(logs, float)
+    n = x.size
+    if n < 2:
+        return Interval(float(x.mean()) if n else 0.0, -math.inf, math.inf, 0.0, floor, float(n))
+    r_hat = lag1(x)
+    r = min(MAX_AUTOCORRELATION, max(floor, r_hat + (1.0 + 4.0 * r_hat) / n, 0.0))
+    k = np.arange(1, n)
+    c = 1.0 + 2.0 * float(((1.0 - k / n) * r**k).sum())
+    variance = float(x.var(ddof=1)) * (n - 1) / max(n - c, 0.5) * c / n
+    n_eff = n / c
+    half = float(scipy_stats.t.ppf(0.5 + confidence / 2.0, max(n_eff - 1.0, 1.0)))
+    half *= math.sqrt(variance)
+    mean = float(x.mean())
+    return Interval(mean, mean - half, mean + half, r_hat, r, n_eff)
 
 
 def cycle_length(params: dict[str, Any]) -> int:
@@ -65,30 +110,100 @@ def _geomean(values: Sequence[float]) -> float | None:
     return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
 
 
+def cold_blocks(incidents: Sequence[IncidentView]) -> set[tuple[str, int]]:
+    """(arm, block) of every block the soak ran on a server that had just started."""
+    return {
+        (str(i.profile), int(i.evidence["block"]))
+        for i in incidents
+        if i.kind == "cold_block" and i.profile is not None and "block" in i.evidence
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class _Cycle:
+    index: int
+    current_tps: float
+    reference_tps: float
+    current_first: bool
+
+    @property
+    def log_ratio(self) -> float:
+        return math.log(self.current_tps / self.reference_tps)
+
+
+def _balanced(cycles: list[_Cycle]) -> tuple[list[_Cycle], list[int]]:
+    """As many current-first as reference-first cycles, the latest surplus dropped: an order
+    effect (the second block of a pair runs warmer, or cooler) cancels only in balance."""
+    first = sum(1 for c in cycles if c.current_first)
+    surplus, majority = abs(2 * first - len(cycles)), first * 2 > len(cycles)
+    dropped: list[int] = []
+    kept = list(cycles)
+    for c in reversed(cycles):
+        if len(dropped) == surplus:
+            break
+        if c.current_first == majority:
+            kept.remove(c)
+            dropped.append(c.index)
+    return kept, sorted(dropped)
+
+
 def reference_ratios(
     samples: Sequence[SoakSampleView],
     params: dict[str, Any],
     *,
     threshold: float,
+    cold: set[tuple[str, int]] | None = None,
+    autocorrelation_floor: float = 0.3,
 ) -> list[dict[str, Any]]:
     """One entry per (profile, concurrency) soaked beside a reference arm; [] without one.
 
     ``params`` is the campaign's: ``references`` maps each current profile to its reference
-    arm, the reference's id and whether the two are identical (an A/A soak)."""
+    arm, the reference's id and whether the two are identical (an A/A soak). ``cold``: the
+    blocks run on a freshly started server (`cold_blocks`); their cycles are warm-up.
+
+    The replicate is the process pair: the judged cycles between two starts are averaged
+    (in logs) into one value, and the interval runs over those values in time order."""
     refs: dict[str, dict[str, Any]] = params.get("references") or {}
     if not refs:
         return []
     length = cycle_length(params)
     medians = _block_medians(samples)
+    cold = cold or set()
+    by_pair = int(params.get("restart_every") or 0) >= 2
     out = []
     for profile, ref in sorted(refs.items()):
+        arms = (profile, ref["arm"])
+        warm_up = {block // length for arm, block in cold if arm in arms}
         for conc in params.get("concurrency") or ():
-            by_cycle: dict[int, dict[str, float]] = defaultdict(dict)
+            by_cycle: dict[int, dict[str, tuple[int, float]]] = defaultdict(dict)
             for (arm, c, block), value in medians.items():
-                if c != conc or arm not in (profile, ref["arm"]):
+                if c != conc or arm not in arms:
                     continue
-                by_cycle[block // length]["current" if arm == profile else "reference"] = value
-            cycles = sorted(k for k, v in by_cycle.items() if len(v) == 2)
+                by_cycle[block // length][arm] = (block, value)
+            complete = sorted(k for k, v in by_cycle.items() if len(v) == 2)
+            cycles = [
+                _Cycle(
+                    k,
+                    by_cycle[k][profile][1],
+                    by_cycle[k][ref["arm"]][1],
+                    by_cycle[k][profile][0] < by_cycle[k][ref["arm"]][0],
+                )
+                for k in complete
+            ]
+            skipped = set(complete[:WARMUP_CYCLES]) | (warm_up & set(complete))
+            segment, segments = 0, {}
+            for cycle in cycles:
+                if cycle.index in skipped:
+                    segment += 1
+                else:
+                    segments[cycle.index] = segment
+            judged, unbalanced = _balanced([c for c in cycles if c.index not in skipped])
+            units: dict[int, list[float]] = defaultdict(list)
+            for cycle in judged:
+                # Without planned restarts the pair lives all night: its cycles are the units
+                # (and the pair's own offset is invisible to them: hence a high threshold).
+                units[segments[cycle.index] if by_pair else cycle.index].append(cycle.log_ratio)
+            values = [float(np.mean(v)) for _, v in sorted(units.items())]
             entry: dict[str, Any] = {
                 "profile": profile,
                 "concurrency": conc,
@@ -99,30 +214,39 @@ def reference_ratios(
                 "threshold": threshold,
                 "cycles": [
                     {
-                        "cycle": k,
-                        "current_tps": by_cycle[k]["current"],
-                        "reference_tps": by_cycle[k]["reference"],
-                        "ratio": by_cycle[k]["current"] / by_cycle[k]["reference"],
+                        "cycle": c.index,
+                        "current_tps": c.current_tps,
+                        "reference_tps": c.reference_tps,
+                        "ratio": c.current_tps / c.reference_tps,
+                        "current_first": c.current_first,
+                        "judged": c in judged,
+                        "process_pair": segments.get(c.index),
                     }
-                    for k in cycles
+                    for c in cycles
                 ],
+                "warmup_cycles": sorted(skipped),
+                "unbalanced_dropped": unbalanced,
+                "n_cycles": len(judged),
+                "n_pairs": len(values),
             }
-            judged = cycles[WARMUP_CYCLES:]
-            ratios = [by_cycle[k]["current"] / by_cycle[k]["reference"] for k in judged]
-            entry["warmup_cycles"] = cycles[:WARMUP_CYCLES]
-            entry["n_cycles"] = len(ratios)
-            if len(ratios) < MIN_CYCLES:
-                entry.update(estimate=_geomean(ratios), ci95=None, verdict="insufficient data")
+            if len(values) < MIN_CYCLES:
+                estimate = math.exp(float(np.mean(values))) if values else None
+                entry.update(estimate=estimate, ci95=None, verdict="insufficient data")
                 out.append(entry)
                 continue
-            estimate, low, high = _t_interval(ratios)
+            interval = ar1_t_interval(values, floor=autocorrelation_floor)
+            estimate, low, high = (
+                math.exp(v) for v in (interval.mean, interval.low, interval.high)
+            )
             verdict = VERDICTS[classify(estimate, low, high, threshold)]
-            half = len(ratios) // 2
-            halves = [_geomean(ratios[:half]), _geomean(ratios[half:])]
+            half = len(values) // 2
+            halves = [_geomean_logs(values[:half]), _geomean_logs(values[half:])]
             entry.update(
                 estimate=estimate,
                 ci95=[low, high],
                 half_width=math.sqrt(high / low) - 1.0,
+                autocorrelation={"estimate": interval.r_estimate, "used": interval.r_used},
+                n_eff=interval.n_eff,
                 verdict=verdict,
                 halves=halves,
                 # Both halves beyond the threshold on their own: the drop is not one bad hour.
@@ -131,6 +255,10 @@ def reference_ratios(
             )
             out.append(entry)
     return out
+
+
+def _geomean_logs(logs: Sequence[float]) -> float | None:
+    return math.exp(float(np.mean(logs))) if len(logs) else None
 
 
 def series_label(entry: dict[str, Any]) -> str:

@@ -118,6 +118,22 @@ class ServerSupervisor:
         self.generation += 1
         self._unhealthy_checks = 0
 
+    def renew(self) -> bool:
+        """A planned restart between blocks (soak.restart_every): a fresh process, not a
+        crash. A start that fails goes the crash path's way (backoff, crash count). True
+        when the profile can take load again."""
+        with self._lock:
+            if not self.managed or self.stopped or self._server is None:
+                return not self.stopped
+            self.peak_rss_bytes = max(self.peak_rss_bytes, self._server.peak_rss_bytes)
+            with contextlib.suppress(ServerError):
+                self._server.stop()
+            try:
+                self._launch()
+            except ServerError:
+                return self._restart(datetime.now(UTC))
+            return True
+
     def recover(self, seen_generation: int) -> bool:
         """After a failed request: restart a dead server (once, whoever asks first).
         True when the profile can take load again; False when it was stopped."""

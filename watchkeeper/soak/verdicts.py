@@ -22,7 +22,7 @@ from scipy import stats
 
 from watchkeeper.config import SoakConfig
 from watchkeeper.soak.durations import parse_duration
-from watchkeeper.soak.paired import MIN_CYCLES, reference_ratios, series_label
+from watchkeeper.soak.paired import MIN_CYCLES, cold_blocks, reference_ratios, series_label
 from watchkeeper.store.soak_store import SoakData, SoakSampleView
 
 MAX_POINTS_PER_SEGMENT = 400
@@ -370,19 +370,26 @@ def judge(data: SoakData, cfg: SoakConfig) -> SoakVerdict:
             f"({len(errors)} of {len(samples)}, {len(timeouts)} timeouts)"
         )
     reasons.extend(drift_reasons)
-    paired = reference_ratios(samples, data.params, threshold=cfg.min_effect)
+    paired = reference_ratios(
+        samples,
+        data.params,
+        threshold=cfg.min_effect,
+        cold=cold_blocks(data.incidents),
+        autocorrelation_floor=cfg.autocorrelation_floor,
+    )
     for entry in paired:
         label = f"{series_label(entry)} vs reference #{entry['reference_id']}"
         if entry["ci95"] is None:
             notes.append(
-                f"{label}: {entry['n_cycles']} paired cycle(s), fewer than {MIN_CYCLES}: "
-                "ratio not judged"
+                f"{label}: {entry['n_pairs']} process pair(s) with {entry['n_cycles']} judged "
+                f"cycle(s), fewer than {MIN_CYCLES}: ratio not judged"
             )
             continue
         low, high = entry["ci95"]
         text = (
             f"{label}: {entry['estimate']:.3f}x (95% CI {low:.3f}..{high:.3f}, "
-            f"{entry['n_cycles']} cycles), {entry['verdict']}"
+            f"{entry['n_cycles']} cycles, {entry['n_pairs']} process pairs, effective n "
+            f"{entry['n_eff']:.1f}, threshold {entry['threshold']:.0%}), {entry['verdict']}"
         )
         if entry["verdict"] == "regression" and not entry["aa"] and entry["confirmed"]:
             reasons.append(text + ", in both halves of the soak")

@@ -7,9 +7,10 @@ passes through `escape` first; the golden test pins the layout.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import date, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 from watchkeeper.findings.evidence import (
@@ -197,15 +198,60 @@ def issue_body(f: StoredFinding, ctx: IssueContext) -> str:
     return escape.body(text)
 
 
-def recurrence_comment(f: StoredFinding) -> str:
+def recurrence_comment(f: StoredFinding, occurrences: int | None = None) -> str:
+    """`occurrences`: the count the issue should show, where it differs from the finding's own
+    (an issue adopted after the database was lost keeps counting from what it already says).
+    A finding without a run (a bench's correctness mismatch) names no run."""
     e = evidence_of(f.kind, f.evidence)
     s = e if isinstance(e, SeriesEvidence) else SeriesEvidence()
     seen = f.last_seen_at or f.updated_at
+    count = f.occurrences if occurrences is None else occurrences
+    run = "" if f.run_id is None else f", run {f.run_id}"
     return escape.body(
-        f"Seen again ({f.occurrences} times now, last {seen:%Y-%m-%d %H:%M} UTC, run "
-        f"{f.run_id}): change {escape.inline(e.change_text())}, {escape.inline(_p(e))}, tonight "
+        f"Seen again ({count} times now, last {seen:%Y-%m-%d %H:%M} UTC{run}): "
+        f"change {escape.inline(e.change_text())}, {escape.inline(_p(e))}, tonight "
         f"{_num(s.current, '.4g')} against a baseline of {_num(s.baseline, '.4g')}.\n"
     )
+
+
+_SEEN_ROW = re.compile(
+    r"^\| seen \| (\d+) time\(s\), last (\d{4}-\d\d-\d\d \d\d:\d\d) UTC \|$", re.M
+)
+_SEEN_AGAIN = re.compile(r"^Seen again \((\d+) times now, last (\d{4}-\d\d-\d\d \d\d:\d\d) UTC")
+_REGRESSED = re.compile(r"^Regressed again: finding \d+")
+
+
+@dataclass(frozen=True, slots=True)
+class Reported:
+    """What an issue already tells its readers about its finding's occurrences."""
+
+    count: int | None
+    """None after a reopen: the reopen comment starts a new finding without a count."""
+    last: datetime
+    """The newest occurrence it reports, to the minute (UTC)."""
+
+
+def _minute(text: str) -> datetime:
+    return datetime.strptime(text, "%Y-%m-%d %H:%M").replace(tzinfo=UTC)
+
+
+def reported(body: str, comments: Sequence[Any], author: str) -> Reported | None:
+    """The occurrence state an issue reports, read from what `author` (watchkeeper's user)
+    wrote: the body's `seen` row, then each `Seen again` and `Regressed again` comment in
+    order (comments oldest first). None when the issue reports nothing readable. This is the
+    starting point when the database that filed the issue is gone."""
+    state: Reported | None = None
+    if m := _SEEN_ROW.search(body):
+        state = Reported(int(m.group(1)), _minute(m.group(2)))
+    for comment in comments:
+        if comment.author != author:
+            continue
+        if m := _SEEN_AGAIN.match(comment.body):
+            state = Reported(int(m.group(1)), _minute(m.group(2)))
+        elif _REGRESSED.match(comment.body) and comment.created_at is not None:
+            at = comment.created_at.replace(second=0, microsecond=0)
+            state = Reported(None, at)
+    return state
 
 
 def reopened_comment(f: StoredFinding, removed: Sequence[str] = ()) -> str:

@@ -16,6 +16,8 @@ from watchkeeper.tracker.forge import Forge, Issue, IssueEvent, _issue, _time
 
 HEADERS = {"Accept": "application/vnd.github+json", "X-GitHub-Api-Version": "2022-11-28"}
 AUTH_SCHEME = "Bearer"
+_UNSEARCHABLE = "cannot be searched"
+"""In GitHub's 422 message for a search in a missing or invisible repository."""
 
 
 class GitHub(Forge):
@@ -54,6 +56,9 @@ class GitHub(Forge):
         ]
 
     def search_issues(self, text: str) -> list[Issue]:
+        """GitHub answers a search scoped to a repository that does not exist, or that the
+        token cannot see, with 422 Validation Failed (resource Search, field q), not 404:
+        that answer is turned into the missing-repository error the 404 path gives."""
         query = f'"{text}" repo:{self.repository} is:issue in:body'
         items = self.api.paginate(
             "/search/issues",
@@ -61,7 +66,17 @@ class GitHub(Forge):
             max_pages=self.max_pages,
             items_key="items",
         )
-        return [_issue(d) for d in items]
+        try:
+            return [_issue(d) for d in items]
+        except TrackerPermanentError as exc:
+            if exc.status != 422 or _UNSEARCHABLE not in str(exc):
+                raise
+            raise TrackerPermanentError(
+                f"repository {self.repository}: cannot be searched on {self.api.base_url}: "
+                f"it does not exist or the token cannot see it ({exc})",
+                hint=self.api.repository_hint(self.repository),
+                status=exc.status,
+            ) from exc
 
     def _label_payload(self, labels: Sequence[str]) -> list[str]:
         return list(dict.fromkeys(labels))

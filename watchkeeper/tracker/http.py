@@ -135,13 +135,17 @@ class ApiClient:
             hint = "check the token (tracker.token_env / tracker.token_file) and its scopes"
         elif status in (404, 422) and repo:
             text = f"repository {repo.group(1)}: {text}"
-            hint = (
-                f"check tracker.repository: does {repo.group(1)} exist on {self.base_url}, "
-                "and can the token see it? (a token without access sees 404)"
-            )
+            hint = self.repository_hint(repo.group(1))
         elif status == 404:
             hint = "check tracker.api_url and tracker.repository (a token without access sees 404)"
         return cls(" ".join(redact(text, self._token).split()), hint=hint, status=status)
+
+    def repository_hint(self, repository: str) -> str:
+        """What to check when a repository cannot be reached: the setting, then the token."""
+        return (
+            f"check tracker.repository: does {repository} exist on {self.base_url}, "
+            "and can the token see it? (a token without access sees 404, or 422 on a search)"
+        )
 
     def _rate_limit_wait(self, response: httpx.Response) -> float | None:
         """Seconds to wait when the response is a rate limit, else None."""
