@@ -38,7 +38,7 @@ def _ci(ci: RatioCI | None) -> str:
     text = speedup(ci)
     if ci is not None and ci.has_ci and ci.rounds_needed:
         text += f", ~{ci.rounds_needed} rounds would settle it"
-    elif ci.settle is not None and ci.settle.add_tasks:
+    elif ci is not None and ci.settle is not None and ci.settle.add_tasks:
         text += f", {ci.settle.describe()}"
     return text
 
