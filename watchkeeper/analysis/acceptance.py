@@ -20,8 +20,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from watchkeeper.analysis.benchmark import ArmSpec, BenchResult
+from watchkeeper.load.records import RunResult
 from watchkeeper.server.endpoints import SPEC_ACCEPTED_TOKENS, SPEC_DRAFT_TOKENS, SPEC_DRAFTS
 
 PER_POSITION = "llamacpp:spec_decode_num_accepted_tokens_per_pos_total"
@@ -213,3 +215,25 @@ def curves_json(
         if c is not None:
             out.append(c.to_json())
     return out
+
+
+def _curve_n_max(arm: ArmSpec) -> int | None:
+    """Draft models draft up to n_max positions; n-gram types size their own drafts."""
+    return arm.draft_n_max if (arm.spec_type or "").startswith("draft-") else None
+
+
+def with_curves(result: BenchResult, runs: Sequence[RunResult]) -> BenchResult:
+    """`result` with every speculative candidate's curve in `extras["acceptance_curves"]`
+    (so `--json`, the report and the plot read it), from the measured runs' scrapes."""
+    arms = [
+        (a.name, _curve_n_max(a)) for a in result.arms if a.role != "baseline" and a.speculative
+    ]
+    scrapes = [(r.arm, r.is_warmup, r.metrics_before, r.metrics_after) for r in runs]
+    return replace(
+        result, extras={**result.extras, "acceptance_curves": curves_json(arms, scrapes)}
+    )
+
+
+def result_curves(result: BenchResult) -> list[AcceptanceCurve]:
+    raw = result.extras.get("acceptance_curves") or []
+    return [AcceptanceCurve.from_json(c) for c in raw if isinstance(c, Mapping)]

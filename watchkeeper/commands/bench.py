@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from watchkeeper.analysis.acceptance import result_curves, with_curves
 from watchkeeper.analysis.benchmark import (
     IDENTITY_SUFFIX,
     REWARM_TOKENS,
@@ -50,6 +51,7 @@ from watchkeeper.server.endpoints import (
 )
 from watchkeeper.server.launch import PreparedProfile, RunningServer, prepare, serve
 from watchkeeper.store.db import Database
+from watchkeeper.store.racing_store import RacingStore
 from watchkeeper.store.repository import Repository
 
 Progress = Callable[[str], None]
@@ -545,7 +547,8 @@ def _execute(
             identity_overrides=overrides,
             noise_floor=floor.to_json() if floor is not None else None,
         )
-        result = _with_samples(result, runs)
+        result = with_curves(_with_samples(result, runs), runs)
+        RacingStore(db).save_curves(ctx.campaign_id, result_curves(result))
         _store_checks(repo, ctx.campaign_id, result, run_ids, prepared[0].name)
         status = "completed"
         return result
@@ -782,10 +785,15 @@ def finish_with_report(
     progress: Progress,
     recommendation: object | None = None,
     extra_copy: Path | None = None,
+    sections: str = "",
 ) -> BenchResult:
     rec = recommendation if isinstance(recommendation, Recommendation) else None
     path = write_bench_report(
-        result, config.bench.resolved_reports_dir(), recommendation=rec, extra_copy=extra_copy
+        result,
+        config.bench.resolved_reports_dir(),
+        recommendation=rec,
+        extra_copy=extra_copy,
+        sections=sections,
     )
     progress(f"report: {path}")
     result = replace(result, report_path=str(path))
