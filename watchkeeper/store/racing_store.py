@@ -10,12 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy import delete, select
 
 from watchkeeper.analysis.acceptance import AcceptanceCurve
 from watchkeeper.store.db import Database
-from watchkeeper.store.schema import AcceptancePosition, RaceArmRow
+from watchkeeper.store.schema import AcceptancePosition, Campaign, Host, RaceArmRow
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,3 +90,26 @@ class RacingStore:
                 RaceArmRecord(r.arm, r.status, r.rounds, r.dropped_round, r.rule, r.reason, r.error)
                 for r in rows
             ]
+
+    def latest_soak(self, host_fingerprint: str, profile: str) -> dict[str, Any] | None:
+        """The newest soak campaign on this host that soaked `profile`: its id, status, when,
+        and the verdict it stored (None when there is none)."""
+        with self._db.session() as s:
+            rows = s.execute(
+                select(Campaign)
+                .join(Host, Host.id == Campaign.host_id)
+                .where(Campaign.kind == "soak", Host.fingerprint == host_fingerprint)
+                .order_by(Campaign.id.desc())
+            ).scalars()
+            for c in rows:
+                if profile in (c.params or {}).get("profiles", []):
+                    summary = c.summary or {}
+                    return {
+                        "campaign_id": c.id,
+                        "status": c.status,
+                        "started_at": c.started_at.isoformat(timespec="seconds"),
+                        "verdict": summary.get("verdict"),
+                        "headline": summary.get("headline"),
+                        "duration": (c.params or {}).get("duration"),
+                    }
+        return None
