@@ -16,7 +16,14 @@ from sqlalchemy import delete, select
 
 from watchkeeper.analysis.acceptance import AcceptanceCurve
 from watchkeeper.store.db import Database
-from watchkeeper.store.schema import AcceptancePosition, Campaign, Host, RaceArmRow
+from watchkeeper.store.schema import (
+    AcceptancePosition,
+    Campaign,
+    Host,
+    RaceArmRow,
+    RequestSampleRow,
+    Run,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,3 +120,30 @@ class RacingStore:
                         "duration": (c.params or {}).get("duration"),
                     }
         return None
+
+    def cells(self, campaign_id: int) -> list[dict[str, Any]]:
+        """The campaign's measured table: one row per clean request of a measured round
+        (arm, task_id, category, round, tps: server decode tok/s), warm-ups and probes out.
+        What benchmarks/racing.py replays the racing rule on."""
+        with self._db.session() as s:
+            rows = s.execute(
+                select(
+                    Run.arm,
+                    Run.round,
+                    RequestSampleRow.task_id,
+                    RequestSampleRow.category,
+                    RequestSampleRow.decode_tps_server,
+                )
+                .join(RequestSampleRow, RequestSampleRow.run_id == Run.id)
+                .where(
+                    Run.campaign_id == campaign_id,
+                    Run.is_warmup.is_(False),
+                    RequestSampleRow.error.is_(None),
+                    RequestSampleRow.decode_tps_server.is_not(None),
+                )
+                .order_by(Run.round, Run.arm, RequestSampleRow.seq)
+            ).all()
+        return [
+            {"arm": a, "task_id": t, "category": c, "round": r, "tps": tps}
+            for a, r, t, c, tps in rows
+        ]
