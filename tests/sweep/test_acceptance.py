@@ -4,6 +4,7 @@ the real server consistent with the accepted-token counter."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 from watchkeeper.analysis.acceptance import (
@@ -14,11 +15,14 @@ from watchkeeper.analysis.acceptance import (
     low_positions,
     positions,
 )
+from watchkeeper.analysis.benchmark import BenchResult
 from watchkeeper.commands.campaigns import measure_run
 from watchkeeper.config import load_config
 from watchkeeper.load.records import Task
 from watchkeeper.load.runner import LoadSettings
 from watchkeeper.load.tasks import load_taskset
+from watchkeeper.publish.plots import make_plots
+from watchkeeper.publish.report import render_bench_report
 from watchkeeper.server.endpoints import SPEC_ACCEPTED_TOKENS, SPEC_DRAFT_TOKENS, SPEC_DRAFTS
 from watchkeeper.server.install import ServerBinary
 from watchkeeper.server.launch import prepare, serve
@@ -103,3 +107,19 @@ def test_per_position_counts_add_up_to_the_accepted_tokens_on_the_real_server(
     # Per request, the timings' draft_n_accepted add up to the same accepted tokens.
     from_timings = sum(s.draft_n_accepted or 0 for r in runs for s in r.samples)
     assert abs(from_timings - c.accepted) <= 0.01 * c.accepted
+
+
+def test_the_report_and_a_plot_show_the_curve_with_its_reading(
+    result: BenchResult, tmp_path: Path
+) -> None:
+    c = curve("draft16", [({}, scrape(100, 1600, 120, [60, 30, 15, 8, 4, 2, 1]))], n_max=16)
+    assert c is not None and c.consistent
+    with_curve = replace(result, extras={**result.extras, "acceptance_curves": [c.to_json()]})
+    text = render_bench_report(with_curve, plots={"acceptance_curve": "acceptance_curve.png"})
+    assert "## Acceptance per draft position" in text
+    assert (
+        "| draft16 | 100 | 1.20 | 60, 30, 15, 8, 4, 2, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0 | yes |" in text
+    )
+    assert "positions 3-16 accept under 20%: n_max 16 pays for drafts it throws away" in text
+    assert "acceptance_curve.png" in make_plots(with_curve, tmp_path).values()
+    assert "## Acceptance per draft position" not in render_bench_report(result, plots={})
