@@ -5,23 +5,34 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import replace
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
 from watchkeeper.analysis.benchmark import BenchResult
-from watchkeeper.analysis.racing import CategoryDecision, Drop, RaceArm, RaceSettings, RaceState
+from watchkeeper.analysis.racing import (
+    CategoryDecision,
+    Cell,
+    Drop,
+    RaceArm,
+    RaceSettings,
+    RaceState,
+)
 from watchkeeper.analysis.recommend import recommend
 from watchkeeper.analysis.stats import RatioCI
 from watchkeeper.cli.app import build_parser
 from watchkeeper.commands.sweep import (
+    Racer,
     candidate_profiles,
+    cells_of,
     race_arms,
     resolve_candidates,
     sweep_profiles,
 )
 from watchkeeper.config import Config, ProfileConfig
 from watchkeeper.errors import ConfigError
+from watchkeeper.load.records import RequestSample, RunResult
 from watchkeeper.publish.sweep_report import SweepView, render_sweep_sections, soak_command
 
 SPECS = ("none", "draft-simple", "ngram-simple", "ngram-mod")
@@ -188,3 +199,33 @@ def test_the_sweep_sections_name_drops_winners_criteria_and_the_soak_command(
 def test_a_full_sweep_says_it_was_not_raced(result: BenchResult) -> None:
     text = render_sweep_sections(replace(_view(result, None), stop_reason="every arm ran"))
     assert "Not raced: every arm ran every round." in text
+
+
+def _run(arm: str, rnd: int, tps: float, latency: float = 2.0) -> RunResult:
+    t0 = datetime(2026, 11, 25, tzinfo=UTC)
+    samples = tuple(
+        RequestSample(
+            f"{cat}-{i}", cat, i, t0, latency_s=latency, decode_tps_server=tps * (1 + i / 50)
+        )
+        for cat in ("prose", "code_edit")
+        for i in range(3)
+    )
+    return RunResult(arm, arm, rnd, False, 1, t0, t0, samples, ())
+
+
+def test_the_racer_drops_a_slow_arm_and_stops_before_a_round_that_would_not_fit() -> None:
+    arms = [RaceArm("base", 0.0, True), RaceArm("ngram", 1.0), RaceArm("draft16", 18.0)]
+    clock = iter([0.0, 100.0, 1500.0, 1790.0]).__next__
+    seen: list[str] = []
+    racer = Racer(arms, RaceSettings(), budget_s=1800.0, clock=clock, progress=seen.append)
+    runs = [_run("base", 1, 20.0), _run("ngram", 1, 20.5), _run("draft16", 1, 8.0, 5.0)]
+    keep, go = racer(runs)
+    assert list(keep) == ["base", "ngram"] and go
+    assert any("dropped draft16 after round 1 (early)" in m for m in seen)
+    runs += [_run("base", 2, 20.0), _run("ngram", 2, 20.4)]
+    keep, go = racer(runs)  # 1500 s spent; a round of 2 arms (12 s) + probes fits 1800 s
+    assert go
+    runs += [_run("base", 3, 20.0), _run("ngram", 3, 20.6)]
+    keep, go = racer(runs)  # 1790 s spent: the next round would pass the budget
+    assert not go and racer.stop_reason.startswith("budget")
+    assert cells_of(runs)[0] == Cell("base", "prose-0", "prose", 1, 20.0)
