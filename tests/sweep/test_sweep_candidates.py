@@ -225,7 +225,7 @@ def test_the_racer_drops_a_slow_arm_and_stops_before_a_round_that_would_not_fit(
     runs += [_run("base", 2, 20.0), _run("ngram", 2, 20.4)]
     keep, go = racer(runs)  # 1500 s spent; a round of 2 arms (12 s) + probes fits 1800 s
     assert go
-    runs += [_run("base", 3, 20.0), _run("ngram", 3, 20.6)]
+    runs += [_run("base", 3, 20.0), _run("ngram", 3, 26.0)]
     keep, go = racer(runs)  # 1790 s spent: the next round would pass the budget
     assert not go and racer.stop_reason.startswith("budget")
     assert cells_of(runs)[0] == Cell("base", "prose-0", "prose", 1, 20.0)
