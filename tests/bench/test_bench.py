@@ -13,6 +13,7 @@ from watchkeeper.cli.app import main
 from watchkeeper.server.install import ServerBinary
 from watchkeeper.server.models import ModelFile
 from watchkeeper.store.db import Database
+from watchkeeper.store.racing_store import RacingStore
 from watchkeeper.store.schema import (
     Campaign,
     Finding,
@@ -256,3 +257,22 @@ def test_the_measured_speedup_never_beats_the_bound_beyond_its_ci(
             assert stats["bound_note"] is None
             assert speedup["low"] <= bound["predicted_speedup"], name
             assert stats["efficiency"] <= speedup["high"] / bound["predicted_speedup"]
+
+
+def test_bench_json_carries_each_speculative_arms_acceptance_per_draft_position(
+    bench_run: tuple[dict, Path, str],
+) -> None:
+    result, _, url = bench_run
+    curves = {c["arm"]: c for c in result["extras"]["acceptance_curves"]}  # type: ignore[index]
+    selfdraft = curves["smollm2-selfdraft"]
+    assert len(selfdraft["rates"]) == 4  # n_max 4: one rate per draft position
+    assert selfdraft["consistent"] and selfdraft["drafts"] > 0
+    assert selfdraft["rates"] == sorted(selfdraft["rates"], reverse=True)
+    db = Database(url)
+    try:
+        stored = RacingStore(db).curves(int(result["campaign_id"]))  # type: ignore[arg-type]
+    finally:
+        db.close()
+    assert [p for p, _, _ in stored["smollm2-selfdraft"]] == [0, 1, 2, 3]
+    if "smollm2-ngram" in curves:  # n-gram drafting proposes only where the context repeats
+        assert curves["smollm2-ngram"]["consistent"]

@@ -79,17 +79,27 @@ def cmd_sweep(args: argparse.Namespace, config: Config) -> int:
     result = sweep_command(
         config,
         family=args.family,
+        target=args.target,
+        draft=args.draft,
+        profile=args.profile,
         rounds=args.rounds,
         taskset=Path(args.taskset) if args.taskset else None,
         per_category=args.per_category,
         service_path=Path(args.service_file),
-        progress=progress,
+        budget_min=args.budget,
+        race=not args.no_race,
+        progress=progress if not args.json else quiet,
     )
     if args.json:
-        out.print_json(json.dumps(result.to_json()))
+        out.print_json(json.dumps(result.to_json(), default=str))
     else:
         print_bench(out, result.bench)
-        out.print(f"\n[bold]Recommendation:[/bold] {result.recommendation.headline}")
+        out.print(f"\n[bold]Recommendation:[/bold] {escape(result.recommendation.headline)}")
+        if result.race is not None:
+            for d in result.race.drops:
+                out.print(f"dropped {d.arm} after round {d.round} ({d.rule})")
+            for c in result.race.decisions:
+                out.print(f"{c.category}: {c.pick} ({c.status})")
         out.print(f"service file: {result.service_path}")
     return 0
 
@@ -225,17 +235,60 @@ def register(sub: Any) -> None:
     p.set_defaults(handler=cmd_bench)
 
     p = sub.add_parser(
-        "sweep", help="try spec types and draft lengths, recommend one, write a service file"
+        "sweep",
+        help="race spec types and draft lengths, recommend per category, write a service file",
+        description="Candidates: the baseline, draft-simple at n_max 4, 8 and 16 (with a draft "
+        "model) and every n-gram type of the installed build. Arms are measured paired, round "
+        "by round; after each round the racing rule stops measuring arms that lost (see "
+        "docs/sweep.md), until every category is decided, --rounds are done or --budget is "
+        "spent. Writes reports/speculative_benchmark.md and a systemd unit for the chosen "
+        "setting.",
     )
     add_common(p)
-    p.add_argument(
+    models = p.add_mutually_exclusive_group()
+    models.add_argument(
         "--family",
-        default="qwen",
         choices=["qwen", "smollm2"],
-        help="model family to sweep (default: qwen)",
+        help="built-in target/draft pair to sweep (default: qwen)",
     )
-    p.add_argument("--rounds", type=int)
-    p.add_argument("--taskset", metavar="F")
+    models.add_argument(
+        "--target",
+        metavar="MODEL",
+        help="your own target model: a catalog name, a [models] name or a .gguf path",
+    )
+    models.add_argument(
+        "--profile",
+        metavar="P",
+        help="sweep around this profile: its model and draft model, its other settings kept",
+    )
+    p.add_argument(
+        "--draft",
+        metavar="MODEL",
+        help="draft model for --target (catalog name, [models] name or .gguf path); without "
+        "it only n-gram types are swept",
+    )
+    p.add_argument(
+        "--budget",
+        type=float,
+        default=40.0,
+        metavar="MIN",
+        help="minutes the sweep may take; no round starts that would not fit (default 40)",
+    )
+    p.add_argument(
+        "--rounds",
+        type=int,
+        metavar="N",
+        help="most measured rounds (raced: default 5; --no-race: every arm runs exactly N, "
+        "default bench.rounds)",
+    )
+    p.add_argument(
+        "--no-race",
+        action="store_true",
+        help="measure every arm every round (a full table, e.g. for benchmarks/racing.py)",
+    )
+    p.add_argument(
+        "--taskset", metavar="F", help="JSONL task set (default: jobs/tasksets/standard.jsonl)"
+    )
     p.add_argument(
         "--per-category",
         type=int,
@@ -243,8 +296,13 @@ def register(sub: Any) -> None:
         metavar="N",
         help="tasks per category (default 3: fewer gives a category no CI worth the name)",
     )
-    p.add_argument("--service-file", default="systemd/llama-server-speculative.service")
-    p.add_argument("--json", action="store_true")
+    p.add_argument(
+        "--service-file",
+        default="systemd/llama-server-speculative.service",
+        metavar="PATH",
+        help="where to write the systemd unit (default: systemd/llama-server-speculative.service)",
+    )
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(handler=cmd_sweep)
 
     p = sub.add_parser(

@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from watchkeeper.analysis.acceptance import result_curves, with_curves
 from watchkeeper.analysis.benchmark import (
     IDENTITY_SUFFIX,
     REWARM_TOKENS,
@@ -51,6 +52,7 @@ from watchkeeper.server.endpoints import (
 from watchkeeper.server.launch import PreparedProfile, RunningServer, prepare, serve
 from watchkeeper.store.db import Database
 from watchkeeper.store.findings import FindingStore, NewFinding
+from watchkeeper.store.racing_store import RacingStore
 from watchkeeper.store.repository import Repository
 
 Progress = Callable[[str], None]
@@ -77,6 +79,8 @@ VerifyCost = tuple[int | None, float | None, str]
 
 MoreRounds = Callable[[Sequence[RunResult], float], int]
 """(measured runs so far, seconds they took) -> how many more rounds to run."""
+Race = Callable[[Sequence[RunResult]], tuple[Sequence[str], bool]]
+"""After each measured round: (measured runs so far) -> (arms to keep measuring, go on?)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +94,8 @@ class BenchPlan:
     more_rounds: MoreRounds | None = None
     """Asked once after `rounds`: more rounds on the same servers. A review sizes its rounds
     for a CI target from its pilot this way; the pilot's rounds count, nothing is re-run."""
+    race: Race | None = None
+    """The sweep's racing rule (commands/sweep.py); `rounds` is then the most it may run."""
     restart_every: int = 0
     """Fresh server processes for every arm before every this many measured rounds (0: one
     process per arm for the whole campaign). A process keeps whatever made it a little fast
@@ -410,8 +416,10 @@ def _execute(
             )
             schedule += [(r, False) for r in range(1, plan.rounds + 1)]
             measured_rounds = plan.rounds
+            active = list(plan.profiles)  # a race stops measuring the arms it drops
 
             def run_schedule(rounds: list[tuple[int, bool]], total: int, before: int) -> None:
+                nonlocal measured_rounds
                 for done, (round_index, warm) in enumerate(rounds, start=before + 1):
                     if not warm and _restarts_before(round_index, plan.restart_every):
                         fleet.restart()
@@ -419,14 +427,14 @@ def _execute(
                     tasks = plan.tasks[: plan.warmup_tasks] if warm else plan.tasks
                     label = "warm-up" if warm else f"round {round_index}/{measured_rounds}"
                     progress(
-                        f"[{done}/{total}] {label}: {len(tasks)} tasks x {len(prepared)} arms, "
+                        f"[{done}/{total}] {label}: {len(tasks)} tasks x {len(active)} arms, "
                         "back to back per task"
                     )
                     for run in measure_round(
                         servers,
                         config,
                         tasks,
-                        arms=plan.profiles,
+                        arms=active,
                         round_index=round_index,
                         is_warmup=warm,
                         settings=settings,
@@ -437,6 +445,12 @@ def _execute(
                         runs.append(run)
                         if run.error:
                             raise ServerError(f"{run.arm}: {run.error}")
+                    if plan.race is not None and not warm:
+                        keep, go_on = plan.race([r for r in runs if not r.is_warmup])
+                        active[:] = keep
+                        if not go_on:
+                            measured_rounds = round_index
+                            return
 
             def rewarm(round_index: int) -> None:
                 """The first requests of a fresh process pay its cold start: not measured."""
@@ -445,7 +459,7 @@ def _execute(
                     servers,
                     config,
                     [replace(first, max_tokens=min(first.max_tokens, REWARM_TOKENS))],
-                    arms=plan.profiles,
+                    arms=active,
                     round_index=round_index,
                     is_warmup=True,
                     settings=settings,
@@ -472,7 +486,7 @@ def _execute(
             probe_settings = replace(settings, top_logprobs=config.bench.identity_top_k)
             identity_round = measured_rounds + 1
             probe_runs: dict[str, RunResult] = {}
-            for arm in plan.profiles:
+            for arm in active:
                 progress(
                     f"identity probes: {arm} ({len(plan.tasks)} tasks, top-"
                     f"{probe_settings.top_logprobs} logprobs; not part of any throughput figure)"
@@ -499,7 +513,9 @@ def _execute(
                 servers[prepared[0].name],
                 probe_runs,
                 baseline=prepared[0].name,
-                speculative=[p.name for p in prepared[1:] if p.profile.speculative],
+                speculative=[
+                    p.name for p in prepared[1:] if p.profile.speculative and p.name in active
+                ],
                 progress=progress,
             )
             argvs = {name: servers[name].argv for name in servers}
@@ -546,7 +562,8 @@ def _execute(
             identity_overrides=overrides,
             noise_floor=floor.to_json() if floor is not None else None,
         )
-        result = _with_samples(result, runs)
+        result = with_curves(_with_samples(result, runs), runs)
+        RacingStore(db).save_curves(ctx.campaign_id, result_curves(result))
         _store_checks(repo, ctx.campaign_id, result, run_ids, prepared[0].name)
         status = "completed"
         return result
@@ -779,10 +796,15 @@ def finish_with_report(
     progress: Progress,
     recommendation: object | None = None,
     extra_copy: Path | None = None,
+    sections: str = "",
 ) -> BenchResult:
     rec = recommendation if isinstance(recommendation, Recommendation) else None
     path = write_bench_report(
-        result, config.bench.resolved_reports_dir(), recommendation=rec, extra_copy=extra_copy
+        result,
+        config.bench.resolved_reports_dir(),
+        recommendation=rec,
+        extra_copy=extra_copy,
+        sections=sections,
     )
     progress(f"report: {path}")
     result = replace(result, report_path=str(path))

@@ -19,6 +19,7 @@ from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from watchkeeper.analysis.acceptance import result_curves
 from watchkeeper.analysis.benchmark import ALL, BenchResult
 from watchkeeper.nightly.digest import RatioPlotData, SeriesPlotData
 
@@ -165,6 +166,23 @@ def _acceptance(result: BenchResult) -> Figure | None:
     return fig
 
 
+def _acceptance_curve(result: BenchResult) -> Figure | None:
+    curves = [c for c in result_curves(result) if c.rates]
+    if not curves:
+        return None
+    fig = _new_figure()
+    ax = fig.add_subplot()
+    for c in curves:
+        xs = list(range(1, len(c.rates) + 1))
+        ax.plot(xs, [r * 100 for r in c.rates], "o-", markersize=3, label=c.arm)
+    ax.set_ylim(0, 105)
+    ax.set_xlabel("draft position")
+    ax.set_ylabel("steps accepting at least this many tokens (%)")
+    ax.set_title("Acceptance per draft position")
+    _legend(fig, ax)
+    return fig
+
+
 def _identity(result: BenchResult) -> Figure | None:
     groups = [*_categories(result), ALL]
     arms = _candidates(result)
@@ -209,6 +227,7 @@ _PLOTS: dict[str, Callable[[BenchResult], Figure | None]] = {
     "speedup": _speedup,
     "tps": _tps,
     "acceptance": _acceptance,
+    "acceptance_curve": _acceptance_curve,
     "identity": _identity,
 }
 

@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from watchkeeper.analysis.acceptance import explain, result_curves
 from watchkeeper.analysis.benchmark import (
     ArmSpec,
     ArmStats,
@@ -44,6 +45,7 @@ PLOT_TITLES = {
     "speedup": "Speed-up per category",
     "tps": "Decode tok/s per request",
     "acceptance": "Acceptance rate vs draft n_max",
+    "acceptance_curve": "Acceptance per draft position",
     "identity": "Identical-output rate per category",
 }
 VERDICTS = ("identical", "near_tie", "batch_variance", "length_only", "mismatch")
@@ -213,6 +215,26 @@ def _bound_rows(result: BenchResult) -> list[list[str]]:
     return rows
 
 
+def _curve_rows(result: BenchResult) -> list[list[str]]:
+    """One row per speculative arm: its acceptance at each draft position, and the reading."""
+    rows = []
+    for c in result_curves(result):
+        shown = ", ".join(f"{r * 100:.0f}" for r in c.rates[:16])
+        if len(c.rates) > 16:
+            shown += ", ..."
+        rows.append(
+            [
+                c.arm,
+                f"{c.drafts:.0f}",
+                _fixed(c.mean_accepted, 2),
+                shown or NONE,
+                "yes" if c.consistent else f"no ({c.position_sum:.0f} vs {c.accepted:.0f})",
+                md.inline(explain(c).split(": ", 1)[-1]),
+            ]
+        )
+    return rows
+
+
 def _verdict_row(label: str, stats: CategoryStats | None) -> list[str]:
     verdicts = stats.verdicts if stats is not None else {}
     counts = [verdicts.get(v, 0) for v in VERDICTS]
@@ -363,6 +385,7 @@ def _context(
         "summary_rows": _summary_rows(result),
         "category_rows": _category_rows(result),
         "bound_rows": _bound_rows(result),
+        "curve_rows": _curve_rows(result),
         "overhead_efficiency": f"{OVERHEAD_EFFICIENCY:.0%}",
         "verdicts": VERDICTS,
         "verdict_rows": verdict_rows,
@@ -396,10 +419,12 @@ def render_bench_report(
     plots: Mapping[str, str],
     recommendation: Recommendation | None = None,
     title: str = "Speculative decoding benchmark",
+    sections: str = "",
 ) -> str:
-    """Pure so a stored result can be re-rendered; `plots` keys without a file are skipped."""
+    """Pure so a stored result can be re-rendered; `plots` keys without a file are skipped.
+    `sections`: markdown a caller adds after the recommendation (the sweep's race)."""
     template = md.environment().get_template("bench_report.md.j2")
-    return template.render(**_context(result, plots, recommendation, title))
+    return template.render(**_context(result, plots, recommendation, title), sections=sections)
 
 
 def campaign_folder_name(result: BenchResult) -> str:
@@ -418,6 +443,7 @@ def write_bench_report(
     recommendation: Recommendation | None = None,
     title: str = "Speculative decoding benchmark",
     extra_copy: Path | None = None,
+    sections: str = "",
 ) -> Path:
     """Each campaign keeps its own folder; `latest.md` and `extra_copy` are re-rendered with
     image links relative to where they live, so every copy shows its plots."""
@@ -426,7 +452,9 @@ def write_bench_report(
 
     def write(path: Path, relative_to: Path) -> None:
         links = {k: _relative(folder / v, relative_to) for k, v in plots.items()}
-        text = render_bench_report(result, plots=links, recommendation=recommendation, title=title)
+        text = render_bench_report(
+            result, plots=links, recommendation=recommendation, title=title, sections=sections
+        )
         path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write(path, text.encode("utf-8"))
 

@@ -397,3 +397,37 @@ class NightlyRatio(Base):
     """Current identical to the reference: any flag on this night is a false alarm."""
     confirmed: Mapped[bool] = mapped_column(Boolean, default=False)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class AcceptancePosition(Base):
+    """One point of a speculative arm's acceptance curve in one campaign (store/racing_store.py):
+    steps with at least position + 1 tokens accepted over the arm's measured requests, from
+    the /metrics deltas, and the drafts they are divided by."""
+
+    __tablename__ = "acceptance_position"
+    __table_args__ = (UniqueConstraint("campaign_id", "arm", "position"),)
+    id: Mapped[int] = mapped_column(primary_key=True)
+    campaign_id: Mapped[int] = mapped_column(ForeignKey("campaign.id", ondelete="CASCADE"))
+    arm: Mapped[str] = mapped_column(String(255))
+    position: Mapped[int] = mapped_column(Integer)
+    accepted_steps: Mapped[float] = mapped_column(Float)
+    drafts: Mapped[float] = mapped_column(Float)
+    rate: Mapped[float] = mapped_column(Float)
+
+
+class RaceArmRow(Base):
+    """How one arm of a racing sweep ended (store/racing_store.py): the rounds it was measured,
+    and for a dropped arm the round, the rule and the reason. Its runs stay in `run`."""
+
+    __tablename__ = "race_arm"
+    __table_args__ = (UniqueConstraint("campaign_id", "arm"),)
+    id: Mapped[int] = mapped_column(primary_key=True)
+    campaign_id: Mapped[int] = mapped_column(ForeignKey("campaign.id", ondelete="CASCADE"))
+    arm: Mapped[str] = mapped_column(String(255))
+    status: Mapped[str] = mapped_column(String(32))
+    """'survived' or 'dropped'."""
+    rounds: Mapped[int] = mapped_column(Integer)
+    dropped_round: Mapped[int | None] = mapped_column(Integer)
+    rule: Mapped[str | None] = mapped_column(String(32))
+    reason: Mapped[str | None] = mapped_column(Text)
+    error: Mapped[float | None] = mapped_column(Float)

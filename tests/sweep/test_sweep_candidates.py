@@ -1,0 +1,231 @@
+"""Where a sweep's arms come from (--family, --target/--draft, --profile), its --help, and the
+sweep's report sections on a synthetic result."""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import replace
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from watchkeeper.analysis.benchmark import BenchResult
+from watchkeeper.analysis.racing import (
+    CategoryDecision,
+    Cell,
+    Drop,
+    RaceArm,
+    RaceSettings,
+    RaceState,
+)
+from watchkeeper.analysis.recommend import recommend
+from watchkeeper.analysis.stats import RatioCI
+from watchkeeper.cli.app import build_parser
+from watchkeeper.commands.sweep import (
+    Racer,
+    candidate_profiles,
+    cells_of,
+    race_arms,
+    resolve_candidates,
+    sweep_profiles,
+)
+from watchkeeper.config import Config, ProfileConfig
+from watchkeeper.errors import ConfigError
+from watchkeeper.load.records import RequestSample, RunResult
+from watchkeeper.publish.sweep_report import SweepView, render_sweep_sections, soak_command
+
+SPECS = ("none", "draft-simple", "ngram-simple", "ngram-mod")
+
+
+def test_a_users_own_target_and_draft_paths_make_the_same_candidate_list(tmp_path: Path) -> None:
+    target, draft = tmp_path / "Hermes-4-14B.Q4_K_M.gguf", tmp_path / "qwen-0.5b.gguf"
+    config, source = resolve_candidates(
+        Config(), family=None, target=str(target), draft=str(draft), profile=None
+    )
+    assert config.models["Hermes-4-14B.Q4_K_M"].path == str(target)
+    assert config.models["qwen-0.5b"].path == str(draft)
+    names = list(candidate_profiles(source, SPECS))
+    assert names == [
+        "Hermes-4-14B-baseline",
+        "Hermes-4-14B-sweep-draft4",
+        "Hermes-4-14B-sweep-draft8",
+        "Hermes-4-14B-sweep-draft16",
+        "Hermes-4-14B-sweep-ngram-simple",
+        "Hermes-4-14B-sweep-ngram-mod",
+    ]
+    assert [n.replace("Hermes-4-14B", "qwen") for n in names] == list(sweep_profiles("qwen", SPECS))
+
+
+def test_a_profile_sweep_keeps_the_profiles_other_settings() -> None:
+    config = Config(
+        profiles={
+            "prod": ProfileConfig(
+                model="qwen2.5-coder-1.5b-instruct-q4_k_m",
+                draft_model="qwen2.5-coder-0.5b-instruct-q4_k_m",
+                spec_type="draft-simple",
+                draft_n_max=6,
+                threads=2,
+                ctx_size=8192,
+            )
+        }
+    )
+    _, source = resolve_candidates(config, family=None, target=None, draft=None, profile="prod")
+    profiles = candidate_profiles(source, SPECS)
+    base = profiles["prod-baseline"]
+    assert base.draft_model is None and base.spec_type is None and base.threads == 2
+    assert profiles["prod-sweep-draft8"].ctx_size == 8192
+    assert profiles["prod-sweep-draft8"].draft_model == "qwen2.5-coder-0.5b-instruct-q4_k_m"
+    costs = {a.name: a.cost for a in race_arms(profiles)}
+    assert costs["prod-baseline"] < costs["prod-sweep-ngram-mod"] < costs["prod-sweep-draft4"]
+    assert race_arms(profiles)[0].baseline
+
+
+def test_a_target_without_draft_sweeps_only_ngram_types() -> None:
+    _, source = resolve_candidates(
+        Config(),
+        family=None,
+        target="qwen2.5-coder-1.5b-instruct-q4_k_m",
+        draft=None,
+        profile=None,
+    )
+    assert [n for n in candidate_profiles(source, SPECS) if "draft" in n] == []
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"family": "qwen", "target": "x.gguf"}, "one of --family"),
+        ({"draft": "x.gguf"}, "--draft needs --target"),
+        ({"target": "no-such-model"}, "unknown model 'no-such-model'"),
+    ],
+)
+def test_contradictory_or_unknown_sources_are_clear_errors(
+    kwargs: dict[str, str], message: str
+) -> None:
+    args = {"family": None, "target": None, "draft": None, "profile": None, **kwargs}
+    with pytest.raises(ConfigError, match=message):
+        resolve_candidates(Config(), **args)
+
+
+def _sweep_parser() -> argparse.ArgumentParser:
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return sub.choices["sweep"]
+
+
+def test_every_sweep_option_has_help_text() -> None:
+    sweep = _sweep_parser()
+    options = [a for a in sweep._actions if a.option_strings and a.dest != "help"]
+    assert {"--budget", "--target", "--draft", "--profile", "--no-race"} <= {
+        o for a in options for o in a.option_strings
+    }
+    missing = [a.option_strings for a in options if not a.help]
+    assert missing == []
+    assert sweep.parse_args([]).budget == 40.0
+
+
+def _view(result: BenchResult, race: RaceState | None) -> SweepView:
+    cand = [a.name for a in result.arms if a.role == "candidate"]
+    arms = tuple(
+        [RaceArm(result.baseline.name, 0.0, True)]
+        + [RaceArm(n, 2.0 + i) for i, n in enumerate(cand)]
+    )
+    rec = recommend(result)
+    chosen = rec.overall.profile or result.baseline.name
+    return SweepView(
+        result=result,
+        recommendation=rec,
+        arms=arms,
+        settings=RaceSettings(),
+        race=race,
+        stop_reason="every category decided after round 3",
+        budget_min=40.0,
+        wall_s=1800.0,
+        chosen=chosen,
+        chosen_profile=ProfileConfig(model="m", spec_type="ngram-simple"),
+        soak=None,
+        soak_command=soak_command(chosen),
+        service_path=Path("systemd/llama-server-speculative.service"),
+    )
+
+
+def test_the_sweep_sections_name_drops_winners_criteria_and_the_soak_command(
+    result: BenchResult,
+) -> None:
+    cand = [a.name for a in result.arms if a.role == "candidate"]
+    ci = RatioCI(1.2, 1.1, 1.3, 30, 3, 3, verdict="faster")
+    race = RaceState(
+        3,
+        (result.baseline.name, cand[0]),
+        (Drop(cand[-1], 1, "early", "slower than the baseline on every task", 1e-6),),
+        (
+            CategoryDecision(
+                "prose",
+                "decided",
+                result.baseline.name,
+                result.baseline.name,
+                cand[0],
+                ci,
+                None,
+                "no arm within reach",
+            ),
+            CategoryDecision(
+                "code_edit",
+                "unresolved",
+                None,
+                cand[0],
+                result.baseline.name,
+                ci,
+                ci,
+                "not yet shown within 3%",
+                7,
+                result.baseline.name,
+            ),
+        ),
+        {a.name: 3 for a in result.arms},
+    )
+    text = render_sweep_sections(_view(result, race))
+    assert "## Racing sweep" in text and "dropped after round 1 (early)" in text
+    assert "Bonferroni split of alpha 0.05 over 3 planned look(s)" in text
+    assert "Unresolved: code_edit (~7 rounds)" in text
+    assert "## The seed's acceptance criteria" in text
+    assert "Speed-up of 1.5x" in text
+    assert "watchkeeper soak --profiles" in text and "--duration 8h" in text
+    assert "## One setting for the whole workload" in text
+    assert "systemd/llama-server-speculative.service" in text
+
+
+def test_a_full_sweep_says_it_was_not_raced(result: BenchResult) -> None:
+    text = render_sweep_sections(replace(_view(result, None), stop_reason="every arm ran"))
+    assert "Not raced: every arm ran every round." in text
+
+
+def _run(arm: str, rnd: int, tps: float, latency: float = 2.0) -> RunResult:
+    t0 = datetime(2026, 11, 25, tzinfo=UTC)
+    samples = tuple(
+        RequestSample(
+            f"{cat}-{i}", cat, i, t0, latency_s=latency, decode_tps_server=tps * (1 + i / 50)
+        )
+        for cat in ("prose", "code_edit")
+        for i in range(3)
+    )
+    return RunResult(arm, arm, rnd, False, 1, t0, t0, samples, ())
+
+
+def test_the_racer_drops_a_slow_arm_and_stops_before_a_round_that_would_not_fit() -> None:
+    arms = [RaceArm("base", 0.0, True), RaceArm("ngram", 1.0), RaceArm("draft16", 18.0)]
+    clock = iter([0.0, 100.0, 1500.0, 1790.0]).__next__
+    seen: list[str] = []
+    racer = Racer(arms, RaceSettings(), budget_s=1800.0, clock=clock, progress=seen.append)
+    runs = [_run("base", 1, 20.0), _run("ngram", 1, 20.5), _run("draft16", 1, 8.0, 5.0)]
+    keep, go = racer(runs)
+    assert list(keep) == ["base", "ngram"] and go
+    assert any("dropped draft16 after round 1 (early)" in m for m in seen)
+    runs += [_run("base", 2, 20.0), _run("ngram", 2, 20.4)]
+    keep, go = racer(runs)  # 1500 s spent; a round of 2 arms (12 s) + probes fits 1800 s
+    assert go
+    runs += [_run("base", 3, 20.0), _run("ngram", 3, 26.0)]
+    keep, go = racer(runs)  # 1790 s spent: the next round would pass the budget
+    assert not go and racer.stop_reason.startswith("budget")
+    assert cells_of(runs)[0] == Cell("base", "prose-0", "prose", 1, 20.0)
