@@ -7,7 +7,7 @@ import json
 from datetime import UTC, date, datetime
 from typing import Any
 
-from watchkeeper.cli.common import add_common, out, progress, quiet, split
+from watchkeeper.cli.common import add_common, add_sampling, out, progress, quiet, split
 from watchkeeper.config import Config
 from watchkeeper.errors import ConfigError
 
@@ -213,6 +213,7 @@ def register(sub: Any) -> None:
     add_common(p)
     p.add_argument("--profile", action="append", metavar="P", help="default: nightly.profiles")
     p.add_argument("--json", action="store_true")
+    add_sampling(p)
     p.set_defaults(handler=cmd_nightly)
 
     p = sub.add_parser(
