@@ -34,6 +34,7 @@ from watchkeeper.commands.campaigns import (
     open_campaign,
     register_profile,
 )
+from watchkeeper.commands.distribution import distribution_pass, with_distribution
 from watchkeeper.config import Config, ProfileConfig
 from watchkeeper.errors import BenchError, ConfigError, ServerError
 from watchkeeper.host import info as hostinfo
@@ -507,6 +508,9 @@ def _execute(
                 speculative=[p.name for p in prepared[1:] if p.profile.speculative],
                 progress=progress,
             )
+            distribution = distribution_pass(
+                config, servers, prepared, plan.tasks, sampling, progress
+            )
             argvs = {name: servers[name].argv for name in servers}
         arms = [_arm_spec(prepared[0], "baseline", argvs[prepared[0].name], (None, ""))]
         arms += [
@@ -552,7 +556,7 @@ def _execute(
             identity_overrides=overrides,
             noise_floor=floor.to_json() if floor is not None else None,
         )
-        result = _with_samples(result, runs)
+        result = with_distribution(_with_samples(result, runs), distribution)
         _store_checks(repo, ctx.campaign_id, result, run_ids, prepared[0].name)
         status = "completed"
         return result
