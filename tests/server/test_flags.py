@@ -201,3 +201,56 @@ def test_old_dialect_offload_flags_without_all_and_a_bare_flash_attn_switch() ->
     assert argv[-1] == "--flash-attn"
     with pytest.raises(FlagError, match="'auto' is not supported"):
         argv_for(ProfileConfig(model="m", flash_attn="auto"), old)
+
+
+# --- draft sampling (issue 30) ---
+
+
+def test_draft_sampling_maps_to_this_builds_flag(help_info: HelpInfo) -> None:
+    assert "--spec-draft-sampling" in help_info.flags
+    profile = BUILTIN_PROFILES["smollm2-selfdraft"].model_copy(
+        update={"draft_sampling": "probabilistic"}
+    )
+    argv = argv_for(profile, help_info, draft=True)
+    assert argv[argv.index("--spec-draft-sampling") + 1] == "probabilistic"
+    assert "--spec-draft-sampling" not in argv_for(
+        BUILTIN_PROFILES["smollm2-selfdraft"], help_info, draft=True
+    )
+
+
+def test_draft_sampling_needs_a_draft_model_and_a_build_that_has_the_flag() -> None:
+    old = parse_help(
+        "-m,    --model FNAME     model\n--port PORT  port\n--host HOST  host\n"
+        "-c,    --ctx-size N   ctx\n-np,   --parallel N  slots\n--metrics  metrics\n"
+        "-md,   --model-draft FNAME  draft\n--spec-type {none,draft-simple,ngram-simple}  t\n"
+    )
+
+    def argv(profile: ProfileConfig) -> list[str]:
+        return list(
+            build_argv(
+                profile,
+                info=old,
+                binary=Path("/b"),
+                model_path=Path("/m"),
+                draft_path=Path("/d") if profile.draft_model else None,
+                port=1,
+            ).argv
+        )
+
+    drafted = ProfileConfig(
+        model="m", draft_model="d", spec_type="draft-simple", draft_sampling="probabilistic"
+    )
+    with pytest.raises(FlagError, match="no --spec-draft-sampling flag"):
+        argv(drafted)
+    with pytest.raises(FlagError, match="needs a draft-\\* spec type"):
+        argv(ProfileConfig(model="m", spec_type="ngram-simple", draft_sampling="greedy"))
+    with pytest.raises(FlagError, match="does not speculate"):
+        argv(ProfileConfig(model="m", draft_sampling="greedy"))
+
+
+def test_sampling_keys_leave_the_hash_of_existing_profiles_alone() -> None:
+    assert ProfileConfig(model="m", temperature=None, top_k=None).config_hash() == (
+        "88177f65ff1b1e78"
+    )
+    assert ProfileConfig(model="m", temperature=0.7).config_hash() != "88177f65ff1b1e78"
+    assert ProfileConfig(model="m", draft_sampling="greedy").config_hash() != "88177f65ff1b1e78"

@@ -144,6 +144,9 @@ class BenchMethod:
     ci_method: str = METHOD
     order: str = "arms back to back per task, order alternated per task and per round (AB, BA, ...)"
     restart_every: int = 0
+    sampling: str = "temperature 0 (greedy)"
+    """The throughput requests' sampler (load/sampling.py `label`), arms' own overrides
+    after it."""
 
     @property
     def processes(self) -> str:

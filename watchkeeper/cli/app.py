@@ -16,7 +16,7 @@ from rich.markup import escape
 
 from watchkeeper import __version__
 from watchkeeper.cli import daemon, database, measure, nightly, tracker, upgrades
-from watchkeeper.cli.common import console
+from watchkeeper.cli.common import apply_sampling, console
 from watchkeeper.config import load_config
 from watchkeeper.errors import WatchkeeperError
 
@@ -53,7 +53,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
         unwind_on_sigterm()
     try:
-        config = load_config(args.config)
+        config = apply_sampling(args, load_config(args.config))
         code: int = args.handler(args, config)
         return code
     except WatchkeeperError as exc:

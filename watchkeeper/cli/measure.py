@@ -9,7 +9,7 @@ from typing import Any
 
 from rich.markup import escape
 
-from watchkeeper.cli.common import add_common, out, progress, quiet, split
+from watchkeeper.cli.common import add_common, add_sampling, out, progress, quiet, split
 from watchkeeper.config import Config
 
 
@@ -232,6 +232,7 @@ def register(sub: Any) -> None:
         "--no-control", action="store_true", help="skip the baseline-vs-baseline control run"
     )
     p.add_argument("--json", action="store_true")
+    add_sampling(p)
     p.set_defaults(handler=cmd_bench)
 
     p = sub.add_parser(
@@ -303,6 +304,7 @@ def register(sub: Any) -> None:
         help="where to write the systemd unit (default: systemd/llama-server-speculative.service)",
     )
     p.add_argument("--json", action="store_true", help="print the result as JSON")
+    add_sampling(p)
     p.set_defaults(handler=cmd_sweep)
 
     p = sub.add_parser(
@@ -331,6 +333,7 @@ def register(sub: Any) -> None:
         "throughput judged as the current/reference ratio; default: soak.against_reference)",
     )
     p.add_argument("--json", action="store_true", help="print the verdict and figures as JSON")
+    add_sampling(p, seed=False)
     p.set_defaults(handler=cmd_soak)
 
     p = sub.add_parser("profiles", help="list built-in and configured server profiles")

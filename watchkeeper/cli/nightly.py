@@ -9,7 +9,7 @@ from typing import Any
 
 from rich.markup import escape
 
-from watchkeeper.cli.common import add_common, out, progress, quiet, split
+from watchkeeper.cli.common import add_common, add_sampling, out, progress, quiet, split
 from watchkeeper.config import Config
 from watchkeeper.errors import ConfigError
 from watchkeeper.publish.format import share
@@ -227,6 +227,7 @@ def register(sub: Any) -> None:
     add_common(p)
     p.add_argument("--profile", action="append", metavar="P", help="default: nightly.profiles")
     p.add_argument("--json", action="store_true")
+    add_sampling(p)
     p.set_defaults(handler=cmd_nightly)
 
     p = sub.add_parser(

@@ -6,7 +6,7 @@ import argparse
 import json
 from typing import Any
 
-from watchkeeper.cli.common import add_common, out, progress, quiet
+from watchkeeper.cli.common import add_common, add_sampling, out, progress, quiet
 from watchkeeper.config import Config
 from watchkeeper.errors import ConfigError
 
@@ -79,4 +79,5 @@ def register(sub: Any) -> None:
     p.add_argument("--pr", type=int, metavar="N", help="review this pull request")
     p.add_argument("--all-open", action="store_true", help="review every matching open PR")
     p.add_argument("--json", action="store_true")
+    add_sampling(p)
     p.set_defaults(handler=cmd_review_pr)

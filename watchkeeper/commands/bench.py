@@ -35,11 +35,13 @@ from watchkeeper.commands.campaigns import (
     open_campaign,
     register_profile,
 )
+from watchkeeper.commands.distribution import distribution_pass, with_distribution
 from watchkeeper.config import Config, ProfileConfig
 from watchkeeper.errors import BenchError, ConfigError, ServerError
 from watchkeeper.host import info as hostinfo
 from watchkeeper.load.records import RequestSample, RunResult, Task
-from watchkeeper.load.runner import LoadSettings
+from watchkeeper.load.runner import LoadSettings, arm_load_settings
+from watchkeeper.load.sampling import command_sampling, profile_with_sampling, sampling_label
 from watchkeeper.load.tasks import load_taskset, select
 from watchkeeper.publish.report import write_bench_report
 from watchkeeper.server.endpoints import (
@@ -373,6 +375,10 @@ def _execute(
         "warmup_rounds": plan.warmup_rounds,
         "restart_every": plan.restart_every,
     }
+    sampling = command_sampling(config)
+    prepared = [replace(p, profile=profile_with_sampling(p.profile, sampling)) for p in prepared]
+    arm_settings = arm_load_settings(prepared, sampling, plan.concurrency)
+    params["sampling"] = sampling.to_json()
     ctx = open_campaign(repo, kind=kind, prepared=prepared, params=params)
     profile_ids = {p.name: register_profile(repo, p) for p in prepared}
     settings = LoadSettings(concurrency=plan.concurrency, seed=config.bench.seed)
@@ -438,6 +444,7 @@ def _execute(
                         round_index=round_index,
                         is_warmup=warm,
                         settings=settings,
+                        arm_settings=arm_settings,
                     ):
                         run_ids[(run.arm, round_index)] = repo.save_run(
                             ctx.campaign_id, profile_ids[run.arm], run
@@ -518,6 +525,9 @@ def _execute(
                 ],
                 progress=progress,
             )
+            distribution = distribution_pass(
+                config, servers, prepared, plan.tasks, sampling, progress
+            )
             argvs = {name: servers[name].argv for name in servers}
         arms = [_arm_spec(prepared[0], "baseline", argvs[prepared[0].name], (None, ""))]
         arms += [
@@ -551,8 +561,9 @@ def _execute(
                 concurrency=plan.concurrency,
                 tasks=len(plan.tasks),
                 categories=tuple(sorted({t.category for t in plan.tasks})),
-                temperature=0.0,
+                temperature=sampling.temperature,
                 seed=config.bench.seed,
+                sampling=sampling_label(sampling, prepared),
                 near_tie_threshold=config.bench.near_tie_threshold,
                 threshold=config.bench.min_effect,
                 restart_every=plan.restart_every,
@@ -563,6 +574,7 @@ def _execute(
             noise_floor=floor.to_json() if floor is not None else None,
         )
         result = with_curves(_with_samples(result, runs), runs)
+        result = with_distribution(result, distribution)
         RacingStore(db).save_curves(ctx.campaign_id, result_curves(result))
         _store_checks(repo, ctx.campaign_id, result, run_ids, prepared[0].name)
         status = "completed"

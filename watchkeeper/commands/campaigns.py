@@ -116,6 +116,7 @@ def measure_round(
     round_index: int,
     is_warmup: bool,
     settings: LoadSettings,
+    arm_settings: Mapping[str, LoadSettings] | None = None,
 ) -> list[RunResult]:
     """One round of a paired comparison, arms back to back per task.
 
@@ -123,8 +124,10 @@ def measure_round(
     starts, and the order alternates from task to task and from round to round (AB, BA, ...).
     The two sides of a pair are then seconds apart, inside the same disturbance: measured on
     this host, a 20-second slowdown that landed on one arm's half of a round-sized block read
-    as a 13% "effect" for that round. Counters are read per server around the whole round;
-    only that arm's requests move them. One RunResult per arm, as `measure_run` gives."""
+    as a 13% "effect" for that round. `arm_settings` gives an arm its own sampler
+    (load/sampling.py); the concurrency is `settings`' for all. Counters are read per server
+    around the whole round; only that arm's requests move them. One RunResult per arm, as
+    `measure_run` gives."""
     started = datetime.now(UTC)
     clients = {
         arm: make_http_client(
@@ -139,7 +142,8 @@ def measure_round(
         for step, first in enumerate(range(0, len(tasks), chunk)):
             part = tasks[first : first + chunk]
             for arm in arm_order(arms, round_index + step):
-                got = run_tasks(clients[arm], part, settings)
+                own = arm_settings.get(arm, settings) if arm_settings else settings
+                got = run_tasks(clients[arm], part, own)
                 samples[arm].extend(replace(s, seq=first + s.seq) for s in got)
         after = {arm: fetch_metrics(clients[arm]) for arm in arms}
     finally:

@@ -77,6 +77,12 @@ _OPTIONAL_HASH_KEYS = (
     "draft_cache_type_k",
     "draft_cache_type_v",
     "flash_attn",
+    "temperature",
+    "top_k",
+    "top_p",
+    "min_p",
+    "sampling_seed",
+    "draft_sampling",
 )
 
 
@@ -104,6 +110,17 @@ class ProfileConfig(_Strict):
     draft_cache_type_v: str | None = None
     flash_attn: Literal["on", "off", "auto"] | None = None
     """Flash attention (-fa); unset: the build's default."""
+    temperature: Annotated[float, Field(ge=0.0, le=5.0)] | None = None
+    """This arm's sampler, over the command's (load/sampling.py): for an arm that must sample
+    differently from the others, such as the distribution check's positive controls."""
+    top_k: Annotated[int, Field(ge=0)] | None = None
+    top_p: Annotated[float, Field(ge=0.0, le=1.0)] | None = None
+    min_p: Annotated[float, Field(ge=0.0, le=1.0)] | None = None
+    sampling_seed: int | None = None
+    draft_sampling: Literal["greedy", "probabilistic"] | None = None
+    """How a draft model proposes at temperature > 0 (--spec-draft-sampling): 'greedy' (the
+    build's default: verification by sample-and-match, exact) or 'probabilistic' (rejection
+    sampling, accept with min(1, p/q)). Unset: the build's default, nothing passed."""
     extra_args: list[str] = Field(default_factory=list)
     description: str = ""
 
@@ -161,6 +178,19 @@ class BenchConfig(_Strict):
     degenerate_threshold: Annotated[float, Field(gt=0.0, le=1.0)] = 0.5
     length_parity_tolerance: Annotated[float, Field(gt=0.0, le=1.0)] = 0.25
     seed: int = 42
+    """Every request's sampling seed (and the bootstrap's)."""
+    temperature: Annotated[float, Field(ge=0.0, le=5.0)] = 0.0
+    """The sampler of bench, sweep, nightly and review-pr requests (load/sampling.py); the
+    command line's --temperature/--top-k/--top-p/--min-p/--seed override these."""
+    top_k: Annotated[int, Field(ge=0)] | None = None
+    """Unset: not sent, the server's default applies (as for top_p and min_p)."""
+    top_p: Annotated[float, Field(ge=0.0, le=1.0)] | None = None
+    min_p: Annotated[float, Field(ge=0.0, le=1.0)] | None = None
+    distribution_sequences: Annotated[int, Field(ge=0, le=10_000)] = 24
+    """Distribution check at temperature > 0 (checks/distribution.py): continuations sampled
+    from each speculative arm (0: no check) ..."""
+    distribution_tokens: Annotated[int, Field(ge=4, le=1024)] = 32
+    """... of this many tokens each; positions from 1 on are tested against the target."""
     reports_dir: str = ""
 
     def resolved_taskset(self) -> Path:

@@ -17,6 +17,7 @@ from typing import Any
 
 from watchkeeper.errors import ClientError
 from watchkeeper.load.records import Alternative, RequestSample, Task, TokenLogprob
+from watchkeeper.load.sampling import SamplingSettings
 from watchkeeper.server.endpoints import (
     RequestTimeout,
     ServerClient,
@@ -94,13 +95,23 @@ def _token(entry: dict[str, Any]) -> TokenLogprob:
 
 
 def build_payload(
-    task: Task, *, temperature: float, top_logprobs: int, seed: int
+    task: Task,
+    *,
+    temperature: float,
+    top_logprobs: int,
+    seed: int,
+    sampling: SamplingSettings | None = None,
 ) -> dict[str, Any]:
+    """`sampling`, when given, replaces `temperature` and `seed` and adds top_k/top_p/min_p."""
+    sampler = (
+        sampling.request_fields()
+        if sampling is not None
+        else {"temperature": temperature, "seed": seed}
+    )
     payload: dict[str, Any] = {
         "messages": list(task.messages),
         "max_tokens": task.max_tokens,
-        "temperature": temperature,
-        "seed": seed,
+        **sampler,
         "stream": True,
         "stream_options": {"include_usage": True},
         "cache_prompt": False,
@@ -124,6 +135,7 @@ def chat(
     top_logprobs: int = 2,
     seed: int = 42,
     path: str = CHAT_PATH,
+    sampling: SamplingSettings | None = None,
 ) -> RequestSample:
     """Send one streamed chat request and measure it. Never raises for a bad response."""
     check_endpoint(path)
@@ -134,7 +146,9 @@ def chat(
         "seq": seq,
         "started_at": started_at,
     }
-    payload = build_payload(task, temperature=temperature, top_logprobs=top_logprobs, seed=seed)
+    payload = build_payload(
+        task, temperature=temperature, top_logprobs=top_logprobs, seed=seed, sampling=sampling
+    )
     stream = _Stream()
     status: int | None = None
     t0 = time.perf_counter()

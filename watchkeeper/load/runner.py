@@ -9,10 +9,15 @@ import queue
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from watchkeeper.load.client import chat
 from watchkeeper.load.records import RequestSample, Task
+from watchkeeper.load.sampling import SamplingSettings
 from watchkeeper.server.endpoints import ServerClient
+
+if TYPE_CHECKING:
+    from watchkeeper.server.launch import PreparedProfile
 
 OnSample = Callable[[RequestSample], None]
 
@@ -25,6 +30,25 @@ class LoadSettings:
     """0 for every request whose timings become throughput: on a GPU top-2 logprobs halved the
     baseline's decode speed. Identity probes are separate requests that set it."""
     seed: int = 42
+    sampling: SamplingSettings | None = None
+    """The full sampler (load/sampling.py); when set it replaces `temperature` and `seed`."""
+
+
+def arm_load_settings(
+    prepared: Sequence[PreparedProfile], sampling: SamplingSettings, concurrency: int
+) -> dict[str, LoadSettings]:
+    """Each arm's throughput-request settings: the command's sampler under its own keys. No
+    logprobs: they slow the baseline's decode (DESIGN.md) and would bias every speed-up."""
+    return {
+        p.name: LoadSettings(
+            concurrency=concurrency,
+            temperature=s.temperature,
+            seed=s.seed,
+            sampling=s,
+        )
+        for p in prepared
+        for s in [sampling.with_profile(p.profile)]
+    }
 
 
 def run_tasks(
@@ -55,6 +79,7 @@ def run_tasks(
                 temperature=settings.temperature,
                 top_logprobs=settings.top_logprobs,
                 seed=settings.seed,
+                sampling=settings.sampling,
             )
             with lock:
                 results[seq] = sample

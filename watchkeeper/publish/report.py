@@ -235,6 +235,37 @@ def _curve_rows(result: BenchResult) -> list[list[str]]:
     return rows
 
 
+def _distribution_rows(result: BenchResult) -> list[list[str]]:
+    """One row per arm of the distribution check (extras["distribution"], issue 30)."""
+    rows = []
+    for d in result.extras.get("distribution") or []:
+        check = d["check"]
+        low, high = check["excess_ci"]
+        identity = d.get("seeded_identity") or {}
+        rows.append(
+            [
+                md.inline(d["arm"]),
+                md.inline(_sampling_text(d["sampling"])),
+                md.inline(d["verdict"]),
+                str(check["tokens"]),
+                f"{check['excess_nats']:+.3f} [{low:+.3f}, {high:+.3f}]",
+                f"{check['pit_p']:.3g}",
+                f"{check['surprisal_z']:+.2f}",
+                md.inline(", ".join(f"{k} {v}" for k, v in identity.items()) or "n/a"),
+                f"{d['seconds'] / 60:.1f}",
+            ]
+        )
+    return rows
+
+
+def _sampling_text(sampling: Mapping[str, Any]) -> str:
+    parts = [f"T {sampling['temperature']:g}"]
+    parts += [
+        f"{k} {sampling[k]:g}" for k in ("top_k", "top_p", "min_p") if sampling.get(k) is not None
+    ]
+    return ", ".join(parts)
+
+
 def _verdict_row(label: str, stats: CategoryStats | None) -> list[str]:
     verdicts = stats.verdicts if stats is not None else {}
     counts = [verdicts.get(v, 0) for v in VERDICTS]
@@ -393,6 +424,7 @@ def _context(
         "noise_floor": _noise_floor_line(result),
         "examples": _examples(result),
         "findings": _findings(result),
+        "distribution_rows": _distribution_rows(result),
         "recommendation": rec,
         "plots": [(PLOT_TITLES[k], md.link(plots[k])) for k in PLOT_TITLES if k in plots],
         "host_line": md.inline(

@@ -251,7 +251,13 @@ def build_argv(
                     f"supported draft fields for it: {', '.join(sorted(knobs)) or 'none'}"
                 )
             argv.extend([_pick(field, knobs[field], info), str(value)])
+        if profile.draft_sampling is not None:
+            argv.extend(_draft_sampling_args(profile.draft_sampling, spec_type, info))
     else:
+        if profile.draft_sampling is not None:
+            raise FlagError(
+                "profile field 'draft_sampling' is set but the profile does not speculate"
+            )
         for field in ("draft_n_max", "draft_n_min", "draft_p_min"):
             if getattr(profile, field) is not None:
                 raise FlagError(
@@ -261,6 +267,21 @@ def build_argv(
     _check_extra_args(profile.extra_args, info)
     argv.extend(profile.extra_args)
     return ServerArgs(argv=tuple(argv), notes=tuple(notes))
+
+
+def _draft_sampling_args(value: str, spec_type: str, info: HelpInfo) -> list[str]:
+    """--spec-draft-sampling: only a draft model samples its proposals (n-gram types have no
+    draft distribution), and only a build that has the flag can be told."""
+    if _family(spec_type) != "draft":
+        raise FlagError(
+            f"profile field 'draft_sampling' needs a draft-* spec type, not {spec_type!r}"
+        )
+    if "--spec-draft-sampling" not in info.flags:
+        raise FlagError(
+            "profile field 'draft_sampling' is set but this llama-server build has no "
+            "--spec-draft-sampling flag"
+        )
+    return ["--spec-draft-sampling", value]
 
 
 def effective_gpu_layers(

@@ -153,6 +153,13 @@ def _quotes(f: StoredFinding, limit: int) -> str:
 
 
 def _origin(f: StoredFinding, recovery_nights: int) -> str:
+    if f.kind == "correctness" and "distribution" in f.evidence:
+        return (
+            "Filed by watchkeeper: at temperature > 0 the speculative arm's sampled tokens do "
+            "not follow the target's own next-token distribution (the distribution check, "
+            "docs/sampling.md; its figures are in the evidence). Each bench that sees it again "
+            "adds a comment here; close the issue when it is fixed."
+        )
     if f.kind == "correctness":
         return (
             "Filed by watchkeeper: at temperature 0 the speculative output differed from the "
