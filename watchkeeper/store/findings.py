@@ -46,6 +46,10 @@ class NewFinding:
     confirmed_at: datetime | None = None
     last_seen_at: datetime | None = None
     occurrences: int = 1
+    created_at: datetime | None = None
+    """The row's own timestamps, normally the table's default (now); set by an importer or
+    a test that must place a finding in time without reading the clock."""
+    updated_at: datetime | None = None
 
 
 class FindingChanges(TypedDict, total=False):
@@ -130,6 +134,10 @@ def _insert(s: Session, new: NewFinding) -> int:
         last_seen_at=new.last_seen_at,
         occurrences=new.occurrences,
     )
+    if new.created_at is not None:
+        row.created_at = new.created_at
+    if new.updated_at is not None:
+        row.updated_at = new.updated_at
     s.add(row)
     s.flush()
     return int(row.id)
