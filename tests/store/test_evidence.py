@@ -118,7 +118,7 @@ def test_each_kind_prints_its_change_in_its_own_unit() -> None:
 def test_a_typed_writer_gives_the_json_the_readers_expect() -> None:
     e = SeriesEvidence(series_name="decode_tps · code", delta=-0.1, delta_ci=[-0.2, None])
     data = e.to_json()
-    assert data["delta_unit"] == "relative" and data["change_point"] is None
+    assert data["delta_unit"] == "relative" and "change_point" not in data
     assert evidence_of("regression", data) == e and e.ci_text() == "—"
 
 
@@ -136,3 +136,31 @@ def test_the_digest_and_the_issue_print_one_findings_change_alike(data: dict[str
     ctx = bodies.IssueContext("wk0", "k", "", "watchkeeper/", 3, 1500)
     body = bodies.issue_body(f, ctx)
     assert f"| change | {e.delta_text()} (95% CI {e.ci_text()}) |" in body
+
+
+def test_the_detector_writes_the_keys_it_wrote_before_the_dataclass() -> None:
+    written_before = [
+        "series",
+        "series_name",
+        "label",
+        "note",
+        "run",
+        "side",
+        "delta",
+        "delta_ci",
+        "delta_unit",
+        "test",
+        "p_value",
+        "p_adjusted",
+        "current",
+        "baseline",
+        "baseline_runs",
+        "baseline_trials",
+        "baseline_cv",
+        "fence",
+        "floor",
+        "params",
+    ]
+    assert list(SeriesEvidence().to_json()) == written_before
+    nightly_before = [*NIGHTLY]
+    assert list(NightlyEvidence().to_json()) == nightly_before

@@ -13,6 +13,7 @@ from watchkeeper.cli.common import add_common, add_sampling, out, progress, quie
 from watchkeeper.config import Config
 from watchkeeper.errors import ConfigError
 from watchkeeper.publish.format import share
+from watchkeeper.store.db import open_database
 
 
 def _date(text: str) -> date:
@@ -47,12 +48,10 @@ def cmd_digest(args: argparse.Namespace, config: Config) -> int:
 
 def cmd_findings(args: argparse.Namespace, config: Config) -> int:
     from watchkeeper.nightly.findings import set_status
-    from watchkeeper.store.db import Database
     from watchkeeper.store.findings import OPEN_STATUSES
     from watchkeeper.store.history import History
 
-    db = Database(config.database.resolved_url())
-    try:
+    with open_database(config.database.resolved_url()) as db:
         history = History(db)
         if args.action != "list":
             if args.id is None:
@@ -86,8 +85,6 @@ def cmd_findings(args: argparse.Namespace, config: Config) -> int:
                 f"  {r['title']}"
             )
         return 0
-    finally:
-        db.close()
 
 
 def cmd_aa(args: argparse.Namespace, config: Config) -> int:
@@ -166,7 +163,6 @@ def cmd_nightly(args: argparse.Namespace, config: Config) -> int:
 
 def cmd_reference(args: argparse.Namespace, config: Config) -> int:
     from watchkeeper.commands.nightly import reference_pin
-    from watchkeeper.store.db import Database
     from watchkeeper.store.references import ReferenceStore
 
     if args.action == "pin":
@@ -177,11 +173,8 @@ def cmd_reference(args: argparse.Namespace, config: Config) -> int:
         )
         out.print(f"reference #{ref.id} of {ref.profile} pinned by {ref.pinned_by}")
         return 0
-    db = Database(config.database.resolved_url())
-    try:
+    with open_database(config.database.resolved_url()) as db:
         refs = ReferenceStore(db).history(args.profile)
-    finally:
-        db.close()
     if args.action == "show":
         refs = [r for r in refs if r.active]
     rows = [

@@ -27,7 +27,7 @@ from watchkeeper.load.runner import LoadSettings
 from watchkeeper.load.tasks import load_taskset, select
 from watchkeeper.nightly.findings import judge_campaign
 from watchkeeper.server.launch import PreparedProfile, prepare
-from watchkeeper.store.db import Database
+from watchkeeper.store.db import open_database
 from watchkeeper.store.history import History
 from watchkeeper.store.repository import Repository
 
@@ -140,8 +140,7 @@ def aa_command(
             min_good_runs=min(params.detector.min_good_runs, history_runs),
         ),
     )
-    db = Database(config.database.resolved_url())
-    try:
+    with open_database(config.database.resolved_url()) as db:
         repo = Repository(db)
         first = _campaign(
             config,
@@ -194,5 +193,3 @@ def aa_command(
         history.mark_analysed(second.campaign_id, {"aa": result.to_json()})
         history.mark_analysed(first.campaign_id, {"aa": {"role": "history"}})
         return result
-    finally:
-        db.close()

@@ -20,7 +20,7 @@ from watchkeeper.nightly.findings import Judgement, TrackingParams, judge_pendin
 from watchkeeper.publish.digest import digest_files
 from watchkeeper.publish.gitrepo import PublishResult, publish_files
 from watchkeeper.publish.plots import atomic_write
-from watchkeeper.store.db import Database
+from watchkeeper.store.db import Database, open_database
 from watchkeeper.store.history import History
 
 
@@ -84,6 +84,7 @@ def digest_command(
     rerun: bool = False,
     progress: Callable[[str], None],
     now: datetime | None = None,
+    database: Database | None = None,
 ) -> DigestOutcome:
     """``rerun`` lets the job spend time confirming tonight's candidates right away; ``now``
     (the clock, injectable for tests) dates the digest when ``day`` is not given and ages the
@@ -91,8 +92,7 @@ def digest_command(
     now = now or datetime.now(UTC)
     day = day or now.date()
     params = tracking_params(config)
-    db = Database(config.database.resolved_url())
-    try:
+    with open_database(config.database.resolved_url(), given=database) as db:
         history = History(db)
         judgements = judge_pending(history, params)
         for j in judgements:
@@ -108,8 +108,6 @@ def digest_command(
             change_point_min_size=params.change_point_min_size,
             now=now,
         )
-    finally:
-        db.close()
     files = digest_files(digest)
     name = f"{day.isoformat()}.md"
     if commit or push:

@@ -49,7 +49,7 @@ from watchkeeper.nightly.reference import (
 from watchkeeper.publish.format import change_of_ratio, interval
 from watchkeeper.server.flags import read_help
 from watchkeeper.server.launch import PreparedProfile, prepare
-from watchkeeper.store.db import Database
+from watchkeeper.store.db import Database, open_database
 from watchkeeper.store.findings import FindingStore, NewFinding
 from watchkeeper.store.history import History
 from watchkeeper.store.references import RatioRecord, ReferenceRecord, ReferenceStore
@@ -418,17 +418,15 @@ def nightly_command(
     *,
     profiles: Sequence[str] | None = None,
     progress: Progress,
+    database: Database | None = None,
 ) -> NightlyOutcome:
     names = list(profiles or config.nightly.profiles)
     if not names:
         raise ConfigError("nightly.profiles is empty: name the profile(s) to judge every night")
     check_per_category(config.nightly)
-    db = Database(config.database.resolved_url())
-    try:
+    with open_database(config.database.resolved_url(), given=database) as db:
         nights = tuple(run_night(config, db, name, progress=progress) for name in names)
         return NightlyOutcome(nights, family_false_alarms(db, names))
-    finally:
-        db.close()
 
 
 def family_false_alarms(
@@ -441,11 +439,16 @@ def family_false_alarms(
 
 
 def reference_pin(
-    config: Config, *, profile: str, by: str | None, reason: str, progress: Progress
+    config: Config,
+    *,
+    profile: str,
+    by: str | None,
+    reason: str,
+    progress: Progress,
+    database: Database | None = None,
 ) -> ReferenceRecord:
     """A maintainer's re-pin: tonight's current system becomes the reference."""
-    db = Database(config.database.resolved_url())
-    try:
+    with open_database(config.database.resolved_url(), given=database) as db:
         current = prepare(config, profile, progress=progress)
         return pin_reference(
             config,
@@ -455,5 +458,3 @@ def reference_pin(
             by=by or getpass.getuser(),
             reason=reason,
         )
-    finally:
-        db.close()

@@ -33,14 +33,14 @@ from watchkeeper.config import Config, ModelConfig, ProfileConfig
 from watchkeeper.errors import ReviewError, TrackerError, TrackerPermanentError, WatchkeeperError
 from watchkeeper.load.records import RunResult
 from watchkeeper.load.tasks import load_taskset, select
-from watchkeeper.store.db import Database
+from watchkeeper.store.db import Database, open_database
 from watchkeeper.store.history import History
 from watchkeeper.store.tracker_store import TrackerStore
 from watchkeeper.tracker import escape
 from watchkeeper.tracker.checkout import Mirror
 from watchkeeper.tracker.forge import Forge, PullRequest
 from watchkeeper.tracker.pr_comment import ProfileReview, review_comment, review_marker, verdict
-from watchkeeper.tracker.tokens import open_forge
+from watchkeeper.tracker.tokens import forge_for
 
 Progress = Callable[[str], None]
 
@@ -307,15 +307,17 @@ def review_pr_command(
     progress: Progress = _quiet,
     client: Forge | None = None,
     sleep: Callable[[float], None] = time.sleep,
+    database: Database | None = None,
 ) -> ReviewOutcome:
     """Review one PR (`pr`) or every matching open PR (`all_open`, at most review.max_prs)."""
     if (pr is None) == (not all_open):
         raise ReviewError("review-pr needs exactly one of pr=N or all_open=True")
     repository = config.review.repository or config.tracker.repository
-    forge = client or open_forge(config.tracker, repository=repository, sleep=sleep)
-    db = Database(config.database.resolved_url())
     outcome = ReviewOutcome()
-    try:
+    with (
+        forge_for(config.tracker, client=client, repository=repository, sleep=sleep) as forge,
+        open_database(config.database.resolved_url(), given=database) as db,
+    ):
         run = _Review(
             config=config,
             forge=forge,
@@ -349,10 +351,6 @@ def review_pr_command(
             benched += result.status in ("reviewed", "failed")
             outcome.reviews.append(result)
         return outcome
-    finally:
-        db.close()
-        if client is None:
-            forge.close_client()
 
 
 def size_rounds(

@@ -14,7 +14,7 @@ from watchkeeper.errors import ServerError
 from watchkeeper.load.runner import LoadSettings
 from watchkeeper.load.tasks import load_taskset, select
 from watchkeeper.server.launch import prepare
-from watchkeeper.store.db import Database, masked
+from watchkeeper.store.db import masked, open_database
 from watchkeeper.store.repository import Repository
 
 
@@ -54,8 +54,7 @@ def run_command(
     tasks = select(load_taskset(taskset or config.bench.resolved_taskset()), limit=limit)
     prepared = prepare(config, profile, progress=progress)
     url = config.database.resolved_url()
-    db = Database(url)
-    try:
+    with open_database(url) as db:
         repo = Repository(db)
         ctx = open_campaign(
             repo,
@@ -97,5 +96,3 @@ def run_command(
         return RunCommandResult(
             ctx.campaign_id, profile, masked(url), result.server_argv, summary, result.error
         )
-    finally:
-        db.close()

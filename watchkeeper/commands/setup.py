@@ -13,7 +13,7 @@ from watchkeeper.server.binary import ServerBinary
 from watchkeeper.server.install import ensure_binary
 from watchkeeper.server.models import ModelFile, ModelStore
 from watchkeeper.server.profiles import get_profile
-from watchkeeper.store.db import Database
+from watchkeeper.store.db import open_database
 from watchkeeper.store.references import ReferenceStore
 
 DEFAULT_SETUP_PROFILES = ("smollm2-baseline",)
@@ -67,13 +67,10 @@ def prune_reference_snapshots(config: Config, progress: Callable[[str], None]) -
     root = snapshot_root(config.server.resolved_cache_dir())
     if not root.is_dir():
         return
-    db = Database(config.database.resolved_url())
-    try:
+    with open_database(config.database.resolved_url()) as db:
         keep: set[str] = set()
         for ref in ReferenceStore(db).history():
             if ref.active:
                 keep |= {ref.binary_sha256, ref.model_sha256, ref.draft_sha256 or ""}
-    finally:
-        db.close()
     for path in prune_snapshots(root, keep):
         progress(f"pruned unreferenced snapshot {path}")

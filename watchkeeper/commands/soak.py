@@ -33,7 +33,7 @@ from watchkeeper.soak.loop import OnSample, ResumePoint, SoakLoop, SoakOutcome, 
 from watchkeeper.soak.spool import Journal, SpoolingWriter
 from watchkeeper.soak.supervisor import ServerSupervisor
 from watchkeeper.soak.verdicts import SoakVerdict, judge
-from watchkeeper.store.db import Database, masked
+from watchkeeper.store.db import Database, masked, open_database
 from watchkeeper.store.findings import FindingStore, NewFinding
 from watchkeeper.store.references import RatioRecord, ReferenceStore
 from watchkeeper.store.repository import Repository
@@ -108,6 +108,7 @@ def soak_command(
     progress: Progress = lambda _m: None,
     on_sample: OnSample | None = None,
     against_reference: bool | None = None,
+    database: Database | None = None,
 ) -> SoakCommandResult:
     """Run (or resume) a soak and judge it. `against_reference` (default: the config's
     soak.against_reference) soaks each profile beside its pinned nightly reference."""
@@ -127,8 +128,7 @@ def soak_command(
     )
     prepared = [prepare(config, name, progress=progress) for name in names]
     url = config.database.resolved_url()
-    db = Database(url)
-    try:
+    with open_database(url, given=database) as db:
         use_reference = soak.against_reference if against_reference is None else against_reference
         arms, references = (
             _reference_arms(config, db, prepared, progress=progress) if use_reference else ([], {})
@@ -199,8 +199,6 @@ def soak_command(
             stop=stop, progress=progress, on_sample=on_sample, database=masked(url),
             ratios=ReferenceStore(db),
         )  # fmt: skip
-    finally:
-        db.close()
 
 
 def _reference_arms(

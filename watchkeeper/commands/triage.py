@@ -35,7 +35,7 @@ from watchkeeper.config import Config
 from watchkeeper.config.tracker import TrackerConfig
 from watchkeeper.errors import TrackerError, TrackerTransientError
 from watchkeeper.nightly.findings import set_status
-from watchkeeper.store.db import Database
+from watchkeeper.store.db import Database, open_database
 from watchkeeper.store.findings import LIVE_STATUSES, StoredFinding
 from watchkeeper.store.history import History
 from watchkeeper.store.tracker_store import TrackedIssue, TrackerStore
@@ -50,7 +50,7 @@ from watchkeeper.tracker.lifecycle import (
     issue_key,
     label_decision,
 )
-from watchkeeper.tracker.tokens import open_forge
+from watchkeeper.tracker.tokens import forge_for
 
 Progress = Callable[[str], None]
 log = logging.getLogger("watchkeeper.tracker")
@@ -492,11 +492,13 @@ def triage_command(
     client: Forge | None = None,
     sleep: Callable[[float], None] = time.sleep,
     now: datetime | None = None,
+    database: Database | None = None,
 ) -> TriageOutcome:
     """Sync maintainers' decisions, file new confirmed findings, comment, reopen, close."""
-    forge = client or open_forge(config.tracker, sleep=sleep)
-    db = Database(config.database.resolved_url())
-    try:
+    with (
+        forge_for(config.tracker, client=client, sleep=sleep) as forge,
+        open_database(config.database.resolved_url(), given=database) as db,
+    ):
         run = _Run(
             config=config,
             forge=forge,
@@ -524,7 +526,3 @@ def triage_command(
             if found is not None and found.status in LIVE_STATUSES:
                 _guard(run, f"issue #{item.number}", partial(run.recover, item, found))
         return run.outcome
-    finally:
-        db.close()
-        if client is None:
-            forge.close_client()

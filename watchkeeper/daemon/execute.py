@@ -67,7 +67,7 @@ class JobRunner:
     ) -> None:
         self.config = config
         self.host_id = host_id
-        self._store, self._runs = JobStore(db), RunRows(db)
+        self._db, self._store, self._runs = db, JobStore(db), RunRows(db)
         self._lock, self._metrics = lock, metrics
         self.stop = stop or threading.Event()
         self._running: dict[str, int] = {}
@@ -136,7 +136,13 @@ class JobRunner:
         error: str | None = None
         result = JobResult()
         try:
-            ctx = JobContext(stop=self.stop, progress=lambda m: log.info("progress", message=m))
+            # The daemon's one database, unless a reload pointed the config at another.
+            same = self._db.url == config.database.resolved_url()
+            ctx = JobContext(
+                stop=self.stop,
+                progress=lambda m: log.info("progress", message=m),
+                db=self._db if same else None,
+            )
             result = job_function(job.kind)(config, job.args, ctx)
             outcome = result.outcome
         except KeyboardInterrupt as exc:  # StepInterrupted: the daemon is stopping

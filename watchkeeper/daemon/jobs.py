@@ -51,6 +51,8 @@ class StepInterrupted(KeyboardInterrupt):
 class JobContext:
     stop: threading.Event = field(default_factory=threading.Event)
     progress: Progress = lambda _m: None
+    db: Database | None = None
+    """The daemon's database, passed to the commands (None: each opens its own)."""
 
     def checkpoint(self, message: str) -> None:
         """Progress that is also a step boundary: after a stop request, go no further."""
@@ -86,6 +88,7 @@ def soak_job(config: Config, args: SoakArgs, ctx: JobContext) -> JobResult:
         per_category=args.per_category,
         stop=ctx.stop,
         progress=ctx.progress,
+        database=ctx.db,
     )
     return JobResult(
         outcome="interrupted" if result.status == "interrupted" else "ok",
@@ -115,7 +118,9 @@ def bench_job(config: Config, args: BenchArgs, ctx: JobContext) -> JobResult:
 
 
 def nightly_job(config: Config, args: NightlyArgs, ctx: JobContext) -> JobResult:
-    outcome = nightly_command(config, profiles=args.profiles, progress=ctx.checkpoint)
+    outcome = nightly_command(
+        config, profiles=args.profiles, progress=ctx.checkpoint, database=ctx.db
+    )
     parts = []
     for night in outcome.nights:
         verdicts = ", ".join(f"{r.category} {r.estimate:.3f} {r.verdict}" for r in night.ratios)
@@ -139,6 +144,7 @@ def digest_job(config: Config, args: DigestArgs, ctx: JobContext) -> JobResult:
         push=args.push,
         rerun=args.rerun,
         progress=ctx.checkpoint,
+        database=ctx.db,
     )
     data = outcome.to_json()
     return JobResult(
@@ -156,14 +162,14 @@ def triage_job(config: Config, args: object, ctx: JobContext) -> JobResult:
     # record a failure every morning for it.
     if not config.tracker.kind:
         return JobResult(summary=NO_TRACKER, samples=0)
-    result = triage_command(config, progress=ctx.checkpoint)
+    result = triage_command(config, progress=ctx.checkpoint, database=ctx.db)
     return JobResult(summary="triage done", samples=0, details=result.to_json())
 
 
 def review_pr_job(config: Config, args: object, ctx: JobContext) -> JobResult:
     if not config.tracker.kind:
         return JobResult(summary=NO_TRACKER, samples=0)
-    result = review_pr_command(config, all_open=True, progress=ctx.checkpoint)
+    result = review_pr_command(config, all_open=True, progress=ctx.checkpoint, database=ctx.db)
     return JobResult(summary="PR review poll done", samples=0, details=result.to_json())
 
 

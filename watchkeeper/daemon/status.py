@@ -19,7 +19,7 @@ from apscheduler.triggers.cron import CronTrigger
 from watchkeeper.config import Config
 from watchkeeper.config.paths import data_dir
 from watchkeeper.daemon.jobdefs import load_jobs
-from watchkeeper.store.db import Database
+from watchkeeper.store.db import open_database
 from watchkeeper.store.findings import FindingStore
 from watchkeeper.store.jobs import JobRunView, JobStore
 
@@ -102,12 +102,9 @@ def gather_status(config: Config, *, now: datetime | None = None) -> DaemonStatu
     host_id = config.daemon.resolved_host_id()
     jobs = load_jobs(config.daemon.resolved_jobs_dir())
     now = now or datetime.now(UTC)
-    db = Database(config.database.resolved_url())
-    try:
+    with open_database(config.database.resolved_url()) as db:
         latest = {r.job: r for r in JobStore(db).latest_per_job()}
         findings = FindingStore(db).open_by_label()
-    finally:
-        db.close()
     lines = tuple(
         JobLine(
             name=j.name,

@@ -25,7 +25,7 @@ _OWN = ("extra", "keys")
 
 def _split(cls: type, data: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     """(the keys `cls` names as fields, everything else)."""
-    names = {f.name for f in dataclasses.fields(cls) if f.name != "extra"}
+    names = {f.name for f in dataclasses.fields(cls) if f.name not in _OWN}
     known = {k: v for k, v in data.items() if k in names}
     return known, {k: v for k, v in data.items() if k not in names}
 
@@ -39,6 +39,9 @@ class _Evidence:
     its writer left out stays out)."""
 
     NESTED: ClassVar[dict[str, Any]] = {}
+    """Fields that hold a nested evidence class (loaded with its `from_json`)."""
+    OPTIONAL: ClassVar[tuple[str, ...]] = ()
+    """Fields a writer leaves out of the JSON while they are None (added later by others)."""
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Self:
@@ -54,7 +57,8 @@ class _Evidence:
             if f.name in _OWN:
                 continue
             value = getattr(self, f.name)
-            if f.name in self.keys or not self.keys or value is not None:
+            absent = f.name not in self.keys if self.keys else f.name in self.OPTIONAL
+            if value is not None or not absent:
                 fields[f.name] = value.to_json() if isinstance(value, _Evidence) else value
         ordered = {
             k: fields.pop(k) if k in fields else self.extra[k]
@@ -132,6 +136,7 @@ class SeriesEvidence(_Evidence):
     """Set when the change-point pass named this regression's first bad build."""
 
     NESTED: ClassVar[dict[str, Any]] = {"change_point": LevelShift}
+    OPTIONAL: ClassVar[tuple[str, ...]] = ("change_point",)
 
     def _fmt(self, value: float | None) -> str:
         return points(value) if self.delta_unit == "absolute" else pct(value)

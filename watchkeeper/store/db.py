@@ -289,3 +289,19 @@ class Database:
         """Close the idle connections; the process's engine for this URL stays for the next
         `Database` (see `shared_engine`)."""
         self.engine.dispose()
+
+
+@contextlib.contextmanager
+def open_database(url: str, *, given: Database | None = None) -> Iterator[Database]:
+    """The database a command works in: `given` when its caller holds one (the daemon keeps one
+    for all its jobs, a CLI command may pass its own), else one opened on `url` for this command
+    and closed after it. Either way the command's body is one `with`, not its own try/finally,
+    and a command never closes a database it did not open."""
+    if given is not None:
+        yield given
+        return
+    db = Database(url)
+    try:
+        yield db
+    finally:
+        db.close()

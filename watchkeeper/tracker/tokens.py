@@ -6,9 +6,10 @@ shell history and cron mail); it is read here and handed to the HTTP client's he
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from watchkeeper.config.tracker import TrackerConfig
@@ -77,3 +78,24 @@ def open_forge(
     )
     cls = github.GitHub if config.kind == "github" else gitea.Gitea
     return cls(api, repo, page_size=config.page_size, max_pages=config.max_pages)
+
+
+@contextlib.contextmanager
+def forge_for(
+    config: TrackerConfig,
+    *,
+    client: Forge | None = None,
+    repository: str | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+) -> Iterator[Forge]:
+    """`client` when the caller passed one (a test's fake forge; its owner closes it), else a
+    client opened for `[tracker]` and closed after the command, as `store.db.open_database`
+    does for the database."""
+    if client is not None:
+        yield client
+        return
+    forge = open_forge(config, repository=repository, sleep=sleep)
+    try:
+        yield forge
+    finally:
+        forge.close_client()
