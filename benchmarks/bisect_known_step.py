@@ -36,6 +36,7 @@ def main() -> None:
     parser.add_argument("--per-category", type=int, default=1)
     parser.add_argument("--max-tokens", type=int, default=48)
     parser.add_argument("--state", type=Path, default=None)
+    parser.add_argument("--binary", default="", help="a llama-server to use (default: cache)")
     args = parser.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="bisect-known-step-"))
@@ -43,7 +44,7 @@ def main() -> None:
     slow = fast.model_copy(update={"threads": 1})
     config = Config(
         database=DatabaseConfig(url=f"sqlite:///{work / 'wk.db'}"),
-        server=ServerConfig(startup_timeout_s=120),
+        server=ServerConfig(startup_timeout_s=120, binary=args.binary),
         profiles={"s": fast},
     )
     binary = ensure_binary(config.server)
