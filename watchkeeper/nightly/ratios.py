@@ -36,6 +36,7 @@ import math
 import statistics
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, replace
+from datetime import timedelta
 from typing import Any
 
 from scipy import stats as scipy_stats
@@ -59,6 +60,12 @@ VERDICTS = {
 }
 
 
+PRIOR_SD_RESTARTED = 0.01
+"""With ``restart_every >= 1``: the night sd assumed until a series has `MIN_AA_NIGHTS` A/A
+nights. Fresh processes put their offsets into the rounds, but the host's state for the night
+does not move between rounds: quiet A/A nights here moved by 0.3%, busy-host nights by 1.5%."""
+CONFIRM_WINDOW = timedelta(days=3)
+"""A regression is confirmed only by a night of the same series within this window."""
 MIN_AA_NIGHTS = 8
 """A/A nights of a series from which their own spread replaces the configured night sd."""
 Z95 = 1.959964
@@ -98,12 +105,12 @@ def prior_night_sd(config: NightlyConfig) -> float:
 
     With one process pair all night (``restart_every = 0``) its offset is invisible to the
     night's CI: ``night_sd``. With fresh processes the rounds carry the processes' spread, but
-    not the host's state for the night, so a smaller prior (``night_sd_restarted``) still
+    not the host's state for the night, so a smaller prior (`PRIOR_SD_RESTARTED`) still
     floors the CI; with 0 here the floor never applied once current and reference differed
     (no A/A night accumulates then)."""
     if config.restart_every == 0:
-        return max(config.night_sd, config.night_sd_restarted)
-    return config.night_sd_restarted
+        return max(config.night_sd, PRIOR_SD_RESTARTED)
+    return PRIOR_SD_RESTARTED
 
 
 def with_night_noise(record: RatioRecord, noise: NightNoise) -> RatioRecord:
