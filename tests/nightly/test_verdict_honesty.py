@@ -77,6 +77,7 @@ def bench_result(
     *,
     failed: dict[str, set[tuple[int, int]]] | None = None,
     rounds: int | None = None,
+    no_speed: bool = False,
 ) -> BenchResult:
     """A current-vs-reference bench through the real `analyze`: the reference at 20 tok/s,
     the current at 20 x exp(cell); task i is in category CATEGORIES[i // 4]. `failed` maps an
@@ -99,7 +100,7 @@ def bench_result(
                         completion_tokens=None if bad else 64,
                         decode_tps_server=None if bad else speed,
                         output_text="" if bad else "ok",
-                        error="timed out after 120 s" if bad else None,
+                        error="timed out after 120 s" if bad and not no_speed else None,
                     )
                 )
             runs.append(RunResult(arm, arm, r, False, 1, T0, T0, tuple(samples), ("llama-server",)))
@@ -193,6 +194,13 @@ def test_item2_failed_requests_on_the_current_arm_are_a_regression_whatever_the_
     check = series_checks(result, current_arm=CUR)[ALL].failures
     assert check is not None and check.regression
     assert (check.current_failed, check.reference_failed) == (12, 0)
+
+
+def test_item2_requests_that_return_no_speed_count_as_failed() -> None:
+    table = nightly_table(seed=4)
+    silent = {(i, r) for i in (0, 5) for r in range(0, 12, 2)}
+    result = bench_result(table, failed={CUR: silent}, no_speed=True)
+    assert nightly_records(result)[ALL].verdict == "regression"
 
 
 def test_item2_a_failure_or_two_on_either_arm_is_no_verdict() -> None:

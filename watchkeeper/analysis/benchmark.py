@@ -81,6 +81,8 @@ class CategoryStats:
     accepted: int
     identical_rate: float | None
     verdicts: dict[str, int]
+    no_speed: int = 0
+    """Requests that succeeded without a decode speed: like errors, they never pair."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -265,6 +267,7 @@ def _category_stats(
         if verdicts and total_verdicts
         else None,
         verdicts=dict(verdicts) if verdicts else {},
+        no_speed=sum(1 for s in ok if not s.decode_tps_server),
     )
 
 

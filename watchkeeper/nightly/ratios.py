@@ -197,7 +197,9 @@ def series_checks(result: BenchResult, *, current_arm: str) -> dict[str, SeriesC
             continue
         ref = result.stats(reference, cur.category)
         failures = (
-            failure_check(cur.errors, cur.requests, ref.errors, ref.requests)
+            failure_check(
+                cur.errors + cur.no_speed, cur.requests, ref.errors + ref.no_speed, ref.requests
+            )
             if ref is not None
             else None
         )
