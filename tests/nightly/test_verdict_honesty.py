@@ -99,6 +99,7 @@ def bench_result(
                         started_at=T0,
                         completion_tokens=None if bad else 64,
                         decode_tps_server=None if bad else speed,
+                        latency_s=None if bad else 64 / speed,
                         output_text="" if bad else "ok",
                         error="timed out after 120 s" if bad and not no_speed else None,
                     )
@@ -176,6 +177,10 @@ def test_item1_the_night_says_suspicious_tail_regression_and_lists_the_clipped_c
     assert check.tail is not None
     note = check.describe()
     assert "round" in note and "clipped cells slow" in note
+    # The p95/p99 latency per arm beside the ratio: the stalls are in the current arm's tail.
+    assert check.latency_ms is not None
+    (_, cur99), (_, ref99) = check.latency_ms["current"], check.latency_ms["reference"]
+    assert cur99 is not None and ref99 is not None and cur99 > 1.3 * ref99
 
 
 # --- item 2 -------------------------------------------------------------------------------

@@ -139,6 +139,8 @@ class SeriesCheck:
     category: str
     tail: TailCheck | None
     failures: FailureCheck | None
+    latency_ms: dict[str, tuple[float | None, float | None]] | None = None
+    """p95 and p99 request latency per arm ("current", "reference"), beside the median ratio."""
 
     @property
     def verdict(self) -> str | None:
@@ -157,11 +159,31 @@ class SeriesCheck:
             parts.append(self.failures.describe())
         if self.tail is not None and self.tail.cells:
             parts.append(f"tail: {self.tail.describe()}")
+        if self.latency_ms and self.tail_latency_grew:
+            parts.append(f"latency p95/p99: {self.latency_text()}")
         return "; ".join(parts)
+
+    @property
+    def tail_latency_grew(self) -> bool:
+        """The current arm's p99 latency beyond 1.5x the reference's."""
+        if not self.latency_ms:
+            return False
+        cur = self.latency_ms.get("current", (None, None))[1]
+        ref = self.latency_ms.get("reference", (None, None))[1]
+        return cur is not None and ref is not None and ref > 0 and cur > 1.5 * ref
+
+    def latency_text(self) -> str:
+        def ms(v: float | None) -> str:
+            return "n/a" if v is None else f"{v:.0f}"
+
+        return ", ".join(
+            f"{arm} {ms(p95)}/{ms(p99)} ms" for arm, (p95, p99) in (self.latency_ms or {}).items()
+        )
 
     def to_json(self) -> dict[str, Any]:
         return {
             "verdict": self.verdict,
+            "latency_ms_p95_p99": self.latency_ms,
             "failures": None
             if self.failures is None
             else {
@@ -204,7 +226,10 @@ def series_checks(result: BenchResult, *, current_arm: str) -> dict[str, SeriesC
             else None
         )
         tail = cur.speedup.tail if cur.speedup is not None else None
-        out[cur.category] = SeriesCheck(cur.category, tail, failures)
+        latency = {"current": (cur.latency_ms_p95, cur.latency_ms_p99)}
+        if ref is not None:
+            latency["reference"] = (ref.latency_ms_p95, ref.latency_ms_p99)
+        out[cur.category] = SeriesCheck(cur.category, tail, failures, latency)
     return out
 
 
