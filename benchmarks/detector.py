@@ -641,8 +641,9 @@ def paired(args: argparse.Namespace) -> dict[str, Any]:
     measured = noise(tables, args.resamples)
     minutes = statistics.mean(t["minutes"] for t in tables)
     first = measured["nights"][0]
+    where = "(SYNTHETIC)" if args.synthetic else "on SmolLM2"
     say(
-        f"A/A nights on SmolLM2 ({first['tasks']} tasks x {first['rounds']} rounds, "
+        f"A/A nights {where} ({first['tasks']} tasks x {first['rounds']} rounds, "
         f"max_tokens {MAX_TOKENS}; a night costs {minutes:.1f} min)"
     )
     say("  night  ratio   95% CI          half-width  round sd  verdict")

@@ -77,6 +77,7 @@ def bench_result(
     *,
     failed: dict[str, set[tuple[int, int]]] | None = None,
     rounds: int | None = None,
+    no_speed: bool = False,
 ) -> BenchResult:
     """A current-vs-reference bench through the real `analyze`: the reference at 20 tok/s,
     the current at 20 x exp(cell); task i is in category CATEGORIES[i // 4]. `failed` maps an
@@ -98,8 +99,9 @@ def bench_result(
                         started_at=T0,
                         completion_tokens=None if bad else 64,
                         decode_tps_server=None if bad else speed,
+                        latency_s=None if bad else 64 / speed,
                         output_text="" if bad else "ok",
-                        error="timed out after 120 s" if bad else None,
+                        error="timed out after 120 s" if bad and not no_speed else None,
                     )
                 )
             runs.append(RunResult(arm, arm, r, False, 1, T0, T0, tuple(samples), ("llama-server",)))
@@ -175,6 +177,10 @@ def test_item1_the_night_says_suspicious_tail_regression_and_lists_the_clipped_c
     assert check.tail is not None
     note = check.describe()
     assert "round" in note and "clipped cells slow" in note
+    # The p95/p99 latency per arm beside the ratio: the stalls are in the current arm's tail.
+    assert check.latency_ms is not None
+    (_, cur99), (_, ref99) = check.latency_ms["current"], check.latency_ms["reference"]
+    assert cur99 is not None and ref99 is not None and cur99 > 1.3 * ref99
 
 
 # --- item 2 -------------------------------------------------------------------------------
@@ -193,6 +199,13 @@ def test_item2_failed_requests_on_the_current_arm_are_a_regression_whatever_the_
     check = series_checks(result, current_arm=CUR)[ALL].failures
     assert check is not None and check.regression
     assert (check.current_failed, check.reference_failed) == (12, 0)
+
+
+def test_item2_requests_that_return_no_speed_count_as_failed() -> None:
+    table = nightly_table(seed=4)
+    silent = {(i, r) for i in (0, 5) for r in range(0, 12, 2)}
+    result = bench_result(table, failed={CUR: silent}, no_speed=True)
+    assert nightly_records(result)[ALL].verdict == "regression"
 
 
 def test_item2_a_failure_or_two_on_either_arm_is_no_verdict() -> None:

@@ -22,6 +22,7 @@ from watchkeeper.analysis.stats import (
     RatioCI,
     median,
     paired_speedup,
+    quantile_ms,
 )
 from watchkeeper.checks import guards
 from watchkeeper.checks.guards import GuardFinding
@@ -81,6 +82,11 @@ class CategoryStats:
     accepted: int
     identical_rate: float | None
     verdicts: dict[str, int]
+    no_speed: int = 0
+    """Requests that succeeded without a decode speed: like errors, they never pair."""
+    latency_ms_p95: float | None = None
+    latency_ms_p99: float | None = None
+    """Tail of the arm's request latencies: where a build that stalls shows first."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -268,6 +274,9 @@ def _category_stats(
         if verdicts and total_verdicts
         else None,
         verdicts=dict(verdicts) if verdicts else {},
+        no_speed=sum(1 for s in ok if not s.decode_tps_server),
+        latency_ms_p95=quantile_ms([s.latency_s for s in ok], 0.95),
+        latency_ms_p99=quantile_ms([s.latency_s for s in ok], 0.99),
     )
 
 

@@ -1,4 +1,4 @@
-"""Failed and timed-out requests as a verdict of their own.
+"""Failed and timed-out requests (and those that returned no speed) as a verdict of their own.
 
 A request that fails or times out has no speed, so it drops out of the paired ratios: a build
 that times out on the heaviest tasks does not look slower, it looks *faster* (its slow cells

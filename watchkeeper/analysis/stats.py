@@ -479,6 +479,12 @@ def median(values: Sequence[float | None]) -> float | None:
     return float(np.median(present)) if present else None
 
 
+def quantile_ms(seconds: Sequence[float | None], q: float) -> float | None:
+    """The q-quantile of latencies given in seconds, in milliseconds; None when there are none."""
+    present = [v for v in seconds if v is not None]
+    return float(np.quantile(present, q)) * 1000.0 if present else None
+
+
 def coefficient_of_variation(values: Sequence[float]) -> float | None:
     if len(values) < 2:
         return None

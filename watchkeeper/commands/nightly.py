@@ -13,7 +13,7 @@ from __future__ import annotations
 import getpass
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +28,7 @@ from watchkeeper.host import info as hostinfo
 from watchkeeper.load.tasks import load_taskset, select
 from watchkeeper.nightly.digest import rerun_campaigns
 from watchkeeper.nightly.ratios import (
+    CONFIRM_WINDOW,
     FLAGS,
     FalseAlarms,
     SeriesCheck,
@@ -270,7 +271,7 @@ def run_night(
     ratios = ratios_of(result)
     checks = series_checks(result, current_arm=current.name)
     flagged = [r for r in ratios if r.verdict == "regression"]
-    since = (now or datetime.now(UTC)) - timedelta(days=config.nightly.confirm_window_days)
+    since = (now or datetime.now(UTC)) - CONFIRM_WINDOW
 
     def previous(r: RatioRecord) -> RatioRecord | None:
         return store.previous(r.series, ref.id, result.campaign_id, since=since)

@@ -330,12 +330,6 @@ class NightlyConfig(_Strict):
     assumed until a series has 8 A/A nights of its own; the verdict's CI is then at least
     +-1.96 x this (one process pair all night: its offset is invisible to the night's CI).
     From 8 A/A nights on, their own spread sets that floor whatever the restarts."""
-    night_sd_restarted: Annotated[float, Field(gt=0.0, lt=1.0)] = 0.01
-    """With ``restart_every >= 1``: the prior night-to-night sd until 8 A/A nights exist. Fresh
-    processes put their offsets into the rounds, but the host's state for the night does not
-    move between rounds: quiet A/A nights here moved by 0.3%, busy-host nights by 1.5%."""
-    confirm_window_days: Annotated[int, Field(ge=1, le=60)] = 3
-    """A regression is confirmed only by a night of the same series within this many days."""
 
 
 class Config(_Strict):

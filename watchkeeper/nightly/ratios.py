@@ -36,6 +36,7 @@ import math
 import statistics
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, replace
+from datetime import timedelta
 from typing import Any
 
 from scipy import stats as scipy_stats
@@ -59,6 +60,12 @@ VERDICTS = {
 }
 
 
+PRIOR_SD_RESTARTED = 0.01
+"""With ``restart_every >= 1``: the night sd assumed until a series has `MIN_AA_NIGHTS` A/A
+nights. Fresh processes put their offsets into the rounds, but the host's state for the night
+does not move between rounds: quiet A/A nights here moved by 0.3%, busy-host nights by 1.5%."""
+CONFIRM_WINDOW = timedelta(days=3)
+"""A regression is confirmed only by a night of the same series within this window."""
 MIN_AA_NIGHTS = 8
 """A/A nights of a series from which their own spread replaces the configured night sd."""
 Z95 = 1.959964
@@ -98,12 +105,12 @@ def prior_night_sd(config: NightlyConfig) -> float:
 
     With one process pair all night (``restart_every = 0``) its offset is invisible to the
     night's CI: ``night_sd``. With fresh processes the rounds carry the processes' spread, but
-    not the host's state for the night, so a smaller prior (``night_sd_restarted``) still
+    not the host's state for the night, so a smaller prior (`PRIOR_SD_RESTARTED`) still
     floors the CI; with 0 here the floor never applied once current and reference differed
     (no A/A night accumulates then)."""
     if config.restart_every == 0:
-        return max(config.night_sd, config.night_sd_restarted)
-    return config.night_sd_restarted
+        return max(config.night_sd, PRIOR_SD_RESTARTED)
+    return PRIOR_SD_RESTARTED
 
 
 def with_night_noise(record: RatioRecord, noise: NightNoise) -> RatioRecord:
@@ -132,6 +139,8 @@ class SeriesCheck:
     category: str
     tail: TailCheck | None
     failures: FailureCheck | None
+    latency_ms: dict[str, tuple[float | None, float | None]] | None = None
+    """p95 and p99 request latency per arm ("current", "reference"), beside the median ratio."""
 
     @property
     def verdict(self) -> str | None:
@@ -150,11 +159,31 @@ class SeriesCheck:
             parts.append(self.failures.describe())
         if self.tail is not None and self.tail.cells:
             parts.append(f"tail: {self.tail.describe()}")
+        if self.latency_ms and self.tail_latency_grew:
+            parts.append(f"latency p95/p99: {self.latency_text()}")
         return "; ".join(parts)
+
+    @property
+    def tail_latency_grew(self) -> bool:
+        """The current arm's p99 latency beyond 1.5x the reference's."""
+        if not self.latency_ms:
+            return False
+        cur = self.latency_ms.get("current", (None, None))[1]
+        ref = self.latency_ms.get("reference", (None, None))[1]
+        return cur is not None and ref is not None and ref > 0 and cur > 1.5 * ref
+
+    def latency_text(self) -> str:
+        def ms(v: float | None) -> str:
+            return "n/a" if v is None else f"{v:.0f}"
+
+        return ", ".join(
+            f"{arm} {ms(p95)}/{ms(p99)} ms" for arm, (p95, p99) in (self.latency_ms or {}).items()
+        )
 
     def to_json(self) -> dict[str, Any]:
         return {
             "verdict": self.verdict,
+            "latency_ms_p95_p99": self.latency_ms,
             "failures": None
             if self.failures is None
             else {
@@ -190,12 +219,17 @@ def series_checks(result: BenchResult, *, current_arm: str) -> dict[str, SeriesC
             continue
         ref = result.stats(reference, cur.category)
         failures = (
-            failure_check(cur.errors, cur.requests, ref.errors, ref.requests)
+            failure_check(
+                cur.errors + cur.no_speed, cur.requests, ref.errors + ref.no_speed, ref.requests
+            )
             if ref is not None
             else None
         )
         tail = cur.speedup.tail if cur.speedup is not None else None
-        out[cur.category] = SeriesCheck(cur.category, tail, failures)
+        latency = {"current": (cur.latency_ms_p95, cur.latency_ms_p99)}
+        if ref is not None:
+            latency["reference"] = (ref.latency_ms_p95, ref.latency_ms_p99)
+        out[cur.category] = SeriesCheck(cur.category, tail, failures, latency)
     return out
 
 
