@@ -1,11 +1,12 @@
 """The soak beside the nightly's pinned reference: blocks alternate current/reference, the
-cycle is the replicate, and only a confirmed drop of a *different* system becomes a finding.
+process pair is the replicate, and only a confirmed drop of a *different* system becomes a
+finding.
 
 The unit tests pin down the schedule and the statistics on constructed samples; the real test
-soaks SmolLM2 twice on real servers: once beside an identical reference (an A/A soak, which
-may never file anything) and once with a slower current build (both decode threads pinned to
-one core, the same slowdown tests/nightly/test_regression_real.py uses), which must be a confirmed
-regression finding whose ratio joins the nightly series."""
+soaks SmolLM2 twice on real servers restarted every 2 cycles: once beside an identical
+reference (an A/A soak, which may never file anything) and once with a slower current build
+(both decode threads pinned to one core, the same slowdown tests/nightly/test_regression_real.py
+uses), which must be a confirmed regression finding whose ratio joins the nightly series."""
 
 from __future__ import annotations
 
@@ -226,12 +227,16 @@ def test_a_soak_beside_the_reference_files_a_slower_build_and_never_an_identical
     tasks = write_taskset(tmp_path)
     runs = {}
     for name, config in (("aa", good), ("slow", slow)):
+        # restarts every 2 cycles (the default): ~12 cycles of 10 s, half of them warm-up
         runs[name] = soak_command(
-            config, duration="50s", block="5s", profiles=["s"], taskset=tasks, seed=2, fresh=True
+            config, duration="130s", block="5s", profiles=["s"], taskset=tasks, seed=2, fresh=True
         )
 
     (aa,) = runs["aa"].verdict.figures["reference"]
-    assert aa["aa"] and aa["reference_id"] == ref.id and aa["n_cycles"] >= MIN_CYCLES
+    assert aa["aa"] and aa["reference_id"] == ref.id and aa["n_pairs"] >= MIN_CYCLES, aa
+    pairs = [c["process_pair"] for c in aa["cycles"] if c["judged"]]
+    assert len(set(pairs)) == len(pairs)  # one judged cycle per process pair
+    assert {0, 2, 4} <= set(aa["warmup_cycles"])  # every planned restart left a warm-up cycle
     assert 0.8 < aa["estimate"] < 1.25, aa
     assert not [r for r in runs["aa"].verdict.reasons if "reference" in r]
 

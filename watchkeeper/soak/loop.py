@@ -12,6 +12,12 @@ The workers are one thread pool, and each server one HTTP client (a new one afte
 for the whole soak: however long it runs, the soak holds the same threads and clients instead
 of building and dropping them every block (the daemon soaks every night for months).
 
+With a reference arm, both servers of the pair restart every `soak.restart_every` cycles (at
+a cycle's start, between blocks), so the pair's own offset becomes a replicate (soak/paired.py).
+Every block that runs on a server that had just started — the soak's start or resume, a planned
+restart, a crash restart — is recorded as a `cold_block` incident; its cycle is warm-up. Profiles
+soaked alone keep their process: theirs is the long-lived RSS view.
+
 SIGTERM/SIGINT only set the stop event: each worker finishes the request it is in, the block
 is closed as interrupted, the spool is flushed and the servers are stopped by the caller.
 """
