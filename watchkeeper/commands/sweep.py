@@ -159,7 +159,8 @@ def resolve_candidates(
         draft_name = None
         if draft:
             config, draft_name = _model_ref(config, draft)
-        prefix = Path(target_name).name.split(".")[0][:40]
+        # A file's quantisation suffix (".Q4_K_M") is not part of a readable arm name.
+        prefix = target_name if target_name == target else target_name.split(".")[0]
         return config, Candidates(prefix, ProfileConfig(model=target_name), draft_name)
     if profile:
         base = get_profile(config, profile)
