@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 import sys
 from collections import Counter, defaultdict
 from pathlib import Path
@@ -61,6 +62,22 @@ def load(path: Path) -> tuple[list[RaceArm], list[Cell], dict[str, Any]]:
     return arms, cells_from_rows(data["cells"]), data.get("source", {})
 
 
+def arms_from_names(names: list[str]) -> list[dict[str, Any]]:
+    """Costs from the sweep's arm names: baseline, twins, n-gram types, drafts by n_max."""
+    out = []
+    for name in names:
+        m = re.search(r"draft(\d+)$", name)
+        if name.endswith("-baseline"):
+            out.append({"name": name, "cost": 0.0, "baseline": True})
+        elif "twin" in name:
+            out.append({"name": name, "cost": 0.5})
+        elif "ngram" in name:
+            out.append({"name": name, "cost": 1.0})
+        else:
+            out.append({"name": name, "cost": 2.0 + float(m.group(1)) if m else 100.0})
+    return sorted(out, key=lambda a: (not a.get("baseline"), a["cost"], a["name"]))
+
+
 def export(url: str, campaigns: list[int], out: Path, arms: list[dict[str, Any]]) -> None:
     db = Database(url)
     try:
@@ -73,6 +90,8 @@ def export(url: str, campaigns: list[int], out: Path, arms: list[dict[str, Any]]
             offset = max((r["round"] for r in rows), default=offset)
     finally:
         db.close()
+    if not arms:
+        arms = arms_from_names(sorted({r["arm"] for r in rows}))
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(
         json.dumps({"source": {"campaigns": campaigns}, "arms": arms, "cells": rows}, indent=0)

@@ -89,7 +89,9 @@ def test_a_target_without_draft_sweeps_only_ngram_types() -> None:
         draft=None,
         profile=None,
     )
-    assert [n for n in candidate_profiles(source, SPECS) if "draft" in n] == []
+    names = list(candidate_profiles(source, SPECS))
+    assert [n for n in names if "draft" in n] == []
+    assert names[0] == "qwen2.5-coder-1.5b-instruct-q4_k_m-baseline"
 
 
 @pytest.mark.parametrize(
@@ -228,4 +230,5 @@ def test_the_racer_drops_a_slow_arm_and_stops_before_a_round_that_would_not_fit(
     runs += [_run("base", 3, 20.0), _run("ngram", 3, 26.0)]
     keep, go = racer(runs)  # 1790 s spent: the next round would pass the budget
     assert not go and racer.stop_reason.startswith("budget")
+    assert keep[0] == "base"  # the arms to probe: the baseline, the picks, the fastest
     assert cells_of(runs)[0] == Cell("base", "prose-0", "prose", 1, 20.0)

@@ -159,7 +159,8 @@ def resolve_candidates(
         draft_name = None
         if draft:
             config, draft_name = _model_ref(config, draft)
-        prefix = Path(target_name).name.split(".")[0][:40]
+        # A file's quantisation suffix (".Q4_K_M") is not part of a readable arm name.
+        prefix = target_name if target_name == target else target_name.split(".")[0]
         return config, Candidates(prefix, ProfileConfig(model=target_name), draft_name)
     if profile:
         base = get_profile(config, profile)
@@ -228,18 +229,40 @@ class Racer:
         for d in self.state.drops[before:]:
             self.progress(f"race: dropped {d.arm} after round {d.round} ({d.rule}): {d.reason}")
         nxt = _round_seconds(runs, self.state.active)
+        probed = self.probe_arms(runs)
         go, why = keep_going(
             self.state,
             self.settings,
             elapsed_s=self.clock() - self.started,
             budget_s=self.budget_s,
             next_round_s=nxt,
-            reserve_s=nxt * PROBE_SHARE,
+            reserve_s=nxt * PROBE_SHARE * len(probed) / max(len(self.state.active), 1),
         )
         if not go:
             self.stop_reason = why
-            self.progress(f"race: stop after round {self.state.rounds}: {why}")
+            self.progress(
+                f"race: stop after round {self.state.rounds}: {why}; identity probes for "
+                + ", ".join(probed)
+            )
+            return probed, False
         return self.state.active, go
+
+    def probe_arms(self, runs: Sequence[RunResult]) -> list[str]:
+        """The arms whose identity the report needs: the baseline, every category's pick
+        (decided or provisional) and the fastest surviving speculative arm overall (the seed's
+        criteria are checked on it when the baseline is recommended). Probing every survivor
+        would cost about another round."""
+        base = self.arms[0].name
+        table = Table(cells_of(runs))
+        picks = {d.pick for d in self.state.decisions}
+        others = [a for a in self.state.active if a != base]
+        if others:
+            ests = {
+                a: (ci.estimate if (ci := table.ratio(a, base, None, self.settings, 0.95)) else 0.0)
+                for a in others
+            }
+            picks.add(max(others, key=lambda a: ests[a]))
+        return [a for a in self.state.active if a == base or a in picks]
 
 
 def sweep_command(

@@ -227,8 +227,9 @@ def _subject(v: SweepView) -> tuple[str | None, str]:
     spec = {a.name for a in v.result.arms if a.role == "candidate" and a.speculative}
     if v.chosen in spec:
         return v.chosen, "the recommended arm"
-    best = max(spec, key=lambda a: (_estimate(v.result, a, ALL) or 0.0, a), default=None)
-    return best, "the baseline is recommended; shown for the closest speculative arm"
+    probed = {r.arm for r in v.result.identity} & spec
+    best = max(probed or spec, key=lambda a: (_estimate(v.result, a, ALL) or 0.0, a), default=None)
+    return best, "the baseline is recommended; shown for the fastest probed speculative arm"
 
 
 def _criteria_section(v: SweepView) -> list[str]:
