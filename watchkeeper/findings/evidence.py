@@ -184,6 +184,10 @@ class NightlyEvidence(_Evidence):
     report: str | None = None
     also_confirmed: list[dict[str, Any]] | None = None
     checks: dict[str, Any] | None = None
+    """The series' verdict checks (failed requests, clipped cells: nightly/ratios.py), when
+    the night ran them."""
+
+    OPTIONAL: ClassVar[tuple[str, ...]] = ("checks",)
 
     def delta_text(self) -> str:
         return pct(self.delta)
