@@ -37,7 +37,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from support import fakeforge, fakeforge_api
+from support import fakeforge
 from support.fakeforge import FakeForge, serve
 from support.nights import Nights
 
@@ -106,16 +106,15 @@ class Clock:
 def forge_clock(clock: Clock) -> Iterator[None]:
     """The fake forge stamps issues, comments and label events with `clock`, not the wall
     clock, and answers without Nagle delays."""
-    saved = fakeforge.time, fakeforge_api.time, fakeforge.Handler.disable_nagle_algorithm
+    saved = fakeforge.time, fakeforge.Handler.disable_nagle_algorithm
     fakeforge.time = clock  # type: ignore[assignment]
-    fakeforge_api.time = clock  # type: ignore[assignment]
     # The handler writes headers and body separately: with Nagle's algorithm each answer
     # waits out the client's delayed ACK (40 ms), which made the month 16 s instead of ~2 s.
     fakeforge.Handler.disable_nagle_algorithm = True
     try:
         yield
     finally:
-        fakeforge.time, fakeforge_api.time, fakeforge.Handler.disable_nagle_algorithm = saved
+        fakeforge.time, fakeforge.Handler.disable_nagle_algorithm = saved
 
 
 @dataclass

@@ -14,6 +14,8 @@ from watchkeeper.checks.guards import (
 from watchkeeper.load.records import RequestSample
 from watchkeeper.server.endpoints import SPEC_DRAFT_TOKENS, parse_prometheus
 
+STARTED = datetime(2026, 11, 3, 7, 30, tzinfo=UTC)
+
 
 def s(
     text: str = "a b c", tokens: int = 10, draft: int | None = None, task: str = "t"
@@ -22,7 +24,7 @@ def s(
         task_id=task,
         category="prose",
         seq=0,
-        started_at=datetime.now(UTC),
+        started_at=STARTED,
         completion_tokens=tokens,
         output_text=text,
         draft_n=draft,

@@ -15,6 +15,8 @@ from watchkeeper.checks.identity import (
 from watchkeeper.checks.replay import ReplayResult
 from watchkeeper.load.records import Alternative, RequestSample, TokenLogprob
 
+STARTED = datetime(2026, 11, 3, 7, 30, tzinfo=UTC)
+
 
 def tok(
     token_id: int,
@@ -122,7 +124,7 @@ def sample(text: str, tokens: list[TokenLogprob] | None, finish: str = "stop") -
         task_id="t",
         category="prose",
         seq=0,
-        started_at=datetime.now(UTC),
+        started_at=STARTED,
         completion_tokens=n + (1 if finish == "stop" else 0),
         finish_reason=finish,
         output_text=text,

@@ -26,7 +26,7 @@ import json
 import re
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -66,10 +66,17 @@ class FakeForge:
     faults: list[Fault] = field(default_factory=list)
     log: list[tuple[str, str, int]] = field(default_factory=list)
     port: int = 0
+    clock: Callable[[], float] | None = None
+    """The forge's own clock (epoch seconds) for what it stamps: issues, comments, events;
+    unset, the module's `time.time` (which benchmarks/tracker_month.py replaces). A test that
+    back-dates an event asks `now()`, never the wall clock itself."""
     lock: threading.Lock = field(default_factory=threading.Lock)
     _next: int = 1
     _next_comment: int = 1000
     _next_event: int = 5000
+
+    def now(self) -> float:
+        return self.clock() if self.clock is not None else time.time()
 
     @property
     def github(self) -> bool:
@@ -153,7 +160,7 @@ class FakeForge:
         """One entry of the issue's history, in the order it happened (`at` back-dates it)."""
         self._next_event += 1
         event = {"id": self._next_event, "event": kind, "actor": actor, "label": label}
-        event["at"] = time.time() if at is None else at
+        event["at"] = self.now() if at is None else at
         history = self.events.setdefault(number, [])
         history.append(event)
         history.sort(key=lambda e: (e["at"], e["id"]))
@@ -169,7 +176,7 @@ class FakeForge:
             "state_reason": None,
             "labels": labels,
             "pull": pull,
-            "created": time.time(),
+            "created": self.now(),
         }
         for label in labels:
             self._event(number, "labeled", self.bot, label)
@@ -183,7 +190,7 @@ class FakeForge:
             "issue": number,
             "body": body,
             "user": user,
-            "created": time.time(),
+            "created": self.now(),
         }
         return self.comments[cid]
 

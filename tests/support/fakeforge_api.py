@@ -4,7 +4,6 @@ label semantics, pagination headers and error bodies."""
 from __future__ import annotations
 
 import re
-import time
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlencode
 
@@ -73,7 +72,7 @@ def _route(forge: FakeForge, method: str, path: str, query: dict[str, str], payl
             return _Reply(422, SEARCH_UNSEARCHABLE)
         quoted = re.search(r'"([^"]+)"', q)
         text = quoted.group(1) if quoted else q
-        now = time.time()
+        now = forge.now()
         hits = [
             forge.issue_json(n)
             for n, i in sorted(forge.issues.items(), reverse=True)

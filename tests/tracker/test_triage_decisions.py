@@ -5,8 +5,7 @@ was half applied (comment posted, close failed) is finished on the next run, not
 from __future__ import annotations
 
 import logging
-import time
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -80,7 +79,7 @@ def test_a_label_applied_before_the_reopen_is_no_decision_even_if_it_stays(
         triage(config, sleeps)  # fixed
         again = add_finding(history)
         triage(config, sleeps)  # reopened for the new finding
-        forge.add_label_by_user(number, "watchkeeper/dismiss", at=time.time() - 3600)
+        forge.add_label_by_user(number, "watchkeeper/dismiss", at=forge.now() - 3600)
         assert triage(config, sleeps).decisions == []
         assert history.finding(again).status == "active"  # type: ignore[union-attr]
     finally:
@@ -118,7 +117,7 @@ def test_adoption_links_silently_and_lists_the_issue_once(
 def test_adoption_of_a_silenced_issue_posts_nothing_even_for_a_new_occurrence(
     forge: FakeForge, tmp_path: Path, sleeps: Sleeps
 ) -> None:
-    soon = datetime.now(UTC) + timedelta(minutes=5)
+    soon = NOW + timedelta(minutes=5)  # after the occurrence the issue reports (NOW)
     number, config = _wipe_and_refile(forge, tmp_path, sleeps, last_seen_at=soon)
     forge.add_label_by_user(number, "watchkeeper/silence")
     outcome = triage(config, sleeps)
@@ -129,7 +128,7 @@ def test_adoption_of_a_silenced_issue_posts_nothing_even_for_a_new_occurrence(
 def test_adoption_comments_once_when_the_finding_is_news_to_the_issue(
     forge: FakeForge, tmp_path: Path, sleeps: Sleeps
 ) -> None:
-    soon = datetime.now(UTC) + timedelta(minutes=5)
+    soon = NOW + timedelta(minutes=5)  # after the occurrence the issue reports (NOW)
     number, config = _wipe_and_refile(forge, tmp_path, sleeps, last_seen_at=soon, occurrences=3)
     outcome = triage(config, sleeps)
     assert outcome.adopted == [number] and outcome.commented == [number]
