@@ -1,0 +1,102 @@
+"""A bench's rows: every run the moment it ends, then the output checks and findings.
+
+Runs are stored as they finish so a crash loses at most the run in progress; the run ids are
+kept here because the output checks, written after the analysis, point at the two runs each
+verdict compared. The bench orchestration hands rows over and never sees the ids.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from watchkeeper.analysis.benchmark import CONTROL_ARM, IDENTITY_SUFFIX, BenchResult
+from watchkeeper.errors import ServerError
+from watchkeeper.load.records import RunResult
+from watchkeeper.store.repository import Repository
+
+
+class BenchRows:
+    """The store side of one bench campaign: `save` each run, `store_checks` at the end."""
+
+    def __init__(self, repo: Repository, campaign_id: int, profile_ids: Mapping[str, int]) -> None:
+        self._repo = repo
+        self.campaign_id = campaign_id
+        self._profile_ids = dict(profile_ids)
+        self.runs: list[RunResult] = []
+        """Every run saved so far, in order: what `analyze` reads."""
+        self._run_ids: dict[tuple[str, int], int] = {}
+
+    def save(self, run: RunResult, profile: str) -> RunResult:
+        """Store `run` under `profile`'s row; a run whose server died raises after it is kept,
+        so the failure is on record before the bench stops."""
+        self._run_ids[(run.arm, run.round)] = self._repo.save_run(
+            self.campaign_id, self._profile_ids[profile], run
+        )
+        self.runs.append(run)
+        if run.error:
+            raise ServerError(f"{profile}: {run.error}")
+        return run
+
+    def measured(self) -> list[RunResult]:
+        return [r for r in self.runs if not r.is_warmup]
+
+    def store_checks(self, result: BenchResult, baseline: str) -> None:
+        """One output-check row per identity verdict (pointing at the two runs compared) and
+        one finding per guard finding; a correctness finding recurs instead of duplicating."""
+        store_checks(self._repo, self.campaign_id, result, self._run_ids, baseline)
+
+
+def store_checks(
+    repo: Repository,
+    campaign_id: int,
+    result: BenchResult,
+    run_ids: Mapping[tuple[str, int], int],
+    baseline: str,
+) -> None:
+    rows: list[dict[str, Any]] = []
+    for rec in result.identity:
+        if rec.arm == CONTROL_ARM:
+            cand, base = run_ids.get((baseline, rec.round)), run_ids.get((baseline, rec.round - 1))
+        else:
+            cand = run_ids.get((rec.arm + IDENTITY_SUFFIX, rec.round))
+            base = run_ids.get((baseline + IDENTITY_SUFFIX, rec.round))
+        if cand is None or base is None:
+            continue
+        rows.append(
+            {
+                "campaign_id": campaign_id,
+                "baseline_run_id": base,
+                "candidate_run_id": cand,
+                "arm": rec.arm,
+                "task_id": rec.task_id,
+                "category": rec.category,
+                "verdict": rec.verdict,
+                "first_divergence": rec.first_divergence,
+                "margin": rec.margin,
+                "baseline_excerpt": rec.baseline_excerpt[:500],
+                "candidate_excerpt": rec.candidate_excerpt[:500],
+            }
+        )
+    repo.add_output_checks(rows)
+    for f in result.findings:
+        fingerprint = f"{f.kind}:{f.profile}:{f.category or '*'}"[:64]
+        if f.kind == "correctness":
+            repo.record_recurring_finding(
+                campaign_id=campaign_id,
+                fingerprint=fingerprint,
+                kind=f.kind,
+                severity=f.severity,
+                title=f.title,
+                evidence=f.evidence,
+            )
+            continue
+        repo.add_finding(
+            campaign_id=campaign_id,
+            fingerprint=fingerprint,
+            kind=f.kind,
+            label="candidate",
+            severity=f.severity,
+            title=f.title,
+            evidence=f.evidence,
+        )
