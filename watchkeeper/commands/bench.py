@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from contextlib import ExitStack
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -30,7 +29,7 @@ from watchkeeper.analysis.benchmark import (
 )
 from watchkeeper.analysis.recommend import Recommendation, recommend
 from watchkeeper.checks.classify import IdentityVerdicts, classify_identity
-from watchkeeper.commands.calibration import Calibration, DraftCost, VerifyCost, calibrate
+from watchkeeper.commands.calibration import arm_specs, calibrate
 from watchkeeper.commands.campaigns import (
     CampaignContext,
     measure_round,
@@ -45,7 +44,8 @@ from watchkeeper.load.records import RunResult, Task
 from watchkeeper.load.runner import LoadSettings
 from watchkeeper.load.tasks import load_taskset, select
 from watchkeeper.publish.report import write_bench_report
-from watchkeeper.server.launch import PreparedProfile, RunningServer, prepare, serve
+from watchkeeper.server.launch import PreparedProfile, prepare
+from watchkeeper.server.serverset import ServerSet
 from watchkeeper.store.bench_rows import BenchRows
 from watchkeeper.store.db import Database
 from watchkeeper.store.repository import Repository
@@ -106,93 +106,8 @@ def plan_bench(
     )
 
 
-def _arm_spec(
-    prepared: PreparedProfile,
-    role: str,
-    argv: tuple[str, ...],
-    cost: DraftCost,
-    *,
-    drift_only: bool = False,
-    verify: VerifyCost | None = None,
-) -> ArmSpec:
-    verify = verify or VerifyCost()
-    return ArmSpec(
-        name=prepared.name,
-        role=role,
-        spec_type=prepared.spec_type,
-        draft_n_max=prepared.profile.draft_n_max,
-        model=prepared.model.name if prepared.model else prepared.profile.model,
-        model_sha256=prepared.model.sha256 if prepared.model else "",
-        draft_model=prepared.draft.name if prepared.draft else None,
-        draft_sha256=prepared.draft.sha256 if prepared.draft else None,
-        argv=argv,
-        cost_ratio=cost.ratio,
-        cost_note=cost.note,
-        verify_tokens=verify.tokens,
-        verify_cost=verify.cost,
-        verify_note=verify.note,
-        speculative=prepared.profile.speculative and not drift_only,
-    )
-
-
-def _arm_specs(
-    prepared: Sequence[PreparedProfile],
-    argvs: Mapping[str, tuple[str, ...]],
-    calibration: Calibration,
-    *,
-    drift_only: bool,
-) -> list[ArmSpec]:
-    """The baseline first, then every candidate with its measured costs."""
-    first = prepared[0]
-    arms = [_arm_spec(first, "baseline", argvs[first.name], DraftCost())]
-    arms += [
-        _arm_spec(
-            p,
-            "candidate",
-            argvs[p.name],
-            calibration.draft_cost(p.name),
-            drift_only=drift_only,
-            verify=calibration.verify_cost(p.name),
-        )
-        for p in prepared[1:]
-    ]
-    return arms
-
-
 REWARM_SUFFIX = "#rewarm"
 """Arm-name suffix of the warm-up requests after a restart (stored, never measured)."""
-
-
-class _Fleet:
-    """Every arm's server, started together, replaced together by `restart`."""
-
-    def __init__(
-        self, config: Config, prepared: Sequence[PreparedProfile], log_dir: Path, progress: Progress
-    ) -> None:
-        self._config, self._prepared, self._log_dir = config, prepared, log_dir
-        self._progress = progress
-        self._stack = ExitStack()
-        self.servers: dict[str, RunningServer] = {}
-        """Updated in place by `restart`: holders of this dict see the new servers."""
-        self.generation = 0
-
-    def start(self) -> None:
-        suffix = f"-p{self.generation}" if self.generation else ""
-        for p in self._prepared:
-            if not self.generation:
-                self._progress(f"starting {p.name}")
-            self.servers[p.name] = self._stack.enter_context(
-                serve(self._config, p, log_path=self._log_dir / f"{p.name}{suffix}.log")
-            )
-
-    def restart(self) -> None:
-        self.close()
-        self.generation += 1
-        self.start()
-
-    def close(self) -> None:
-        self._stack.close()
-        self._stack = ExitStack()
 
 
 def execute_bench(
@@ -235,14 +150,10 @@ class _Bench:
     config: Config
     plan: BenchPlan
     prepared: Sequence[PreparedProfile]
-    fleet: _Fleet
+    servers: ServerSet
     rows: BenchRows
     settings: LoadSettings
     progress: Progress
-
-    @property
-    def servers(self) -> dict[str, RunningServer]:
-        return self.fleet.servers
 
     @property
     def baseline(self) -> str:
@@ -270,16 +181,13 @@ def _execute(
     started = datetime.now(UTC)
     status = "failed"
     try:
-        with ExitStack() as stack:
-            fleet = _Fleet(config, prepared, ctx.log_dir, progress)
-            stack.callback(fleet.close)
-            fleet.start()
+        with ServerSet(config, prepared, ctx.log_dir, progress) as servers:
             settings = LoadSettings(concurrency=plan.concurrency, seed=config.bench.seed)
-            bench = _Bench(config, plan, prepared, fleet, rows, settings, progress)
+            bench = _Bench(config, plan, prepared, servers, rows, settings, progress)
             costs = calibrate(
                 config,
                 prepared,
-                bench.servers[bench.baseline],
+                servers[bench.baseline],
                 plan.tasks,
                 settings,
                 ctx.log_dir,
@@ -288,8 +196,8 @@ def _execute(
             measured_rounds = _measure_rounds(bench)
             probes = _identity_probes(bench, identity_round=measured_rounds + 1)
             verdicts = _classify(bench, probes)
-            argvs = {name: server.argv for name, server in bench.servers.items()}
-        arms = _arm_specs(prepared, argvs, costs, drift_only=drift_only)
+            argvs = servers.argvs()
+        arms = arm_specs(prepared, argvs, costs, drift_only=drift_only)
         if not any(s.ok for r in rows.measured() for s in r.samples):
             raise BenchError(f"every measured request failed; see the server logs in {ctx.log_dir}")
         result = _analyze(
@@ -356,7 +264,7 @@ def _run_schedule(
     plan = bench.plan
     for done, (round_index, warm) in enumerate(rounds, start=before + 1):
         if not warm and _restarts_before(round_index, plan.restart_every):
-            bench.fleet.restart()
+            bench.servers.restart()
             _rewarm(bench, round_index)
         tasks = plan.tasks[: plan.warmup_tasks] if warm else plan.tasks
         label = "warm-up" if warm else f"round {round_index}/{measured_rounds}"

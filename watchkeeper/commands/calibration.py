@@ -10,10 +10,11 @@ value it passes on.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from watchkeeper.analysis.benchmark import ArmSpec
 from watchkeeper.analysis.stats import median
 from watchkeeper.commands.campaigns import measure_run
 from watchkeeper.config import Config, ProfileConfig
@@ -226,3 +227,57 @@ def measure_verify_cost(
     )
     progress(f"verification cost: {k} tokens in one batch = {batch / step:.2f} decode steps")
     return VerifyCost(k, batch / step, note)
+
+
+def _arm_spec(
+    prepared: PreparedProfile,
+    role: str,
+    argv: tuple[str, ...],
+    cost: DraftCost,
+    *,
+    drift_only: bool = False,
+    verify: VerifyCost | None = None,
+) -> ArmSpec:
+    verify = verify or VerifyCost()
+    return ArmSpec(
+        name=prepared.name,
+        role=role,
+        spec_type=prepared.spec_type,
+        draft_n_max=prepared.profile.draft_n_max,
+        model=prepared.model.name if prepared.model else prepared.profile.model,
+        model_sha256=prepared.model.sha256 if prepared.model else "",
+        draft_model=prepared.draft.name if prepared.draft else None,
+        draft_sha256=prepared.draft.sha256 if prepared.draft else None,
+        argv=argv,
+        cost_ratio=cost.ratio,
+        cost_note=cost.note,
+        verify_tokens=verify.tokens,
+        verify_cost=verify.cost,
+        verify_note=verify.note,
+        speculative=prepared.profile.speculative and not drift_only,
+    )
+
+
+def arm_specs(
+    prepared: Sequence[PreparedProfile],
+    argvs: Mapping[str, tuple[str, ...]],
+    calibration: Calibration,
+    *,
+    drift_only: bool,
+) -> list[ArmSpec]:
+    """The arms as the analysis sees them: the baseline first, then every candidate with its
+    measured costs (`argvs`: each arm's server command line)."""
+    first = prepared[0]
+    arms = [_arm_spec(first, "baseline", argvs[first.name], DraftCost())]
+    arms += [
+        _arm_spec(
+            p,
+            "candidate",
+            argvs[p.name],
+            calibration.draft_cost(p.name),
+            drift_only=drift_only,
+            verify=calibration.verify_cost(p.name),
+        )
+        for p in prepared[1:]
+    ]
+    return arms
