@@ -19,9 +19,6 @@ from watchkeeper.host.info import HostInfo
 
 ALL = "all"
 CONTROL_ARM = "control"
-IDENTITY_SUFFIX = "#identity"
-"""Arm-name suffix of the identity probe runs: temperature 0 with top-k logprobs, one pass per
-arm after the measured rounds, stored as warm-ups so no throughput figure ever reads them."""
 REWARM_TOKENS = 16
 """A fresh process's first request pays its cold start (first touch of the weights,
 buffers): one short request per arm, the first task cut to this many tokens, takes it."""

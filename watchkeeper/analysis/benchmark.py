@@ -32,7 +32,6 @@ from watchkeeper.analysis.bench_identity import (
 from watchkeeper.analysis.bench_types import (
     ALL,
     CONTROL_ARM,
-    IDENTITY_SUFFIX,
     REWARM_TOKENS,
     ArmSpec,
     ArmStats,
@@ -45,13 +44,12 @@ from watchkeeper.analysis.stats import Pair, median, paired_speedup
 from watchkeeper.checks.guards import GuardFinding
 from watchkeeper.checks.identity import IdentityResult, Verdict
 from watchkeeper.host.info import HostInfo
-from watchkeeper.load.records import RequestSample, RunResult
+from watchkeeper.load.records import RequestSample, RunPurpose, RunResult
 from watchkeeper.server.endpoints import SPEC_ACCEPTED_TOKENS, SPEC_DRAFT_TOKENS, SPEC_DRAFTS
 
 __all__ = [
     "ALL",
     "CONTROL_ARM",
-    "IDENTITY_SUFFIX",
     "REWARM_TOKENS",
     "ArmSpec",
     "ArmStats",
@@ -76,9 +74,9 @@ def throughput_pairs(
     runs: Sequence[RunResult], baseline: str, candidate: str
 ) -> dict[str, list[Pair]]:
     """Throughput pairs of `candidate` against `baseline`, per category and under ALL: the same
-    task in the same measured round, both requests clean. Warm-up rounds and identity probes
-    never pair (probes are separate arms)."""
-    index = _index([r for r in runs if not r.is_warmup])
+    task in the same measured round, both requests clean. Warm-up rounds, rewarms and identity
+    probes never pair: only runs whose purpose is MEASURED do."""
+    index = _index([r for r in runs if r.purpose == RunPurpose.MEASURED])
     base_rounds = index.get(baseline, {})
     pairs: dict[str, list[Pair]] = defaultdict(list)
     for rnd, cand in sorted(index.get(candidate, {}).items()):
@@ -248,17 +246,17 @@ def _split_runs(
     degenerate_threshold: float,
     length_tolerance: float,
 ) -> _Inputs:
-    """Measured runs, every non-probe run by arm and round, and the probes by arm."""
-    measured = [r for r in runs if not r.is_warmup]
+    """Measured runs, every pass of the task set (warm-up or measured) by arm and round, and
+    the identity probes by arm: by each run's purpose, never by its name."""
+    measured = [r for r in runs if r.purpose == RunPurpose.MEASURED]
     probes = {
-        r.arm.removesuffix(IDENTITY_SUFFIX): {s.task_id: s for s in r.samples}
-        for r in runs
-        if r.arm.endswith(IDENTITY_SUFFIX)
+        r.arm: {s.task_id: s for s in r.samples} for r in runs if r.purpose == RunPurpose.IDENTITY
     }
+    passes = (RunPurpose.MEASURED, RunPurpose.WARMUP)
     return _Inputs(
         runs=runs,
         measured=measured,
-        index=_index([r for r in runs if not r.arm.endswith(IDENTITY_SUFFIX)]),
+        index=_index([r for r in runs if r.purpose in passes]),
         probes=probes,
         baseline=baseline,
         rounds=sorted({r.round for r in measured}),

@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any
 
 from watchkeeper.analysis.benchmark import (
-    IDENTITY_SUFFIX,
     REWARM_TOKENS,
     ArmSpec,
     BenchMethod,
@@ -40,7 +39,7 @@ from watchkeeper.commands.campaigns import (
 from watchkeeper.config import Config
 from watchkeeper.errors import BenchError, ConfigError
 from watchkeeper.host import info as hostinfo
-from watchkeeper.load.records import RunResult, Task
+from watchkeeper.load.records import RunPurpose, RunResult, Task
 from watchkeeper.load.runner import LoadSettings
 from watchkeeper.load.tasks import load_taskset, select
 from watchkeeper.publish.report import write_bench_report
@@ -104,10 +103,6 @@ def plan_bench(
         concurrency=concurrency or config.bench.concurrency,
         restart_every=config.bench.restart_every,
     )
-
-
-REWARM_SUFFIX = "#rewarm"
-"""Arm-name suffix of the warm-up requests after a restart (stored, never measured)."""
 
 
 def execute_bench(
@@ -296,8 +291,7 @@ def _rewarm(bench: _Bench, round_index: int) -> None:
         is_warmup=True,
         settings=bench.settings,
     ):
-        name = run.arm + REWARM_SUFFIX
-        bench.rows.save(replace(run, arm=name, profile_name=name), run.arm)
+        bench.rows.save(replace(run, purpose=RunPurpose.REWARM), run.arm)
 
 
 def _identity_probes(bench: _Bench, *, identity_round: int) -> dict[str, RunResult]:
@@ -314,10 +308,11 @@ def _identity_probes(bench: _Bench, *, identity_round: int) -> dict[str, RunResu
             bench.servers[arm],
             bench.config,
             bench.plan.tasks,
-            arm=arm + IDENTITY_SUFFIX,
+            arm=arm,
             round_index=identity_round,
             is_warmup=True,
             settings=settings,
+            purpose=RunPurpose.IDENTITY,
         )
         probes[arm] = bench.rows.save(probe, arm)
     return probes
@@ -385,7 +380,7 @@ def _analyze(
 def _with_samples(result: BenchResult, runs: Sequence[RunResult]) -> BenchResult:
     tps: dict[str, list[float]] = {}
     for run in runs:
-        if not run.is_warmup:
+        if run.purpose == RunPurpose.MEASURED:
             tps.setdefault(run.arm, []).extend(
                 s.decode_tps_server for s in run.samples if s.ok and s.decode_tps_server
             )

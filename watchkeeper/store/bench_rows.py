@@ -10,10 +10,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from watchkeeper.analysis.benchmark import CONTROL_ARM, IDENTITY_SUFFIX, BenchResult
+from watchkeeper.analysis.benchmark import CONTROL_ARM, BenchResult
 from watchkeeper.errors import ServerError
-from watchkeeper.load.records import RunResult
+from watchkeeper.load.records import RunPurpose, RunResult
 from watchkeeper.store.repository import Repository
+
+RunRef = tuple[str, str, int]
+"""(arm, purpose, round): how the output checks find the runs a verdict compared."""
 
 
 class BenchRows:
@@ -25,12 +28,12 @@ class BenchRows:
         self._profile_ids = dict(profile_ids)
         self.runs: list[RunResult] = []
         """Every run saved so far, in order: what `analyze` reads."""
-        self._run_ids: dict[tuple[str, int], int] = {}
+        self._run_ids: dict[RunRef, int] = {}
 
     def save(self, run: RunResult, profile: str) -> RunResult:
         """Store `run` under `profile`'s row; a run whose server died raises after it is kept,
         so the failure is on record before the bench stops."""
-        self._run_ids[(run.arm, run.round)] = self._repo.save_run(
+        self._run_ids[(run.arm, str(run.purpose), run.round)] = self._repo.save_run(
             self.campaign_id, self._profile_ids[profile], run
         )
         self.runs.append(run)
@@ -39,7 +42,8 @@ class BenchRows:
         return run
 
     def measured(self) -> list[RunResult]:
-        return [r for r in self.runs if not r.is_warmup]
+        """The measured rounds' runs so far: what `more_rounds` and the all-failed check read."""
+        return [r for r in self.runs if r.purpose == RunPurpose.MEASURED]
 
     def store_checks(self, result: BenchResult, baseline: str) -> None:
         """One output-check row per identity verdict (pointing at the two runs compared) and
@@ -51,16 +55,17 @@ def store_checks(
     repo: Repository,
     campaign_id: int,
     result: BenchResult,
-    run_ids: Mapping[tuple[str, int], int],
+    run_ids: Mapping[RunRef, int],
     baseline: str,
 ) -> None:
     rows: list[dict[str, Any]] = []
     for rec in result.identity:
         if rec.arm == CONTROL_ARM:
-            cand, base = run_ids.get((baseline, rec.round)), run_ids.get((baseline, rec.round - 1))
+            cand = _pass_of(run_ids, baseline, rec.round)
+            base = _pass_of(run_ids, baseline, rec.round - 1)
         else:
-            cand = run_ids.get((rec.arm + IDENTITY_SUFFIX, rec.round))
-            base = run_ids.get((baseline + IDENTITY_SUFFIX, rec.round))
+            cand = run_ids.get((rec.arm, RunPurpose.IDENTITY, rec.round))
+            base = run_ids.get((baseline, RunPurpose.IDENTITY, rec.round))
         if cand is None or base is None:
             continue
         rows.append(
@@ -100,3 +105,10 @@ def store_checks(
             title=f.title,
             evidence=f.evidence,
         )
+
+
+def _pass_of(run_ids: Mapping[RunRef, int], arm: str, round_: int) -> int | None:
+    """The arm's pass of the task set in `round_`: a measured round, or (round 0 and below)
+    a warm-up round; the control compares round 1 with the last warm-up."""
+    measured = run_ids.get((arm, RunPurpose.MEASURED, round_))
+    return measured if measured is not None else run_ids.get((arm, RunPurpose.WARMUP, round_))

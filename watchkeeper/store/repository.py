@@ -37,11 +37,17 @@ from watchkeeper.store.schema import (
 from watchkeeper.store.upsert import insert_if_absent
 
 
-def find_run(s: Session, campaign_id: int, arm: str, round_: int, concurrency: int) -> Run | None:
+def find_run(
+    s: Session, campaign_id: int, arm: str, round_: int, concurrency: int, purpose: str
+) -> Run | None:
     """A run by its natural key: what makes a save, a spool replay or a resume idempotent."""
     return s.scalars(
         select(Run).filter_by(
-            campaign_id=campaign_id, arm=arm, round=round_, concurrency=concurrency
+            campaign_id=campaign_id,
+            arm=arm,
+            purpose=purpose,
+            round=round_,
+            concurrency=concurrency,
         )
     ).first()
 
@@ -54,6 +60,7 @@ class StoredRun:
     round: int
     is_warmup: bool
     samples: tuple[RequestSample, ...]
+    purpose: str = "measured"
 
 
 class Repository:
@@ -157,11 +164,13 @@ class Repository:
     def save_run(self, campaign_id: int, profile_id: int, result: RunResult) -> int:
         """Store one run and all its samples in one transaction (idempotent on the run key)."""
         with self._db.session() as s:
-            run = find_run(s, campaign_id, result.arm, result.round, result.concurrency)
+            purpose = str(result.purpose)
+            run = find_run(s, campaign_id, result.arm, result.round, result.concurrency, purpose)
             if run is None:
                 run = Run(
                     campaign_id=campaign_id,
                     arm=result.arm,
+                    purpose=purpose,
                     round=result.round,
                     concurrency=result.concurrency,
                     started_at=result.started_at,
@@ -286,6 +295,7 @@ class Repository:
                         run.round,
                         run.is_warmup,
                         tuple(_sample_from_row(r) for r in rows),
+                        run.purpose,
                     )
                 )
             return out
