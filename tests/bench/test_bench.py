@@ -10,6 +10,7 @@ import pytest
 from sqlalchemy import select
 
 from watchkeeper.cli.app import main
+from watchkeeper.load.records import RunPurpose
 from watchkeeper.server.install import ServerBinary
 from watchkeeper.server.models import ModelFile
 from watchkeeper.store.db import Database
@@ -176,11 +177,14 @@ def test_arms_run_back_to_back_per_task_in_alternating_order(
     # Warm-up runs (3), warm-ups of the fresh processes before rounds 2 and 3 (3 x 2) and
     # identity probe runs (3) are all kept out of every figure.
     assert sum(r.is_warmup for r in runs.values()) == 12
-    assert sorted((r.arm, r.round) for r in runs.values() if r.arm.endswith("#rewarm")) == sorted(
-        (f"{a}#rewarm", rnd) for a in arms for rnd in (2, 3)
-    )
-    assert {r.arm for r in runs.values() if r.arm.endswith("#identity")} == {
-        f"{a}#identity" for a in arms
+    rewarms = sorted((r.arm, r.round) for r in runs.values() if r.purpose == RunPurpose.REWARM)
+    assert rewarms == sorted((a, rnd) for a in arms for rnd in (2, 3))
+    probes = sorted(r.arm for r in runs.values() if r.purpose == RunPurpose.IDENTITY)
+    assert probes == sorted(arms)
+    assert {r.purpose for r in runs.values() if r.is_warmup} == {
+        RunPurpose.WARMUP,
+        RunPurpose.REWARM,
+        RunPurpose.IDENTITY,
     }
     assert campaign.status == "completed" and campaign.kind == "bench"
     assert len(reports) == 1
@@ -197,7 +201,7 @@ def test_throughput_requests_carry_no_logprobs_and_identity_probes_carry_top_5(
         samples = s.scalars(select(RequestSampleRow)).all()
     db.close()
     measured = [x for x in samples if not runs[x.run_id].is_warmup]
-    probes = [x for x in samples if runs[x.run_id].arm.endswith("#identity")]
+    probes = [x for x in samples if runs[x.run_id].purpose == RunPurpose.IDENTITY]
     assert measured and all(x.output_tokens is None for x in measured)
     with_tokens = [x for x in probes if x.output_tokens]
     # Tool-call tasks cannot stream logprobs; every other probe has them, with top-5.

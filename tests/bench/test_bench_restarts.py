@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from watchkeeper.commands.bench import REWARM_SUFFIX, BenchPlan, _restarts_before, execute_bench
+from watchkeeper.commands.bench import BenchPlan, _restarts_before, execute_bench
 from watchkeeper.config import Config, parse_config
-from watchkeeper.load.records import RunResult, Task
+from watchkeeper.load.records import RunPurpose, RunResult, Task
 from watchkeeper.load.tasks import load_taskset
 from watchkeeper.server.install import ServerBinary
 from watchkeeper.server.models import ModelFile
@@ -71,9 +71,10 @@ def test_every_arm_gets_fresh_processes_between_rounds_and_their_warm_up_is_not_
     runs = stored_runs(config, result.campaign_id)
     measured = {(r.arm, r.round) for r in runs if not r.is_warmup}
     assert measured == {(a, r) for a in ARMS for r in (1, 2, 3)}
-    rewarm = sorted((r.arm, r.round) for r in runs if r.arm.endswith(REWARM_SUFFIX))
-    assert rewarm == sorted((a + REWARM_SUFFIX, r) for a in ARMS for r in (2, 3))
-    assert all(r.is_warmup for r in runs if r.arm.endswith(REWARM_SUFFIX))
+    assert {r.purpose for r in runs if not r.is_warmup} == {RunPurpose.MEASURED}
+    rewarm = sorted((r.arm, r.round) for r in runs if r.purpose == RunPurpose.REWARM)
+    assert rewarm == sorted((a, r) for a in ARMS for r in (2, 3))
+    assert all(r.is_warmup for r in runs if r.purpose == RunPurpose.REWARM)
     # Each process wrote its own log: the first and one per restart, for every arm.
     logs = {p.name for p in (tmp_path / "data").rglob("*.log")}
     for arm in ARMS:
@@ -109,5 +110,5 @@ def test_a_plan_that_asks_for_more_rounds_runs_them_after_its_pilot_on_the_same_
     logs = sorted(p.name for p in (tmp_path / "data").rglob("*.log"))
     assert not [name for name in logs if "-p1" in name], logs
     # The identity probes follow the last measured round.
-    probes = {r.round for r in runs if r.arm.endswith("#identity")}
+    probes = {r.round for r in runs if r.purpose == RunPurpose.IDENTITY}
     assert probes == {6}, json.dumps(sorted(probes))

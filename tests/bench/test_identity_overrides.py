@@ -6,7 +6,6 @@ from dataclasses import replace
 from datetime import UTC, datetime
 
 from watchkeeper.analysis.benchmark import (
-    IDENTITY_SUFFIX,
     ArmSpec,
     BenchMethod,
     BenchResult,
@@ -14,7 +13,13 @@ from watchkeeper.analysis.benchmark import (
 )
 from watchkeeper.checks.identity import IdentityResult, Verdict, compare_samples
 from watchkeeper.host.info import HostInfo
-from watchkeeper.load.records import Alternative, RequestSample, RunResult, TokenLogprob
+from watchkeeper.load.records import (
+    Alternative,
+    RequestSample,
+    RunPurpose,
+    RunResult,
+    TokenLogprob,
+)
 
 T0 = datetime(2025, 3, 14, 9, 0, tzinfo=UTC)
 FLOOR = {"floor": 0.03, "positions": 16, "disagreements": 0, "quantile": 0.99}
@@ -46,8 +51,9 @@ def _sample(tokens: tuple[TokenLogprob, ...], tps: float = 50.0) -> RequestSampl
     )
 
 
-def _run(arm: str, rnd: int, sample: RequestSample, *, warm: bool = False) -> RunResult:
-    return RunResult(arm, arm.removesuffix(IDENTITY_SUFFIX), rnd, warm, 1, T0, T0, (sample,), ())
+def _run(arm: str, rnd: int, sample: RequestSample, *, probe: bool = False) -> RunResult:
+    purpose = RunPurpose.IDENTITY if probe else RunPurpose.MEASURED
+    return RunResult(arm, arm, rnd, probe, 1, T0, T0, (sample,), (), purpose=purpose)
 
 
 BASE = (_tok(1, "a", (9, "z", -5.0)), _tok(2, " b", (3, " c", -1.9)))
@@ -63,8 +69,8 @@ def _analyze(overrides: dict[tuple[str, str], IdentityResult] | None) -> BenchRe
     runs = [
         _run("base", 1, plain),
         _run("spec", 1, replace(plain, decode_tps_server=60.0)),
-        _run("base" + IDENTITY_SUFFIX, 2, _sample(BASE), warm=True),
-        _run("spec" + IDENTITY_SUFFIX, 2, _sample(CAND), warm=True),
+        _run("base", 2, _sample(BASE), probe=True),
+        _run("spec", 2, _sample(CAND), probe=True),
     ]
     return analyze(
         campaign_id=1,

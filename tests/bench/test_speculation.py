@@ -129,12 +129,12 @@ def test_counters_that_contradict_the_acceptance_are_named() -> None:
 def test_verify_cost_calibration_times_n_plus_1_fresh_tokens_against_a_decode_step(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """`_verify_cost` with a fake server: a batch of k tokens costs 2 ms + 1 ms per token, a
+    """`measure_verify_cost` with a fake server: a batch of k tokens costs 2 ms + 1 ms per token, a
     decode step 2.5 ms; answers that evaluated anything but k tokens are dropped."""
     from types import SimpleNamespace
     from typing import Any
 
-    from watchkeeper.commands import bench
+    from watchkeeper.commands import calibration as bench
 
     prefix_len = bench.VERIFY_PREFIX_TOKENS
     calls: list[dict[str, Any]] = []
@@ -151,10 +151,10 @@ def test_verify_cost_calibration_times_n_plus_1_fresh_tokens_against_a_decode_st
     monkeypatch.setattr(bench, "tokenize", lambda client, text: list(range(len(text) // 4)))
     config: Any = SimpleNamespace(server=SimpleNamespace(request_timeout_s=5.0))
     server: Any = SimpleNamespace(base_url="http://127.0.0.1:9")
-    tokens, cost, note = bench._verify_cost(config, server, 4, lambda _: None)
-    assert tokens == 5
-    assert cost == pytest.approx((2.0 + 5) / 2.5)
-    assert "batch of 5 tokens" in note
+    verify = bench.measure_verify_cost(config, server, 4, lambda _: None)
+    assert verify.tokens == 5
+    assert verify.cost == pytest.approx((2.0 + 5) / 2.5)
+    assert "batch of 5 tokens" in verify.note
     assert len(calls) == 1 + 2 * bench.VERIFY_REPEATS
     batches = [c["prompt"] for c in calls[1:] if c["n_predict"] == 1]
     assert all(b[:prefix_len] == calls[0]["prompt"] for b in batches)

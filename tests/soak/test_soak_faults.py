@@ -21,7 +21,7 @@ from support.soakkit import soak_settings, write_taskset
 
 from watchkeeper.commands.soak import SoakCommandResult, soak_command, spool_dir
 from watchkeeper.config import Config, DatabaseConfig, ProfileConfig, ServerConfig
-from watchkeeper.load.records import RequestSample
+from watchkeeper.load.records import RequestSample, RunPurpose
 from watchkeeper.server.install import ServerBinary
 from watchkeeper.server.launch import prepare, serve
 from watchkeeper.server.models import ModelFile
@@ -241,7 +241,7 @@ def test_sigterm_marks_the_soak_interrupted_and_the_same_command_resumes_it(
     assert all(not s.is_running() for s in servers)
     db = Database(sqlite_url)
     with db.session() as s:
-        (run,) = s.scalars(select(Run).where(~Run.arm.endswith(":probe"))).all()
+        (run,) = s.scalars(select(Run).where(Run.purpose != RunPurpose.PROBE)).all()
         assert run.status == "interrupted" and run.finished_at is not None
     db.close()
 
@@ -251,7 +251,9 @@ def test_sigterm_marks_the_soak_interrupted_and_the_same_command_resumes_it(
     assert second["status"] == "completed"
     db = Database(sqlite_url)
     with db.session() as s:
-        runs = s.scalars(select(Run).where(~Run.arm.endswith(":probe")).order_by(Run.round)).all()
+        runs = s.scalars(
+            select(Run).where(Run.purpose != RunPurpose.PROBE).order_by(Run.round)
+        ).all()
         keys = s.execute(select(RequestSampleRow.run_id, RequestSampleRow.seq)).all()
     db.close()
     assert [r.round for r in runs][:2] == [0, 1] and runs[0].status == "interrupted"

@@ -15,7 +15,7 @@ from typing import Any
 from watchkeeper.config import Config
 from watchkeeper.config.paths import runs_log_dir
 from watchkeeper.host import info as hostinfo
-from watchkeeper.load.records import RequestSample, RunResult, Task
+from watchkeeper.load.records import RequestSample, RunPurpose, RunResult, Task
 from watchkeeper.load.runner import LoadSettings, run_tasks
 from watchkeeper.server.endpoints import fetch_metrics, make_http_client
 from watchkeeper.server.launch import PreparedProfile, RunningServer, serve
@@ -67,8 +67,10 @@ def measure_run(
     is_warmup: bool,
     settings: LoadSettings,
     on_sample: OnSample | None = None,
+    purpose: RunPurpose | None = None,
 ) -> RunResult:
-    """Send every task once to a running server; a server death becomes `RunResult.error`."""
+    """Send every task once to a running server; a server death becomes `RunResult.error`.
+    `purpose` None: WARMUP or MEASURED, as `is_warmup` says."""
     started = datetime.now(UTC)
     with make_http_client(server.base_url, request_timeout_s=config.server.request_timeout_s) as c:
         before = fetch_metrics(c)
@@ -89,6 +91,7 @@ def measure_run(
         metrics_before=before,
         metrics_after=after,
         error=error,
+        purpose=purpose,
     )
 
 

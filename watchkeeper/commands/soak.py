@@ -82,7 +82,7 @@ def _seconds(text: str, what: str) -> float:
 
 def _resume_point(data: SoakData) -> ResumePoint:
     """Next block after the last stored one; elapsed = the blocks' measured time."""
-    load = [b for b in data.blocks if not b.arm.endswith(":probe")]
+    load = [b for b in data.blocks if not b.is_probe]
     if not load:
         return ResumePoint()
     elapsed = sum(

@@ -9,7 +9,26 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
+from enum import StrEnum
 from typing import Any
+
+
+class RunPurpose(StrEnum):
+    """Why a run was made: only `MEASURED` runs enter a throughput figure.
+
+    Stored in its own column beside the arm's plain name, so a reader selects runs by what
+    they are for instead of parsing the arm name (which once carried `#identity`, `#rewarm`
+    and `:probe` suffixes)."""
+
+    MEASURED = "measured"
+    WARMUP = "warmup"
+    """Warm-up rounds before the measured ones (and calibration passes, never stored)."""
+    REWARM = "rewarm"
+    """The short request each fresh process gets after a restart, paying its cold start."""
+    IDENTITY = "identity"
+    """The bench's identity probe pass: temperature 0 with top-k logprobs."""
+    PROBE = "probe"
+    """The soak's periodic temperature-0 probe requests."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,3 +120,10 @@ class RunResult:
     metrics_before: dict[str, float] = field(default_factory=dict)
     metrics_after: dict[str, float] = field(default_factory=dict)
     error: str | None = None
+    purpose: RunPurpose | None = None
+    """None: taken from `is_warmup` (WARMUP or MEASURED)."""
+
+    def __post_init__(self) -> None:
+        if self.purpose is None:
+            purpose = RunPurpose.WARMUP if self.is_warmup else RunPurpose.MEASURED
+            object.__setattr__(self, "purpose", purpose)

@@ -32,16 +32,15 @@ import time
 import traceback
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor, wait
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from types import FrameType
 
 from watchkeeper.config import Config
 from watchkeeper.load.client import chat
-from watchkeeper.load.records import RequestSample, Task
+from watchkeeper.load.records import RequestSample, RunPurpose, Task
 from watchkeeper.server.endpoints import ServerClient, make_http_client
 from watchkeeper.soak.records import (
-    PROBE_SUFFIX,
     IncidentRecord,
     RunClose,
     RunKey,
@@ -325,7 +324,7 @@ class SoakLoop:
     def _run_block(self, index: int, profile: str, concurrency: int, duration_s: float) -> None:
         sup = self._sups[profile]
         key = RunKey(profile, index, concurrency, self._ids[profile])
-        probe_key = RunKey(profile + PROBE_SUFFIX, index, concurrency, self._ids[profile])
+        probe_key = replace(key, purpose=RunPurpose.PROBE)
         started = datetime.now(UTC)
         self._writer.add(RunOpen(key, started, sup.argv))
         generation = sup.generation

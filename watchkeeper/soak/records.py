@@ -10,27 +10,30 @@ from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import Any
 
-from watchkeeper.load.records import RequestSample, TokenLogprob
+from watchkeeper.load.records import RequestSample, RunPurpose, TokenLogprob
 
-PROBE_SUFFIX = ":probe"
+LEGACY_PROBE_SUFFIX = ":probe"
+"""How a spool written before `RunKey.purpose` named a probe run: `<profile>:probe`."""
 
 
 @dataclass(frozen=True, slots=True)
 class RunKey:
-    """(arm, round, concurrency) of one block; probes use the arm `<profile>:probe`."""
+    """(arm, purpose, round, concurrency) of one block: the run table's natural key. A block's
+    load and its probes are two runs of the same arm, told apart by `purpose`."""
 
     arm: str
     round: int
     concurrency: int
     profile_id: int
+    purpose: RunPurpose = RunPurpose.MEASURED
 
     @property
     def profile(self) -> str:
-        return self.arm.removesuffix(PROBE_SUFFIX)
+        return self.arm
 
     @property
     def is_probe(self) -> bool:
-        return self.arm.endswith(PROBE_SUFFIX)
+        return self.purpose == RunPurpose.PROBE
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,11 +85,24 @@ Item = RunOpen | RunClose | SampleRecord | ResourcePoint | IncidentRecord
 
 
 def _key_json(key: RunKey | None) -> list[Any] | None:
-    return None if key is None else [key.arm, key.round, key.concurrency, key.profile_id]
+    if key is None:
+        return None
+    return [key.arm, key.round, key.concurrency, key.profile_id, str(key.purpose)]
 
 
 def _key_from(raw: list[Any] | None) -> RunKey | None:
-    return None if raw is None else RunKey(raw[0], int(raw[1]), int(raw[2]), int(raw[3]))
+    """Also reads a key spooled before the purpose was a field (four items, a probe named
+    `<profile>:probe`), so a soak resumed across the upgrade replays its spool."""
+    if raw is None:
+        return None
+    arm, rnd, concurrency, profile_id = raw[0], int(raw[1]), int(raw[2]), int(raw[3])
+    if len(raw) > 4:
+        return RunKey(arm, rnd, concurrency, profile_id, RunPurpose(raw[4]))
+    if arm.endswith(LEGACY_PROBE_SUFFIX):
+        return RunKey(
+            arm.removesuffix(LEGACY_PROBE_SUFFIX), rnd, concurrency, profile_id, RunPurpose.PROBE
+        )
+    return RunKey(arm, rnd, concurrency, profile_id)
 
 
 def _time(raw: str) -> datetime:

@@ -1,6 +1,6 @@
 """The `run` and `request_sample` tables' owner: a measured run and its requests, in and out.
 
-A run is found by its natural key (campaign, arm, round, concurrency) and a sample by
+A run is found by its natural key (campaign, arm, purpose, round, concurrency) and a sample by
 (run, seq), so a save, a spool replay or a resume can be repeated without duplicates. The bench
 saves whole runs (`RunRows.save`); the soak writes a block's samples one batch at a time inside
 its own transaction, through the session-level helpers here (`find_run`, `add_sample`), so that
@@ -21,11 +21,17 @@ from watchkeeper.store.schema import Profile, RequestSampleRow, Run
 from watchkeeper.store.upsert import first_or_add
 
 
-def find_run(s: Session, campaign_id: int, arm: str, round_: int, concurrency: int) -> Run | None:
+def find_run(
+    s: Session, campaign_id: int, arm: str, round_: int, concurrency: int, purpose: str
+) -> Run | None:
     """A run by its natural key: what makes a save, a spool replay or a resume idempotent."""
     return s.scalars(
         select(Run).filter_by(
-            campaign_id=campaign_id, arm=arm, round=round_, concurrency=concurrency
+            campaign_id=campaign_id,
+            arm=arm,
+            purpose=purpose,
+            round=round_,
+            concurrency=concurrency,
         )
     ).first()
 
@@ -38,6 +44,7 @@ class StoredRun:
     round: int
     is_warmup: bool
     samples: tuple[RequestSample, ...]
+    purpose: str = "measured"
 
 
 def add_sample(s: Session, run_id: int, sample: RequestSample) -> bool:
@@ -57,6 +64,7 @@ def open_run(
     round_: int,
     concurrency: int,
     *,
+    purpose: str,
     profile_id: int,
     started_at: datetime,
 ) -> Run:
@@ -65,7 +73,13 @@ def open_run(
     run, _ = first_or_add(
         s,
         Run,
-        {"campaign_id": campaign_id, "arm": arm, "round": round_, "concurrency": concurrency},
+        {
+            "campaign_id": campaign_id,
+            "arm": arm,
+            "purpose": purpose,
+            "round": round_,
+            "concurrency": concurrency,
+        },
         profile_id=profile_id,
         is_warmup=False,
         status="running",
@@ -84,11 +98,13 @@ class RunRows:
     def save(self, campaign_id: int, profile_id: int, result: RunResult) -> int:
         """Store one run and all its samples in one transaction (idempotent on the run key)."""
         with self._db.session() as s:
-            run = find_run(s, campaign_id, result.arm, result.round, result.concurrency)
+            purpose = str(result.purpose)
+            run = find_run(s, campaign_id, result.arm, result.round, result.concurrency, purpose)
             if run is None:
                 run = Run(
                     campaign_id=campaign_id,
                     arm=result.arm,
+                    purpose=purpose,
                     round=result.round,
                     concurrency=result.concurrency,
                     started_at=result.started_at,
@@ -127,6 +143,7 @@ class RunRows:
                         run.round,
                         run.is_warmup,
                         tuple(_sample_from_row(r) for r in rows),
+                        run.purpose,
                     )
                 )
             return out

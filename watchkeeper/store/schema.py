@@ -118,11 +118,13 @@ class Campaign(Base):
 
 class Run(Base):
     __tablename__ = "run"
-    __table_args__ = (UniqueConstraint("campaign_id", "arm", "round", "concurrency"),)
+    __table_args__ = (UniqueConstraint("campaign_id", "arm", "purpose", "round", "concurrency"),)
     id: Mapped[int] = mapped_column(primary_key=True)
     campaign_id: Mapped[int] = mapped_column(ForeignKey("campaign.id", ondelete="CASCADE"))
     profile_id: Mapped[int] = mapped_column(ForeignKey("profile.id"))
     arm: Mapped[str] = mapped_column(String(255))
+    purpose: Mapped[str] = mapped_column(String(16), default="measured")
+    """`load.records.RunPurpose`: measured, warmup, rewarm, identity (probe) or probe (soak)."""
     round: Mapped[int] = mapped_column(Integer)
     is_warmup: Mapped[bool] = mapped_column(Boolean, default=False)
     concurrency: Mapped[int] = mapped_column(Integer, default=1)

@@ -20,8 +20,8 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
 from watchkeeper.errors import StoreError
+from watchkeeper.load.records import RunPurpose
 from watchkeeper.soak.records import (
-    PROBE_SUFFIX,
     IncidentRecord,
     Item,
     ResourcePoint,
@@ -87,6 +87,11 @@ class BlockView:
     started_at: datetime
     finished_at: datetime | None
     status: str
+    purpose: str = RunPurpose.MEASURED
+
+    @property
+    def is_probe(self) -> bool:
+        return self.purpose == RunPurpose.PROBE
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,6 +139,7 @@ class SoakStore:
             key.arm,
             key.round,
             key.concurrency,
+            purpose=str(key.purpose),
             profile_id=key.profile_id,
             started_at=datetime.now(UTC),
         )
@@ -258,8 +264,9 @@ class SoakStore:
                     _utc(r.started_at),
                     _utc(r.finished_at) if r.finished_at else None,
                     r.status,
+                    r.purpose,
                 )
-                for r in sorted(runs, key=lambda r: (r.round, r.arm))
+                for r in sorted(runs, key=lambda r: (r.round, r.arm, r.purpose))
             )
             samples: list[SoakSampleView] = []
             if by_id:
@@ -268,10 +275,10 @@ class SoakStore:
                 ).all()
                 for row in rows:
                     run = by_id[row.run_id]
-                    probe = run.arm.endswith(PROBE_SUFFIX)
+                    probe = run.purpose == RunPurpose.PROBE
                     samples.append(
                         SoakSampleView(
-                            run.arm.removesuffix(PROBE_SUFFIX),
+                            run.arm,
                             run.concurrency,
                             probe,
                             row.task_id,
@@ -290,7 +297,7 @@ class SoakStore:
             resources = tuple(
                 ResourceView(
                     _utc(r.taken_at),
-                    by_id[r.run_id].arm.removesuffix(PROBE_SUFFIX) if r.run_id in by_id else None,
+                    by_id[r.run_id].arm if r.run_id in by_id else None,
                     r.rss_bytes,
                     (r.metrics or {}).get("server_pid"),
                 )
