@@ -25,7 +25,7 @@ from watchkeeper.commands.release_runs import (
     paired_pairs,
     release_arm,
 )
-from watchkeeper.config import Config
+from watchkeeper.config import Config, ProfileConfig
 from watchkeeper.host import info as hostinfo
 from watchkeeper.load.tasks import load_taskset, select
 from watchkeeper.server.binary import ServerBinary
@@ -77,6 +77,11 @@ def _baseline(config: Config, profile: str, current: ServerBinary) -> ServerBina
     )
 
 
+def plain_twin(profile: ProfileConfig) -> ProfileConfig:
+    """The profile without speculation: the bench's identity baseline for it."""
+    return profile.model_copy(update=dict.fromkeys(_DRAFT_FIELDS))
+
+
 def identity_within(
     config: Config,
     current: PreparedProfile,
@@ -89,9 +94,8 @@ def identity_within(
     if not current.profile.speculative:
         return ()
     spec = release_arm(config, current, candidate)
-    plain_profile = current.profile.model_copy(update=dict.fromkeys(_DRAFT_FIELDS))
     plain = PreparedProfile(
-        spec.name + "-plain", plain_profile, candidate, current.model, None, spec.help
+        spec.name + "-plain", plain_twin(current.profile), candidate, current.model, None, spec.help
     )
     tasks = select(load_taskset(config.bench.resolved_taskset()), limit=None, per_category=1)
     if settings.max_tokens:

