@@ -171,7 +171,7 @@ def _mean_tv(
     judged: SamplingSettings,
     own: SamplingSettings,
     *,
-    prefixes: int = 4,
+    prefixes: int = 2,
     tokens: int = 32,
 ) -> float:
     """Mean TV between the judged and the control sampler's next-token distributions, along
