@@ -171,7 +171,7 @@ def _mean_tv(
     judged: SamplingSettings,
     own: SamplingSettings,
     *,
-    prefixes: int = 4,
+    prefixes: int = 2,
     tokens: int = 32,
 ) -> float:
     """Mean TV between the judged and the control sampler's next-token distributions, along
@@ -182,8 +182,8 @@ def _mean_tv(
         cont = continuation(client, prompt, sampling=judged, seed=judged.seed, n_predict=tokens)
         for j in range(1, len(cont)):
             ids = prompt + cont[:j]
-            p = dict(target_distribution(client, ids, sampling=judged, n_probs=100))
-            q = dict(target_distribution(client, ids, sampling=own, n_probs=100))
+            p = dict(target_distribution(client, ids, sampling=judged, n_probs=100) or ())
+            q = dict(target_distribution(client, ids, sampling=own, n_probs=100) or ())
             tvs.append(total_variation(p, q))
     return sum(tvs) / len(tvs) if tvs else math.nan
 

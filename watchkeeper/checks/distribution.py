@@ -50,6 +50,8 @@ N_PROBS = 20
 """Target tokens reported per position; the rest is the PIT's tail bin."""
 SEEDS_PER_PREFIX = 2
 """Continuations per prefix, each with its own seed: two are enough to see sampling at all."""
+UTF8_RETRIES = 8
+"""Tries of a target position whose sampled token is a partial UTF-8 sequence (see below)."""
 
 Progress = Callable[[str], None]
 Top = tuple[tuple[int, float], ...]
@@ -93,29 +95,41 @@ def continuation(
 
 def target_distribution(
     client: ServerClient, prompt: Sequence[int], *, sampling: SamplingSettings, n_probs: int
-) -> Top:
-    """The target's post-sampler top-`n_probs` (id, prob) after `prompt`, one decode step."""
-    body = complete(
-        client,
-        {
-            "prompt": list(prompt),
-            "n_predict": 1,
-            **sampling.request_fields(),
-            "ignore_eos": True,
-            "n_probs": n_probs,
-            "post_sampling_probs": True,
-            "cache_prompt": True,
-        },
-    )
-    probs = body.get("completion_probabilities")
-    if not isinstance(probs, list) or not probs or not isinstance(probs[0], dict):
-        raise TransportError(f"/completion: no completion_probabilities: {str(body)[:200]}")
-    top = probs[0].get("top_probs") or []
-    return tuple(
-        (int(a["id"]), float(a.get("prob", 0.0)))
-        for a in top
-        if isinstance(a, dict) and a.get("id") is not None
-    )
+) -> Top | None:
+    """The target's post-sampler top-`n_probs` (id, prob) after `prompt`, one decode step.
+
+    The server withholds the probabilities when the token it sampled is an incomplete UTF-8
+    sequence (a byte token); the distribution does not depend on which token was sampled, so
+    it is asked again with other seeds. None when every try sampled such a token (the
+    position is then skipped: the skip depends on the target's draws, not on the arm's
+    token, so it biases nothing)."""
+    for attempt in range(UTF8_RETRIES):
+        body = complete(
+            client,
+            {
+                "prompt": list(prompt),
+                "n_predict": 1,
+                **sampling.request_fields(),
+                "seed": sampling.seed + 7919 * attempt,
+                "ignore_eos": True,
+                "n_probs": n_probs,
+                "post_sampling_probs": True,
+                "cache_prompt": True,
+            },
+        )
+        probs = body.get("completion_probabilities")
+        if isinstance(probs, list) and probs and isinstance(probs[0], dict):
+            top = probs[0].get("top_probs") or []
+            return tuple(
+                (int(a["id"]), float(a.get("prob", 0.0)))
+                for a in top
+                if isinstance(a, dict) and a.get("id") is not None
+            )
+        if "completion_probabilities" in body:
+            raise TransportError(
+                f"/completion: malformed completion_probabilities: {str(body)[:200]}"
+            )
+    return None
 
 
 def _prob(top: Top, token: int) -> float:
@@ -123,6 +137,11 @@ def _prob(top: Top, token: int) -> float:
     upper bound (0 when the listed tokens already hold all the mass)."""
     ids, masses = ranked_bins(top)
     return masses[ids.index(token)] if token in ids else masses[-1]
+
+
+def _top_at(tops: Sequence[Top | None]) -> Callable[[int], Top]:
+    """Position -> the target's top list there (empty where it could not be read)."""
+    return lambda k: tops[k] or ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -252,7 +271,7 @@ def probe_arm(
                 target_client, prompt, sampling=sampling, seed=seed, n_predict=settings.tokens
             )
             requests += 2
-            tops: list[Top] = []
+            tops: list[Top | None] = []
             for j in range(len(cand)):
                 tops.append(
                     target_distribution(
@@ -263,18 +282,24 @@ def probe_arm(
                     )
                 )
                 requests += 1
-            positions.extend(Position(cand[j], tops[j], sequence) for j in range(1, len(cand)))
+            positions.extend(
+                Position(cand[j], top, sequence)
+                for j in range(1, len(cand))
+                if (top := tops[j]) is not None
+            )
             outputs.setdefault(index, []).append(cand)
             if s == 0:
                 first_logprob[index] = sum(
-                    math.log(max(_prob(tops[j], cand[j]), 1e-12)) for j in range(len(cand))
+                    math.log(max(_prob(top, cand[j]), 1e-12))
+                    for j in range(len(cand))
+                    if (top := tops[j]) is not None
                 )
             if sample_and_match:
                 identity.append(
                     seeded_identity(
                         base,
                         cand,
-                        tops.__getitem__,
+                        _top_at(tops),
                         sequence=sequence,
                         task_id=task.id,
                         seed=seed,
