@@ -177,6 +177,39 @@ def replay(
     }
 
 
+INJECTED = {
+    # arm: (new name, cost, {category: factor}, factor elsewhere)
+    "twin1": ("injected-ngram", 1.0, {"code_edit": 1.4, "summarize": 1.1}, 1.0),
+    "twin2": ("injected-draft", 6.0, {}, 0.5),
+}
+"""`--inject`: real A/A noise with known effects: twin1 becomes an n-gram-like arm (1.4x on
+code edits, 1.1x on summaries, equal elsewhere), twin2 a draft-like arm at half speed
+everywhere (what a draft model costs on two CPU cores)."""
+
+
+def inject(arms: list[RaceArm], cells: list[Cell]) -> tuple[list[RaceArm], list[Cell]]:
+    """A full table with known answers from an A/A table: each twin's measured cells times a
+    fixed factor per category, so the table keeps the host's real noise."""
+    out_arms = [a for a in arms if a.baseline]
+    renamed = {}
+    for a in arms:
+        key = next((k for k in INJECTED if a.name.endswith(k)), None)
+        if key is not None:
+            name, cost, _, _ = INJECTED[key]
+            renamed[a.name] = key
+            out_arms.append(RaceArm(name, cost))
+    base = out_arms[0].name
+    out_cells = []
+    for c in cells:
+        if c.arm == base:
+            out_cells.append(c)
+        elif c.arm in renamed:
+            name, _, factors, other = INJECTED[renamed[c.arm]]
+            f = factors.get(c.category, other)
+            out_cells.append(Cell(name, c.task_id, c.category, c.round, c.tps * f))
+    return out_arms, out_cells
+
+
 def as_aa(arms: list[RaceArm], cells: list[Cell]) -> tuple[list[RaceArm], list[Cell]]:
     """The baseline and its identical twins only."""
     keep = [a for a in arms if a.baseline or "twin" in a.name]
@@ -192,6 +225,9 @@ def main() -> int:
     p.add_argument("--resamples", type=int, default=300, help="bootstrap resamples per CI")
     p.add_argument("--min-effect", type=float, default=0.03)
     p.add_argument("--aa", action="store_true", help="baseline and its twins only")
+    p.add_argument(
+        "--inject", action="store_true", help="twins turned into arms with known effects"
+    )
     p.add_argument("--export", nargs="+", metavar="URL CAMPAIGN", help="write a fixture")
     p.add_argument("--arms", help="JSON list of {name, cost, baseline} for --export")
     p.add_argument("--out", type=Path, default=DEFAULT_TABLE)
@@ -203,7 +239,9 @@ def main() -> int:
         print(f"wrote {args.out}")
         return 0
     arms, cells, source = load(args.table)
-    if args.aa:
+    if args.inject:
+        arms, cells = inject(*as_aa(arms, cells))
+    elif args.aa:
         arms, cells = as_aa(arms, cells)
     else:
         arms = [a for a in arms if "twin" not in a.name]
@@ -215,11 +253,13 @@ def main() -> int:
     out["source"] = source
     out["table"] = str(args.table)
     out["aa"] = args.aa
+    out["inject"] = args.inject
     if args.json:
         print(json.dumps(out, indent=1))
         return 0
+    kind = "injected effects on A/A" if args.inject else ("A/A" if args.aa else "full")
     print(
-        f"table {args.table} ({'A/A: baseline and twins' if args.aa else 'full'}): "
+        f"table {args.table} ({kind}): "
         f"{len(arms)} arms, {rounds} rounds, {len(cells)} requests; {args.replays} replays"
     )
     print(f"racing rule: {settings.method}")
