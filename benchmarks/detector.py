@@ -89,7 +89,8 @@ from tests.support.nights import Nights
 from watchkeeper.analysis.stats import Pair, RatioCI, classify, paired_speedup
 from watchkeeper.cli.app import unwind_on_sigterm
 from watchkeeper.commands.aa import aa_command, wilson
-from watchkeeper.commands.bench import BenchPlan, execute_bench
+from watchkeeper.commands.bench import execute_bench
+from watchkeeper.commands.bench_plan import BenchPlan
 from watchkeeper.config import Config, DatabaseConfig, parse_config
 from watchkeeper.config.model import NightlyConfig
 from watchkeeper.load.tasks import load_taskset, select

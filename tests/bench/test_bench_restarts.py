@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from watchkeeper.commands.bench import BenchPlan, _restarts_before, execute_bench
+from watchkeeper.commands.bench import _restarts_before, execute_bench
+from watchkeeper.commands.bench_plan import BenchPlan
 from watchkeeper.config import Config, parse_config
 from watchkeeper.load.records import RunPurpose, RunResult, Task
 from watchkeeper.load.tasks import load_taskset

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from scipy.stats import false_discovery_control
 
+from watchkeeper.analysis.absolute import benjamini_hochberg, bh_adjusted
 from watchkeeper.nightly.changepoints import first_bad
 from watchkeeper.nightly.detector import (
     DetectorParams,
@@ -20,8 +21,6 @@ from watchkeeper.nightly.detector import (
     RunPoint,
     SeriesKey,
     Side,
-    benjamini_hochberg,
-    bh_adjusted,
     detect_night,
     detect_series,
     storm,

@@ -7,17 +7,17 @@ ends; a crash loses at most the run in progress.
 
 `_execute` is the bench as a list of steps; each step lives in its own module where it is more
 than wiring: costs in `commands.calibration`, identity verdicts in `checks.classify`, rows in
-`store.bench_rows`, the analysis in `analysis.benchmark`.
+`store.bench_rows`, the analysis in `analysis.benchmark`; the plan in `commands.bench_plan`,
+the report and the campaign's completion in `commands.bench_report`.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 from watchkeeper.analysis.acceptance import result_curves, with_curves
 from watchkeeper.analysis.benchmark import (
@@ -27,8 +27,10 @@ from watchkeeper.analysis.benchmark import (
     BenchResult,
     analyze,
 )
-from watchkeeper.analysis.recommend import Recommendation, recommend
+from watchkeeper.analysis.recommend import recommend
 from watchkeeper.checks.classify import IdentityVerdicts, classify_identity
+from watchkeeper.commands.bench_plan import BenchPlan, Progress, plan_bench, plan_params
+from watchkeeper.commands.bench_report import finish_with_report
 from watchkeeper.commands.calibration import arm_specs, calibrate
 from watchkeeper.commands.campaigns import (
     CampaignContext,
@@ -41,7 +43,7 @@ from watchkeeper.commands.distribution import distribution_pass, with_distributi
 from watchkeeper.config import Config
 from watchkeeper.errors import BenchError, ConfigError
 from watchkeeper.host import info as hostinfo
-from watchkeeper.load.records import RunPurpose, RunResult, Task
+from watchkeeper.load.records import RunPurpose, RunResult
 from watchkeeper.load.runner import LoadSettings, arm_load_settings
 from watchkeeper.load.sampling import (
     SamplingSettings,
@@ -49,8 +51,6 @@ from watchkeeper.load.sampling import (
     profile_with_sampling,
     sampling_label,
 )
-from watchkeeper.load.tasks import load_taskset, select
-from watchkeeper.publish.report import write_bench_report
 from watchkeeper.server.launch import PreparedProfile, prepare
 from watchkeeper.server.serverset import ServerSet
 from watchkeeper.store.bench_rows import BenchRows
@@ -58,64 +58,9 @@ from watchkeeper.store.db import Database
 from watchkeeper.store.racing_store import RacingStore
 from watchkeeper.store.repository import Repository
 
-Progress = Callable[[str], None]
-DEFAULT_PROFILES = ("qwen-baseline", "qwen-draft4", "qwen-ngram")
-
-MoreRounds = Callable[[Sequence[RunResult], float], int]
-"""(measured runs so far, seconds they took) -> how many more rounds to run."""
-Race = Callable[[Sequence[RunResult]], tuple[Sequence[str], bool]]
-"""After each measured round: (measured runs so far) -> (arms to keep measuring, go on?)."""
-
-
-@dataclass(frozen=True, slots=True)
-class BenchPlan:
-    profiles: tuple[str, ...]
-    tasks: tuple[Task, ...]
-    rounds: int
-    warmup_rounds: int
-    warmup_tasks: int
-    concurrency: int
-    more_rounds: MoreRounds | None = None
-    """Asked once after `rounds`: more rounds on the same servers. A review sizes its rounds
-    for a CI target from its pilot this way; the pilot's rounds count, nothing is re-run."""
-    race: Race | None = None
-    """The sweep's racing rule (commands/sweep.py); `rounds` is then the most it may run."""
-    restart_every: int = 0
-    """Fresh server processes for every arm before every this many measured rounds (0: one
-    process per arm for the whole campaign). A process keeps whatever made it a little fast
-    or slow (placement, memory layout) for its whole life, an offset no resampling of its own
-    rounds can see; restarting makes the process a replicate the rounds carry into the CI."""
-
-
-def plan_bench(
-    config: Config,
-    *,
-    profiles: Sequence[str] | None,
-    rounds: int | None,
-    taskset: Path | None,
-    limit: int | None,
-    per_category: int | None,
-    concurrency: int | None,
-) -> BenchPlan:
-    names = tuple(profiles or DEFAULT_PROFILES)
-    if len(names) < 2:
-        raise ConfigError("bench needs at least two profiles: a baseline and a candidate")
-    if len(set(names)) != len(names):
-        raise ConfigError(f"bench profiles must be distinct: {', '.join(names)}")
-    tasks = select(
-        load_taskset(taskset or config.bench.resolved_taskset()),
-        limit=limit,
-        per_category=per_category,
-    )
-    return BenchPlan(
-        profiles=names,
-        tasks=tuple(tasks),
-        rounds=rounds or config.bench.rounds,
-        warmup_rounds=config.bench.warmup_rounds,
-        warmup_tasks=min(2, len(tasks)),
-        concurrency=concurrency or config.bench.concurrency,
-        restart_every=config.bench.restart_every,
-    )
+# Re-exported for commands/nightly.py, whose imports another change is editing; new code
+# imports BenchPlan from commands.bench_plan and finish_with_report from commands.bench_report.
+__all__ = ["BenchPlan", "bench_command", "execute_bench", "finish_with_report"]
 
 
 def execute_bench(
@@ -189,7 +134,7 @@ def _execute(
     repo = Repository(db)
     sampling = command_sampling(config)
     prepared = [replace(p, profile=profile_with_sampling(p.profile, sampling)) for p in prepared]
-    ctx = open_campaign(repo, kind=kind, prepared=prepared, params=_params(plan, sampling))
+    ctx = open_campaign(repo, kind=kind, prepared=prepared, params=plan_params(plan, sampling))
     profile_ids = {p.name: register_profile(repo, p) for p in prepared}
     rows = BenchRows(repo, ctx.campaign_id, profile_ids)
     started = datetime.now(UTC)
@@ -252,19 +197,6 @@ def _execute(
     finally:
         if status != "completed":
             repo.finish_campaign(ctx.campaign_id, status=status)
-
-
-def _params(plan: BenchPlan, sampling: SamplingSettings) -> dict[str, Any]:
-    """The plan as the campaign row records it."""
-    return {
-        "profiles": list(plan.profiles),
-        "rounds": plan.rounds,
-        "tasks": len(plan.tasks),
-        "concurrency": plan.concurrency,
-        "warmup_rounds": plan.warmup_rounds,
-        "restart_every": plan.restart_every,
-        "sampling": sampling.to_json(),
-    }
 
 
 def _measure_rounds(bench: _Bench) -> int:
@@ -472,36 +404,3 @@ def bench_command(
     )
     result = execute_bench(config, plan, progress=progress)
     return finish_with_report(config, result, progress=progress, recommendation=recommend(result))
-
-
-def finish_with_report(
-    config: Config,
-    result: BenchResult,
-    *,
-    progress: Progress,
-    recommendation: object | None = None,
-    extra_copy: Path | None = None,
-    sections: str = "",
-) -> BenchResult:
-    rec = recommendation if isinstance(recommendation, Recommendation) else None
-    path = write_bench_report(
-        result,
-        config.bench.resolved_reports_dir(),
-        recommendation=rec,
-        extra_copy=extra_copy,
-        sections=sections,
-    )
-    progress(f"report: {path}")
-    result = replace(result, report_path=str(path))
-    db = Database(config.database.resolved_url())
-    try:
-        repo = Repository(db)
-        repo.add_report(result.campaign_id, kind=result.kind, path=str(path))
-        repo.finish_campaign(
-            result.campaign_id,
-            status="completed",
-            summary={"report": str(path), "findings": len(result.findings)},
-        )
-    finally:
-        db.close()
-    return result

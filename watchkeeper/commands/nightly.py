@@ -59,7 +59,7 @@ Progress = Callable[[str], None]
 
 
 @dataclass(frozen=True, slots=True)
-class NightResult:
+class PairedNight:
     profile: str
     campaign_id: int
     reference_id: int
@@ -106,7 +106,7 @@ class NightResult:
 
 @dataclass(frozen=True, slots=True)
 class NightlyOutcome:
-    nights: tuple[NightResult, ...] = field(default_factory=tuple)
+    nights: tuple[PairedNight, ...] = field(default_factory=tuple)
     false_alarms: tuple[tuple[str, FalseAlarms], ...] = ()
     """Per profile, over its whole history: flags on A/A series-nights and the family rate
     (A/A nights with a confirmed flag in any series, target <= 1% per profile-night)."""
@@ -221,7 +221,7 @@ def run_night(
     *,
     progress: Progress,
     now: datetime | None = None,
-) -> NightResult:
+) -> PairedNight:
     store = ReferenceStore(db)
     host = hostinfo.collect()
     current = prepare(config, profile, progress=progress)
@@ -311,7 +311,7 @@ def run_night(
                     )
                 )
             )
-    return NightResult(
+    return PairedNight(
         profile,
         result.campaign_id,
         ref.id,

@@ -19,7 +19,8 @@ from typing import cast
 
 from watchkeeper.analysis.benchmark import ALL, throughput_pairs
 from watchkeeper.analysis.stats import Pair
-from watchkeeper.commands.bench import BenchPlan, execute_bench
+from watchkeeper.commands.bench import execute_bench
+from watchkeeper.commands.bench_plan import BenchPlan
 from watchkeeper.config import Config, ProfileConfig, ServerConfig
 from watchkeeper.load.records import RunResult
 from watchkeeper.load.tasks import load_taskset, select

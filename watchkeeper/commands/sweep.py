@@ -36,7 +36,9 @@ from watchkeeper.analysis.racing import (
     start,
 )
 from watchkeeper.analysis.recommend import Recommendation, recommend
-from watchkeeper.commands.bench import execute_bench, finish_with_report, plan_bench
+from watchkeeper.commands.bench import execute_bench
+from watchkeeper.commands.bench_plan import plan_bench
+from watchkeeper.commands.bench_report import finish_with_report
 from watchkeeper.config import Config, ModelConfig, ProfileConfig
 from watchkeeper.errors import ConfigError
 from watchkeeper.load.records import RunResult

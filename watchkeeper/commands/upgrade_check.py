@@ -18,7 +18,8 @@ from datetime import datetime
 from pathlib import Path
 
 from watchkeeper.analysis.stats import paired_speedup
-from watchkeeper.commands.bench import BenchPlan, execute_bench
+from watchkeeper.commands.bench import execute_bench
+from watchkeeper.commands.bench_plan import BenchPlan
 from watchkeeper.commands.release_runs import (
     MeasureSettings,
     ReleaseBuilds,

@@ -37,7 +37,6 @@ series inherits that (each direction is controlled at ``alpha``).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
@@ -45,8 +44,15 @@ from types import MappingProxyType
 from typing import Final
 
 import numpy as np
-from scipy import stats as sps
 
+from watchkeeper.analysis.absolute import (
+    bh_adjusted,
+    prediction_p,
+    robust_center_scale,
+    run_level_ci,
+    run_to_run_fence,
+    two_proportion_p,
+)
 from watchkeeper.analysis.stats import coefficient_of_variation
 
 
@@ -238,100 +244,16 @@ class EnvironmentNoise:
 
 
 @dataclass(frozen=True, slots=True)
-class NightResult:
+class AbsoluteNight:
+    """One night of the absolute-series detector over every series (not the paired
+    profile-night of `commands.nightly.PairedNight`)."""
+
     verdicts: tuple[Finding, ...]
     """What to act on: flagged and suspicious findings; empty when the night is a storm."""
     environment_noise: EnvironmentNoise | None
     """Set instead of verdicts when too much flagged at once to believe series by series."""
     findings: tuple[Finding, ...]
     """Every series' finding, storm or not, for the record."""
-
-
-def benjamini_hochberg(pvalues: Sequence[float], q: float) -> list[bool]:
-    """Which hypotheses BH rejects at false-discovery rate q (in the input order)."""
-    return [p <= q for p in bh_adjusted(pvalues)]
-
-
-def bh_adjusted(pvalues: Sequence[float]) -> list[float]:
-    """BH-adjusted p-values: min over j >= i of m * p_(j) / j, capped at 1, input order kept."""
-    m = len(pvalues)
-    if m == 0:
-        return []
-    p = np.asarray(pvalues, dtype=float)
-    if np.any(np.isnan(p)) or np.any((p < 0) | (p > 1)):
-        raise ValueError("p-values must lie in [0, 1]")
-    order = np.argsort(p)
-    scaled = p[order] * m / np.arange(1, m + 1)
-    adjusted = np.minimum(np.minimum.accumulate(scaled[::-1])[::-1], 1.0)
-    out = np.empty(m)
-    # Never below the raw p: m * p / m can round one ulp under p.
-    out[order] = np.maximum(adjusted, p[order])
-    return [float(v) for v in out]
-
-
-def robust_center_scale(values: Sequence[float]) -> tuple[float, float]:
-    """Median and MAD-based sd (1.4826 * MAD; the sample sd when the MAD is 0).
-
-    A baseline of ten runs often holds last night's candidate: with mean and sd, that one run
-    widens the scale enough that the confirming night no longer stands out (measured on the
-    synthetic nights: p 0.012 for a second 20% drop). Median and MAD ignore one such run."""
-    b = np.asarray(values, dtype=float)
-    center = float(np.median(b))
-    scale = 1.4826 * float(np.median(np.abs(b - center)))
-    if scale == 0.0:
-        scale = float(np.std(b, ddof=1))
-    return center, scale
-
-
-def prediction_p(value: float, baseline: Sequence[float], alternative: str) -> float:
-    """One-sided p that a single new value comes from the baseline runs' distribution
-    (Student t prediction interval: t = (x - center) / (scale * sqrt(1 + 1/n)), n - 1 df, with
-    the robust center and scale of ``robust_center_scale``).
-
-    Each run is one number (its median, or a per-run metric such as peak RSS): a rank test of
-    1 value against 10 cannot go below p = 1/11 however far out the value lies; the t
-    prediction test can, at the price of assuming roughly normal run-to-run noise."""
-    b = np.asarray(baseline, dtype=float)
-    center, scale = robust_center_scale(baseline)
-    if scale == 0.0:
-        if value == center:
-            return 1.0
-        return 0.0 if (value < center) == (alternative == "less") else 1.0
-    t = (value - center) / (scale * math.sqrt(1.0 + 1.0 / b.size))
-    dist = sps.t(df=b.size - 1)
-    return float(dist.cdf(t) if alternative == "less" else dist.sf(t))
-
-
-def two_proportion_p(
-    successes: int, attempts: int, base_successes: int, base_attempts: int, alternative: str
-) -> float:
-    """One-sided pooled two-proportion z-test ("less": current proportion lower)."""
-    p_cur, p_base = successes / attempts, base_successes / base_attempts
-    pooled = (successes + base_successes) / (attempts + base_attempts)
-    se = math.sqrt(pooled * (1 - pooled) * (1 / attempts + 1 / base_attempts))
-    if se == 0:  # both all-successes or both all-failures: identical, no evidence
-        return 1.0
-    z = (p_cur - p_base) / se
-    return float(sps.norm.cdf(z) if alternative == "less" else sps.norm.sf(z))
-
-
-def run_to_run_fence(centers: Sequence[float], multiplier: float, *, relative: bool) -> float:
-    """Q3 + multiplier * IQR of absolute changes between consecutive runs' centers."""
-    c = np.asarray(centers, dtype=float)
-    steps = np.abs(c[1:] / c[:-1] - 1.0) if relative else np.abs(np.diff(c))
-    q1, q3 = np.percentile(steps, [25, 75])
-    return float(q3 + multiplier * (q3 - q1))
-
-
-def _run_level_ci(value: float, centers: Sequence[float], confidence: float) -> tuple[float, float]:
-    """CI of tonight's relative shift from the baseline runs, with the run as the unit.
-
-    The same t prediction interval the test uses: tonight is one run, so its own run-to-run
-    wobble (sd * sqrt(1 + 1/n)) is part of the uncertainty, not only the baseline mean's."""
-    center, scale = robust_center_scale(centers)
-    n = len(centers)
-    half = float(sps.t(df=n - 1).ppf(0.5 + confidence / 2.0)) * scale * math.sqrt(1 + 1 / n)
-    return (value - half) / center - 1.0, (value + half) / center - 1.0
 
 
 def _proportion_ci(
@@ -400,7 +322,7 @@ def _assess(
     else:
         side = Side.WORSE if (delta < 0) == (spec.direction is Direction.HIGHER) else Side.BETTER
     if continuous:
-        low, high = _run_level_ci(cur_value, run_values, params.confidence)
+        low, high = run_level_ci(cur_value, run_values, params.confidence)
     else:
         low, high = _proportion_ci(current, baseline, params)
     fence = run_to_run_fence(centers, params.fence_multiplier, relative=continuous)
@@ -445,7 +367,7 @@ def detect_night(
     params: DetectorParams | None = None,
     *,
     storm_eligible: Callable[[SeriesKey], bool] | None = None,
-) -> NightResult:
+) -> AbsoluteNight:
     """Every series of one night: test each, correct with BH across them, label, check for a
     storm. Series with insufficient data take no part in the correction.
 
@@ -461,9 +383,9 @@ def detect_night(
     if storm(
         scope, len(scope), max_fraction=params.storm_fraction, min_one_way=params.storm_one_way
     ):
-        return NightResult((), _environment_noise(scope, params.storm_fraction), findings)
+        return AbsoluteNight((), _environment_noise(scope, params.storm_fraction), findings)
     verdicts = tuple(f for f in findings if f.flagged or f.label is Label.SUSPICIOUS)
-    return NightResult(verdicts, None, findings)
+    return AbsoluteNight(verdicts, None, findings)
 
 
 def storm(

@@ -1,13 +1,13 @@
 """Regression tracking: judge each finished campaign against history and keep findings' state.
 
 One campaign is one "night". Its runs are pooled per series and tested by the detector against
-the series' recent good runs (``analysis.detector``); flags become *candidate* findings, and a
+the series' recent good runs (``nightly.detector``); flags become *candidate* findings, and a
 candidate is confirmed only when the series flags the same way again — on a rerun of just that
 series or on the next night. A candidate that is not seen again expires: a single spike never
 reaches a tracker. A night where too much flags at once yields one "environment noise" finding
-instead. Then a retrospective change-point pass over each series' whole history names the
-first bad build of a level shift and restarts the series' baseline there, so the new level is
-what later nights are compared with.
+instead. Then a retrospective change-point pass (``nightly.levelshifts``) over each series'
+whole history names the first bad build of a level shift and restarts the series' baseline
+there, so the new level is what later nights are compared with.
 
 Both CLI and daemon call these functions; they hold the lifecycle rules, the store holds rows.
 """
@@ -21,21 +21,19 @@ from typing import Any
 
 from watchkeeper.errors import ConfigError
 from watchkeeper.findings.evidence import (
-    ChangePointEvidence,
-    LevelShift,
     SeriesEvidence,
     evidence_of,
 )
-from watchkeeper.nightly.changepoints import ChangePoint, first_bad
 from watchkeeper.nightly.detector import (
+    AbsoluteNight,
     DetectorParams,
     Finding,
     Label,
     MetricKind,
-    NightResult,
     SeriesKey,
     detect_night,
 )
+from watchkeeper.nightly.levelshifts import ChangePointFinding, change_point_findings
 from watchkeeper.nightly.series import (
     SeriesPoint,
     describe,
@@ -72,19 +70,11 @@ class TrackingParams:
 
 
 @dataclass(frozen=True, slots=True)
-class ChangePointFinding:
-    key: SeriesKey
-    change: ChangePoint
-    first_bad_run: int
-    finding_id: int
-
-
-@dataclass(frozen=True, slots=True)
 class Judgement:
     """What one campaign's analysis did, for the console and the digest."""
 
     campaign_id: int
-    night: NightResult
+    night: AbsoluteNight
     candidates: tuple[int, ...]
     confirmed: tuple[int, ...]
     expired: tuple[int, ...]
@@ -324,106 +314,17 @@ def _change_points(
     params: TrackingParams,
     now: datetime,
 ) -> Judgement:
-    """Retrospective pass over each tested series' recent good history, the newest
-    ``change_point_window`` runs (resets ignored: the question is where the level changed,
-    whatever the baseline is now)."""
-    found = []
-    for key, (past, tonight) in tested.items():
-        points = [p for p in [*past, *tonight] if p.point.good and p.point.size(key.spec.kind)]
-        points = points[-params.change_point_window :]
-        if len(points) < 2 * params.change_point_min_size:
-            continue
-        kind = key.spec.kind
-        change = first_bad(
-            [(p.point.label, p.point.center(kind)) for p in points],
-            key.spec.direction,
-            min_size=params.change_point_min_size,
-            penalty=params.change_point_penalty,
-        )
-        if change is None or not change.is_current:
-            continue
-        change = _material(change, key)
-        if change is None:
-            continue
-        fp = fingerprint(key)
-        bad = points[change.index].run
-        known = history.findings(fingerprint=fp)
-        if any(_first_bad_run(f) == bad.run_id for f in known):
-            continue
-        size = (
-            f"{change.relative_change:+.1%}"
-            if change.relative_change is not None and kind is MetricKind.CONTINUOUS
-            else f"{(change.after_median - change.before_median) * 100:+.1f} points"
-        )
-        shift = LevelShift(
-            first_bad_build=change.label,
-            first_bad_run=bad.run_id,
-            first_bad_campaign=bad.campaign_id,
-            before_median=change.before_median,
-            after_median=change.after_median,
-            relative_change=change.relative_change,
-            points=len(points),
-            min_segment=params.change_point_min_size,
-            method="PELT (ruptures), l1 cost, penalty 2 log n on a robust noise scale",
-        )
-        cp = shift.to_json()
-        named = f"first bad build {change.label} (run {bad.run_id}, campaign {bad.campaign_id})"
-        open_flag = [f for f in known if f.kind == "regression" and f.status in LIVE_STATUSES]
-        if open_flag:
-            # The detector already tracks this regression: the change point names its cause,
-            # so it annotates that finding instead of opening a second one for one shift.
-            target = open_flag[-1]
-            finding_id = target.id
-            history.update_finding(
-                target.id,
-                evidence={**target.evidence, "change_point": cp},
-                title=f"{target.title.split(' — ')[0]} — {named}",
-                confirmed_at=target.confirmed_at or now,
-            )
-        else:
-            finding_id = history.create_finding(
-                NewFinding(
-                    campaign_id=j.campaign_id,
-                    run_id=bad.run_id,
-                    fingerprint=fp,
-                    kind="change_point",
-                    label=Label.REGRESSION.value,
-                    status="active",
-                    severity="medium",
-                    title=(
-                        f"{key.metric} in {key.category} shifted {size} (profile "
-                        f"{bad.profile_name}) — {named}"
-                    ),
-                    evidence=ChangePointEvidence(
-                        series=asdict(key), series_name=describe(key), change_point=shift
-                    ).to_json(),
-                    series_key=asdict(key),
-                    side="worse",
-                    confirmed_at=now,
-                    last_seen_at=now,
-                )
-            )
-        history.add_reset(fp, bad.run_id, reason="change point", finding_id=finding_id)
-        found.append(ChangePointFinding(key, change, bad.run_id, finding_id))
-    return _with(j, change_points=tuple(found))
-
-
-def _first_bad_run(f: StoredFinding) -> int | None:
-    """The run a finding's change point names (None: the finding names none)."""
-    e = evidence_of(f.kind, f.evidence)
-    shift = e.change_point if isinstance(e, SeriesEvidence | ChangePointEvidence) else None
-    return shift.first_bad_run if shift is not None else None
-
-
-def _material(change: ChangePoint, key: SeriesKey) -> ChangePoint | None:
-    """A level shift smaller than the metric's floor is real but not worth a finding."""
-    spec = key.spec
-    if spec.kind is MetricKind.CONTINUOUS:
-        if change.relative_change is None or abs(change.relative_change) <= spec.floor:
-            return None
-    elif abs(change.after_median - change.before_median) <= spec.floor:
-        return None
-    return change
+    """The change-point pass (`nightly.levelshifts`) with this tracking's parameters."""
+    found = change_point_findings(
+        history,
+        j.campaign_id,
+        tested,
+        window=params.change_point_window,
+        min_size=params.change_point_min_size,
+        penalty=params.change_point_penalty,
+        now=now,
+    )
+    return _with(j, change_points=found)
 
 
 def _detection_summary(j: Judgement) -> dict[str, Any]:

@@ -1,0 +1,90 @@
+"""What one `watchkeeper bench` campaign will run: the plan, built before any server starts.
+
+Kept apart from the orchestration (`commands.bench`) because every command that runs a paired
+campaign (nightly, review-pr, sweep, upgrade-check, release runs) builds or adjusts a plan.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from watchkeeper.config import Config
+from watchkeeper.errors import ConfigError
+from watchkeeper.load.records import RunResult, Task
+from watchkeeper.load.sampling import SamplingSettings
+from watchkeeper.load.tasks import load_taskset, select
+
+Progress = Callable[[str], None]
+DEFAULT_PROFILES = ("qwen-baseline", "qwen-draft4", "qwen-ngram")
+
+MoreRounds = Callable[[Sequence[RunResult], float], int]
+"""(measured runs so far, seconds they took) -> how many more rounds to run."""
+Race = Callable[[Sequence[RunResult]], tuple[Sequence[str], bool]]
+"""After each measured round: (measured runs so far) -> (arms to keep measuring, go on?)."""
+
+
+@dataclass(frozen=True, slots=True)
+class BenchPlan:
+    profiles: tuple[str, ...]
+    tasks: tuple[Task, ...]
+    rounds: int
+    warmup_rounds: int
+    warmup_tasks: int
+    concurrency: int
+    more_rounds: MoreRounds | None = None
+    """Asked once after `rounds`: more rounds on the same servers. A review sizes its rounds
+    for a CI target from its pilot this way; the pilot's rounds count, nothing is re-run."""
+    race: Race | None = None
+    """The sweep's racing rule (commands/sweep.py); `rounds` is then the most it may run."""
+    restart_every: int = 0
+    """Fresh server processes for every arm before every this many measured rounds (0: one
+    process per arm for the whole campaign). A process keeps whatever made it a little fast
+    or slow (placement, memory layout) for its whole life, an offset no resampling of its own
+    rounds can see; restarting makes the process a replicate the rounds carry into the CI."""
+
+
+def plan_bench(
+    config: Config,
+    *,
+    profiles: Sequence[str] | None,
+    rounds: int | None,
+    taskset: Path | None,
+    limit: int | None,
+    per_category: int | None,
+    concurrency: int | None,
+) -> BenchPlan:
+    names = tuple(profiles or DEFAULT_PROFILES)
+    if len(names) < 2:
+        raise ConfigError("bench needs at least two profiles: a baseline and a candidate")
+    if len(set(names)) != len(names):
+        raise ConfigError(f"bench profiles must be distinct: {', '.join(names)}")
+    tasks = select(
+        load_taskset(taskset or config.bench.resolved_taskset()),
+        limit=limit,
+        per_category=per_category,
+    )
+    return BenchPlan(
+        profiles=names,
+        tasks=tuple(tasks),
+        rounds=rounds or config.bench.rounds,
+        warmup_rounds=config.bench.warmup_rounds,
+        warmup_tasks=min(2, len(tasks)),
+        concurrency=concurrency or config.bench.concurrency,
+        restart_every=config.bench.restart_every,
+    )
+
+
+def plan_params(plan: BenchPlan, sampling: SamplingSettings) -> dict[str, Any]:
+    """The plan as the campaign row records it."""
+    return {
+        "profiles": list(plan.profiles),
+        "rounds": plan.rounds,
+        "tasks": len(plan.tasks),
+        "concurrency": plan.concurrency,
+        "warmup_rounds": plan.warmup_rounds,
+        "restart_every": plan.restart_every,
+        "sampling": sampling.to_json(),
+    }
