@@ -103,6 +103,7 @@ def store_checks(
         else:
             findings.add(new)
 
+
 def _pass_of(run_ids: Mapping[RunRef, int], arm: str, round_: int) -> int | None:
     """The arm's pass of the task set in `round_`: a measured round, or (round 0 and below)
     a warm-up round; the control compares round 1 with the last warm-up."""
