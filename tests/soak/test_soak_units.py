@@ -14,8 +14,9 @@ from sqlalchemy import func, select
 
 from watchkeeper.cli.app import main
 from watchkeeper.load.records import RequestSample, Task, TokenLogprob
+from watchkeeper.soak.clients import ServerClients
 from watchkeeper.soak.durations import format_duration, parse_duration
-from watchkeeper.soak.loop import ServerClients, TaskCycle
+from watchkeeper.soak.loop import TaskCycle
 from watchkeeper.soak.records import (
     IncidentRecord,
     ResourcePoint,

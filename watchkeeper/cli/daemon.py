@@ -64,7 +64,7 @@ def cmd_job_run(args: argparse.Namespace, config: Config) -> int:
 
     from watchkeeper.daemon import logs
     from watchkeeper.daemon.service import run_once
-    from watchkeeper.soak.loop import stop_on_signals
+    from watchkeeper.soak.signals import stop_on_signals
 
     logs.configure(config.daemon.log_format, config.daemon.log_level)
     stop = threading.Event()

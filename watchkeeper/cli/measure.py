@@ -108,7 +108,7 @@ def cmd_soak(args: argparse.Namespace, config: Config) -> int:
     import threading
 
     from watchkeeper.commands.soak import soak_command
-    from watchkeeper.soak.loop import stop_on_signals
+    from watchkeeper.soak.signals import stop_on_signals
 
     stop = threading.Event()
     with stop_on_signals(stop):

@@ -26,20 +26,18 @@ from __future__ import annotations
 
 import contextlib
 import random
-import signal
 import threading
 import time
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from types import FrameType
 
 from watchkeeper.config import Config
 from watchkeeper.load.client import chat
 from watchkeeper.load.records import RequestSample, RunPurpose, Task
-from watchkeeper.server.endpoints import ServerClient, make_http_client
+from watchkeeper.soak.clients import ServerClients
 from watchkeeper.soak.records import (
     IncidentRecord,
     RunClose,
@@ -151,62 +149,6 @@ class TaskCycle:
                 random.Random(f"{self._seed}:{self._block}:{self._cycle}").shuffle(self._order)
                 self._order.reverse()
             return self._order.pop()
-
-
-@contextlib.contextmanager
-def stop_on_signals(stop: threading.Event) -> Iterator[None]:
-    """SIGTERM and SIGINT set `stop` (nothing else happens in the handler), then restore."""
-
-    def handler(_signum: int, _frame: FrameType | None) -> None:
-        stop.set()
-
-    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGINT)}
-    try:
-        yield
-    finally:
-        for sig, old in previous.items():
-            signal.signal(sig, old)
-
-
-class ServerClients:
-    """One HTTP client per server for the soak's life, shared by the workers (httpx clients
-    are thread-safe; the pool keeps one connection per worker alive). A restarted server gets
-    a new client; the old one is closed by `close_retired` once no worker can be using it."""
-
-    def __init__(self, *, request_timeout_s: float, pool_size: int) -> None:
-        self._timeout, self._pool_size = request_timeout_s, pool_size
-        self._lock = threading.Lock()
-        self._clients: dict[str, tuple[int, ServerClient]] = {}
-        self._retired: list[ServerClient] = []
-
-    def get(self, profile: str, generation: int, url: str) -> ServerClient:
-        with self._lock:
-            held = self._clients.get(profile)
-            if held is not None and held[0] == generation:
-                return held[1]
-            if held is not None:
-                self._retired.append(held[1])
-            # Idle connections expire quickly: a block's workers reuse theirs back to back,
-            # the next block of this server (minutes later) opens fresh ones, as it did when
-            # every block built its own clients, and never races the server's keep-alive close.
-            client = make_http_client(
-                url, request_timeout_s=self._timeout, pool_size=self._pool_size, keepalive_s=1.0
-            )
-            self._clients[profile] = (generation, client)
-            return client
-
-    def close_retired(self) -> None:
-        with self._lock:
-            retired, self._retired = self._retired, []
-        for client in retired:
-            client.close()
-
-    def close(self) -> None:
-        self.close_retired()
-        with self._lock:
-            clients, self._clients = self._clients, {}
-        for _, client in clients.values():
-            client.close()
 
 
 class SoakLoop:
