@@ -37,7 +37,7 @@ from scipy import stats as scistats
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.detector import Table, as_array, measure_aa_night
-from watchkeeper.analysis.stats import winsorize
+from watchkeeper.analysis.table_fit import winsorize
 from watchkeeper.cli.app import unwind_on_sigterm
 
 

@@ -40,15 +40,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from watchkeeper.analysis.racing import (
-    Cell,
-    RaceArm,
-    RaceSettings,
-    Table,
-    cells_from_rows,
-    decide,
-    simulate,
-)
+from watchkeeper.analysis.racing import decide, simulate
+from watchkeeper.analysis.racing_types import Cell, RaceArm, RaceSettings, Table, cells_from_rows
 from watchkeeper.analysis.stats import paired_speedup
 from watchkeeper.store.db import Database
 from watchkeeper.store.racing_store import RacingStore

@@ -117,12 +117,12 @@ def _ratio(category: str, estimate: float, confirmed: bool) -> RatioRecord:
 
 
 def test_one_regression_is_one_finding_with_its_categories_as_evidence() -> None:
-    from watchkeeper.commands.nightly import _finding_series
+    from watchkeeper.commands.nightly_findings import finding_series
 
     everywhere = [_ratio("all", 0.5, True), _ratio("prose", 0.5, True), _ratio("code", 0.6, True)]
-    ((head, also),) = _finding_series(everywhere)
+    ((head, also),) = finding_series(everywhere)
     assert head.category == "all" and [a.category for a in also] == ["prose", "code"]
     # Diluted overall: each confirmed category is its own finding.
     diluted = [_ratio("all", 0.99, False), _ratio("prose", 0.9, True), _ratio("code", 0.9, True)]
-    assert [(r.category, a) for r, a in _finding_series(diluted)] == [("prose", []), ("code", [])]
-    assert _finding_series([_ratio("all", 1.0, False)]) == []
+    assert [(r.category, a) for r, a in finding_series(diluted)] == [("prose", []), ("code", [])]
+    assert finding_series([_ratio("all", 1.0, False)]) == []

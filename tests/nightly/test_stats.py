@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from watchkeeper.analysis.speculation import expected_tokens, predicted_speedup
-from watchkeeper.analysis.stats import Pair, paired_speedup, rounds_to_settle, winsorize
+from watchkeeper.analysis.stats import Pair, paired_speedup, rounds_to_settle
+from watchkeeper.analysis.table_fit import winsorize
 
 
 def _table(

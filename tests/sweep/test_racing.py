@@ -8,19 +8,8 @@ import math
 import numpy as np
 import pytest
 
-from watchkeeper.analysis.racing import (
-    Cell,
-    RaceArm,
-    RaceSettings,
-    Table,
-    arm_cost,
-    decide,
-    early_error,
-    keep_going,
-    race_round,
-    simulate,
-    start,
-)
+from watchkeeper.analysis.racing import decide, early_error, keep_going, race_round, simulate, start
+from watchkeeper.analysis.racing_types import Cell, RaceArm, RaceSettings, Table, arm_cost
 
 CATEGORIES = ("prose", "tool_call", "code_edit")
 ARMS = (

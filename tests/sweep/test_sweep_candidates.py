@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from watchkeeper.analysis.benchmark import BenchResult
-from watchkeeper.analysis.racing import (
+from watchkeeper.analysis.racing_types import (
     CategoryDecision,
     Cell,
     Drop,

@@ -51,7 +51,6 @@ practical threshold. A CI inside the threshold band is "no change"; anything els
 from __future__ import annotations
 
 import math
-import warnings
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -64,9 +63,9 @@ from watchkeeper.analysis.floor import (
     Floor,
     Settle,
     settle,
-    trimmed_mean,
     two_way_floor,
 )
+from watchkeeper.analysis.table_fit import fit_effects, round_stat, winsorize_cells
 from watchkeeper.analysis.tails import ClippedCell, TailCheck, sign_test
 
 DEFAULT_RESAMPLES = 2000
@@ -81,17 +80,6 @@ identical servers. Rounds cannot replicate that; only other tasks can."""
 TRIM_FROM = 5
 """From this many rounds on, the best and worst round are set aside in the point estimate."""
 DEFAULT_THRESHOLD = 0.03
-OUTLIER_K = 5.0
-"""Residuals (after task and round effects) beyond this many robust sds are winsorized."""
-POLISH_ITERATIONS = 4
-FIT_ITERATIONS = 6
-"""Alternating-means passes of the task + round fit over a table with empty cells."""
-WINSORIZE_FROM = 5
-"""Rounds needed before any cell is judged an outlier. With 3 rounds the median polish leaves
-an exact zero residual in every task's row (a third of all residuals), so the MAD shrinks and
-clipping starts inside the ordinary noise: a 3-round SmolLM2 bench (18 tasks) clipped 9 of 54
-cells of its self-draft arm, and 18-task tables of Gaussian cells (200 simulated) lose 5.7% of
-their cells at 3 rounds, 0.4-0.6% at 4-5 rounds, 0.03% at 12."""
 METHOD = (
     "paired ratios (same task, same round, arms back to back), geometric mean; cells that fit "
     "neither their task nor their round (residual > 5 robust sd) winsorized from 5 rounds on; "
@@ -173,49 +161,6 @@ class RatioCI:
         return math.sqrt(self.high / self.low) - 1.0
 
 
-def _effects(table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(per-round values, per-task values) of a table of log ratios.
-
-    A full table: the plain column and row means. With empty cells (failed requests, a task
-    missing from a round) a column mean mixes task effects into the round's (a slow task
-    missing from round 3 makes round 3 look fast), so the table is fitted as grand + task +
-    round effects by least squares (alternating means over the cells present) and each round
-    reads grand + its round effect, each task grand + its task effect."""
-    if not np.isnan(table).any():
-        return table.mean(axis=0), table.mean(axis=1)
-    present = ~np.isnan(table)
-    with np.errstate(all="ignore"), warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # an all-empty row or column
-        grand = float(np.nanmean(table))
-        rows = np.zeros(table.shape[0])
-        cols = np.zeros(table.shape[1])
-        for _ in range(FIT_ITERATIONS):
-            rows = np.nanmean(table - grand - cols[None, :], axis=1)
-            rows = np.where(np.isnan(rows), 0.0, rows)
-            rows -= rows[present.any(axis=1)].mean()
-            cols = np.nanmean(table - grand - rows[:, None], axis=0)
-            cols = np.where(np.isnan(cols), 0.0, cols)
-            cols -= cols[present.any(axis=0)].mean()
-    per_round = np.where(present.any(axis=0), grand + cols, np.nan)
-    per_task = np.where(present.any(axis=1), grand + rows, np.nan)
-    return per_round, per_task
-
-
-def _round_stat(table: np.ndarray) -> float:
-    """Trimmed mean over rounds (columns) of the mean over tasks (rows); empty cells are
-    fitted around (`_effects`), never let task effects into the round's value."""
-    if not np.isnan(table).any():
-        per_round = table.mean(axis=0)
-    elif np.isnan(table).all():
-        return math.nan
-    else:
-        per_round, _ = _effects(table)
-        per_round = per_round[~np.isnan(per_round)]
-    if per_round.size == 0:
-        return math.nan
-    return trimmed_mean(per_round)
-
-
 def _table(pairs: Sequence[Pair]) -> tuple[np.ndarray, list[str], list[int]]:
     cells: dict[tuple[str, int], list[float]] = defaultdict(list)
     for p in pairs:
@@ -226,40 +171,6 @@ def _table(pairs: Sequence[Pair]) -> tuple[np.ndarray, list[str], list[int]]:
     for (t, r), values in cells.items():
         table[tasks.index(t), rounds.index(r)] = float(np.mean(values))
     return table, tasks, rounds
-
-
-def winsorize(table: np.ndarray, k: float = OUTLIER_K) -> tuple[np.ndarray, int]:
-    """The table with cell residuals beyond ``k`` robust sds pulled back, and how many were.
-
-    Residuals come from a median polish (task + round effects), so a whole slow round or a
-    whole slow task is left alone; only a cell that fits neither moves. Tables with fewer than
-    3 tasks or `WINSORIZE_FROM` rounds are returned as they are: there is no pattern to judge a
-    cell against."""
-    clipped, moved, _ = winsorize_cells(table, k)
-    return clipped, int(np.count_nonzero(moved))
-
-
-def winsorize_cells(
-    table: np.ndarray, k: float = OUTLIER_K
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """`winsorize` with the mask of the cells moved and every cell's residual (before
-    clipping), so a caller can list them and test their balance (analysis.tails)."""
-    none = np.zeros(table.shape, dtype=bool)
-    if table.shape[0] < 3 or table.shape[1] < WINSORIZE_FROM or np.isnan(table).all():
-        return table, none, np.zeros(table.shape)
-    resid = table.copy()
-    with np.errstate(all="ignore"), warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # an all-empty row or column
-        for _ in range(POLISH_ITERATIONS):
-            resid -= np.nan_to_num(np.nanmedian(resid, axis=1, keepdims=True))
-            resid -= np.nan_to_num(np.nanmedian(resid, axis=0, keepdims=True))
-        scale = 1.4826 * float(np.nanmedian(np.abs(resid)))
-    if not scale > 0:
-        return table, none, resid
-    bound = k * scale
-    clipped = np.clip(resid, -bound, bound)
-    moved = np.abs(resid) > bound
-    return table - resid + clipped, moved, resid
 
 
 def classify(estimate: float, low: float, high: float, threshold: float) -> str:
@@ -331,18 +242,18 @@ def _interval(table: np.ndarray, *, resamples: int, confidence: float, seed: int
     for i in range(resamples):
         rows = rng.integers(0, n_tasks, size=n_tasks)
         cols = rng.integers(0, n_rounds, size=n_rounds)
-        stats[i] = _round_stat(table[np.ix_(rows, cols)])
+        stats[i] = round_stat(table[np.ix_(rows, cols)])
     nan = int(np.isnan(stats).sum())
     stats = stats[~np.isnan(stats)]
     alpha = (1.0 - confidence) / 2.0
-    estimate = _round_stat(table)
+    estimate = round_stat(table)
     # Centred on the estimate: a resample that draws a bad round twice trims only one copy,
     # so the resamples' median sits below the trimmed estimate when one round was bad (one
     # 0.871 round in 24 x 12: 0.988 against 0.997). The percentile interval keeps its shape
     # and moves by that bias.
     boot_low, boot_mid, boot_high = np.quantile(stats, [alpha, 0.5, 1.0 - alpha])
     shift = estimate - boot_mid
-    per_round, per_task = _effects(table)
+    per_round, per_task = fit_effects(table)
     floor = two_way_floor(per_round, per_task)
     f_low, f_high = floor.interval(confidence)
     return _Interval(
@@ -405,8 +316,8 @@ def paired_speedup(
     raw, tasks, rounds = _table(valid)
     table, moved, resid = winsorize_cells(raw)
     winsorized = int(np.count_nonzero(moved))
-    per_round, _ = _effects(table)
-    estimate_log = _round_stat(table)
+    per_round, _ = fit_effects(table)
+    estimate_log = round_stat(table)
     discounted: tuple[int, ...] = ()
     present = [(float(v), r) for v, r in zip(per_round, rounds, strict=True) if not np.isnan(v)]
     if len(present) >= TRIM_FROM:

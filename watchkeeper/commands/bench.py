@@ -58,10 +58,6 @@ from watchkeeper.store.db import Database
 from watchkeeper.store.racing_store import RacingStore
 from watchkeeper.store.repository import Repository
 
-# Re-exported for commands/nightly.py, whose imports another change is editing; new code
-# imports BenchPlan from commands.bench_plan and finish_with_report from commands.bench_report.
-__all__ = ["BenchPlan", "bench_command", "execute_bench", "finish_with_report"]
-
 
 def execute_bench(
     config: Config,

@@ -19,21 +19,27 @@ from typing import Any
 
 from watchkeeper.analysis.benchmark import ALL, BenchResult
 from watchkeeper.analysis.stats import MIN_TASKS
-from watchkeeper.commands.bench import BenchPlan, execute_bench, finish_with_report
+from watchkeeper.commands.bench import execute_bench
+from watchkeeper.commands.bench_plan import BenchPlan
+from watchkeeper.commands.bench_report import finish_with_report
+from watchkeeper.commands.nightly_findings import (
+    family_false_alarms,
+    finding_evidence,
+    finding_series,
+    finding_title,
+    with_confirmed,
+)
 from watchkeeper.config import Config, ProfileConfig
 from watchkeeper.config.model import NightlyConfig
 from watchkeeper.errors import ConfigError
-from watchkeeper.findings.evidence import NightlyEvidence
 from watchkeeper.host import info as hostinfo
 from watchkeeper.load.tasks import load_taskset, select
-from watchkeeper.nightly.digest import rerun_campaigns
 from watchkeeper.nightly.ratios import (
     CONFIRM_WINDOW,
     FLAGS,
     FalseAlarms,
     SeriesCheck,
     confirmed_series,
-    false_alarms,
     judge_night,
     night_noise,
     night_ratios,
@@ -47,12 +53,10 @@ from watchkeeper.nightly.reference import (
     snapshot_model,
     snapshot_root,
 )
-from watchkeeper.publish.format import change_of_ratio, interval
 from watchkeeper.server.flags import read_help
 from watchkeeper.server.launch import PreparedProfile, prepare
 from watchkeeper.store.db import Database, open_database
 from watchkeeper.store.findings import FindingStore, NewFinding
-from watchkeeper.store.history import History
 from watchkeeper.store.references import RatioRecord, ReferenceRecord, ReferenceStore
 
 Progress = Callable[[str], None]
@@ -287,14 +291,14 @@ def run_night(
         rerun_ratios = ratios_of(rerun)
         again = {r.series for r in rerun_ratios if r.verdict == "regression"}
         confirmed |= confirmed_series(flagged, previous, again)
-    stored = [_with_confirmed(r, r.series in confirmed and r.verdict in FLAGS) for r in ratios]
+    stored = [with_confirmed(r, r.series in confirmed and r.verdict in FLAGS) for r in ratios]
     store.add_ratios(stored)
     store.add_ratios(rerun_ratios)
     findings = []
     if not aa:
         recorded = FindingStore(db)
-        for r, also in _finding_series(stored):
-            evidence = _evidence(r, ref, result, rerun_id, also)
+        for r, also in finding_series(stored):
+            evidence = finding_evidence(r, ref, result, rerun_id, also)
             check = checks.get(r.category)
             if check is not None:
                 evidence = replace(evidence, checks=check.to_json())
@@ -306,7 +310,7 @@ def run_night(
                         kind="regression",
                         label="regression",
                         severity="high",
-                        title=_title(profile, r, check),
+                        title=finding_title(profile, r, check),
                         evidence=evidence.to_json(),
                     )
                 )
@@ -323,80 +327,6 @@ def run_night(
         tuple(findings),
         result.report_path,
         tuple(checks.values()),
-    )
-
-
-def _finding_series(
-    stored: list[RatioRecord],
-) -> list[tuple[RatioRecord, list[RatioRecord]]]:
-    """One finding per regression, not one per series that shows it.
-
-    A slower build slows every category, and the overall series is made of them: filing each
-    would give a maintainer five issues for one cause. When the overall series is confirmed it
-    is the finding and the confirmed categories ride in its evidence; only when it is not (one
-    category regressed, diluted overall) does each confirmed category become its own finding.
-    """
-    confirmed = [r for r in stored if r.confirmed]
-    overall = [r for r in confirmed if r.category == ALL]
-    if overall:
-        others = [r for r in confirmed if r.category != ALL]
-        return [(overall[0], others)]
-    return [(r, []) for r in confirmed]
-
-
-def _title(profile: str, r: RatioRecord, check: SeriesCheck | None) -> str:
-    """A finding's title: the ratio, or the failed requests where they made the verdict."""
-    failures = check.failures if check is not None else None
-    if failures is not None and failures.regression:
-        return (
-            f"{profile} · {r.category}: {failures.current_failed} of "
-            f"{failures.current_requests} requests failed against the reference's "
-            f"{failures.reference_failed} (decode tok/s of the rest {change_of_ratio(r.estimate)})"
-        )
-    return (
-        f"{profile} · {r.category}: decode tok/s {change_of_ratio(r.estimate)} against "
-        f"the reference (95% CI {interval(r.low, r.high, change_of_ratio)})"
-    )
-
-
-def _with_confirmed(r: RatioRecord, confirmed: bool) -> RatioRecord:
-    return replace(r, confirmed=confirmed)
-
-
-def _evidence(
-    r: RatioRecord,
-    ref: ReferenceRecord,
-    result: BenchResult,
-    rerun_id: int | None,
-    also: Sequence[RatioRecord],
-) -> NightlyEvidence:
-    return NightlyEvidence(
-        series_name=r.series,
-        metric=r.metric,
-        ratio=r.estimate,
-        ci95=[r.low, r.high],
-        delta=r.estimate - 1.0,
-        delta_ci=[r.low - 1.0, r.high - 1.0] if r.low is not None and r.high is not None else None,
-        n_pairs=r.n_pairs,
-        n_tasks=r.n_tasks,
-        n_rounds=r.n_rounds,
-        threshold=r.threshold,
-        method="paired current/reference ratio inside one run; two-way bootstrap CI",
-        reference={
-            "id": ref.id,
-            "pinned_at": ref.pinned_at.isoformat(),
-            "pinned_by": ref.pinned_by,
-            "binary_sha256": ref.binary_sha256,
-            "model_sha256": ref.model_sha256,
-            "draft_sha256": ref.draft_sha256,
-            "config_hash": ref.config_hash,
-        },
-        campaign_id=result.campaign_id,
-        rerun_campaign_id=rerun_id,
-        report=result.report_path,
-        also_confirmed=[
-            {"category": c.category, "ratio": c.estimate, "ci95": [c.low, c.high]} for c in also
-        ],
     )
 
 
@@ -428,15 +358,6 @@ def nightly_command(
     with open_database(config.database.resolved_url(), given=database) as db:
         nights = tuple(run_night(config, db, name, progress=progress) for name in names)
         return NightlyOutcome(nights, family_false_alarms(db, names))
-
-
-def family_false_alarms(
-    db: Database, profiles: Sequence[str], now: datetime | None = None
-) -> tuple[tuple[str, FalseAlarms], ...]:
-    """Each profile's live false-alarm rates, reruns left out of the nights."""
-    ratios = ReferenceStore(db).ratios()
-    reruns = rerun_campaigns(History(db), now or datetime.now(UTC))
-    return tuple((p, false_alarms([r for r in ratios if r.profile == p], reruns)) for p in profiles)
 
 
 def reference_pin(

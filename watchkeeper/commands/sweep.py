@@ -24,16 +24,14 @@ from pathlib import Path
 from typing import Any
 
 from watchkeeper.analysis.benchmark import BenchResult
-from watchkeeper.analysis.racing import (
+from watchkeeper.analysis.racing import keep_going, race_round, start
+from watchkeeper.analysis.racing_types import (
     Cell,
     RaceArm,
     RaceSettings,
     RaceState,
     Table,
     arm_cost,
-    keep_going,
-    race_round,
-    start,
 )
 from watchkeeper.analysis.recommend import Recommendation, recommend
 from watchkeeper.commands.bench import execute_bench

@@ -19,7 +19,7 @@ from typing import Any
 
 from watchkeeper.analysis.acceptance import explain, result_curves
 from watchkeeper.analysis.benchmark import ALL, BenchResult
-from watchkeeper.analysis.racing import RaceArm, RaceSettings, RaceState
+from watchkeeper.analysis.racing_types import RaceArm, RaceSettings, RaceState
 from watchkeeper.analysis.recommend import Recommendation
 from watchkeeper.analysis.stats import RatioCI
 from watchkeeper.config import ProfileConfig
