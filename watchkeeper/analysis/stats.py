@@ -32,8 +32,8 @@ Single cells have heavy tails too: on this shared host one request of one arm re
 ratio +1.78) when a neighbour's burst landed on it, enough to move its round by 15% and to
 widen the night's CI to +-20%. Such a cell fits neither its task nor its round, so before any
 estimate the table is fitted as task + round effects (Tukey's median polish) and residuals
-beyond ``OUTLIER_K`` robust sds (1.4826 x MAD) are pulled back to that bound (winsorized),
-from ``WINSORIZE_FROM`` rounds on (fewer rounds give the residuals no scale).
+beyond ``table_fit.OUTLIER_K`` robust sds (1.4826 x MAD) are pulled back to that bound (winsorized),
+from ``table_fit.WINSORIZE_FROM`` rounds on (fewer rounds give the residuals no scale).
 Task and round effects are never touched: a regression on some tasks is a task effect, a
 disturbed round is a round effect (trimmed and resampled as above). The cells pulled back are
 counted, listed and tested for balance between the arms (analysis/tails.py): a build that
