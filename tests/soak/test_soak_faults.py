@@ -53,17 +53,28 @@ def stored_once(db_url: str, campaign_id: int, completed: Completed) -> None:
                 select(RequestSampleRow).where(RequestSampleRow.run_id.in_(list(runs)))
             ).all()
             stored = Counter(
-                (runs[r.run_id].arm, runs[r.run_id].round, runs[r.run_id].concurrency, r.seq)
+                (
+                    runs[r.run_id].arm,
+                    runs[r.run_id].purpose,
+                    runs[r.run_id].round,
+                    runs[r.run_id].concurrency,
+                    r.seq,
+                )
                 for r in rows
             )
-            texts = {(runs[r.run_id].arm, runs[r.run_id].round, r.seq): r.output_text for r in rows}
+            texts = {
+                (runs[r.run_id].arm, runs[r.run_id].purpose, runs[r.run_id].round, r.seq): (
+                    r.output_text
+                )
+                for r in rows
+            }
     finally:
         db.close()
-    expected = Counter((k.arm, k.round, k.concurrency, s.seq) for k, s in completed)
+    expected = Counter((k.arm, str(k.purpose), k.round, k.concurrency, s.seq) for k, s in completed)
     assert stored == expected, f"missing {expected - stored}, extra {stored - expected}"
     assert max(stored.values()) == 1
     for key, sample in completed:
-        assert texts[(key.arm, key.round, sample.seq)] == sample.output_text
+        assert texts[(key.arm, str(key.purpose), key.round, sample.seq)] == sample.output_text
 
 
 def incidents(db_url: str, campaign_id: int) -> list[Incident]:
