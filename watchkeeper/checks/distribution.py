@@ -334,6 +334,18 @@ def is_sample_and_match(spec_type: str | None, draft_sampling: str | None) -> bo
     return not (spec_type.startswith("draft-") and draft_sampling == "probabilistic")
 
 
+def _correctness(arm: str, category: str, title: str, evidence: dict[str, Any]) -> GuardFinding:
+    """A high-severity correctness finding, the kind an identity `mismatch` files."""
+    return GuardFinding(
+        kind="correctness",
+        profile=arm,
+        severity="high",
+        category=category,
+        title=title,
+        evidence=evidence,
+    )
+
+
 def findings(results: Sequence[ArmDistribution]) -> list[GuardFinding]:
     """Correctness findings, filed like an identity `mismatch` (category 'distribution' keeps
     their fingerprint apart from the temperature-0 one)."""
@@ -343,42 +355,36 @@ def findings(results: Sequence[ArmDistribution]) -> list[GuardFinding]:
         evidence: dict[str, Any] = {"distribution": r.to_json()}
         if r.sampling_ignored:
             out.append(
-                GuardFinding(
-                    kind="correctness",
-                    profile=r.arm,
-                    severity="high",
-                    category="distribution",
-                    title=f"{r.arm}: sampling ignored at {label}: every seed wrote the same "
+                _correctness(
+                    r.arm,
+                    "distribution",
+                    f"{r.arm}: sampling ignored at {label}: every seed wrote the same "
                     "output, which the target's own distribution makes improbable "
                     f"(log-probability {r.ignored_logprob:.1f})",
-                    evidence=evidence,
+                    evidence,
                 )
             )
         elif r.check.verdict == DistributionVerdict.DISTORTED:
             low, high = r.check.excess_ci
             out.append(
-                GuardFinding(
-                    kind="correctness",
-                    profile=r.arm,
-                    severity="high",
-                    category="distribution",
-                    title=f"{r.arm}: output distribution differs from the target's at {label}: "
+                _correctness(
+                    r.arm,
+                    "distribution",
+                    f"{r.arm}: output distribution differs from the target's at {label}: "
                     f"{r.check.excess_nats:+.3f} nats/token excess surprisal "
                     f"[{low:+.3f}, {high:+.3f}] over {r.check.tokens} tokens",
-                    evidence=evidence,
+                    evidence,
                 )
             )
         mismatches = [i for i in r.identity if i.verdict == Verdict.MISMATCH]
         if mismatches:
             out.append(
-                GuardFinding(
-                    kind="correctness",
-                    profile=r.arm,
-                    severity="high",
-                    category="seeded identity",
-                    title=f"{r.arm}: {len(mismatches)} seeded output(s) at {label} took a token "
+                _correctness(
+                    r.arm,
+                    "seeded identity",
+                    f"{r.arm}: {len(mismatches)} seeded output(s) at {label} took a token "
                     "the target gives no probability",
-                    evidence=evidence,
+                    evidence,
                 )
             )
     return out
