@@ -176,3 +176,61 @@ def test_the_database_libraries_are_imported_only_by_the_store(library: str) -> 
     assert users, f"nothing imports {library}: the rule checks nothing"
     outside = {u for u in users if u != DATABASE_OWNER and not u.startswith(f"{DATABASE_OWNER}.")}
     assert outside == set(), sorted(outside)
+
+
+# One writer per table: a row of these tables is created, updated or deleted only in its owner.
+TABLE_OWNERS = {
+    "Campaign": "watchkeeper.store.campaigns",
+    "Finding": "watchkeeper.store.findings",
+    "Run": "watchkeeper.store.runs",
+    "RequestSampleRow": "watchkeeper.store.runs",
+    "JobRun": "watchkeeper.store.jobs",
+}
+_WRITES = ("update", "delete", "insert", "first_or_add", "insert_if_absent")
+
+
+def _table_writes(path: Path) -> set[str]:
+    """Tables of `store.schema` that `path` writes: a row built (`Campaign(...)`), or the
+    table handed to `update`/`delete`/`insert` or an upsert helper. Names are resolved through
+    the module's own imports, so another module's `Finding` dataclass does not count."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    tables = {
+        alias.asname or alias.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and node.module == "watchkeeper.store.schema"
+        for alias in node.names
+        if alias.name in TABLE_OWNERS
+    }
+    written: set[str] = set()
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", "")
+        if name in tables:
+            written.add(name)
+        elif name in _WRITES:
+            written |= {a.id for a in node.args if isinstance(a, ast.Name) and a.id in tables}
+    return written
+
+
+def test_each_owned_table_is_written_only_by_its_owner_module() -> None:
+    writers: dict[str, set[str]] = {table: set() for table in TABLE_OWNERS}
+    for name, path in MODULES.items():
+        for table in _table_writes(path):
+            writers[table].add(name)
+    assert all(writers.values()), f"a table nobody writes: the rule checks nothing ({writers})"
+    strays = {t: sorted(w - {TABLE_OWNERS[t]}) for t, w in writers.items() if w - {TABLE_OWNERS[t]}}
+    assert strays == {}, f"write these tables only in their owner ({TABLE_OWNERS}): {strays}"
+
+
+def test_the_table_writer_finder_sees_a_row_built_elsewhere(tmp_path: Path) -> None:
+    stray = tmp_path / "stray.py"
+    stray.write_text(
+        "from watchkeeper.store.schema import Campaign\n"
+        "from sqlalchemy import update\n"
+        "def f(s):\n"
+        "    s.add(Campaign(kind='x'))\n"
+        "    s.execute(update(Campaign).values(status='x'))\n"
+    )
+    assert _table_writes(stray) == {"Campaign"}

@@ -18,6 +18,7 @@ from typing import Any, Unpack
 
 from sqlalchemy import select
 
+from watchkeeper.store.campaigns import CampaignRows
 from watchkeeper.store.db import Database
 from watchkeeper.store.findings import FindingChanges, FindingStore, NewFinding, StoredFinding
 from watchkeeper.store.runs import RunRows
@@ -201,10 +202,7 @@ class History:
 
     def mark_analysed(self, campaign_id: int, detection: dict[str, Any]) -> None:
         """Record the detector's summary of the campaign (kept beside the command's own)."""
-        with self._db.session() as s:
-            row = s.get_one(Campaign, campaign_id)
-            row.summary = {**(row.summary or {}), "detection": detection}
-            row.analysed_at = datetime.now(UTC)
+        CampaignRows(self._db).mark_analysed(campaign_id, detection)
 
     def campaigns_between(self, since: datetime, until: datetime) -> list[dict[str, Any]]:
         with self._db.session() as s:

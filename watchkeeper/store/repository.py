@@ -7,8 +7,6 @@ natural keys make every write safe to repeat.
 from __future__ import annotations
 
 import json
-import uuid as uuidlib
-from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import select
@@ -18,10 +16,10 @@ from watchkeeper.host.info import HostInfo
 from watchkeeper.load.records import RunResult
 from watchkeeper.server.binary import ServerBinary
 from watchkeeper.server.models import ModelFile
+from watchkeeper.store.campaigns import CampaignRows
 from watchkeeper.store.db import Database
 from watchkeeper.store.runs import RunRows, StoredRun
 from watchkeeper.store.schema import (
-    Campaign,
     Host,
     Model,
     OutputCheck,
@@ -112,27 +110,14 @@ class Repository:
     def create_campaign(
         self, *, kind: str, host_id: int, build_id: int | None, params: dict[str, Any]
     ) -> int:
-        with self._db.session() as s:
-            row = Campaign(
-                uuid=str(uuidlib.uuid4()),
-                kind=kind,
-                status="running",
-                host_id=host_id,
-                server_build_id=build_id,
-                params=params,
-            )
-            s.add(row)
-            s.flush()
-            return int(row.id)
+        return CampaignRows(self._db).create(
+            kind=kind, host_id=host_id, build_id=build_id, params=params
+        )
 
     def finish_campaign(
         self, campaign_id: int, *, status: str, summary: dict[str, Any] | None = None
     ) -> None:
-        with self._db.session() as s:
-            row = s.get_one(Campaign, campaign_id)
-            row.status = status
-            row.summary = summary
-            row.finished_at = datetime.now(UTC)
+        CampaignRows(self._db).finish(campaign_id, status=status, summary=summary)
 
     def save_run(self, campaign_id: int, profile_id: int, result: RunResult) -> int:
         """Store one run and all its samples in one transaction (see `store.runs`)."""

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import select
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
@@ -30,11 +30,11 @@ from watchkeeper.soak.records import (
     RunOpen,
     SampleRecord,
 )
+from watchkeeper.store.campaigns import CampaignRows
 from watchkeeper.store.db import Database, masked
 from watchkeeper.store.runs import add_sample, open_run
 from watchkeeper.store.schema import (
     Campaign,
-    Host,
     Incident,
     RequestSampleRow,
     ResourceSample,
@@ -210,30 +210,12 @@ class SoakStore:
         s.flush()
 
     def set_status(self, campaign_id: int, status: str) -> None:
-        with self._db.session() as s:
-            row = s.get_one(Campaign, campaign_id)
-            row.status = status
-            row.finished_at = None
+        CampaignRows(self._db).reopen(campaign_id, status)
 
     def interrupt_running(self, fingerprint: str, since: datetime) -> list[int]:
         """Soak campaigns of this machine still `running` since a dead job's start: they were
         cut off without a chance to say so; `interrupted` makes them resumable."""
-        with self._db.session() as s:
-            ids = list(
-                s.scalars(
-                    select(Campaign.id)
-                    .join(Host, Host.id == Campaign.host_id)
-                    .where(
-                        Campaign.kind == "soak",
-                        Campaign.status == "running",
-                        Host.fingerprint == fingerprint,
-                        Campaign.started_at >= since,
-                    )
-                )
-            )
-            if ids:
-                s.execute(update(Campaign).where(Campaign.id.in_(ids)).values(status="interrupted"))
-            return [int(i) for i in ids]
+        return CampaignRows(self._db).interrupt_running("soak", fingerprint, since)
 
     def find_resumable(self, signature: str) -> int | None:
         """The newest interrupted soak campaign with the same plan signature."""
