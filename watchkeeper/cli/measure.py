@@ -11,6 +11,7 @@ from rich.markup import escape
 
 from watchkeeper.cli.common import add_common, add_sampling, out, progress, quiet, split
 from watchkeeper.config import Config
+from watchkeeper.store.db import open_database
 
 
 def cmd_setup(args: argparse.Namespace, config: Config) -> int:
@@ -55,16 +56,18 @@ def cmd_bench(args: argparse.Namespace, config: Config) -> int:
     from watchkeeper.commands.bench import bench_command
     from watchkeeper.publish.console import print_bench
 
-    result = bench_command(
-        config,
-        profiles=split(args.profiles),
-        rounds=args.rounds,
-        taskset=Path(args.taskset) if args.taskset else None,
-        limit=args.limit,
-        per_category=args.per_category,
-        concurrency=args.concurrency,
-        progress=progress,
-    )
+    with open_database(config.database.resolved_url()) as db:
+        result = bench_command(
+            config,
+            profiles=split(args.profiles),
+            rounds=args.rounds,
+            taskset=Path(args.taskset) if args.taskset else None,
+            limit=args.limit,
+            per_category=args.per_category,
+            concurrency=args.concurrency,
+            progress=progress,
+            database=db,
+        )
     if args.json:
         out.print_json(json.dumps(result.to_json()))
     else:
@@ -76,20 +79,22 @@ def cmd_sweep(args: argparse.Namespace, config: Config) -> int:
     from watchkeeper.commands.sweep import sweep_command
     from watchkeeper.publish.console import print_bench
 
-    result = sweep_command(
-        config,
-        family=args.family,
-        target=args.target,
-        draft=args.draft,
-        profile=args.profile,
-        rounds=args.rounds,
-        taskset=Path(args.taskset) if args.taskset else None,
-        per_category=args.per_category,
-        service_path=Path(args.service_file),
-        budget_min=args.budget,
-        race=not args.no_race,
-        progress=progress if not args.json else quiet,
-    )
+    with open_database(config.database.resolved_url()) as db:
+        result = sweep_command(
+            config,
+            family=args.family,
+            target=args.target,
+            draft=args.draft,
+            profile=args.profile,
+            rounds=args.rounds,
+            taskset=Path(args.taskset) if args.taskset else None,
+            per_category=args.per_category,
+            service_path=Path(args.service_file),
+            budget_min=args.budget,
+            race=not args.no_race,
+            progress=progress if not args.json else quiet,
+            database=db,
+        )
     if args.json:
         out.print_json(json.dumps(result.to_json(), default=str))
     else:

@@ -8,6 +8,7 @@ from typing import Any
 
 from watchkeeper.cli.common import add_common, out, progress, split
 from watchkeeper.config import Config
+from watchkeeper.store.db import open_database
 
 
 def cmd_cache(args: argparse.Namespace, config: Config) -> int:
@@ -43,19 +44,21 @@ def cmd_bisect(args: argparse.Namespace, config: Config) -> int:
     from watchkeeper.upgrade.report import steps_text
 
     profile = args.profile or config.nightly.profiles[0]
-    run = bisect_command(
-        config,
-        good=args.good,
-        bad=args.bad,
-        profile=profile,
-        settings=_settings(args, config),
-        progress=progress,
-        sdists=Path(args.sdists) if args.sdists else None,
-        state_path=Path(args.state) if args.state else None,
-        rounds=args.rounds,
-        max_rounds=args.max_rounds,
-        jobs=args.jobs,
-    )
+    with open_database(config.database.resolved_url()) as db:
+        run = bisect_command(
+            config,
+            good=args.good,
+            bad=args.bad,
+            profile=profile,
+            settings=_settings(args, config),
+            progress=progress,
+            sdists=Path(args.sdists) if args.sdists else None,
+            state_path=Path(args.state) if args.state else None,
+            rounds=args.rounds,
+            max_rounds=args.max_rounds,
+            jobs=args.jobs,
+            database=db,
+        )
     result = run.result
     for line in steps_text(result.steps):
         out.print(f"  {line}")
@@ -74,17 +77,19 @@ def cmd_upgrade_check(args: argparse.Namespace, config: Config) -> int:
 
     from watchkeeper.commands.upgrade_check import upgrade_check_command
 
-    check = upgrade_check_command(
-        config,
-        to=args.to,
-        profiles=[args.profile] if args.profile else None,
-        settings=_settings(args, config),
-        rounds=args.rounds or config.nightly.rounds,
-        now=datetime.now(UTC),
-        progress=progress,
-        sdists=Path(args.sdists) if args.sdists else None,
-        jobs=args.jobs,
-    )
+    with open_database(config.database.resolved_url()) as db:
+        check = upgrade_check_command(
+            config,
+            to=args.to,
+            profiles=[args.profile] if args.profile else None,
+            settings=_settings(args, config),
+            rounds=args.rounds or config.nightly.rounds,
+            now=datetime.now(UTC),
+            progress=progress,
+            sdists=Path(args.sdists) if args.sdists else None,
+            jobs=args.jobs,
+            database=db,
+        )
     for v in check.verdicts:
         out.print(f"{v.profile}: {v.verdict} — {v.reason}")
         for line in v.flags.lines():

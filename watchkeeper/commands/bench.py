@@ -54,7 +54,7 @@ from watchkeeper.load.sampling import (
 from watchkeeper.server.launch import PreparedProfile, prepare
 from watchkeeper.server.serverset import ServerSet
 from watchkeeper.store.bench_rows import BenchRows
-from watchkeeper.store.db import Database
+from watchkeeper.store.db import Database, open_database
 from watchkeeper.store.racing_store import RacingStore
 from watchkeeper.store.repository import Repository
 
@@ -67,6 +67,7 @@ def execute_bench(
     progress: Progress,
     prepared: Sequence[PreparedProfile] | None = None,
     drift_only: bool = False,
+    database: Database | None = None,
 ) -> BenchResult:
     """Run the plan, store everything, analyse, write the report.
 
@@ -74,17 +75,15 @@ def execute_bench(
     snapshot binary and models that no profile name resolves to); their names must be
     ``plan.profiles``. ``drift_only``: the candidates are other builds or settings of the
     baseline (the nightly's current vs reference), so their outputs are compared as drift,
-    never judged for identity."""
+    never judged for identity. ``database``: the caller's (the CLI's, the daemon's); without
+    one the bench opens its own for its duration."""
     if prepared is None:
         prepared = [prepare(config, name, progress=progress) for name in plan.profiles]
     elif tuple(p.name for p in prepared) != plan.profiles:
         raise ConfigError("prepared arms must match the plan's profiles")
     prepared = list(prepared)
-    db = Database(config.database.resolved_url())
-    try:
+    with open_database(config.database.resolved_url(), given=database) as db:
         return _execute(config, plan, prepared, db, kind, progress, drift_only=drift_only)
-    finally:
-        db.close()
 
 
 def _restarts_before(round_index: int, every: int) -> bool:
@@ -388,6 +387,7 @@ def bench_command(
     per_category: int | None,
     concurrency: int | None,
     progress: Progress,
+    database: Database | None = None,
 ) -> BenchResult:
     plan = plan_bench(
         config,
@@ -398,5 +398,8 @@ def bench_command(
         per_category=per_category,
         concurrency=concurrency,
     )
-    result = execute_bench(config, plan, progress=progress)
-    return finish_with_report(config, result, progress=progress, recommendation=recommend(result))
+    with open_database(config.database.resolved_url(), given=database) as db:
+        result = execute_bench(config, plan, progress=progress, database=db)
+        return finish_with_report(
+            config, result, progress=progress, recommendation=recommend(result), database=db
+        )

@@ -14,7 +14,7 @@ from watchkeeper.analysis.recommend import Recommendation
 from watchkeeper.commands.bench_plan import Progress
 from watchkeeper.config import Config
 from watchkeeper.publish.report import write_bench_report
-from watchkeeper.store.db import Database
+from watchkeeper.store.db import Database, open_database
 from watchkeeper.store.repository import Repository
 
 
@@ -26,6 +26,7 @@ def finish_with_report(
     recommendation: object | None = None,
     extra_copy: Path | None = None,
     sections: str = "",
+    database: Database | None = None,
 ) -> BenchResult:
     rec = recommendation if isinstance(recommendation, Recommendation) else None
     path = write_bench_report(
@@ -37,8 +38,7 @@ def finish_with_report(
     )
     progress(f"report: {path}")
     result = replace(result, report_path=str(path))
-    db = Database(config.database.resolved_url())
-    try:
+    with open_database(config.database.resolved_url(), given=database) as db:
         repo = Repository(db)
         repo.add_report(result.campaign_id, kind=result.kind, path=str(path))
         repo.finish_campaign(
@@ -46,6 +46,4 @@ def finish_with_report(
             status="completed",
             summary={"report": str(path), "findings": len(result.findings)},
         )
-    finally:
-        db.close()
     return result

@@ -15,6 +15,7 @@ from watchkeeper.commands.release_runs import MeasureSettings, ReleaseBuilds, pa
 from watchkeeper.config import Config
 from watchkeeper.config.paths import data_dir
 from watchkeeper.server.profiles import get_profile
+from watchkeeper.store.db import Database
 from watchkeeper.upgrade import releases
 from watchkeeper.upgrade.bisect import Bisector, BisectResult, Built, start_or_resume
 from watchkeeper.upgrade.report import bisect_markdown
@@ -48,6 +49,7 @@ def bisect_command(
     max_rounds: int = 12,
     jobs: int | None = None,
     versions: list[str] | None = None,
+    database: Database | None = None,
 ) -> BisectRun:
     get_profile(config, profile)  # an unknown profile fails before any build
     every = versions or releases.available(config.server.package_index, sdists)
@@ -74,6 +76,7 @@ def bisect_command(
             first_round=first,
             settings=settings,
             progress=progress,
+            database=database,
         )
 
     progress(f"bisect {good}..{bad}: {len(window)} releases; state {path}")

@@ -189,6 +189,7 @@ def _bench(
     *,
     kind: str,
     progress: Progress,
+    database: Database,
 ) -> BenchResult:
     n = config.nightly
     taskset = Path(n.taskset) if n.taskset else config.bench.resolved_taskset()
@@ -214,8 +215,9 @@ def _bench(
         progress=progress,
         prepared=[ref_arm, current],
         drift_only=True,
+        database=database,
     )
-    return finish_with_report(bench_config, result, progress=progress)
+    return finish_with_report(bench_config, result, progress=progress, database=database)
 
 
 def run_night(
@@ -252,7 +254,7 @@ def run_night(
         f"{ref.pinned_by}){' — A/A night: they are identical' if aa else ''}"
     )
     ref_arm = reference_profile(config, current, ref)
-    result = _bench(config, current, ref_arm, kind="nightly", progress=progress)
+    result = _bench(config, current, ref_arm, kind="nightly", progress=progress, database=db)
 
     def ratios_of(bench: BenchResult) -> list[RatioRecord]:
         records = night_ratios(
@@ -286,7 +288,9 @@ def run_night(
     pending = [r for r in flagged if r.series not in confirmed and r.category == ALL]
     if pending and config.nightly.confirm_rerun:
         progress(f"{profile}: {len(pending)} regression candidate(s); rerunning to confirm")
-        rerun = _bench(config, current, ref_arm, kind="nightly-rerun", progress=progress)
+        rerun = _bench(
+            config, current, ref_arm, kind="nightly-rerun", progress=progress, database=db
+        )
         rerun_id = rerun.campaign_id
         rerun_ratios = ratios_of(rerun)
         again = {r.series for r in rerun_ratios if r.verdict == "regression"}

@@ -28,7 +28,7 @@ from watchkeeper.server.binary import ServerBinary
 from watchkeeper.server.flags import read_help
 from watchkeeper.server.install import cached_binary, ensure_binary
 from watchkeeper.server.launch import PreparedProfile, prepare
-from watchkeeper.store.db import Database
+from watchkeeper.store.db import Database, open_database
 from watchkeeper.store.repository import Repository
 from watchkeeper.upgrade.bisect import Built
 from watchkeeper.upgrade.releases import from_directory, tag
@@ -111,6 +111,7 @@ def paired_pairs(
     settings: MeasureSettings,
     progress: Progress,
     candidate_profile: ProfileConfig | None = None,
+    database: Database | None = None,
 ) -> list[Pair]:
     """One batch: `rounds` measured rounds of both releases, interleaved; the throughput pairs
     under ALL, their rounds renumbered from `first_round` so batches pool. `candidate_profile`
@@ -146,12 +147,10 @@ def paired_pairs(
         progress=progress,
         prepared=[base_arm, cand_arm],
         drift_only=True,
+        database=database,
     )
-    db = Database(config.database.resolved_url())
-    try:
+    with open_database(config.database.resolved_url(), given=database) as db:
         stored = Repository(db).load_runs(result.campaign_id)
-    finally:
-        db.close()
     # A stored run carries what the pairing reads (arm, round, warm-up flag, samples).
     runs = cast(list[RunResult], stored)
     pairs = throughput_pairs(runs, base_arm.name, cand_arm.name).get(ALL, [])

@@ -186,9 +186,9 @@ def review_bench(
         more_rounds=more_rounds,
         restart_every=config.bench.restart_every,
     )
-    result = execute_bench(config, plan, kind="review", progress=progress)
+    result = execute_bench(config, plan, kind="review", progress=progress, database=db)
     result = replace(result, extras={**result.extras, "sizing": "; ".join(notes)})
-    result = finish_with_report(config, result, progress=progress)
+    result = finish_with_report(config, result, progress=progress, database=db)
     # A review is not a night: keep it out of the regression detector's judging.
     History(db).mark_analysed(result.campaign_id, {"skipped": "pull request review"})
     return result

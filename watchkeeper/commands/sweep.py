@@ -46,7 +46,7 @@ from watchkeeper.server.flags import read_help
 from watchkeeper.server.install import ensure_binary
 from watchkeeper.server.models import CATALOG
 from watchkeeper.server.profiles import QWEN_DRAFT, QWEN_TARGET, SMOLLM2, get_profile
-from watchkeeper.store.db import Database
+from watchkeeper.store.db import Database, open_database
 from watchkeeper.store.racing_store import RaceArmRecord, RacingStore
 
 Progress = Callable[[str], None]
@@ -280,9 +280,11 @@ def sweep_command(
     budget_min: float = DEFAULT_BUDGET_MIN,
     race: bool = True,
     clock: Clock = time.monotonic,
+    database: Database | None = None,
 ) -> SweepResult:
     """`rounds`: with racing, the most rounds it may run (default 5); without, every arm
-    runs exactly that many (default bench.rounds)."""
+    runs exactly that many (default bench.rounds). ``database``: the caller's, else one opened
+    for the sweep."""
     started = clock()
     config, source = resolve_candidates(
         config, family=family, target=target, draft=draft, profile=profile
@@ -320,57 +322,56 @@ def sweep_command(
             else f"{plan.rounds} rounds, every arm"
         )
     )
-    result = execute_bench(config, plan, kind="sweep", progress=progress)
-    rec = recommend(result)
-    reports = config.bench.resolved_reports_dir()
-    state = racer.state if racer is not None else None
-    chosen = rec.overall.profile or result.baseline.name
-    db = Database(config.database.resolved_url())
-    try:
+    with open_database(config.database.resolved_url(), given=database) as db:
+        result = execute_bench(config, plan, kind="sweep", progress=progress, database=db)
+        rec = recommend(result)
+        reports = config.bench.resolved_reports_dir()
+        state = racer.state if racer is not None else None
+        chosen = rec.overall.profile or result.baseline.name
         store = RacingStore(db)
         if state is not None:
             store.save_race(result.campaign_id, race_records(state, arms))
         soak = store.latest_soak(result.host.fingerprint, chosen)
-    finally:
-        db.close()
-    final_report = Path(result.report_path or reports / SPECULATIVE_REPORT)
-    view = SweepView(
-        result=result,
-        recommendation=rec,
-        arms=tuple(arms),
-        settings=settings,
-        race=state,
-        stop_reason=racer.stop_reason if racer is not None else "every arm ran every round",
-        budget_min=budget_min if race else None,
-        wall_s=clock() - started,
-        chosen=chosen,
-        chosen_profile=config.profiles.get(chosen),
-        soak=soak,
-        soak_command=soak_command(chosen),
-        service_path=service_path,
-    )
-    result = finish_with_report(
-        config,
-        result,
-        progress=progress,
-        recommendation=rec,
-        extra_copy=reports / SPECULATIVE_REPORT,
-        sections=render_sweep_sections(view),
-    )
-    final_report = Path(result.report_path or final_report)
-    arm = next(a for a in result.arms if a.name == chosen)
-    text = render_service(
-        arm,
-        headline=f"Recommendation: {rec.headline}",
-        campaign_id=result.campaign_id,
-        report=final_report,
-        filename=service_path.name,
-        user=current_user(),
-        gpu=bool(result.host.gpu),
-    )
-    write_service(service_path, text)
-    progress(f"service file: {service_path} (profile {chosen})")
-    return SweepResult(result, rec, service_path, state, view.stop_reason, wall_s=clock() - started)
+        final_report = Path(result.report_path or reports / SPECULATIVE_REPORT)
+        view = SweepView(
+            result=result,
+            recommendation=rec,
+            arms=tuple(arms),
+            settings=settings,
+            race=state,
+            stop_reason=racer.stop_reason if racer is not None else "every arm ran every round",
+            budget_min=budget_min if race else None,
+            wall_s=clock() - started,
+            chosen=chosen,
+            chosen_profile=config.profiles.get(chosen),
+            soak=soak,
+            soak_command=soak_command(chosen),
+            service_path=service_path,
+        )
+        result = finish_with_report(
+            config,
+            result,
+            progress=progress,
+            recommendation=rec,
+            extra_copy=reports / SPECULATIVE_REPORT,
+            sections=render_sweep_sections(view),
+            database=db,
+        )
+        final_report = Path(result.report_path or final_report)
+        arm = next(a for a in result.arms if a.name == chosen)
+        text = render_service(
+            arm,
+            headline=f"Recommendation: {rec.headline}",
+            campaign_id=result.campaign_id,
+            report=final_report,
+            filename=service_path.name,
+            user=current_user(),
+            gpu=bool(result.host.gpu),
+        )
+        write_service(service_path, text)
+        progress(f"service file: {service_path} (profile {chosen})")
+        wall_s = clock() - started
+        return SweepResult(result, rec, service_path, state, view.stop_reason, wall_s=wall_s)
 
 
 def race_records(state: RaceState, arms: Sequence[RaceArm]) -> list[RaceArmRecord]:

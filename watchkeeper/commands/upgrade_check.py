@@ -33,7 +33,7 @@ from watchkeeper.server.binary import ServerBinary
 from watchkeeper.server.flags import read_help
 from watchkeeper.server.install import ensure_binary
 from watchkeeper.server.launch import PreparedProfile, prepare
-from watchkeeper.store.db import Database
+from watchkeeper.store.db import Database, open_database
 from watchkeeper.store.references import ReferenceStore
 from watchkeeper.upgrade import releases
 from watchkeeper.upgrade.flagcheck import check_flags
@@ -60,13 +60,9 @@ class UpgradeCheck:
     report_path: Path
 
 
-def _baseline(config: Config, profile: str, current: ServerBinary) -> ServerBinary:
+def _baseline(db: Database, profile: str, current: ServerBinary) -> ServerBinary:
     """The pinned reference's binary on this host, else the configured build."""
-    db = Database(config.database.resolved_url())
-    try:
-        ref = ReferenceStore(db).active(hostinfo.collect().fingerprint, profile)
-    finally:
-        db.close()
+    ref = ReferenceStore(db).active(hostinfo.collect().fingerprint, profile)
     if ref is None or not Path(ref.binary_path).is_file():
         return current
     return ServerBinary(
@@ -90,6 +86,7 @@ def identity_within(
     *,
     settings: MeasureSettings,
     progress: Progress,
+    database: Database | None = None,
 ) -> tuple[str, ...]:
     """Identity verdicts of the candidate's speculating server against its plain twin."""
     if not current.profile.speculative:
@@ -110,7 +107,12 @@ def identity_within(
         concurrency=1,
     )
     result = execute_bench(
-        config, plan, kind="upgrade-identity", progress=progress, prepared=[plain, spec]
+        config,
+        plan,
+        kind="upgrade-identity",
+        progress=progress,
+        prepared=[plain, spec],
+        database=database,
     )
     return tuple(r.verdict for r in result.identity if r.arm.startswith(spec.name))
 
@@ -127,6 +129,7 @@ def upgrade_check_command(
     sdists: Path | None = None,
     jobs: int | None = None,
     versions: list[str] | None = None,
+    database: Database | None = None,
 ) -> UpgradeCheck:
     if to == "latest":
         candidate = releases.latest(
@@ -141,37 +144,41 @@ def upgrade_check_command(
     cand_help = read_help(binary, config.server.resolved_cache_dir())
     verdicts: list[ProfileVerdict] = []
     baseline_name = current.identity
-    for name in profiles or config.nightly.profiles:
-        prepared = prepare(config, name, progress=progress)
-        assert prepared.help is not None
-        flags = check_flags(
-            prepared.profile,
-            current=prepared.help,
-            candidate=cand_help,
-            cuda=binary.variant == "cuda",
-        )
-        for line in flags.lines():
-            progress(f"{name}: {line}")
-        if not flags.ok:
-            verdicts.append(judge(name, flags, None, ()))
-            continue
-        baseline = _baseline(config, name, current)
-        baseline_name = baseline.identity
-        progress(f"{name}: measuring {candidate} against {baseline.identity}")
-        pairs = paired_pairs(
-            config,
-            name,
-            baseline,
-            binary,
-            rounds=rounds,
-            first_round=0,
-            settings=settings,
-            progress=progress,
-        )
-        ratio = paired_speedup(pairs, threshold=config.nightly.min_effect)
-        identity = identity_within(config, prepared, binary, settings=settings, progress=progress)
-        verdicts.append(judge(name, flags, ratio, identity))
-        progress(f"{name}: {verdicts[-1].verdict} ({verdicts[-1].reason})")
+    with open_database(config.database.resolved_url(), given=database) as db:
+        for name in profiles or config.nightly.profiles:
+            prepared = prepare(config, name, progress=progress)
+            assert prepared.help is not None
+            flags = check_flags(
+                prepared.profile,
+                current=prepared.help,
+                candidate=cand_help,
+                cuda=binary.variant == "cuda",
+            )
+            for line in flags.lines():
+                progress(f"{name}: {line}")
+            if not flags.ok:
+                verdicts.append(judge(name, flags, None, ()))
+                continue
+            baseline = _baseline(db, name, current)
+            baseline_name = baseline.identity
+            progress(f"{name}: measuring {candidate} against {baseline.identity}")
+            pairs = paired_pairs(
+                config,
+                name,
+                baseline,
+                binary,
+                rounds=rounds,
+                first_round=0,
+                settings=settings,
+                progress=progress,
+                database=db,
+            )
+            ratio = paired_speedup(pairs, threshold=config.nightly.min_effect)
+            identity = identity_within(
+                config, prepared, binary, settings=settings, progress=progress, database=db
+            )
+            verdicts.append(judge(name, flags, ratio, identity))
+            progress(f"{name}: {verdicts[-1].verdict} ({verdicts[-1].reason})")
     folder = config.bench.resolved_reports_dir()
     folder.mkdir(parents=True, exist_ok=True)
     report = folder / f"upgrade-{candidate}-{now:%Y-%m-%d}.md"
