@@ -68,6 +68,7 @@ import os
 import statistics
 import sys
 import tempfile
+import threading
 import time
 import uuid
 import warnings
@@ -262,7 +263,8 @@ def measure_aa_night(args: argparse.Namespace, index: int) -> Table:
             restart_every=args.restart_every,
         )
         started = time.monotonic()
-        result = execute_bench(config, plan, progress=lambda _m: None, drift_only=True)
+        with LoadSampler() as load:
+            result = execute_bench(config, plan, progress=lambda _m: None, drift_only=True)
         minutes = (time.monotonic() - started) / 60
         db = Database(url)
         runs = Repository(db).load_runs(result.campaign_id)
@@ -278,6 +280,7 @@ def measure_aa_night(args: argparse.Namespace, index: int) -> Table:
     table: Table = {
         "night": index,
         "minutes": minutes,
+        "load": load.mean,
         "rounds": rounds,
         "warmup_tasks": plan.warmup_tasks,
         "restart_every": plan.restart_every,
@@ -290,6 +293,44 @@ def measure_aa_night(args: argparse.Namespace, index: int) -> Table:
             row.append(math.log(c / b) if b and c else None)
         table["tasks"][t.id] = {"category": t.category, "log_ratios": row}
     return table
+
+
+class LoadSampler:
+    """The host's 1-minute load average, sampled every 30 s while a night runs.
+
+    A night is labelled quiet or busy by this figure, not by what the person running it
+    remembers: on a 2-core host a load near 1 is the night alone, near 2 or more is a
+    neighbour on the other core."""
+
+    def __init__(self, every_s: float = 30.0) -> None:
+        self._every = every_s
+        self._samples: list[float] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._every):
+            self._samples.append(os.getloadavg()[0])
+
+    def __enter__(self) -> LoadSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._samples.append(os.getloadavg()[0])
+
+    @property
+    def mean(self) -> float:
+        return statistics.mean(self._samples) if self._samples else math.nan
+
+
+def host_state(load: float | None) -> str:
+    """quiet / busy from a night's mean load (2 cores: the night itself is about 1)."""
+    if load is None or math.isnan(load):
+        return "?"
+    return "quiet" if load < 1.6 else "busy"
 
 
 def night_noise_of(logs: list[float]) -> NightNoise:
@@ -337,6 +378,8 @@ def noise(tables: list[Table], resamples: int) -> dict[str, Any]:
             {
                 "night": table["night"],
                 "minutes": table["minutes"],
+                "load": table.get("load"),
+                "host": host_state(table.get("load")),
                 "tasks": int(array.shape[0]),
                 "rounds": int(array.shape[1]),
                 "ratio": ci.estimate if ci else None,
@@ -647,12 +690,14 @@ def paired(args: argparse.Namespace) -> dict[str, Any]:
         f"A/A nights {where} ({first['tasks']} tasks x {first['rounds']} rounds, "
         f"max_tokens {MAX_TOKENS}; a night costs {minutes:.1f} min)"
     )
-    say("  night  ratio   95% CI          half-width  round sd  verdict")
+    say("  night  ratio   95% CI          half-width  round sd  load  host   min  verdict")
     for n in measured["nights"]:
         low, high = n["ci95"] or (math.nan, math.nan)
+        load = n["load"] if n["load"] is not None else math.nan
         say(
             f"  {n['night']:>5}  {n['ratio']:.3f}  [{low:.3f}, {high:.3f}]  "
-            f"{(n['half_width'] or math.nan):>10.1%}  {n['round_sd']:>8.1%}  {n['verdict']}"
+            f"{(n['half_width'] or math.nan):>10.1%}  {n['round_sd']:>8.1%}  {load:4.1f}  "
+            f"{n['host']:<5} {n['minutes']:4.1f}  {n['verdict']}"
         )
     n2n = measured["night_to_night_sd"]
     say(f"  night-to-night sd of the ratio: {'n/a' if n2n is None else f'{n2n:.1%}'}")
