@@ -9,6 +9,7 @@ the conversion between a `RequestSample` and its row is written once.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -87,6 +88,31 @@ def open_run(
         started_at=started_at,
     )
     return run
+
+
+def note_run_start(run: Run, server_argv: Sequence[str], started_at: datetime) -> None:
+    """A (re)opened soak block: the first command line it ran, the earliest start seen."""
+    if not run.server_argv:
+        run.server_argv = list(server_argv)
+    started = run.started_at if run.started_at.tzinfo else run.started_at.replace(tzinfo=UTC)
+    run.started_at = min(started, started_at)
+
+
+def close_run(
+    run: Run,
+    *,
+    status: str,
+    finished_at: datetime | None,
+    peak_rss_bytes: int | None,
+    error: str | None,
+) -> None:
+    """A soak block's end; a block with errors is kept out of the baseline (`excluded_reason`)."""
+    run.status = status
+    run.finished_at = finished_at
+    run.peak_rss_bytes = peak_rss_bytes
+    run.error = error
+    if error:
+        run.excluded_reason = "soak block with errors"
 
 
 class RunRows:

@@ -32,7 +32,7 @@ from watchkeeper.soak.records import (
 )
 from watchkeeper.store.campaigns import CampaignRows
 from watchkeeper.store.db import Database, masked
-from watchkeeper.store.runs import add_sample, open_run
+from watchkeeper.store.runs import add_sample, close_run, note_run_start, open_run
 from watchkeeper.store.schema import (
     Campaign,
     Incident,
@@ -149,17 +149,15 @@ class SoakStore:
     def _write_one(self, s: Session, campaign_id: int, item: Item, runs: dict[RunKey, Run]) -> None:
         if isinstance(item, RunOpen):
             run = self._run(s, campaign_id, item.key, runs)
-            if not run.server_argv:
-                run.server_argv = list(item.server_argv)
-            run.started_at = min(_utc(run.started_at), item.started_at)
+            note_run_start(run, item.server_argv, item.started_at)
         elif isinstance(item, RunClose):
-            run = self._run(s, campaign_id, item.key, runs)
-            run.status = item.status
-            run.finished_at = item.finished_at
-            run.peak_rss_bytes = item.peak_rss_bytes
-            run.error = item.error
-            if item.error:
-                run.excluded_reason = "soak block with errors"
+            close_run(
+                self._run(s, campaign_id, item.key, runs),
+                status=item.status,
+                finished_at=item.finished_at,
+                peak_rss_bytes=item.peak_rss_bytes,
+                error=item.error,
+            )
         elif isinstance(item, SampleRecord):
             run = self._run(s, campaign_id, item.key, runs)
             add_sample(s, int(run.id), item.sample)
