@@ -302,7 +302,8 @@ def run_night(
     if not aa:
         recorded = FindingStore(db)
         for r, also in finding_series(stored):
-            evidence = finding_evidence(r, ref, result, rerun_id, also)
+            built = current.binary.identity if current.binary else None
+            evidence = finding_evidence(r, ref, result, rerun_id, also, built)
             check = checks.get(r.category)
             if check is not None:
                 evidence = replace(evidence, checks=check.to_json())

@@ -63,9 +63,11 @@ def finding_evidence(
     result: BenchResult,
     rerun_id: int | None,
     also: Sequence[RatioRecord],
+    current_build: str | None = None,
 ) -> NightlyEvidence:
     """The finding's evidence: the ratio and its CI, the pinned reference it is against, the
-    campaigns that measured and confirmed it, and the categories that rode along."""
+    campaigns that measured and confirmed it, the categories that rode along, and both arms'
+    builds (the reference's `binary_version`, `current_build`): a bisect's range."""
     return NightlyEvidence(
         series_name=r.series,
         metric=r.metric,
@@ -83,6 +85,7 @@ def finding_evidence(
             "pinned_at": ref.pinned_at.isoformat(),
             "pinned_by": ref.pinned_by,
             "binary_sha256": ref.binary_sha256,
+            "binary_version": ref.binary_version,
             "model_sha256": ref.model_sha256,
             "draft_sha256": ref.draft_sha256,
             "config_hash": ref.config_hash,
@@ -93,6 +96,7 @@ def finding_evidence(
         also_confirmed=[
             {"category": c.category, "ratio": c.estimate, "ci95": [c.low, c.high]} for c in also
         ],
+        current_build=current_build,
     )
 
 

@@ -186,8 +186,12 @@ class NightlyEvidence(_Evidence):
     checks: dict[str, Any] | None = None
     """The series' verdict checks (failed requests, clipped cells: nightly/ratios.py), when
     the night ran them."""
+    current_build: str | None = None
+    """The current arm's build, as its identity line ('llama.cpp 11440.0.0 (cpu, gcc 12.2.0)'):
+    with the reference's `binary_version` it names the release range a bisect searches. The
+    campaign row records one build only (the reference arm's, the first prepared)."""
 
-    OPTIONAL: ClassVar[tuple[str, ...]] = ("checks",)
+    OPTIONAL: ClassVar[tuple[str, ...]] = ("checks", "current_build")
 
     def delta_text(self) -> str:
         return pct(self.delta)
