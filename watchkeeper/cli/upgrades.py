@@ -58,6 +58,7 @@ def cmd_bisect(args: argparse.Namespace, config: Config) -> int:
             max_rounds=args.max_rounds,
             jobs=args.jobs,
             database=db,
+            finding=args.finding,
         )
     result = run.result
     for line in steps_text(result.steps):
@@ -68,8 +69,12 @@ def cmd_bisect(args: argparse.Namespace, config: Config) -> int:
         out.print("no release differs beyond the threshold")
     else:
         out.print(f"inconclusive between {' and '.join(result.unresolved or ())}")
+    for line in run.link.lines():
+        out.print(f"tracker: {line}")
     out.print(f"report: {run.report_path}  state: {run.state_path}")
-    return 0 if result.status != "inconclusive" else 1
+    if run.link.failed:
+        out.print("the result is safe in the report and the state file; rerun to post it")
+    return 0 if result.status != "inconclusive" and not run.link.failed else 1
 
 
 def cmd_upgrade_check(args: argparse.Namespace, config: Config) -> int:
@@ -131,7 +136,8 @@ def register(sub: Any) -> None:
         description="Binary search over the releases from --good to --bad (package index, "
         "or --sdists): each candidate is built and measured paired against the good release; "
         "bad when the ratio's CI lies beyond nightly.min_effect, good when it rules that out, "
-        "more rounds otherwise. Resumable: rerun the same command after a crash.",
+        "more rounds otherwise. Resumable: rerun the same command after a crash. The result "
+        "goes to the tracker issue of the regression finding it explains, once.",
     )
     add_common(p)
     p.add_argument("--good", required=True, metavar="V", help="a release known to be good")
@@ -140,6 +146,13 @@ def register(sub: Any) -> None:
     p.add_argument("--rounds", type=int, default=3, metavar="N", help="rounds per batch")
     p.add_argument("--max-rounds", type=int, default=12, metavar="N", help="rounds per step")
     p.add_argument("--state", metavar="F", help="state file (default: data dir/bisect/...)")
+    p.add_argument(
+        "--finding",
+        type=int,
+        metavar="ID",
+        help="post the result on this finding's tracker issue (default: every open nightly "
+        "regression of the profile whose reference and current releases bracket the range)",
+    )
     p.set_defaults(handler=cmd_bisect)
 
     p = sub.add_parser(

@@ -335,6 +335,15 @@ class NightlyConfig(_Strict):
     From 8 A/A nights on, their own spread sets that floor whatever the restarts."""
 
 
+class BisectConfig(_Strict):
+    """`watchkeeper bisect` driven by the nightly's findings (see docs/upgrades.md)."""
+
+    auto: bool = False
+    """True: the daemon's bisect job bisects a confirmed nightly regression whose reference
+    and current releases differ (once per finding, bounded); false: the digest only prints the
+    `watchkeeper bisect` command."""
+
+
 class Config(_Strict):
     database: DatabaseConfig = Field(default_factory=DatabaseConfig)
     server: ServerConfig = Field(default_factory=ServerConfig)
@@ -345,6 +354,7 @@ class Config(_Strict):
     digest: DigestConfig = Field(default_factory=DigestConfig)
     soak: SoakConfig = Field(default_factory=SoakConfig)
     nightly: NightlyConfig = Field(default_factory=NightlyConfig)
+    bisect: BisectConfig = Field(default_factory=BisectConfig)
     tracker: TrackerConfig = Field(default_factory=TrackerConfig)
     review: ReviewConfig = Field(default_factory=ReviewConfig)
     daemon: DaemonConfig = Field(default_factory=DaemonConfig)

@@ -117,6 +117,12 @@ class BisectState:
     """Step keys in the order the search took them (the report's evidence)."""
     outcome: dict[str, Any] = field(default_factory=dict)
     version: int = STATE_VERSION
+    findings: list[int] = field(default_factory=list)
+    """Regression findings this bisect was run for or linked to: the daemon bisects a finding
+    once (`upgrade.suggest.pick_auto`)."""
+    comments: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Tracker comments that carry the result, keyed 'forge:owner/repo#N|outcome': a rerun
+    of the same bisect posts nothing twice (`tracker.bisect_link`)."""
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -137,6 +143,8 @@ class BisectState:
             order=list(data.get("order", [])),
             outcome=dict(data.get("outcome", {})),
             version=int(data.get("version", STATE_VERSION)),
+            findings=[int(i) for i in data.get("findings", [])],
+            comments=dict(data.get("comments", {})),
         )
 
 
@@ -152,6 +160,20 @@ def load_state(path: Path) -> BisectState | None:
     if not path.is_file():
         return None
     return BisectState.from_json(json.loads(path.read_text(encoding="utf-8")))
+
+
+def recorded_findings(folder: Path) -> set[int]:
+    """Every finding a state file in `folder` records (started, finished or interrupted): the
+    daemon's once-per-finding record. A file that does not parse records nothing."""
+    found: set[int] = set()
+    for path in sorted(folder.glob("*.json")) if folder.is_dir() else ():
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if isinstance(data, dict):
+            found.update(int(i) for i in data.get("findings", []) if isinstance(i, int))
+    return found
 
 
 @dataclass(frozen=True, slots=True)
