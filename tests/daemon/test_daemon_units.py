@@ -53,12 +53,22 @@ def daemon_config(url: str, jobs_dir: Path, **daemon: object) -> Config:
 
 def test_the_shipped_job_files_load_with_their_scopes() -> None:
     jobs = {j.name: j for j in load_jobs(ROOT_JOBS)}
-    assert set(jobs) == {"nightly", "soak", "digest", "triage", "review-pr", "health", "upgrade"}
+    assert set(jobs) == {
+        "nightly",
+        "soak",
+        "digest",
+        "triage",
+        "review-pr",
+        "health",
+        "upgrade",
+        "bisect",
+    }
     assert {n: j.scope for n, j in jobs.items()} == {
         "nightly": "host",
         "soak": "host",
         "health": "host",
         "upgrade": "host",
+        "bisect": "host",
         "digest": "fleet",
         "triage": "fleet",
         "review-pr": "fleet",
@@ -67,6 +77,8 @@ def test_the_shipped_job_files_load_with_their_scopes() -> None:
     assert jobs["review-pr"].cron_fields()["day_of_week"] == "mon-fri"
     assert jobs["upgrade"].cron_fields()["day_of_week"] == "sat"  # weekly, off the nightly
     assert jobs["upgrade"].args.to == "latest"
+    # After triage (07:45), so the finding's issue exists for the result's comment.
+    assert jobs["bisect"].cron_fields()["hour"] == "9" and jobs["bisect"].args.max_rounds == 12
 
 
 @pytest.mark.parametrize(

@@ -107,6 +107,7 @@ def digest_command(
             params=params.detector,
             change_point_min_size=params.change_point_min_size,
             now=now,
+            bisect_auto=config.bisect.auto,
         )
     files = digest_files(digest)
     name = f"{day.isoformat()}.md"

@@ -1,13 +1,14 @@
 """Job definitions: one `jobs/NAME.toml` per job, validated with pydantic.
 
 ```toml
-kind = "soak"                 # soak | bench | digest | triage | review-pr | health
+kind = "soak"                 # soak | bench | nightly | digest | triage | review-pr | health
+                              # | upgrade | bisect
 cron = "30 1 * * *"           # 5 fields, or 6 with seconds first ("*/5 * * * * *")
 timezone = "Europe/Berlin"
 misfire_grace_s = 3600        # a start missed by less than this still runs (once: coalesced)
 coalesce = true
 enabled = true
-# scope = "host" | "fleet"    # default from the kind: soak/bench/health host, the rest fleet
+# scope = "host" | "fleet"    # default from the kind (HOST_KINDS: host), the rest fleet
 # resume = true               # soak only: a restarted daemon resumes an interrupted night
 
 [args]                        # the kind's own arguments (the CLI's flags)
@@ -31,9 +32,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from watchkeeper.errors import ConfigError
 from watchkeeper.soak.durations import parse_duration
 
-Kind = Literal["soak", "bench", "nightly", "digest", "triage", "review-pr", "health", "upgrade"]
+Kind = Literal[
+    "soak", "bench", "nightly", "digest", "triage", "review-pr", "health", "upgrade", "bisect"
+]
 Scope = Literal["host", "fleet"]
-HOST_KINDS = frozenset({"soak", "bench", "nightly", "health", "upgrade"})
+HOST_KINDS = frozenset({"soak", "bench", "nightly", "health", "upgrade", "bisect"})
 
 
 class _Strict(BaseModel):
@@ -85,6 +88,17 @@ class UpgradeArgs(_Strict):
     """Default: [nightly] rounds."""
 
 
+class BisectArgs(_Strict):
+    """The daemon's bisect (`bisect.auto`): the CLI's measuring options, nothing to name (the
+    finding, its profile and releases come from the store)."""
+
+    rounds: Annotated[int, Field(ge=1)] = 3
+    max_rounds: Annotated[int, Field(ge=1)] = 12
+    per_category: Annotated[int, Field(ge=1)] | None = None
+    max_tokens: Annotated[int, Field(ge=0)] | None = None
+    jobs: Annotated[int, Field(ge=1)] | None = None
+
+
 class NoArgs(_Strict):
     pass
 
@@ -104,6 +118,7 @@ ARGS: dict[str, type[_Strict]] = {
     "review-pr": NoArgs,
     "health": HealthArgs,
     "upgrade": UpgradeArgs,
+    "bisect": BisectArgs,
 }
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from watchkeeper.commands.bench import bench_command
+from watchkeeper.commands.bisect import auto_bisect_command
 from watchkeeper.commands.digest import digest_command
 from watchkeeper.commands.nightly import nightly_command
 from watchkeeper.commands.release_runs import settings_from
@@ -29,6 +30,7 @@ from watchkeeper.commands.upgrade_check import upgrade_check_command
 from watchkeeper.config import Config
 from watchkeeper.daemon.jobdefs import (
     BenchArgs,
+    BisectArgs,
     DigestArgs,
     HealthArgs,
     NightlyArgs,
@@ -203,6 +205,26 @@ def upgrade_job(config: Config, args: UpgradeArgs, ctx: JobContext) -> JobResult
     )
 
 
+def bisect_job(config: Config, args: BisectArgs, ctx: JobContext) -> JobResult:
+    """With `bisect.auto`: bisect one confirmed nightly regression whose reference and current
+    releases differ (the decision: `commands.bisect.next_auto_bisect`)."""
+    if not config.bisect.auto:
+        return JobResult(summary="nothing to do: bisect.auto is off", samples=0)
+    run = auto_bisect_command(
+        config,
+        now=datetime.now(UTC),
+        settings=settings_from(config, per_category=args.per_category, max_tokens=args.max_tokens),
+        rounds=args.rounds,
+        max_rounds=args.max_rounds,
+        jobs=args.jobs,
+        progress=ctx.checkpoint,
+        database=ctx.db,
+    )
+    if run is None:
+        return JobResult(summary="nothing to bisect", samples=0)
+    return JobResult(summary=run.summary(), samples=0, details=run.to_json())
+
+
 JobFunction = Callable[[Config, Any, JobContext], JobResult]
 JOB_FUNCTIONS: dict[str, JobFunction] = {
     "soak": soak_job,
@@ -213,6 +235,7 @@ JOB_FUNCTIONS: dict[str, JobFunction] = {
     "review-pr": review_pr_job,
     "health": health_job,
     "upgrade": upgrade_job,
+    "bisect": bisect_job,
 }
 
 

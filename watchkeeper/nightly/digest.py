@@ -27,6 +27,7 @@ from watchkeeper.publish.format import MISSING
 from watchkeeper.store.findings import OPEN_STATUSES, StoredFinding
 from watchkeeper.store.history import History
 from watchkeeper.store.references import RatioRecord, ReferenceRecord, ReferenceStore
+from watchkeeper.upgrade.suggest import BisectSuggestion, suggestions
 
 DIGEST_KINDS = ("regression", "improvement", "change_point", "environment_noise")
 
@@ -91,6 +92,11 @@ class Digest:
     """Per host: flags on A/A series-nights over the whole history (the detector's live
     false-alarm rate)."""
     ratio_plots: tuple[RatioPlotData, ...] = ()
+    bisects: tuple[BisectSuggestion, ...] = ()
+    """Confirmed nightly regressions whose reference and current system run different
+    llama.cpp releases: the `watchkeeper bisect` each calls for."""
+    bisect_auto: bool = False
+    """`bisect.auto`: the daemon's bisect job runs them (the digest says so)."""
 
     @property
     def headline(self) -> str:
@@ -173,6 +179,7 @@ def gather(
     params: DetectorParams | None = None,
     change_point_min_size: int = 3,
     now: datetime | None = None,
+    bisect_auto: bool = False,
 ) -> Digest:
     window_since, window_until = day_window(day)
     since, until = since or window_since, until or window_until
@@ -213,9 +220,8 @@ def gather(
     )
     plotted = [*regressions, *change_points, *improvements]
     reruns = rerun_campaigns(history, until)
-    nightly, false_alarm_rates, ratio_plots = _nightly(
-        ReferenceStore(history.db), since, until, reruns
-    )
+    references = ReferenceStore(history.db)
+    nightly, false_alarm_rates, ratio_plots = _nightly(references, since, until, reruns)
     return Digest(
         day=day,
         since=since,
@@ -239,6 +245,8 @@ def gather(
         nightly=nightly,
         false_alarms=false_alarm_rates,
         ratio_plots=ratio_plots,
+        bisects=tuple(suggestions(regressions, references.get)),
+        bisect_auto=bisect_auto,
     )
 
 

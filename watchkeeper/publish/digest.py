@@ -181,6 +181,11 @@ def render_digest(
             ],
             "lllrl",
         ),
+        bisect_lines=[
+            f"#{b.finding_id} ({b.profile}: reference on {b.good}, tonight on {b.bad}): "
+            f"`{b.command}`"
+            for b in digest.bisects[:MAX_ROWS]
+        ],
         campaign_list=", ".join(f"{c['id']} ({c['kind']})" for c in digest.campaigns) or md.NONE,
         labels=", ".join(f"{k}: {v}" for k, v in sorted(digest.labels.items())) or md.NONE,
         excerpt=_excerpt,
