@@ -11,7 +11,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from watchkeeper.config import Config, parse_config
-from watchkeeper.config.model import ModelConfig, ProfileConfig
+from watchkeeper.config.model import URL_PROFILE_KEYS, ModelConfig, ProfileConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
@@ -60,9 +60,14 @@ def test_every_config_section_and_key_is_in_the_documented_example() -> None:
             missing.append(f"[{section}]")
             continue
         missing += [f"{section}.{k}" for k in sorted(documented_keys(model) - set(shown))]
-    for section, model in (("models", ModelConfig), ("profiles", ProfileConfig)):
-        for name, shown in data.get(section, {}).items():
-            missing += [
-                f"{section}.{name}.{k}" for k in sorted(documented_keys(model) - set(shown))
-            ]
+    for name, shown in data.get("models", {}).items():
+        missing += [f"models.{name}.{k}" for k in sorted(documented_keys(ModelConfig) - set(shown))]
+    # A profile has either `model` (a server watchkeeper starts: every other key) or `url` (a
+    # running server: only the keys a request carries); the example shows one of each, whole.
+    profiles = data.get("profiles", {})
+    kinds = {"url" in shown for shown in profiles.values()}
+    assert kinds == {True, False}, "the example shows a model profile and a url profile"
+    for name, shown in profiles.items():
+        keys = URL_PROFILE_KEYS if "url" in shown else documented_keys(ProfileConfig) - {"url"}
+        missing += [f"profiles.{name}.{k}" for k in sorted(keys - set(shown))]
     assert not missing, f"keys the documented example does not show: {missing}"

@@ -6,10 +6,15 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from watchkeeper.commands.release_runs import ReleaseBuilds, release_server
+import pytest
+
+from watchkeeper.commands.release_runs import ReleaseBuilds, release_arm, release_server
 from watchkeeper.commands.upgrade_check import plain_twin
 from watchkeeper.config import Config, ProfileConfig, ServerConfig
+from watchkeeper.errors import ConfigError
 from watchkeeper.server import build, install
+from watchkeeper.server.binary import ServerBinary
+from watchkeeper.server.launch import PreparedProfile
 
 
 def _cached_release(server: ServerConfig) -> None:
@@ -69,3 +74,13 @@ def test_the_plain_twin_of_a_speculating_profile_keeps_everything_but_the_specul
     assert not twin.speculative
     assert (twin.model, twin.ctx_size) == ("m", 2048)
     assert twin.draft_model is None and twin.draft_n_max is None and twin.spec_type is None
+
+
+def test_a_url_profile_cannot_be_run_by_another_release(tmp_path: Path) -> None:
+    url = "http://127.0.0.1:8080"
+    current = PreparedProfile(
+        "prod", ProfileConfig(url=url), None, None, None, None, external_url=url
+    )
+    binary = ServerBinary(tmp_path / "llama-server", "version: 1 (x)", "cpu", "a" * 64)
+    with pytest.raises(ConfigError, match=r"profile prod: runs on a server watchkeeper did not"):
+        release_arm(Config(), current, binary)

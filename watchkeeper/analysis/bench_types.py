@@ -48,6 +48,10 @@ class ArmSpec:
     """Configures speculation. Identity is a claim about speculation: only such arms are
     judged against the baseline; other arms (an A/A twin, another thread count) report output
     drift as information."""
+    external: dict[str, Any] | None = None
+    """For an arm whose server watchkeeper did not start (a url profile): what the server
+    said about itself (`server/external.py:ExternalIdentity`: url, build_info, model_path,
+    n_ctx, total_slots, speculative, models); "unknown" where it did not say."""
 
 
 @dataclass(frozen=True, slots=True)

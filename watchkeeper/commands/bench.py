@@ -34,6 +34,7 @@ from watchkeeper.commands.bench_report import finish_with_report
 from watchkeeper.commands.calibration import arm_specs, calibrate
 from watchkeeper.commands.campaigns import (
     CampaignContext,
+    build_arm,
     measure_round,
     measure_run,
     open_campaign,
@@ -312,7 +313,7 @@ def _classify(bench: _Bench, probes: Mapping[str, RunResult]) -> IdentityVerdict
         probes,
         baseline=bench.baseline,
         speculative=[
-            p.name for p in bench.prepared[1:] if p.profile.speculative and p.name in bench.active
+            p.name for p in bench.prepared[1:] if p.speculative and p.name in bench.active
         ],
         top_k=bench.config.bench.identity_top_k,
         near_tie_threshold=bench.config.bench.near_tie_threshold,
@@ -334,7 +335,7 @@ def _analyze(
     verdicts: IdentityVerdicts,
     sampling: SamplingSettings,
 ) -> BenchResult:
-    first = prepared[0]
+    first = build_arm(prepared)
     result = analyze(
         campaign_id=ctx.campaign_id,
         kind=kind,

@@ -244,7 +244,7 @@ def _arm_spec(
         role=role,
         spec_type=prepared.spec_type,
         draft_n_max=prepared.profile.draft_n_max,
-        model=prepared.model.name if prepared.model else prepared.profile.model,
+        model=_model_name(prepared),
         model_sha256=prepared.model.sha256 if prepared.model else "",
         draft_model=prepared.draft.name if prepared.draft else None,
         draft_sha256=prepared.draft.sha256 if prepared.draft else None,
@@ -254,8 +254,18 @@ def _arm_spec(
         verify_tokens=verify.tokens,
         verify_cost=verify.cost,
         verify_note=verify.note,
-        speculative=prepared.profile.speculative and not drift_only,
+        speculative=prepared.speculative and not drift_only,
+        external=prepared.identity.to_json() if prepared.identity else None,
     )
+
+
+def _model_name(prepared: PreparedProfile) -> str:
+    """The model file's name; for a server we did not start, what it says it serves."""
+    if prepared.model:
+        return prepared.model.name
+    if prepared.identity:
+        return prepared.identity.model_name
+    return prepared.profile.model
 
 
 def arm_specs(

@@ -42,11 +42,17 @@ def open_campaign(
     params: dict[str, Any],
 ) -> CampaignContext:
     host_id = repo.ensure_host(hostinfo.collect())
-    first = prepared[0]
+    first = build_arm(prepared)
     build_id = repo.ensure_build(first.binary, external_url=first.external_url)
     campaign_id = repo.create_campaign(kind=kind, host_id=host_id, build_id=build_id, params=params)
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     return CampaignContext(campaign_id, host_id, runs_log_dir() / f"{stamp}-c{campaign_id}")
+
+
+def build_arm(prepared: Sequence[PreparedProfile]) -> PreparedProfile:
+    """The arm whose llama-server build names the campaign: the first one watchkeeper starts
+    (a url profile's server has no build of ours), else the first."""
+    return next((p for p in prepared if p.binary is not None), prepared[0])
 
 
 def register_profile(repo: Repository, prepared: PreparedProfile) -> int:

@@ -56,7 +56,7 @@ def distribution_pass(
     target = make_http_client(servers[baseline.name].base_url, request_timeout_s=timeout)
     try:
         for p in prepared[1:]:
-            if not p.profile.speculative:
+            if not p.speculative:
                 continue
             own = sampling.with_profile(p.profile)
             progress(

@@ -22,6 +22,7 @@ from watchkeeper.analysis.stats import Pair
 from watchkeeper.commands.bench import execute_bench
 from watchkeeper.commands.bench_plan import BenchPlan
 from watchkeeper.config import Config, ProfileConfig, ServerConfig
+from watchkeeper.errors import ConfigError
 from watchkeeper.load.records import RunResult
 from watchkeeper.load.tasks import load_taskset, select
 from watchkeeper.server.binary import ServerBinary
@@ -95,6 +96,12 @@ class ReleaseBuilds:
 
 def release_arm(config: Config, current: PreparedProfile, binary: ServerBinary) -> PreparedProfile:
     """`current`'s profile (model, draft, flags) run by another release's binary."""
+    if current.profile.url is not None:
+        raise ConfigError(
+            f"profile {current.name}: runs on a server watchkeeper did not start "
+            f"({current.external_url}), so no other llama.cpp release can run it",
+            hint="use a profile with a model (and its flags) for upgrade-check and bisect",
+        )
     info = read_help(binary, config.server.resolved_cache_dir())
     name = f"{current.name}@{tag(binary.llama_cpp_version)}"
     return PreparedProfile(name, current.profile, binary, current.model, current.draft, info)

@@ -13,8 +13,9 @@ import json
 import os
 from pathlib import Path
 from typing import Annotated, Literal
+from urllib.parse import urlsplit
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from watchkeeper.config.base import Strict as _Strict
 from watchkeeper.config.daemon import DaemonConfig
@@ -83,13 +84,42 @@ _OPTIONAL_HASH_KEYS = (
     "min_p",
     "sampling_seed",
     "draft_sampling",
+    "url",
 )
+
+URL_PROFILE_KEYS = frozenset(
+    {"url", "description", "temperature", "top_k", "top_p", "min_p", "sampling_seed"}
+)
+"""What a profile that names a running server (`url`) may set: what watchkeeper sends with
+each request. Everything else decides how a server is started, which watchkeeper does not do
+for it, so setting it there is refused rather than silently ignored (a `draft_n_max` on a
+url profile would read as a claim about a server nobody configured here)."""
+
+
+def _check_server_url(value: str) -> str:
+    """An http(s) URL with a host; any host the user names, a path allowed (a proxy's prefix),
+    no query or fragment. Returned without its trailing slash."""
+    parts = urlsplit(value)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError("url must be an http(s) URL such as 'http://127.0.0.1:8080'")
+    if parts.query or parts.fragment:
+        raise ValueError("url must be a server's base URL, without a query or fragment")
+    try:
+        parts.port  # noqa: B018  (raises on a port that is not a number or out of range)
+    except ValueError as exc:
+        raise ValueError(f"url has an invalid port: {exc}") from None
+    return value.rstrip("/")
 
 
 class ProfileConfig(_Strict):
-    """Everything that decides how one llama-server instance is started."""
+    """Everything that decides how one llama-server instance is started, or (`url`) which
+    running server an arm is."""
 
-    model: str
+    model: str = ""
+    url: str | None = None
+    """A running OpenAI-compatible server this arm measures instead of one watchkeeper starts
+    (the production instance, another engine, a proxy): never started, stopped or restarted;
+    health-checked before use. A profile has either `model` or `url`."""
     draft_model: str | None = None
     spec_type: str | None = None
     draft_n_max: Annotated[int, Field(ge=1, le=256)] | None = None
@@ -137,6 +167,33 @@ class ProfileConfig(_Strict):
         if value is not None and (not value or value.startswith("-") or " " in value):
             raise ValueError("a KV cache type is a type name such as 'f16' or 'q8_0'")
         return value
+
+    @field_validator("url")
+    @classmethod
+    def _url_is_http(cls, value: str | None) -> str | None:
+        return None if value is None else _check_server_url(value)
+
+    @model_validator(mode="after")
+    def _model_or_url(self) -> ProfileConfig:
+        if self.url is None and not self.model:
+            raise ValueError(
+                "a profile needs either model (a server to start) or url (a running one)"
+            )
+        if self.url is not None:
+            if self.model:
+                raise ValueError("a profile has either model or url, not both")
+            launch_only = sorted(self.model_fields_set - URL_PROFILE_KEYS)
+            if launch_only:
+                raise ValueError(
+                    f"{', '.join(launch_only)}: only for a server watchkeeper starts; a url "
+                    "profile is started by someone else (set these where it is started)"
+                )
+        return self
+
+    @property
+    def external(self) -> bool:
+        """Names a running server (`url`): watchkeeper never starts, stops or restarts it."""
+        return self.url is not None
 
     @property
     def speculative(self) -> bool:

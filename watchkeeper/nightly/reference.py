@@ -55,8 +55,9 @@ class SystemIdentity:
 def identify(prepared: PreparedProfile, host_fingerprint: str) -> SystemIdentity:
     if prepared.binary is None or prepared.model is None:
         raise ConfigError(
-            f"profile {prepared.name}: the nightly pins a binary and model files, which an "
-            "external server (server.external_url) does not expose",
+            f"profile {prepared.name}: the nightly pins a binary and model files, which a "
+            "server watchkeeper did not start (a url profile, server.external_url) does not "
+            "expose",
             hint="run the nightly on a host where watchkeeper starts llama-server itself",
         )
     return SystemIdentity(

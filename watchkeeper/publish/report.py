@@ -193,8 +193,32 @@ def _choice_rows(result: BenchResult, recommendation: Recommendation) -> list[li
 def _argv_block(arms: Sequence[ArmSpec]) -> str:
     lines = []
     for arm in arms:
+        if arm.external is not None:
+            lines.append(f"# {md.inline(arm.name)}: not started by watchkeeper, see above")
+            continue
         lines.extend([f"# {md.inline(arm.name)}", shlex.join(arm.argv)])
     return md.fenced("\n".join(lines), "sh")
+
+
+def _external_lines(arms: Sequence[ArmSpec]) -> list[str]:
+    """What each server watchkeeper did not start said about itself ("unknown" where not)."""
+    lines = []
+    for arm in arms:
+        ext = arm.external
+        if ext is None:
+            continue
+        said = ext.get("speculative")
+        spec = "speculation unknown" if said is None else ("" if said else "not ") + "speculative"
+        models = ", ".join(ext.get("models") or []) or "unknown"
+        lines.append(
+            md.inline(
+                f"{arm.name}: {ext.get('url')}: build {ext.get('build_info')}, model "
+                f"{ext.get('model_path')}, n_ctx {ext.get('n_ctx') or 'unknown'}, slots "
+                f"{ext.get('total_slots') or 'unknown'}, {spec}; "
+                f"/v1/models: {models}"
+            )
+        )
+    return lines
 
 
 def _context(
@@ -246,6 +270,7 @@ def _context(
             for a in result.arms
         ],
         "argv": _argv_block(result.arms),
+        "external_lines": _external_lines(result.arms),
         "result": result,
         "method": m,
         "probe_line": _probe_line(result),

@@ -1,5 +1,5 @@
 """The one module that speaks HTTP to llama-server: client factory, health, /metrics, /slots,
-and the streamed chat POST.
+/props, /v1/models and the streamed chat POST.
 
 Everything else (the load client, the soak's supervisor and sampler, the process manager)
 goes through these functions, so timeouts are explicit in one place and httpx's exception
@@ -143,6 +143,20 @@ def fetch_props(client: ServerClient, timeout_s: float = PROBE_TIMEOUT_S) -> dic
         if response.status_code == 200 and isinstance(body, dict):
             return body
     return {}
+
+
+def fetch_models(client: ServerClient, timeout_s: float = PROBE_TIMEOUT_S) -> list[str]:
+    """The model ids /v1/models lists (the OpenAI shape, `data[].id`); empty when unavailable."""
+    try:
+        response = client.get("/v1/models", timeout=timeout_s)
+    except httpx.HTTPError:
+        return []
+    with contextlib.suppress(ValueError):
+        body = response.json()
+        data = body.get("data") if isinstance(body, dict) else None
+        if response.status_code == 200 and isinstance(data, list):
+            return [str(m["id"]) for m in data if isinstance(m, dict) and "id" in m]
+    return []
 
 
 @dataclass(slots=True)

@@ -2,7 +2,9 @@
 
 `prepare` does everything slow and fallible before any load starts (binary, models, argv), so
 a missing model or an unsupported flag fails in seconds; `serve` then starts the process and
-yields its URL, always stopping it afterwards.
+yields its URL, always stopping it afterwards. A profile with a `url` names a server somebody
+else runs (`server/external.py`): `prepare` checks that it answers and reads its identity,
+`serve` and `attach` only check it again; nothing here ever starts or stops it.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from pathlib import Path
 from watchkeeper.config import Config, ProfileConfig
 from watchkeeper.errors import ServerError
 from watchkeeper.server.binary import ServerBinary
+from watchkeeper.server.external import ExternalIdentity, check_answers, read_identity
 from watchkeeper.server.flags import (
     HelpInfo,
     ServerArgs,
@@ -46,6 +49,17 @@ class PreparedProfile:
     draft: ModelFile | None
     help: HelpInfo | None
     external_url: str = ""
+    identity: ExternalIdentity | None = None
+    """What a url profile's server said about itself at `prepare` (None for the others)."""
+
+    @property
+    def speculative(self) -> bool:
+        """Whether the arm drafts, so its outputs are judged for identity. A url profile's
+        server says so in /slots or /props; where it does not, it is judged as a speculative
+        arm would be (a check that may not apply beats one silently skipped)."""
+        if self.identity is not None:
+            return self.identity.speculative is not False
+        return self.profile.speculative
 
     @property
     def spec_type(self) -> str | None:
@@ -111,6 +125,13 @@ def check_offload(
 
 def prepare(config: Config, name: str, *, progress: Progress = _quiet) -> PreparedProfile:
     profile = get_profile(config, name)
+    if profile.url is not None:
+        check_answers(profile.url, name)
+        identity = read_identity(profile.url)
+        progress(f"profile {name}: {identity.label()} (not started by watchkeeper)")
+        return PreparedProfile(
+            name, profile, None, None, None, None, external_url=profile.url, identity=identity
+        )
     external = config.server.resolved_external_url()
     if external:
         return PreparedProfile(name, profile, None, None, None, None, external_url=external)
@@ -165,11 +186,20 @@ def start(config: Config, prepared: PreparedProfile, *, log_path: Path) -> Runni
     raise last_error
 
 
+def attach(prepared: PreparedProfile) -> RunningServer:
+    """An external arm's server, checked that it answers: never started, never stopped."""
+    assert prepared.external_url
+    if prepared.profile.url is not None:
+        check_answers(prepared.external_url, prepared.name)
+    else:
+        check_external(prepared.external_url)
+    return RunningServer(prepared.external_url.rstrip("/"), (), None)
+
+
 @contextmanager
 def serve(config: Config, prepared: PreparedProfile, *, log_path: Path) -> Iterator[RunningServer]:
     if prepared.external_url:
-        check_external(prepared.external_url)
-        yield RunningServer(prepared.external_url.rstrip("/"), (), None)
+        yield attach(prepared)
         return
     running = start(config, prepared, log_path=log_path)
     assert running.managed is not None

@@ -4,6 +4,10 @@ A paired bench keeps all its arms up for the whole campaign, so the load can mov
 request by request; `restart` replaces all of them at once, so no arm ever runs a process of
 another age than its partner's. Each server is started by `launch.serve` (port retry, offload
 check), and leaving the `with` block stops every one of them, also when a start fails halfway.
+
+An arm whose server somebody else runs (a url profile, `server.external_url`) is in the set
+but not in its hands: it is checked that it answers at the start and at every restart, and is
+never started, stopped or restarted; a restart says that it left it alone.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ from pathlib import Path
 from types import TracebackType
 
 from watchkeeper.config import Config
-from watchkeeper.server.launch import PreparedProfile, RunningServer, serve
+from watchkeeper.server.launch import PreparedProfile, RunningServer, attach, serve
 
 Progress = Callable[[str], None]
 
@@ -71,6 +75,14 @@ class ServerSet(Mapping[str, RunningServer]):
         """Start every arm's server, in the order given (the first start is announced)."""
         suffix = f"-p{self.generation}" if self.generation else ""
         for p in self._prepared:
+            if p.external_url:
+                self._progress(
+                    f"restart: {p.name} is external ({p.external_url}): left alone"
+                    if self.generation
+                    else f"using {p.name} at {p.external_url} (not started by watchkeeper)"
+                )
+                self._servers[p.name] = attach(p)
+                continue
             if not self.generation:
                 self._progress(f"starting {p.name}")
             self._servers[p.name] = self._stack.enter_context(
@@ -78,7 +90,8 @@ class ServerSet(Mapping[str, RunningServer]):
             )
 
     def restart(self) -> None:
-        """Stop every server, then start fresh processes for all of them."""
+        """Stop every server we started, then start fresh processes for all of them (an
+        external one is only checked again)."""
         self.close()
         self.generation += 1
         self.start()
