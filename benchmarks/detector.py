@@ -299,8 +299,8 @@ class LoadSampler:
     """The host's 1-minute load average, sampled every 30 s while a night runs.
 
     A night is labelled quiet or busy by this figure, not by what the person running it
-    remembers: on a 2-core host a load near 1 is the night alone, near 2 or more is a
-    neighbour on the other core."""
+    remembers. The night itself keeps the load near 2 (a llama-server's two threads and the
+    client: 2.1 measured on the quiet night of 2026-11-25); a neighbour adds to it."""
 
     def __init__(self, every_s: float = 30.0) -> None:
         self._every = every_s
@@ -326,11 +326,15 @@ class LoadSampler:
         return statistics.mean(self._samples) if self._samples else math.nan
 
 
+QUIET_LOAD = 2.6
+"""Mean 1-minute load below which a night counts as quiet (the night alone: about 2.1)."""
+
+
 def host_state(load: float | None) -> str:
-    """quiet / busy from a night's mean load (2 cores: the night itself is about 1)."""
+    """quiet / busy from a night's mean load (`QUIET_LOAD`: the night alone reads about 2)."""
     if load is None or math.isnan(load):
         return "?"
-    return "quiet" if load < 1.6 else "busy"
+    return "quiet" if load < QUIET_LOAD else "busy"
 
 
 def night_noise_of(logs: list[float]) -> NightNoise:
@@ -826,6 +830,21 @@ def paired(args: argparse.Namespace) -> dict[str, Any]:
         f"{fam_low:.1%}-{fam_high:.1%}); single flag anywhere "
         f"{family_single / nights_judged:.1%}"
     )
+    by_host: dict[str, Any] = {}
+    for state in ("quiet", "busy"):
+        subset = [t for t in tables if host_state(t.get("load")) == state]
+        if len(subset) < 2 or len(subset) == len(tables):
+            continue
+        judged, confirmed, single = family_night(
+            (subset, args.aa_sims, args.resamples, 2000, job_sd, per_cat, rounds)
+        )
+        low, high = wilson(confirmed, judged)
+        by_host[state] = {"nights": len(subset), "rate": confirmed / judged, "ci95": [low, high]}
+        say(
+            f"  {state} nights only ({len(subset)}): confirmed flag anywhere "
+            f"{confirmed / judged:.1%} (95% CI {low:.1%}-{high:.1%}); single flag anywhere "
+            f"{single / judged:.1%}"
+        )
     say("goals:")
     say(f"  3% overall within 2 nights >= 90%: {overall['power']['uniform']['3']['2']:.1%}")
     say(
@@ -840,6 +859,7 @@ def paired(args: argparse.Namespace) -> dict[str, Any]:
         "family_false_alarm_rate": family_confirmed / nights_judged,
         "family_false_alarm_ci95": [fam_low, fam_high],
         "family_single_flag_rate": family_single / nights_judged,
+        "family_false_alarm_by_host": by_host,
         "power": overall["power"],
         "false_alarm_rate": overall["false_alarm_rate"],
         "single_flag_rate": overall["single_flag_rate"],
