@@ -78,11 +78,14 @@ def bench_result(
     failed: dict[str, set[tuple[int, int]]] | None = None,
     rounds: int | None = None,
     no_speed: bool = False,
+    paused: dict[str, dict[tuple[int, int], float]] | None = None,
 ) -> BenchResult:
     """A current-vs-reference bench through the real `analyze`: the reference at 20 tok/s,
     the current at 20 x exp(cell); task i is in category CATEGORIES[i // 4]. `failed` maps an
-    arm to the (task, round) requests that failed (no speed)."""
+    arm to the (task, round) requests that failed (no speed); `paused` to the requests a pause
+    of that many seconds lengthened outside the decode (the prompt phase: speed untouched)."""
     failed = failed or {}
+    paused = paused or {}
     n_tasks, n_rounds = table.shape
     runs = []
     for arm in (REF, CUR):
@@ -99,7 +102,7 @@ def bench_result(
                         started_at=T0,
                         completion_tokens=None if bad else 64,
                         decode_tps_server=None if bad else speed,
-                        latency_s=None if bad else 64 / speed,
+                        latency_s=None if bad else 64 / speed + paused.get(arm, {}).get((i, r), 0),
                         output_text="" if bad else "ok",
                         error="timed out after 120 s" if bad and not no_speed else None,
                     )
@@ -171,7 +174,7 @@ def test_item1_the_night_says_suspicious_tail_regression_and_lists_the_clipped_c
     records = nightly_records(bench_result(table))
     overall = records[ALL]
     assert overall.verdict == "suspicious: tail regression"
-    from watchkeeper.nightly.ratios import series_checks
+    from watchkeeper.nightly.night_checks import series_checks
 
     check = series_checks(bench_result(table), current_arm=CUR)[ALL]
     assert check.tail is not None
@@ -181,6 +184,56 @@ def test_item1_the_night_says_suspicious_tail_regression_and_lists_the_clipped_c
     assert check.latency_ms is not None
     (_, cur99), (_, ref99) = check.latency_ms["current"], check.latency_ms["reference"]
     assert cur99 is not None and ref99 is not None and cur99 > 1.3 * ref99
+
+
+def test_item1_stalls_in_the_prompt_phase_are_named_by_the_paired_latencies() -> None:
+    """Measured on 2026-11-25 (tests/nightly/test_stall_real.py, quiet host): a pause that lands
+    in the prompt phase leaves the decode speed alone; the night read 0.997 [0.938, 1.069] and
+    winsorized 2 cells, while 6 of 36 current requests took 2.0-3.3x the reference's latency and
+    none the other way. Here: decode speeds of an A/A night, 2 s pauses (a request takes 3.2 s)
+    on 10 of the current arm's 288 requests."""
+    table = nightly_table(seed=6)
+    hits = {(i, r): 2.0 for i, r in ((1, 0), (3, 2), (5, 4), (7, 6), (9, 8), (11, 10),
+                                     (13, 1), (15, 3), (17, 5), (19, 7))}  # fmt: skip
+    result = bench_result(table, paused={CUR: hits})
+    records = nightly_records(result)
+    assert records[ALL].verdict == "suspicious: tail regression"
+    from watchkeeper.nightly.night_checks import series_checks
+
+    check = series_checks(result, current_arm=CUR)[ALL]
+    assert check.losses is not None and len(check.losses.slow) == 10 and check.losses.fast == 0
+    assert "stalls: 10 of 288 requests took 1.5x" in check.describe()
+    assert check.to_json()["latency_losses"]["regression"] is True
+
+
+def test_item1_pauses_on_both_arms_alike_are_no_tail_regression() -> None:
+    """A neighbour's bursts lengthen requests of either arm: the big losses split."""
+    table = nightly_table(seed=7)
+    cur = {(i, 3): 2.0 for i in range(0, 10, 2)}
+    ref = {(i, 5): 2.0 for i in range(1, 11, 2)}
+    records = nightly_records(bench_result(table, paused={CUR: cur, REF: ref}))
+    assert records[ALL].verdict == "no change"
+
+
+def test_item1_big_latency_losses_split_by_chance_rarely_flag() -> None:
+    """The sign test's own false-alarm rate: big losses that fall on either arm by a coin flip
+    (0-20 of them a night) flag at most its alpha (5%) of the time."""
+    from watchkeeper.analysis.tails import LatencyPair, latency_losses
+
+    rng = np.random.default_rng(11)
+    flagged = 0
+    for _ in range(400):
+        pairs = [LatencyPair(f"t{k}", 0, 1.0, 1.0) for k in range(200)]
+        for k in range(int(rng.integers(0, 21))):
+            pairs[k] = (
+                LatencyPair(f"t{k}", 0, 1.0, 2.0)
+                if rng.random() < 0.5
+                else LatencyPair(f"t{k}", 0, 2.0, 1.0)
+            )
+        losses = latency_losses(pairs)
+        assert losses is not None
+        flagged += losses.regression
+    assert flagged / 400 <= 0.05
 
 
 # --- item 2 -------------------------------------------------------------------------------
@@ -194,7 +247,7 @@ def test_item2_failed_requests_on_the_current_arm_are_a_regression_whatever_the_
     result = bench_result(table, failed={CUR: timeouts})
     records = nightly_records(result)
     assert records[ALL].verdict == "regression"
-    from watchkeeper.nightly.ratios import series_checks
+    from watchkeeper.nightly.night_checks import series_checks
 
     check = series_checks(result, current_arm=CUR)[ALL].failures
     assert check is not None and check.regression

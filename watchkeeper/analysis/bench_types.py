@@ -14,6 +14,7 @@ from typing import Any
 
 from watchkeeper.analysis.speculation import SpeedupBound
 from watchkeeper.analysis.stats import DEFAULT_RESAMPLES, DEFAULT_THRESHOLD, METHOD, RatioCI
+from watchkeeper.analysis.tails import LatencyLosses
 from watchkeeper.checks.guards import GuardFinding
 from watchkeeper.host.info import HostInfo
 
@@ -74,6 +75,8 @@ class CategoryStats:
     latency_ms_p95: float | None = None
     latency_ms_p99: float | None = None
     """Tail of the arm's request latencies: where a build that stalls shows first."""
+    latency_losses: LatencyLosses | None = None
+    """A candidate's paired requests lost big in latency, by arm (analysis.tails): stalls."""
 
 
 @dataclass(frozen=True, slots=True)

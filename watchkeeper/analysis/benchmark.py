@@ -12,7 +12,7 @@ steps that are more than arithmetic live beside it: `bench_identity` (verdicts),
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -41,6 +41,7 @@ from watchkeeper.analysis.bench_types import (
     IdentityRecord,
 )
 from watchkeeper.analysis.stats import Pair, median, paired_speedup, quantile_ms
+from watchkeeper.analysis.tails import LatencyPair, latency_losses
 from watchkeeper.checks.guards import GuardFinding
 from watchkeeper.checks.identity import IdentityResult, Verdict
 from watchkeeper.host.info import HostInfo
@@ -70,25 +71,45 @@ def _index(runs: Sequence[RunResult]) -> dict[str, dict[int, dict[str, RequestSa
     return out
 
 
-def throughput_pairs(
+def _clean_pairs(
     runs: Sequence[RunResult], baseline: str, candidate: str
-) -> dict[str, list[Pair]]:
-    """Throughput pairs of `candidate` against `baseline`, per category and under ALL: the same
-    task in the same measured round, both requests clean. Warm-up rounds, rewarms and identity
-    probes never pair: only runs whose purpose is MEASURED do."""
+) -> Iterator[tuple[int, RequestSample, RequestSample]]:
+    """(round, baseline's request, candidate's request): the same task in the same measured
+    round, both requests clean. Warm-up rounds, rewarms and identity probes never pair: only
+    runs whose purpose is MEASURED do."""
     index = _index([r for r in runs if r.purpose == RunPurpose.MEASURED])
     base_rounds = index.get(baseline, {})
-    pairs: dict[str, list[Pair]] = defaultdict(list)
     for rnd, cand in sorted(index.get(candidate, {}).items()):
         base = base_rounds.get(rnd, {})
         for task_id, c in cand.items():
             b = base.get(task_id)
-            if b is None or not b.ok or not c.ok:
-                continue
-            if b.decode_tps_server and c.decode_tps_server:
-                pair = Pair(task_id, rnd, b.decode_tps_server, c.decode_tps_server)
-                pairs[c.category].append(pair)
-                pairs[ALL].append(pair)
+            if b is not None and b.ok and c.ok:
+                yield rnd, b, c
+
+
+def throughput_pairs(
+    runs: Sequence[RunResult], baseline: str, candidate: str
+) -> dict[str, list[Pair]]:
+    """Decode-speed pairs of `candidate` against `baseline`, per category and under ALL."""
+    pairs: dict[str, list[Pair]] = defaultdict(list)
+    for rnd, b, c in _clean_pairs(runs, baseline, candidate):
+        if b.decode_tps_server and c.decode_tps_server:
+            pair = Pair(c.task_id, rnd, b.decode_tps_server, c.decode_tps_server)
+            pairs[c.category].append(pair)
+            pairs[ALL].append(pair)
+    return pairs
+
+
+def latency_pairs(
+    runs: Sequence[RunResult], baseline: str, candidate: str
+) -> dict[str, list[LatencyPair]]:
+    """Request-latency pairs, as `throughput_pairs` pairs speeds: what a stall shows in."""
+    pairs: dict[str, list[LatencyPair]] = defaultdict(list)
+    for rnd, b, c in _clean_pairs(runs, baseline, candidate):
+        if b.latency_s and c.latency_s:
+            pair = LatencyPair(c.task_id, rnd, b.latency_s, c.latency_s)
+            pairs[c.category].append(pair)
+            pairs[ALL].append(pair)
     return pairs
 
 
@@ -99,6 +120,7 @@ def _category_stats(
     pairs: list[Pair] | None,
     verdicts: Counter[str] | None,
     method: BenchMethod,
+    latencies: list[LatencyPair] | None = None,
 ) -> CategoryStats:
     ok = [s for s in samples if s.ok]
     drafted = sum(s.draft_n or 0 for s in ok)
@@ -131,6 +153,7 @@ def _category_stats(
         no_speed=sum(1 for s in ok if not s.decode_tps_server),
         latency_ms_p95=quantile_ms([s.latency_s for s in ok], 0.95),
         latency_ms_p99=quantile_ms([s.latency_s for s in ok], 0.99),
+        latency_losses=latency_losses(latencies) if latencies else None,
     )
 
 
@@ -283,6 +306,7 @@ def _analyze_arm(arm: ArmSpec, inputs: _Inputs) -> _ArmAnalysis:
     candidate = arm.role != "baseline"
     judged_spec = candidate and arm.speculative
     pairs = throughput_pairs(inputs.runs, inputs.baseline, arm.name) if candidate else {}
+    lat_pairs = latency_pairs(inputs.runs, inputs.baseline, arm.name) if candidate else {}
     judged = ArmVerdicts()
     if candidate:
         judged = judge_probes(
@@ -297,7 +321,15 @@ def _analyze_arm(arm: ArmSpec, inputs: _Inputs) -> _ArmAnalysis:
 
     def stats(category: str, of: list[RequestSample]) -> CategoryStats:
         paired = pairs.get(category, []) if candidate else None
-        return _category_stats(arm.name, category, of, paired, verdicts.get(category), method)
+        return _category_stats(
+            arm.name,
+            category,
+            of,
+            paired,
+            verdicts.get(category),
+            method,
+            lat_pairs.get(category) if candidate else None,
+        )
 
     categories = [stats(category, by_cat[category]) for category in sorted(by_cat)]
     overall = stats(ALL, samples)

@@ -91,3 +91,62 @@ def sign_test(slow: int, fast: int) -> float:
     if n == 0:
         return 1.0
     return float(scipy_stats.binomtest(slow, n, 0.5, alternative="greater").pvalue)
+
+
+LOSS_FACTOR = 1.5
+"""A pair is a big loss when one arm's request took this many times the other's: the size of a
+stall (a pause of a second on requests of half a second), far beyond the cell noise of a quiet
+host (a few %), so on an A/A night such pairs are rare and split between the arms."""
+
+
+@dataclass(frozen=True, slots=True)
+class LatencyPair:
+    task_id: str
+    round: int
+    baseline_s: float
+    candidate_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class LatencyLosses:
+    """Paired requests where one arm took `LOSS_FACTOR` x the other's latency, by arm.
+
+    A build that stalls now and then loses whole seconds on a few requests, and a pause that
+    lands in the prompt phase leaves the decode speed untouched: the ratio of decode speeds
+    (and its winsorized cells) can miss it, the request's latency cannot. The arms of a pair
+    are exchangeable when nothing changed, so the big losses split like coin flips; the sign
+    test asks how likely this many of them would fall on the current arm."""
+
+    slow: tuple[tuple[str, int, float], ...]
+    """(task, round, current / reference latency) of the pairs the current arm lost big."""
+    fast: int
+    """Pairs the reference arm lost big."""
+    pairs: int
+    sign_p: float
+
+    @property
+    def regression(self) -> bool:
+        return len(self.slow) > self.fast and self.sign_p < SIGN_ALPHA
+
+    def describe(self, limit: int = 8) -> str:
+        worst = sorted(self.slow, key=lambda c: -c[2])[:limit]
+        listed = ", ".join(f"{t} round {r} ({f:.1f}x)" for t, r, f in worst)
+        more = f" and {len(self.slow) - limit} more" if len(self.slow) > limit else ""
+        return (
+            f"{len(self.slow)} of {self.pairs} requests took {LOSS_FACTOR:g}x the reference's or "
+            f"more, {self.fast} the other way (sign test p={self.sign_p:.2g})"
+            + (f": {listed}{more}" if listed else "")
+        )
+
+
+def latency_losses(pairs: list[LatencyPair]) -> LatencyLosses | None:
+    """The big losses of a series' pairs; None without pairs."""
+    if not pairs:
+        return None
+    slow = tuple(
+        (p.task_id, p.round, p.candidate_s / p.baseline_s)
+        for p in pairs
+        if p.candidate_s >= LOSS_FACTOR * p.baseline_s
+    )
+    fast = sum(p.baseline_s >= LOSS_FACTOR * p.candidate_s for p in pairs)
+    return LatencyLosses(slow, fast, len(pairs), sign_test(len(slow), fast))

@@ -34,17 +34,16 @@ from watchkeeper.config.model import NightlyConfig
 from watchkeeper.errors import ConfigError
 from watchkeeper.host import info as hostinfo
 from watchkeeper.load.tasks import load_taskset, select
+from watchkeeper.nightly.night_checks import SeriesCheck, series_checks
 from watchkeeper.nightly.ratios import (
     CONFIRM_WINDOW,
     FLAGS,
     FalseAlarms,
-    SeriesCheck,
     confirmed_series,
     judge_night,
     night_noise,
     night_ratios,
     prior_night_sd,
-    series_checks,
 )
 from watchkeeper.nightly.reference import (
     identify,

@@ -12,7 +12,8 @@ from datetime import UTC, datetime
 from watchkeeper.analysis.benchmark import ALL, BenchResult
 from watchkeeper.findings.evidence import NightlyEvidence
 from watchkeeper.nightly.digest import rerun_campaigns
-from watchkeeper.nightly.ratios import FalseAlarms, SeriesCheck, false_alarms
+from watchkeeper.nightly.night_checks import SeriesCheck
+from watchkeeper.nightly.ratios import FalseAlarms, false_alarms
 from watchkeeper.publish.format import change_of_ratio, interval
 from watchkeeper.store.db import Database
 from watchkeeper.store.history import History

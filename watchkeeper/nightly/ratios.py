@@ -24,10 +24,10 @@ it is the wider of the night's own and +-t x that sd (t with the A/A nights' deg
 freedom: 2.365 from 8), from ``MIN_AA_NIGHTS`` A/A nights on; before that a prior stands in
 for it whatever the restarts (`prior_night_sd`).
 
-Two checks see what the ratio cannot (`series_checks`): failed requests, compared between
-the arms by Fisher's exact test (a significant excess on the current arm is a regression
-whatever the ratio says), and the cells the estimate winsorized, tested for balance (a build
-that stalls on a few requests: ``suspicious: tail regression``, analysis/tails.py).
+Three checks see what the ratio cannot (`nightly.night_checks`): failed requests (a
+regression whatever the ratio says), and two that name a build that stalls now and then
+(``suspicious: tail regression``): the winsorized cells' balance between the arms, and the
+requests one arm lost big in latency (analysis/tails.py).
 """
 
 from __future__ import annotations
@@ -42,10 +42,9 @@ from typing import Any
 from scipy import stats as scipy_stats
 
 from watchkeeper.analysis.benchmark import ALL, BenchResult, CategoryStats
-from watchkeeper.analysis.failures import FailureCheck, failure_check
 from watchkeeper.analysis.stats import classify, wilson
-from watchkeeper.analysis.tails import TailCheck
 from watchkeeper.config.model import NightlyConfig
+from watchkeeper.nightly.night_checks import apply_checks, series_checks
 from watchkeeper.store.references import RatioRecord
 
 METRIC = "decode_tps"
@@ -126,120 +125,6 @@ def with_night_noise(record: RatioRecord, noise: NightNoise) -> RatioRecord:
         return record
     verdict = VERDICTS[classify(record.estimate, low, high, record.threshold)]
     return replace(record, low=low, high=high, verdict=verdict)
-
-
-TAIL_VERDICT = "suspicious: tail regression"
-
-
-@dataclass(frozen=True, slots=True)
-class SeriesCheck:
-    """What a series' ratio alone does not show: clipped cells that lean one way (a build
-    that stalls) and failed requests (a build that times out)."""
-
-    category: str
-    tail: TailCheck | None
-    failures: FailureCheck | None
-    latency_ms: dict[str, tuple[float | None, float | None]] | None = None
-    """p95 and p99 request latency per arm ("current", "reference"), beside the median ratio."""
-
-    @property
-    def verdict(self) -> str | None:
-        """The verdict these checks impose, or None to keep the ratio's."""
-        if self.failures is not None and self.failures.regression:
-            return "regression"
-        if self.tail is not None and self.tail.regression:
-            return TAIL_VERDICT
-        return None
-
-    def describe(self) -> str:
-        parts = []
-        if self.failures is not None and (
-            self.failures.current_failed or self.failures.reference_failed
-        ):
-            parts.append(self.failures.describe())
-        if self.tail is not None and self.tail.cells:
-            parts.append(f"tail: {self.tail.describe()}")
-        if self.latency_ms and self.tail_latency_grew:
-            parts.append(f"latency p95/p99: {self.latency_text()}")
-        return "; ".join(parts)
-
-    @property
-    def tail_latency_grew(self) -> bool:
-        """The current arm's p99 latency beyond 1.5x the reference's."""
-        if not self.latency_ms:
-            return False
-        cur = self.latency_ms.get("current", (None, None))[1]
-        ref = self.latency_ms.get("reference", (None, None))[1]
-        return cur is not None and ref is not None and ref > 0 and cur > 1.5 * ref
-
-    def latency_text(self) -> str:
-        def ms(v: float | None) -> str:
-            return "n/a" if v is None else f"{v:.0f}"
-
-        return ", ".join(
-            f"{arm} {ms(p95)}/{ms(p99)} ms" for arm, (p95, p99) in (self.latency_ms or {}).items()
-        )
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "verdict": self.verdict,
-            "latency_ms_p95_p99": self.latency_ms,
-            "failures": None
-            if self.failures is None
-            else {
-                "current": [self.failures.current_failed, self.failures.current_requests],
-                "reference": [self.failures.reference_failed, self.failures.reference_requests],
-                "p_value": self.failures.p_value,
-                "regression": self.failures.regression,
-            },
-            "tail": None
-            if self.tail is None
-            else {
-                "regression": self.tail.regression,
-                "sign_p": self.tail.sign_p,
-                "slow": self.tail.slow,
-                "fast": self.tail.fast,
-                "raw": [self.tail.raw_estimate, self.tail.raw_low, self.tail.raw_high],
-                "raw_verdict": self.tail.raw_verdict,
-                "cells": [[c.task_id, c.round, math.exp(c.residual)] for c in self.tail.cells],
-            },
-        }
-
-
-def series_checks(result: BenchResult, *, current_arm: str) -> dict[str, SeriesCheck]:
-    """Per category (and ALL): the tail check of the current arm's ratio and Fisher's exact
-    test of its failed requests against the reference's."""
-    reference = result.baseline.name
-    out: dict[str, SeriesCheck] = {}
-    current_rows = [result.stats(current_arm, ALL)] + [
-        c for c in result.categories if c.arm == current_arm
-    ]
-    for cur in current_rows:
-        if cur is None:
-            continue
-        ref = result.stats(reference, cur.category)
-        failures = (
-            failure_check(
-                cur.errors + cur.no_speed, cur.requests, ref.errors + ref.no_speed, ref.requests
-            )
-            if ref is not None
-            else None
-        )
-        tail = cur.speedup.tail if cur.speedup is not None else None
-        latency = {"current": (cur.latency_ms_p95, cur.latency_ms_p99)}
-        if ref is not None:
-            latency["reference"] = (ref.latency_ms_p95, ref.latency_ms_p99)
-        out[cur.category] = SeriesCheck(cur.category, tail, failures, latency)
-    return out
-
-
-def apply_checks(record: RatioRecord, check: SeriesCheck | None) -> RatioRecord:
-    """The record with the verdict a check imposes: failures make a regression whatever the
-    ratio says; a tail regression turns anything but a regression into `suspicious: tail
-    regression`."""
-    if check is None or check.verdict is None or record.verdict == "regression":
-        return record
-    return replace(record, verdict=check.verdict)
 
 
 def judge_night(
