@@ -12,7 +12,7 @@ steps that are more than arithmetic live beside it: `bench_identity` (verdicts),
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -72,45 +72,44 @@ def _index(runs: Sequence[RunResult]) -> dict[str, dict[int, dict[str, RequestSa
 
 
 def _clean_pairs(
-    runs: Sequence[RunResult], baseline: str, candidate: str
-) -> Iterator[tuple[int, RequestSample, RequestSample]]:
-    """(round, baseline's request, candidate's request): the same task in the same measured
-    round, both requests clean. Warm-up rounds, rewarms and identity probes never pair: only
-    runs whose purpose is MEASURED do."""
+    runs: Sequence[RunResult],
+    baseline: str,
+    candidate: str,
+    value: Callable[[RequestSample], float | None],
+) -> dict[str, list[tuple[str, int, float, float]]]:
+    """(task, round, baseline's value, candidate's value) per category and under ALL: the same
+    task in the same measured round, both requests clean and both with a value. Warm-up rounds,
+    rewarms and identity probes never pair: only runs whose purpose is MEASURED do."""
     index = _index([r for r in runs if r.purpose == RunPurpose.MEASURED])
     base_rounds = index.get(baseline, {})
+    pairs: dict[str, list[tuple[str, int, float, float]]] = defaultdict(list)
     for rnd, cand in sorted(index.get(candidate, {}).items()):
         base = base_rounds.get(rnd, {})
         for task_id, c in cand.items():
             b = base.get(task_id)
-            if b is not None and b.ok and c.ok:
-                yield rnd, b, c
+            if b is None or not b.ok or not c.ok:
+                continue
+            bv, cv = value(b), value(c)
+            if bv and cv:
+                pairs[c.category].append((task_id, rnd, bv, cv))
+                pairs[ALL].append((task_id, rnd, bv, cv))
+    return pairs
 
 
 def throughput_pairs(
     runs: Sequence[RunResult], baseline: str, candidate: str
 ) -> dict[str, list[Pair]]:
     """Decode-speed pairs of `candidate` against `baseline`, per category and under ALL."""
-    pairs: dict[str, list[Pair]] = defaultdict(list)
-    for rnd, b, c in _clean_pairs(runs, baseline, candidate):
-        if b.decode_tps_server and c.decode_tps_server:
-            pair = Pair(c.task_id, rnd, b.decode_tps_server, c.decode_tps_server)
-            pairs[c.category].append(pair)
-            pairs[ALL].append(pair)
-    return pairs
+    found = _clean_pairs(runs, baseline, candidate, lambda s: s.decode_tps_server)
+    return {k: [Pair(*p) for p in v] for k, v in found.items()}
 
 
 def latency_pairs(
     runs: Sequence[RunResult], baseline: str, candidate: str
 ) -> dict[str, list[LatencyPair]]:
     """Request-latency pairs, as `throughput_pairs` pairs speeds: what a stall shows in."""
-    pairs: dict[str, list[LatencyPair]] = defaultdict(list)
-    for rnd, b, c in _clean_pairs(runs, baseline, candidate):
-        if b.latency_s and c.latency_s:
-            pair = LatencyPair(c.task_id, rnd, b.latency_s, c.latency_s)
-            pairs[c.category].append(pair)
-            pairs[ALL].append(pair)
-    return pairs
+    found = _clean_pairs(runs, baseline, candidate, lambda s: s.latency_s)
+    return {k: [LatencyPair(*p) for p in v] for k, v in found.items()}
 
 
 def _category_stats(
