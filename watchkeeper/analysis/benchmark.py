@@ -152,7 +152,7 @@ def _category_stats(
         no_speed=sum(1 for s in ok if not s.decode_tps_server),
         latency_ms_p95=quantile_ms([s.latency_s for s in ok], 0.95),
         latency_ms_p99=quantile_ms([s.latency_s for s in ok], 0.99),
-        latency_losses=latency_losses(latencies) if latencies else None,
+        latency_losses=latency_losses(latencies or []),
     )
 
 
