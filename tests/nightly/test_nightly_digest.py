@@ -8,6 +8,8 @@ from dataclasses import replace
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
+from support.references import pin_reference
+
 from watchkeeper.analysis.stats import wilson
 from watchkeeper.host.info import HostInfo
 from watchkeeper.nightly.digest import gather
@@ -60,22 +62,12 @@ def test_the_digest_shows_tonights_ratio_its_reference_and_the_aa_false_alarm_ra
             for _ in range(3)
         ]
         store = ReferenceStore(db)
-        ref = store.pin(
-            host_fingerprint="f" * 16,
-            profile="s",
-            identity="i" * 64,
-            binary_sha256="b" * 64,
-            binary_version="llama.cpp 11434.0.0 (cpu, gcc 12.2.0)",
-            model_sha256="m" * 64,
-            draft_sha256=None,
-            config_hash="c" * 16,
-            config={"model": "smollm2-135m-instruct-q4_1"},
-            binary_path="/x",
-            model_path="/y",
-            draft_path=None,
+        ref = pin_reference(
+            db,
+            release_line="llama.cpp 11434.0.0 (cpu, gcc 12.2.0)",
             pinned_by="maintainer",
-            reason="first nightly run",
             pinned_at=NIGHT - timedelta(days=3),
+            config={"model": "smollm2-135m-instruct-q4_1"},
         )
         store.add_ratios(
             [

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from support.references import pin_reference
+
 from watchkeeper.nightly.findings import set_status
 from watchkeeper.nightly.reference import prune_snapshots, snapshot_binary, snapshot_model
 from watchkeeper.server.install import ServerBinary
@@ -15,23 +17,8 @@ from watchkeeper.store.history import History
 from watchkeeper.store.references import RatioRecord, ReferenceStore
 
 
-def _pin(store: ReferenceStore, profile: str = "s") -> int:
-    return store.pin(
-        host_fingerprint="h" * 16,
-        profile=profile,
-        identity="i" * 64,
-        binary_sha256="b" * 64,
-        binary_version="v",
-        model_sha256="m" * 64,
-        draft_sha256=None,
-        config_hash="c" * 16,
-        config={},
-        binary_path="/b",
-        model_path="/m",
-        draft_path=None,
-        pinned_by="t",
-        reason="first nightly run",
-    ).id
+def _pin(db: Database, profile: str = "s") -> int:
+    return pin_reference(db, profile=profile, host="h" * 16, pinned_by="t").id
 
 
 def test_a_rebuild_does_not_touch_the_snapshot_and_pruning_keeps_what_is_referenced(
@@ -61,8 +48,8 @@ def test_pinning_again_retires_the_previous_reference(tmp_path: Path) -> None:
     db = Database(f"sqlite:///{tmp_path / 'wk.db'}")
     try:
         store = ReferenceStore(db)
-        first = _pin(store)
-        second = _pin(store)
+        first = _pin(db)
+        second = _pin(db)
         active = store.active("h" * 16, "s")
         assert active is not None and active.id == second
         assert [r.active for r in store.history("s")] == [False, True]
@@ -75,7 +62,7 @@ def test_acknowledging_a_nightly_regression_retires_its_reference(tmp_path: Path
     db = Database(f"sqlite:///{tmp_path / 'wk.db'}")
     try:
         store = ReferenceStore(db)
-        ref = _pin(store)
+        ref = _pin(db)
         finding = FindingStore(db).record_recurring(
             NewFinding(
                 fingerprint="nightly:x",

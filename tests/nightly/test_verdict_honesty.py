@@ -12,6 +12,7 @@ from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import pytest
+from support.references import pin_reference
 
 from watchkeeper.analysis.benchmark import (
     ALL,
@@ -420,12 +421,7 @@ def test_item10_a_flag_from_weeks_ago_does_not_confirm_tonights(tmp_path: object
             repo.create_campaign(kind="nightly", host_id=host, build_id=None, params={})
             for _ in range(2)
         )
-        ref = store.pin(
-            host_fingerprint="h", profile="p", identity="i", binary_sha256="b",
-            binary_version="v", model_sha256="m", draft_sha256=None, config_hash="c",
-            config={}, binary_path="/b", model_path="/m", draft_path=None, pinned_by="t",
-            reason="r",
-        )  # fmt: skip
+        ref = pin_reference(db, profile="p", host="h", pinned_by="t", reason="r")
         old = _aa_night(0.9, first)
         store.add_ratios([
             RatioRecord(**{**_fields(old), "reference_id": ref.id, "verdict": "regression",

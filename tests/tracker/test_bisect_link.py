@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from support.fakeforge import FakeForge
+from support.references import pin_reference
 from support.trackerkit import Sleeps
 from support.triagekit import NOW, triage
 
@@ -24,7 +25,6 @@ from watchkeeper.commands.release_runs import settings_from
 from watchkeeper.config import Config
 from watchkeeper.store.findings import NewFinding
 from watchkeeper.store.history import History
-from watchkeeper.store.references import ReferenceStore
 from watchkeeper.store.tracker_store import TrackerStore
 from watchkeeper.upgrade.bisect import Bisector, Built, load_state, start_or_resume
 
@@ -66,21 +66,11 @@ def finished_bisect(path: Path, good: str = VERSIONS[0], bad: str = VERSIONS[-1]
 def nightly_regression(
     history: History, *, good: str, bad: str, profile: str = PROFILE, n: int = 0
 ) -> int:
-    ref = ReferenceStore(history.db).pin(
-        host_fingerprint="f" * 16,
+    ref = pin_reference(
+        history.db,
         profile=profile,
         identity=f"{n}" * 64,
-        binary_sha256="b" * 64,
-        binary_version=f"llama.cpp {good} (cpu, gcc 12.2.0)",
-        model_sha256="m" * 64,
-        draft_sha256=None,
-        config_hash="c" * 16,
-        config={},
-        binary_path="/x",
-        model_path="/y",
-        draft_path=None,
-        pinned_by="watchkeeper nightly",
-        reason="first nightly run",
+        release_line=f"llama.cpp {good} (cpu, gcc 12.2.0)",
         pinned_at=NOW - timedelta(days=5),
     )
     return history.create_finding(

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.references import pin_reference
 
 from watchkeeper.commands.bisect import next_auto_bisect, state_dir
 from watchkeeper.config import Config, DatabaseConfig
@@ -22,7 +23,6 @@ from watchkeeper.publish.digest import render_digest
 from watchkeeper.store.db import Database
 from watchkeeper.store.findings import FindingStore, NewFinding
 from watchkeeper.store.history import History
-from watchkeeper.store.references import ReferenceRecord, ReferenceStore
 from watchkeeper.upgrade.bisect import recorded_findings
 from watchkeeper.upgrade.suggest import release_of
 
@@ -37,24 +37,14 @@ def build_line(release: str) -> str:
 
 
 def pin(db: Database, release: str, *, profile: str = "smollm2-ngram", host: str = HOST) -> int:
-    ref: ReferenceRecord = ReferenceStore(db).pin(
-        host_fingerprint=host,
+    return pin_reference(
+        db,
         profile=profile,
-        identity="i" * 64,
-        binary_sha256="b" * 64,
-        binary_version=build_line(release),
-        model_sha256="m" * 64,
-        draft_sha256=None,
-        config_hash="c" * 16,
-        config={"model": "smollm2-135m-instruct-q4_1"},
-        binary_path="/x",
-        model_path="/y",
-        draft_path=None,
-        pinned_by="watchkeeper nightly",
-        reason="first nightly run",
+        host=host,
+        release_line=build_line(release),
         pinned_at=NIGHT - timedelta(days=5),
-    )
-    return ref.id
+        config={"model": "smollm2-135m-instruct-q4_1"},
+    ).id
 
 
 def regression(
