@@ -17,6 +17,7 @@ import pytest
 from psycopg import sql
 from support.buildprogress import BuildProgress, say
 
+from watchkeeper.cli.app import unwind_on_sigterm
 from watchkeeper.config import Config, ServerConfig
 from watchkeeper.server.install import ServerBinary, cached_binary, ensure_binary
 from watchkeeper.server.models import ModelFile, ModelStore
@@ -46,6 +47,11 @@ _config: pytest.Config | None = None
 def pytest_configure(config: pytest.Config) -> None:
     global _config  # noqa: PLW0603  (the session fixtures print through the terminal reporter)
     _config = config
+    # A CI job that times out is ended with SIGTERM. Python's default would end pytest at once
+    # and orphan every llama-server a test had started (one was found running 37 minutes
+    # after its test was killed); as the CLI does, SIGTERM unwinds instead, so each test's
+    # `with serve(...)` and every fixture's teardown stop what they started.
+    unwind_on_sigterm()
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
