@@ -121,7 +121,16 @@ def _items(key: RunKey) -> list[object]:
     return [
         RunOpen(key, T0, ("llama-server", "--metrics")),
         *[SampleRecord(key, _sample(i)) for i in range(5)],
-        ResourcePoint(T0 + timedelta(seconds=2), key, 123 * 2**20, 50.0, None, 1, None, {"a": 1}),
+        ResourcePoint(
+            T0 + timedelta(seconds=2),
+            key,
+            123 * 2**20,
+            50.0,
+            None,
+            1,
+            None,
+            {"a": 1, "server_pid": 7, "llamacpp:spec_decode_num_drafts_total": 4.0},
+        ),
         IncidentRecord("server_crash:p:1", "server_crash", T0, "p", key, "died", {"exit_code": -9}),
         RunClose(key, T0 + timedelta(seconds=9), "completed", 2**27),
     ]
@@ -218,6 +227,9 @@ def test_replaying_a_batch_twice_stores_every_row_once(db_url: str, tmp_path: Pa
         data = store.load(campaign)
         assert [v.started_at for v in data.samples] == [T0 + timedelta(seconds=i) for i in range(5)]
         assert data.resources[0].profile == "p" and data.incidents[0].kind == "server_crash"
+        # Only the speculative counters travel to the verdicts (the acceptance curve).
+        assert data.resources[0].server_pid == 7
+        assert data.resources[0].counters == {"llamacpp:spec_decode_num_drafts_total": 4.0}
         writer.journal.close()
         assert not (tmp_path / "spool").exists()
     finally:

@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from watchkeeper.analysis.acceptance import result_curves
 from watchkeeper.analysis.benchmark import ALL, BenchResult
 from watchkeeper.analysis.stats import MIN_TASKS
 from watchkeeper.commands.bench import execute_bench
@@ -75,6 +76,9 @@ class PairedNight:
     report_path: str | None = None
     checks: tuple[SeriesCheck, ...] = ()
     """Per category: failed requests between the arms and the winsorized cells' balance."""
+    acceptance_curves: tuple[dict[str, Any], ...] = ()
+    """Per speculative arm, acceptance by draft position over the night's measured requests:
+    a drafter that got worse shows here before the ratio says why."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -87,6 +91,7 @@ class PairedNight:
             "confirmed": list(self.confirmed),
             "findings": list(self.findings),
             "report": self.report_path,
+            "acceptance_curves": list(self.acceptance_curves),
             "ratios": [
                 {
                     "series": r.series,
@@ -331,6 +336,7 @@ def run_night(
         tuple(findings),
         result.report_path,
         tuple(checks.values()),
+        tuple(c.to_json() for c in result_curves(result)),
     )
 
 

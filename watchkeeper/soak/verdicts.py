@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
+from watchkeeper.analysis.acceptance import AcceptanceCurve, curve, explain
 from watchkeeper.config import SoakConfig
 from watchkeeper.soak.durations import parse_duration
 from watchkeeper.soak.paired import MIN_CYCLES, cold_blocks, reference_ratios, series_label
@@ -308,6 +309,29 @@ def _rss_trends(
     return out, leaks, notes
 
 
+def acceptance_curves(data: SoakData) -> list[AcceptanceCurve]:
+    """Per arm, the acceptance curve over everything its servers verified while sampled.
+
+    The counters are cumulative per process, so each process contributes the delta between
+    its first and last resource sample, and a restart starts a new process rather than a
+    negative delta. That span holds the arm's load and its temperature-0 probes alike (one
+    server serves both); the soak's question is whether acceptance holds over hours, which
+    `acceptance_drift` answers from the per-request counts, and this curve says at which
+    draft positions the accepted tokens come from.
+    """
+    spans: dict[str, dict[Any, list[dict[str, float]]]] = defaultdict(lambda: defaultdict(list))
+    for r in data.resources:
+        if r.profile is not None and r.counters:
+            spans[r.profile][r.server_pid].append(r.counters)
+    out = []
+    for profile, by_pid in sorted(spans.items()):
+        scrapes = [(points[0], points[-1]) for points in by_pid.values()]
+        c = curve(profile, scrapes)
+        if c is not None:
+            out.append(c)
+    return out
+
+
 def _identical(samples: Sequence[SoakSampleView]) -> list[dict[str, Any]]:
     groups: dict[tuple[str, int, str], list[SoakSampleView]] = defaultdict(list)
     for s in samples:
@@ -347,6 +371,7 @@ def judge(data: SoakData, cfg: SoakConfig) -> SoakVerdict:
     kinds = Counter(incident.kind for incident in data.incidents)
     series, drift_reasons, drift_notes = _series_trends(samples, origin, slice_s, cfg)
     rss, leaks, rss_notes = _rss_trends(data, origin, cfg)
+    curves = acceptance_curves(data)
     identical = _identical(samples)
     compared = sum(i["compared"] for i in identical)
     same = sum(i["identical"] for i in identical)
@@ -412,6 +437,7 @@ def judge(data: SoakData, cfg: SoakConfig) -> SoakVerdict:
     span_s = (samples[-1].started_at - origin).total_seconds()
     notes.insert(0, f"{len(samples)} requests over {span_s / 3600:.2f}h, {len(errors)} errors")
     notes.extend(drift_notes + rss_notes)
+    notes.extend(explain(c) for c in curves)
     figures = {
         "requests": len(samples),
         "load_requests": sum(1 for s in samples if not s.is_probe),
@@ -434,6 +460,7 @@ def judge(data: SoakData, cfg: SoakConfig) -> SoakVerdict:
         "series": series,
         "reference": paired,
         "rss": rss,
+        "acceptance_curves": [c.to_json() for c in curves],
         "leak_threshold_mb_per_hour": cfg.leak_threshold_mb_per_hour,
     }
     return SoakVerdict(

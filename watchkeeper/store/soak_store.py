@@ -11,7 +11,7 @@ fingerprint) are written by `store.findings`.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -41,6 +41,9 @@ from watchkeeper.store.schema import (
     Run,
 )
 
+SPEC_PREFIX = "llamacpp:spec_decode"
+"""The speculative counters a resource view keeps, for the acceptance curve."""
+
 
 @dataclass(frozen=True, slots=True)
 class SoakSampleView:
@@ -68,6 +71,10 @@ class ResourceView:
     profile: str | None
     rss_bytes: int | None
     server_pid: int | None
+    counters: dict[str, float] = field(default_factory=dict)
+    """The server's speculative counters at that moment (`llamacpp:spec_decode_*`, labels
+    folded into the key): cumulative per process, so a process's acceptance curve is the
+    delta between its first and last sample."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +110,14 @@ class SoakData:
     samples: tuple[SoakSampleView, ...]
     resources: tuple[ResourceView, ...]
     incidents: tuple[IncidentView, ...]
+
+
+def _spec_counters(metrics: dict[str, Any]) -> dict[str, float]:
+    return {
+        k: float(v)
+        for k, v in metrics.items()
+        if k.startswith(SPEC_PREFIX) and isinstance(v, int | float)
+    }
 
 
 def _utc(value: datetime) -> datetime:
@@ -280,6 +295,7 @@ class SoakStore:
                     by_id[r.run_id].arm if r.run_id in by_id else None,
                     r.rss_bytes,
                     (r.metrics or {}).get("server_pid"),
+                    _spec_counters(r.metrics or {}),
                 )
                 for r in s.scalars(
                     select(ResourceSample)
