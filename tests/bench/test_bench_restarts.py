@@ -113,3 +113,34 @@ def test_a_plan_that_asks_for_more_rounds_runs_them_after_its_pilot_on_the_same_
     # The identity probes follow the last measured round.
     probes = {r.round for r in runs if r.purpose == RunPurpose.IDENTITY}
     assert probes == {6}, json.dumps(sorted(probes))
+
+
+def test_an_arm_a_race_dropped_is_not_started_again_at_the_next_restart(
+    config: Config, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A sweep drops its clear losers; their processes would only cost loads and memory."""
+    monkeypatch.setenv("WATCHKEEPER_DATA_DIR", str(tmp_path / "data"))
+
+    def drop_twin(runs: Sequence[RunResult]) -> tuple[Sequence[str], bool]:
+        return (ARMS[0],), True
+
+    plan = BenchPlan(ARMS, tasks(2), rounds=3, warmup_rounds=1, warmup_tasks=1, concurrency=1)
+    result = execute_bench(
+        config,
+        replace(plan, restart_every=1, race=drop_twin),
+        progress=lambda _: None,
+        drift_only=True,
+    )
+    runs = stored_runs(config, result.campaign_id)
+    assert {(r.arm, r.round) for r in runs if not r.is_warmup} == {
+        ("smollm2-baseline", 1),
+        ("smollm2-baseline", 2),
+        ("smollm2-baseline", 3),
+        ("twin", 1),
+    }
+    logs = {p.name for p in (tmp_path / "data").rglob("*.log")}
+    assert {"smollm2-baseline-p1.log", "smollm2-baseline-p2.log", "twin.log"} <= logs
+    assert not {"twin-p1.log", "twin-p2.log"} & logs, sorted(logs)
+    # The retired arm keeps the command line it ran with, for the report.
+    (twin,) = [a for a in result.arms if a.name == "twin"]
+    assert "--model" in twin.argv or "-m" in twin.argv

@@ -163,7 +163,12 @@ def _execute(
             probes = _identity_probes(bench, identity_round=measured_rounds + 1)
             verdicts = _classify(bench, probes)
             distribution = distribution_pass(
-                config, servers, prepared, plan.tasks, sampling, progress
+                config,
+                servers,
+                [p for p in prepared if p.name in bench.active],
+                plan.tasks,
+                sampling,
+                progress,
             )
             argvs = servers.argvs()
         arms = arm_specs(prepared, argvs, costs, drift_only=drift_only)
@@ -239,7 +244,7 @@ def _run_schedule(
     plan = bench.plan
     for done, (round_index, warm) in enumerate(rounds, start=before + 1):
         if not warm and _restarts_before(round_index, plan.restart_every):
-            bench.servers.restart()
+            bench.servers.restart(bench.active)  # arms a race dropped stay stopped
             _rewarm(bench, round_index)
         tasks = plan.tasks[: plan.warmup_tasks] if warm else plan.tasks
         label = "warm-up" if warm else f"round {round_index}/{measured_rounds}"

@@ -8,11 +8,15 @@ check), and leaving the `with` block stops every one of them, also when a start 
 An arm whose server somebody else runs (a url profile, `server.external_url`) is in the set
 but not in its hands: it is checked that it answers at the start and at every restart, and is
 never started, stopped or restarted; a restart says that it left it alone.
+
+A restart may name the arms to bring back: a sweep's race stops measuring the arms it dropped,
+and starting their processes again every round would cost their model loads and their memory
+for nothing. A retired arm keeps its command line for the report.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import ExitStack
 from pathlib import Path
 from types import TracebackType
@@ -44,6 +48,7 @@ class ServerSet(Mapping[str, RunningServer]):
         self._progress = progress
         self._stack = ExitStack()
         self._servers: dict[str, RunningServer] = {}
+        self._argvs: dict[str, tuple[str, ...]] = {}
         self.generation = 0
 
     def __enter__(self) -> ServerSet:
@@ -71,10 +76,13 @@ class ServerSet(Mapping[str, RunningServer]):
     def __len__(self) -> int:
         return len(self._servers)
 
-    def start(self) -> None:
-        """Start every arm's server, in the order given (the first start is announced)."""
+    def start(self, arms: Collection[str] | None = None) -> None:
+        """Start the servers of `arms` (default: every arm), in the order given (the first
+        start is announced); an arm left out is retired: no process, its argv kept."""
         suffix = f"-p{self.generation}" if self.generation else ""
         for p in self._prepared:
+            if arms is not None and p.name not in arms:
+                continue
             if p.external_url:
                 self._progress(
                     f"restart: {p.name} is external ({p.external_url}): left alone"
@@ -82,19 +90,21 @@ class ServerSet(Mapping[str, RunningServer]):
                     else f"using {p.name} at {p.external_url} (not started by watchkeeper)"
                 )
                 self._servers[p.name] = attach(p)
-                continue
-            if not self.generation:
-                self._progress(f"starting {p.name}")
-            self._servers[p.name] = self._stack.enter_context(
-                serve(self._config, p, log_path=self._log_dir / f"{p.name}{suffix}.log")
-            )
+            else:
+                if not self.generation:
+                    self._progress(f"starting {p.name}")
+                self._servers[p.name] = self._stack.enter_context(
+                    serve(self._config, p, log_path=self._log_dir / f"{p.name}{suffix}.log")
+                )
+            self._argvs[p.name] = self._servers[p.name].argv
 
-    def restart(self) -> None:
-        """Stop every server we started, then start fresh processes for all of them (an
-        external one is only checked again)."""
+    def restart(self, arms: Collection[str] | None = None) -> None:
+        """Stop every server we started, then start fresh processes for `arms` (default: all
+        of them; an external one is only checked again). Arms left out stay stopped."""
         self.close()
+        self._servers.clear()
         self.generation += 1
-        self.start()
+        self.start(arms)
 
     def close(self) -> None:
         self._stack.close()
@@ -102,4 +112,4 @@ class ServerSet(Mapping[str, RunningServer]):
 
     def argvs(self) -> dict[str, tuple[str, ...]]:
         """Each arm's command line (empty for an external server), as the report shows it."""
-        return {name: server.argv for name, server in self._servers.items()}
+        return {p.name: self._argvs.get(p.name, ()) for p in self._prepared}
