@@ -125,6 +125,7 @@ def test_every_sweep_option_has_help_text() -> None:
     missing = [a.option_strings for a in options if not a.help]
     assert missing == []
     assert sweep.parse_args([]).budget == 40.0
+    assert sweep.parse_args([]).max_tokens == 64
 
 
 def _view(result: BenchResult, race: RaceState | None) -> SweepView:
@@ -232,3 +233,12 @@ def test_the_racer_drops_a_slow_arm_and_stops_before_a_round_that_would_not_fit(
     assert not go and racer.stop_reason.startswith("budget")
     assert keep[0] == "base"  # the arms to probe: the baseline, the picks, the fastest
     assert cells_of(runs)[0] == Cell("base", "prose-0", "prose", 1, 20.0)
+
+
+def test_the_race_section_says_answers_were_cut_and_what_that_understates(
+    result: BenchResult,
+) -> None:
+    cut = render_sweep_sections(replace(_view(result, None), max_tokens=64))
+    assert "Every answer was cut at 64 tokens" in cut and "understated" in cut
+    full = render_sweep_sections(_view(result, None))
+    assert "was cut at" not in full

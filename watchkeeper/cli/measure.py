@@ -92,6 +92,7 @@ def cmd_sweep(args: argparse.Namespace, config: Config) -> int:
             service_path=Path(args.service_file),
             budget_min=args.budget,
             race=not args.no_race,
+            max_tokens=args.max_tokens,
             progress=progress if not args.json else quiet,
             database=db,
         )
@@ -301,6 +302,14 @@ def register(sub: Any) -> None:
         default=3,
         metavar="N",
         help="tasks per category (default 3: fewer gives a category no CI worth the name)",
+    )
+    p.add_argument(
+        "--max-tokens",
+        type=int,
+        default=64,
+        metavar="N",
+        help="cut every answer at N tokens (default 64, the nightly's cap: a round costs about "
+        "half of the task set's own lengths; 0 keeps them)",
     )
     p.add_argument(
         "--service-file",

@@ -56,6 +56,13 @@ FAMILIES = {"qwen": (QWEN_TARGET, QWEN_DRAFT), "smollm2": (SMOLLM2, SMOLLM2)}
 SPECULATIVE_REPORT = "speculative_benchmark.md"
 DEFAULT_BUDGET_MIN = 40.0
 DEFAULT_MAX_ROUNDS = 5
+DEFAULT_MAX_TOKENS = 64
+"""Each answer is cut at this many tokens (the nightly's cap; 0 keeps the task set's own,
+96-192, mean 139). The sweep ranks settings by decode speed; the full lengths about double
+each round's decode time, and on two CPU cores one round of the nine Qwen arms at full length
+takes about as long as half the 40-minute budget, which would end the race before any CI
+exists (CIs start at round 3). What the cap leaves out: n-gram drafting that only pays late
+in a long, repetitive answer."""
 PROBE_SHARE = 1.2
 """The identity probes after the last round cost about one round of the surviving arms (same
 tasks, logprobs on) plus the replays: reserved from the budget before every further round."""
@@ -279,12 +286,13 @@ def sweep_command(
     progress: Progress,
     budget_min: float = DEFAULT_BUDGET_MIN,
     race: bool = True,
+    max_tokens: int = DEFAULT_MAX_TOKENS,
     clock: Clock = time.monotonic,
     database: Database | None = None,
 ) -> SweepResult:
     """`rounds`: with racing, the most rounds it may run (default 5); without, every arm
-    runs exactly that many (default bench.rounds). ``database``: the caller's, else one opened
-    for the sweep."""
+    runs exactly that many (default bench.rounds). ``max_tokens``: cap on every answer (0: the
+    tasks' own). ``database``: the caller's, else one opened for the sweep."""
     started = clock()
     config, source = resolve_candidates(
         config, family=family, target=target, draft=draft, profile=profile
@@ -313,6 +321,9 @@ def sweep_command(
         per_category=per_category,
         concurrency=None,
     )
+    if max_tokens > 0:
+        capped = tuple(replace(t, max_tokens=min(t.max_tokens, max_tokens)) for t in plan.tasks)
+        plan = replace(plan, tasks=capped)
     plan = replace(plan, race=racer)
     progress(
         f"sweep: {len(plan.profiles)} profiles x {len(plan.tasks)} tasks, "
@@ -347,6 +358,7 @@ def sweep_command(
             soak=soak,
             soak_command=soak_command(chosen),
             service_path=service_path,
+            max_tokens=max_tokens,
         )
         result = finish_with_report(
             config,

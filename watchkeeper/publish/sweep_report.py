@@ -46,6 +46,8 @@ class SweepView:
     soak: Mapping[str, Any] | None
     soak_command: str
     service_path: Path
+    max_tokens: int = 0
+    """The cap on every answer (0: the task set's own lengths)."""
 
 
 def soak_command(profile: str, duration: str = SOAK_DURATION) -> str:
@@ -71,6 +73,14 @@ def _race_section(v: SweepView) -> list[str]:
         "their figures above cover the rounds they ran."
     )
     out.append("")
+    if v.max_tokens > 0:
+        out.append(
+            f"Every answer was cut at {v.max_tokens} tokens (`--max-tokens`; 0 keeps the task "
+            "set's own lengths, at about twice the time a round). Decode speed shows in those "
+            "tokens already; n-gram drafting that pays only late in a long, repetitive answer "
+            "is understated."
+        )
+        out.append("")
     if v.race is None:
         out.append("Not raced: every arm ran every round.")
         return out
