@@ -175,3 +175,17 @@ def test_costs_order_baseline_then_ngram_then_drafts_by_length(
     spec: str | None, n: int | None, speculative: bool, cost: float
 ) -> None:
     assert arm_cost(spec, n, speculative) == cost
+
+
+def test_an_open_comparison_names_its_two_arms_in_the_direction_of_its_ci() -> None:
+    """One round: ngram leads code edits by 1.4x but has no CI yet. The pick stays the
+    baseline; the open comparison is ngram / base (not base / base, as the report once read)."""
+    truth = {"base": {}, "ngram": {"code_edit": 1.4}}
+    cells = synthetic(truth, rounds=1)
+    (edit,) = [
+        d for d in decide(Table(cells), ARMS[:2], ["base", "ngram"], SETTINGS)
+        if d.category == "code_edit"
+    ]  # fmt: skip
+    assert edit.status == "unresolved" and edit.pick == "base"
+    assert (edit.contender, edit.runner_up) == ("ngram", "base")
+    assert edit.versus_runner_up is not None and edit.versus_runner_up.estimate > 1.3

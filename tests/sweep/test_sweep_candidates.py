@@ -184,6 +184,7 @@ def test_the_sweep_sections_name_drops_winners_criteria_and_the_soak_command(
                 "not yet shown within 3%",
                 7,
                 result.baseline.name,
+                cand[0],
             ),
         ),
         {a.name: 3 for a in result.arms},
@@ -192,6 +193,9 @@ def test_the_sweep_sections_name_drops_winners_criteria_and_the_soak_command(
     assert "## Racing sweep" in text and "dropped after round 1 (early)" in text
     assert "Bonferroni split of alpha 0.05 over 3 planned look(s)" in text
     assert "Unresolved: code_edit (~7 rounds)" in text
+    # Decided: the runner-up against the winner; open: the comparison that blocks, by name.
+    assert f"| prose | decided | {result.baseline.name} |" in text
+    assert text.count(f"{cand[0]} / {result.baseline.name}") == 2
     assert "## The seed's acceptance criteria" in text
     assert "Speed-up of 1.5x" in text
     assert "watchkeeper soak --profiles" in text and "--duration 8h" in text

@@ -201,21 +201,22 @@ def decide(
         # Only an arm the leader is within the threshold of (by estimate) can qualify.
         hopeful = [w for w in by_cost if est[w] > 0 and est[leader] / est[w] <= ceiling]
         winner: str | None = None
-        blocked: list[tuple[str, str, RatioCI | None]] = []
+        # (arm that could win, contender, comparator, contender / comparator CI)
+        blocked: list[tuple[str, str, str, RatioCI | None]] = []
         for w in hopeful:
             block = None
             if w != base:
                 # Baseline first: a candidate wins only where it beats the baseline outright.
                 ci = table.ratio(w, base, category, settings, conf)
                 if ci is None or not ci.has_ci or ci.low <= 1.0:
-                    blocked.append((w, base, ci))
+                    blocked.append((w, w, base, ci))
                     continue
             for j in ranked:
                 if j == w:
                     continue
                 ci = table.ratio(j, w, category, settings, conf)
                 if ci is None or not ci.has_ci or ci.high > ceiling:
-                    block = (w, j, ci)
+                    block = (w, j, w, ci)
                     break
             if block is None:
                 winner = w
@@ -247,7 +248,8 @@ def decide(
             )
             continue
         # Unresolved: name what blocks the cheapest hopeful arm, and the rounds that would do.
-        w, j, ci = blocked[0] if blocked else (leader, leader, None)
+        w, contender, comparator, ci = blocked[0] if blocked else (leader, leader, leader, None)
+        j = comparator if contender == w else contender
         needed = _rounds_to_within(ci, settings.min_effect, table.rounds(w)) if ci else None
         if ci is None or not ci.has_ci:
             needed = settings.min_rounds
@@ -258,7 +260,7 @@ def decide(
                 "unresolved",
                 None,
                 leader,
-                j if j != w else None,
+                comparator if comparator != contender else None,
                 ci,
                 table.ratio(provisional, base, category, settings, 0.95),
                 f"{w} not yet shown within {settings.min_effect:.0%} of {j} at {conf:.2%} "
@@ -266,6 +268,7 @@ def decide(
                 f"{provisional}",
                 needed,
                 provisional,
+                contender if comparator != contender else None,
             )
         )
     return tuple(out)

@@ -85,7 +85,8 @@ class CategoryDecision:
     """Highest paired ratio to the baseline (point estimate)."""
     runner_up: str | None
     versus_runner_up: RatioCI | None
-    """Decided: runner-up / winner at the look's confidence. Unresolved: the CI that blocks."""
+    """Decided: runner-up / winner at the look's confidence. Unresolved: the CI that blocks,
+    `contender` / `runner_up`."""
     versus_baseline: RatioCI | None
     """The pick against the baseline (95%): what the report quotes as the winner's CI."""
     reason: str
@@ -93,6 +94,8 @@ class CategoryDecision:
     provisional: str | None = None
     """Unresolved: the pick until it is settled (an arm called faster than the baseline at the
     look's confidence, else the baseline)."""
+    contender: str | None = None
+    """Unresolved: the arm whose ratio to `runner_up` is the open comparison."""
 
     @property
     def pick(self) -> str:

@@ -308,8 +308,8 @@ def register(sub: Any) -> None:
         type=int,
         default=64,
         metavar="N",
-        help="cut every answer at N tokens (default 64, the nightly's cap: a round costs about "
-        "half of the task set's own lengths; 0 keeps them)",
+        help="cut every answer at N tokens (default 64, the nightly's cap; 0 keeps the task "
+        "set's own lengths, 96-192 tokens)",
     )
     p.add_argument(
         "--service-file",

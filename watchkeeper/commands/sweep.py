@@ -58,11 +58,11 @@ DEFAULT_BUDGET_MIN = 40.0
 DEFAULT_MAX_ROUNDS = 5
 DEFAULT_MAX_TOKENS = 64
 """Each answer is cut at this many tokens (the nightly's cap; 0 keeps the task set's own,
-96-192, mean 139). The sweep ranks settings by decode speed; the full lengths about double
-each round's decode time, and on two CPU cores one round of the nine Qwen arms at full length
-takes about as long as half the 40-minute budget, which would end the race before any CI
-exists (CIs start at round 3). What the cap leaves out: n-gram drafting that only pays late
-in a long, repetitive answer."""
+96-192, mean 139): the sweep ranks settings by decode speed, which the first tokens show, and
+the full lengths more than double each round's decode time. It does not shorten prompt
+processing, which on two CPU cores costs as much (the 2026-11-25 Qwen sweep: 20.7 minutes a
+round of nine arms at 64 tokens; docs/sweep.md). What the cap leaves out: n-gram drafting
+that only pays late in a long, repetitive answer."""
 PROBE_SHARE = 1.2
 """The identity probes after the last round cost about one round of the surviving arms (same
 tasks, logprobs on) plus the replays: reserved from the budget before every further round."""

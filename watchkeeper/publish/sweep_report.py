@@ -76,9 +76,8 @@ def _race_section(v: SweepView) -> list[str]:
     if v.max_tokens > 0:
         out.append(
             f"Every answer was cut at {v.max_tokens} tokens (`--max-tokens`; 0 keeps the task "
-            "set's own lengths, at about twice the time a round). Decode speed shows in those "
-            "tokens already; n-gram drafting that pays only late in a long, repetitive answer "
-            "is understated."
+            "set's own lengths). Decode speed shows in those tokens already; n-gram drafting "
+            "that pays only late in a long, repetitive answer is understated."
         )
         out.append("")
     if v.race is None:
@@ -115,14 +114,20 @@ def _winner_section(v: SweepView) -> list[str]:
         else:
             status = "unresolved"
             settle = f"~{d.rounds_needed} rounds" if d.rounds_needed else "not within reach"
+        # Decided: how far the runner-up is behind the winner. Unresolved: the comparison that
+        # is still open, which need not involve the provisional pick at all.
+        if d.status == "decided":
+            compared = f"{d.runner_up} / {d.pick}" if d.runner_up else md.NONE
+        else:
+            compared = f"{d.contender} / {d.runner_up}" if d.contender else md.NONE
         rows.append(
             [
                 d.category,
                 status,
                 d.pick + ("" if d.winner else " (provisional)"),
                 _ci(d.versus_baseline),
-                md.text(d.runner_up),
-                _ci(d.versus_runner_up),
+                compared,
+                _ci(d.versus_runner_up) if compared != md.NONE else md.NONE,
                 settle,
                 d.reason,
             ]
@@ -134,8 +139,8 @@ def _winner_section(v: SweepView) -> list[str]:
                 "status",
                 "pick",
                 "pick vs baseline (95% CI)",
-                "runner-up",
-                f"runner-up / pick ({v.settings.look_confidence:.2%} CI)",
+                "comparison",
+                f"ratio ({v.settings.look_confidence:.2%} CI)",
                 "rounds to settle",
                 "why",
             ],
