@@ -10,7 +10,7 @@ import pytest
 
 from watchkeeper.config import BenchConfig
 from watchkeeper.errors import TaskSetError
-from watchkeeper.load.tasks import CATEGORIES, load_taskset, select
+from watchkeeper.load.tasks import CATEGORIES, cap_tokens, load_taskset, select
 
 
 def test_standard_taskset_has_at_least_48_tasks_in_all_six_categories() -> None:
@@ -90,3 +90,11 @@ def test_per_category_selection_keeps_the_first_tasks_of_each_category() -> None
         {t.category for t in chosen}, key=[t.category for t in chosen].index
     )
     assert len(chosen) == len(CATEGORIES)
+
+
+def test_a_token_cap_cuts_longer_answers_only_and_zero_keeps_every_task_as_it_is() -> None:
+    tasks = load_taskset(Path("jobs/tasksets/standard.jsonl"))
+    capped = cap_tokens(tasks, 100)
+    assert [t.max_tokens for t in capped] == [min(t.max_tokens, 100) for t in tasks]
+    assert {t.max_tokens for t in capped} == {96, 100}
+    assert cap_tokens(tasks, 0) == list(tasks)

@@ -34,7 +34,7 @@ from watchkeeper.config import Config, ProfileConfig
 from watchkeeper.config.model import NightlyConfig
 from watchkeeper.errors import ConfigError
 from watchkeeper.host import info as hostinfo
-from watchkeeper.load.tasks import load_taskset, select
+from watchkeeper.load.tasks import cap_tokens, load_taskset, select
 from watchkeeper.nightly.night_checks import SeriesCheck, series_checks
 from watchkeeper.nightly.ratios import (
     CONFIRM_WINDOW,
@@ -197,9 +197,9 @@ def _bench(
 ) -> BenchResult:
     n = config.nightly
     taskset = Path(n.taskset) if n.taskset else config.bench.resolved_taskset()
-    tasks = select(load_taskset(taskset), limit=None, per_category=n.per_category)
-    if n.max_tokens:
-        tasks = [replace(t, max_tokens=min(t.max_tokens, n.max_tokens)) for t in tasks]
+    tasks = cap_tokens(
+        select(load_taskset(taskset), limit=None, per_category=n.per_category), n.max_tokens
+    )
     plan = BenchPlan(
         profiles=(ref_arm.name, current.name),
         tasks=tuple(tasks),

@@ -24,7 +24,7 @@ from watchkeeper.commands.bench_plan import BenchPlan
 from watchkeeper.config import Config, ProfileConfig, ServerConfig
 from watchkeeper.errors import ConfigError
 from watchkeeper.load.records import RunResult
-from watchkeeper.load.tasks import load_taskset, select
+from watchkeeper.load.tasks import cap_tokens, load_taskset, select
 from watchkeeper.server.binary import ServerBinary
 from watchkeeper.server.flags import read_help
 from watchkeeper.server.install import cached_binary, ensure_binary
@@ -136,8 +136,7 @@ def paired_pairs(
         limit=None,
         per_category=settings.per_category,
     )
-    if settings.max_tokens:
-        tasks = [replace(t, max_tokens=min(t.max_tokens, settings.max_tokens)) for t in tasks]
+    tasks = cap_tokens(tasks, settings.max_tokens)
     plan = BenchPlan(
         profiles=(base_arm.name, cand_arm.name),
         tasks=tuple(tasks),

@@ -40,6 +40,7 @@ from watchkeeper.commands.bench_report import finish_with_report
 from watchkeeper.config import Config, ModelConfig, ProfileConfig
 from watchkeeper.errors import ConfigError
 from watchkeeper.load.records import RunResult
+from watchkeeper.load.tasks import cap_tokens
 from watchkeeper.publish.sweep_report import SweepView, render_sweep_sections, soak_command
 from watchkeeper.publish.systemd import current_user, render_service, write_service
 from watchkeeper.server.flags import read_help
@@ -321,10 +322,7 @@ def sweep_command(
         per_category=per_category,
         concurrency=None,
     )
-    if max_tokens > 0:
-        capped = tuple(replace(t, max_tokens=min(t.max_tokens, max_tokens)) for t in plan.tasks)
-        plan = replace(plan, tasks=capped)
-    plan = replace(plan, race=racer)
+    plan = replace(plan, tasks=tuple(cap_tokens(plan.tasks, max_tokens)), race=racer)
     progress(
         f"sweep: {len(plan.profiles)} profiles x {len(plan.tasks)} tasks, "
         + (

@@ -13,7 +13,7 @@ twin, same binary. The verdicts and the report are `upgrade.verdict`'s.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
@@ -28,7 +28,7 @@ from watchkeeper.commands.release_runs import (
 )
 from watchkeeper.config import Config, ProfileConfig
 from watchkeeper.host import info as hostinfo
-from watchkeeper.load.tasks import load_taskset, select
+from watchkeeper.load.tasks import cap_tokens, load_taskset, select
 from watchkeeper.server.binary import ServerBinary
 from watchkeeper.server.flags import read_help
 from watchkeeper.server.install import ensure_binary
@@ -95,9 +95,10 @@ def identity_within(
     plain = PreparedProfile(
         spec.name + "-plain", plain_twin(current.profile), candidate, current.model, None, spec.help
     )
-    tasks = select(load_taskset(config.bench.resolved_taskset()), limit=None, per_category=1)
-    if settings.max_tokens:
-        tasks = [replace(t, max_tokens=min(t.max_tokens, settings.max_tokens)) for t in tasks]
+    tasks = cap_tokens(
+        select(load_taskset(config.bench.resolved_taskset()), limit=None, per_category=1),
+        settings.max_tokens,
+    )
     plan = BenchPlan(
         profiles=(plain.name, spec.name),
         tasks=tuple(tasks),

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -131,3 +132,11 @@ def select(
     if limit is not None:
         chosen = chosen[:limit]
     return chosen
+
+
+def cap_tokens(tasks: Sequence[Task], limit: int) -> list[Task]:
+    """Every task's answer cut at `limit` tokens (0: the tasks' own). Both arms of a paired
+    campaign get the same tasks, so a cap keeps the comparison like for like and buys rounds."""
+    if limit <= 0:
+        return list(tasks)
+    return [replace(t, max_tokens=min(t.max_tokens, limit)) for t in tasks]
