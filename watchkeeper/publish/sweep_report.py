@@ -116,18 +116,16 @@ def _winner_section(v: SweepView) -> list[str]:
             settle = f"~{d.rounds_needed} rounds" if d.rounds_needed else "not within reach"
         # Decided: how far the runner-up is behind the winner. Unresolved: the comparison that
         # is still open, which need not involve the provisional pick at all.
-        if d.status == "decided":
-            compared = f"{d.runner_up} / {d.pick}" if d.runner_up else md.NONE
-        else:
-            compared = f"{d.contender} / {d.runner_up}" if d.contender else md.NONE
+        pair = (d.runner_up, d.pick) if d.status == "decided" else (d.contender, d.runner_up)
+        named = pair[0] is not None and pair[1] is not None
         rows.append(
             [
                 d.category,
                 status,
                 d.pick + ("" if d.winner else " (provisional)"),
                 _ci(d.versus_baseline),
-                compared,
-                _ci(d.versus_runner_up) if compared != md.NONE else md.NONE,
+                f"{pair[0]} / {pair[1]}" if named else md.NONE,
+                _ci(d.versus_runner_up) if named else md.NONE,
                 settle,
                 d.reason,
             ]
