@@ -3,8 +3,14 @@
 
 from __future__ import annotations
 
+import subprocess
+from pathlib import Path
+
+import pytest
+
 from watchkeeper.analysis.stats import RatioCI
-from watchkeeper.config import ProfileConfig
+from watchkeeper.commands.upgrade_check import commit_report, report_relpath
+from watchkeeper.config import Config, DigestConfig, ProfileConfig
 from watchkeeper.server.flags import parse_help
 from watchkeeper.upgrade.flagcheck import FlagCheck, check_flags
 from watchkeeper.upgrade.verdict import judge, markdown
@@ -58,3 +64,42 @@ def test_the_verdict_follows_the_ratio_unless_the_outputs_differ() -> None:
     assert judge("p", ok, same, ("identical", "near_tie")).verdict == "safe"
     differs = judge("p", ok, same, ("identical", "mismatch"))
     assert differs.verdict == "regression" and "1 of 2 outputs differ" in differs.reason
+
+
+def test_the_upgrade_report_is_committed_and_pushed_beside_the_digests(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A real repository with a real (local, bare) remote, as the digest publishes."""
+    empty = tmp_path / "empty.gitconfig"
+    empty.write_text("")
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(empty))
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+
+    def git(cwd: Path, *args: str) -> str:
+        done = subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True)
+        return done.stdout.strip()
+
+    remote, work = tmp_path / "remote.git", tmp_path / "work"
+    git(tmp_path, "init", "--quiet", "--bare", "--initial-branch=main", str(remote))
+    git(tmp_path, "init", "--quiet", "--initial-branch=main", str(work))
+    git(work, "remote", "add", "origin", str(remote))
+    config = Config(digest=DigestConfig(repo=str(work), subdir="reports/digests"))
+    report = tmp_path / "upgrade-11434.0.0-2026-11-28.md"
+    report.write_text("# Upgrade check\n", encoding="utf-8")
+    verdict = judge("smollm2-ngram", FlagCheck(None), _ratio(1.0, 0.99, 1.01, "no change"), ())
+    said: list[str] = []
+    published = commit_report(
+        config, report, candidate="11434.0.0", verdicts=[verdict], push=True, progress=said.append
+    )
+    assert published.committed and published.pushed
+    assert report_relpath(config, report) == "reports/upgrades/upgrade-11434.0.0-2026-11-28.md"
+    shown = git(remote, "show", "main:reports/upgrades/upgrade-11434.0.0-2026-11-28.md")
+    assert shown == "# Upgrade check"
+    message = git(remote, "log", "-1", "--format=%s", "main")
+    assert message == "upgrade check: llama.cpp 11434.0.0 (b11434): smollm2-ngram safe"
+    assert git(remote, "log", "-1", "--format=%an", "main") == "watchkeeper"
+    # The same report again is no new commit (a rerun of the job writes nothing twice).
+    again = commit_report(
+        config, report, candidate="11434.0.0", verdicts=[verdict], push=True, progress=said.append
+    )
+    assert not again.committed and git(remote, "rev-list", "--count", "main") == "1"

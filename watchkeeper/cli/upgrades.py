@@ -94,12 +94,16 @@ def cmd_upgrade_check(args: argparse.Namespace, config: Config) -> int:
             sdists=Path(args.sdists) if args.sdists else None,
             jobs=args.jobs,
             database=db,
+            commit=args.commit or args.push,
+            push=args.push,
         )
     for v in check.verdicts:
         out.print(f"{v.profile}: {v.verdict} — {v.reason}")
         for line in v.flags.lines():
             out.print(f"  {line}")
     out.print(f"report: {check.report_path}")
+    if check.published is not None:
+        out.print(f"reports repository: {check.published.message}")
     return 0 if all(v.verdict in ("safe", "improvement") for v in check.verdicts) else 1
 
 
@@ -161,10 +165,18 @@ def register(sub: Any) -> None:
         description="Build the candidate release, check every profile's flags against its "
         "--help, measure it paired against the pinned reference (the configured build when "
         "none is pinned) and check identity within it; verdict per profile: safe, regression, "
-        "improvement, inconclusive or breaks config. Exit 1 unless all are safe/improvement.",
+        "improvement, inconclusive or breaks config. A flag the candidate refuses is named "
+        "with the release that dropped it (read from the releases' sources). Exit 1 unless all "
+        "are safe/improvement.",
     )
     add_common(p)
     p.add_argument("--to", default="latest", metavar="V", help="candidate: latest or a version")
     _measure_options(p)
     p.add_argument("--rounds", type=int, metavar="N", help="rounds (default: nightly.rounds)")
+    p.add_argument(
+        "--commit",
+        action="store_true",
+        help="commit the report to the reports repository ([digest] repo), beside the digests",
+    )
+    p.add_argument("--push", action="store_true", help="commit and push (implies --commit)")
     p.set_defaults(handler=cmd_upgrade_check)

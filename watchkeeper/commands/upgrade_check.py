@@ -13,9 +13,9 @@ twin, same binary. The verdicts and the report are `upgrade.verdict`'s.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from watchkeeper.analysis.stats import paired_speedup
 from watchkeeper.commands.bench import execute_bench
@@ -25,18 +25,23 @@ from watchkeeper.commands.release_runs import (
     ReleaseBuilds,
     paired_pairs,
     release_arm,
+    release_server,
 )
 from watchkeeper.config import Config, ProfileConfig
+from watchkeeper.errors import WatchkeeperError
 from watchkeeper.host import info as hostinfo
 from watchkeeper.load.tasks import cap_tokens, load_taskset, select
+from watchkeeper.publish.gitrepo import PublishResult, publish_files
 from watchkeeper.server.binary import ServerBinary
 from watchkeeper.server.flags import read_help
 from watchkeeper.server.install import ensure_binary
 from watchkeeper.server.launch import PreparedProfile, prepare
+from watchkeeper.server.sdist import locate_sdist, read_source_file, version_key
 from watchkeeper.store.db import Database, open_database
 from watchkeeper.store.references import ReferenceStore
 from watchkeeper.upgrade import releases
-from watchkeeper.upgrade.flagcheck import check_flags
+from watchkeeper.upgrade.flagcheck import FlagCheck, check_flags
+from watchkeeper.upgrade.flaghistory import FlagState, declared_flags, first_release_without
 from watchkeeper.upgrade.verdict import ProfileVerdict, judge, markdown
 
 Progress = Callable[[str], None]
@@ -58,6 +63,8 @@ class UpgradeCheck:
     baseline: str
     verdicts: tuple[ProfileVerdict, ...]
     report_path: Path
+    published: PublishResult | None = None
+    """The commit of the report to the reports repository (None: not asked to commit)."""
 
 
 def _baseline(db: Database, profile: str, current: ServerBinary) -> ServerBinary:
@@ -118,6 +125,87 @@ def identity_within(
     return tuple(r.verdict for r in result.identity if r.arm.startswith(spec.name))
 
 
+class FlagHistory:
+    """Names the release that stopped accepting each flag a candidate refuses or respells,
+    from the sources of the releases between the configured build and the candidate (one
+    sdist per step of a binary search; each is read once per check)."""
+
+    def __init__(
+        self, config: Config, *, candidate: str, sdists: Path | None, progress: Progress
+    ) -> None:
+        self._config = config
+        self._candidate = candidate
+        self._sdists = sdists
+        self._progress = progress
+        self._span: list[str] | None = None
+        self._read: dict[str, dict[str, FlagState]] = {}
+
+    def _releases(self) -> list[str]:
+        if self._span is None:
+            current = self._config.server.llama_cpp_version
+            versions = releases.available(self._config.server.package_index, self._sdists)
+            self._span = releases.between(versions, current, self._candidate)
+        return self._span
+
+    def _state_of(self, version: str) -> dict[str, FlagState]:
+        if version not in self._read:
+            server = release_server(self._config, version, self._sdists)
+            archive = locate_sdist(server, self._progress)
+            self._read[version] = declared_flags(read_source_file(archive, "common/arg.cpp"))
+        return self._read[version]
+
+    def __call__(self, flags: FlagCheck) -> FlagCheck:
+        server = self._config.server
+        if not flags.changed or server.binary or server.external_url:
+            return flags  # no release of ours on the old side to start the search from
+        if version_key(self._candidate) <= version_key(server.llama_cpp_version):
+            return flags
+        try:
+            span = self._releases()
+            found = [first_release_without(f, span, self._state_of) for f in flags.changed]
+        except WatchkeeperError as exc:
+            self._progress(f"could not name the release that changed the flags: {exc.message}")
+            return flags
+        return replace(flags, history=tuple(c for c in found if c is not None))
+
+
+def report_relpath(config: Config, report: Path) -> str:
+    """Where an upgrade report goes in the reports repository: `upgrades/` beside the
+    digests' folder (`reports/digests` -> `reports/upgrades/upgrade-V-DATE.md`)."""
+    parent = PurePosixPath(config.digest.subdir.strip("/") or ".").parent
+    return str(parent / "upgrades" / report.name)
+
+
+def commit_report(
+    config: Config,
+    report: Path,
+    *,
+    candidate: str,
+    verdicts: list[ProfileVerdict],
+    push: bool,
+    progress: Progress,
+) -> PublishResult:
+    """Commit (and push) the report to the digest's reports repository, as the digest is:
+    the same repository, branch, author and push retries."""
+    digest = config.digest
+    rel = report_relpath(config, report)
+    progress(f"committing {rel} to {digest.resolved_repo()} ({digest.branch})")
+    summary = ", ".join(f"{v.profile} {v.verdict}" for v in verdicts) or "no profiles"
+    published = publish_files(
+        digest.resolved_repo(),
+        {rel: report.read_bytes()},
+        message=f"upgrade check: llama.cpp {candidate} ({releases.tag(candidate)}): {summary}",
+        author_name=digest.author_name,
+        author_email=digest.author_email,
+        branch=digest.branch,
+        push=push,
+        remote=digest.remote,
+        push_attempts=digest.push_attempts,
+    )
+    progress(published.message)
+    return published
+
+
 def upgrade_check_command(
     config: Config,
     *,
@@ -131,7 +219,11 @@ def upgrade_check_command(
     jobs: int | None = None,
     versions: list[str] | None = None,
     database: Database | None = None,
+    commit: bool = False,
+    push: bool = False,
 ) -> UpgradeCheck:
+    """`commit`/`push`: the report goes to the reports repository like the digest (the
+    report file is written first, so a failed push loses nothing)."""
     if to == "latest":
         candidate = releases.latest(
             versions or releases.available(config.server.package_index, sdists)
@@ -145,15 +237,18 @@ def upgrade_check_command(
     cand_help = read_help(binary, config.server.resolved_cache_dir())
     verdicts: list[ProfileVerdict] = []
     baseline_name = current.identity
+    history = FlagHistory(config, candidate=candidate, sdists=sdists, progress=progress)
     with open_database(config.database.resolved_url(), given=database) as db:
         for name in profiles or config.nightly.profiles:
             prepared = prepare(config, name, progress=progress)
             assert prepared.help is not None
-            flags = check_flags(
-                prepared.profile,
-                current=prepared.help,
-                candidate=cand_help,
-                cuda=binary.variant == "cuda",
+            flags = history(
+                check_flags(
+                    prepared.profile,
+                    current=prepared.help,
+                    candidate=cand_help,
+                    cuda=binary.variant == "cuda",
+                )
             )
             for line in flags.lines():
                 progress(f"{name}: {line}")
@@ -184,4 +279,9 @@ def upgrade_check_command(
     folder.mkdir(parents=True, exist_ok=True)
     report = folder / f"upgrade-{candidate}-{now:%Y-%m-%d}.md"
     report.write_text(markdown(candidate, baseline_name, verdicts), encoding="utf-8")
-    return UpgradeCheck(candidate, baseline_name, tuple(verdicts), report)
+    published = None
+    if commit or push:
+        published = commit_report(
+            config, report, candidate=candidate, verdicts=verdicts, push=push, progress=progress
+        )
+    return UpgradeCheck(candidate, baseline_name, tuple(verdicts), report, published)

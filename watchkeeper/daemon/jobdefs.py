@@ -86,6 +86,9 @@ class UpgradeArgs(_Strict):
     """Default: [nightly] profiles."""
     rounds: Annotated[int, Field(ge=3)] | None = None
     """Default: [nightly] rounds."""
+    commit: bool = False
+    """Commit the report to the reports repository ([digest] repo, branch, author)."""
+    push: bool = False
 
 
 class BisectArgs(_Strict):

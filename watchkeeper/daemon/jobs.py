@@ -197,11 +197,18 @@ def upgrade_job(config: Config, args: UpgradeArgs, ctx: JobContext) -> JobResult
         rounds=args.rounds or config.nightly.rounds,
         now=datetime.now(UTC),
         progress=ctx.checkpoint,
+        database=ctx.db,
+        commit=args.commit or args.push,
+        push=args.push,
     )
     return JobResult(
         summary=f"llama.cpp {check.candidate}: "
         + ", ".join(f"{v.profile} {v.verdict}" for v in check.verdicts),
-        details={"report": str(check.report_path)},
+        details={
+            "report": str(check.report_path),
+            "commit": check.published.commit_sha if check.published else None,
+            "pushed": check.published.pushed if check.published else None,
+        },
     )
 
 

@@ -151,3 +151,20 @@ def unpack(archive: Path, root: Path, progress: Progress) -> None:
     shutil.rmtree(root / "src", ignore_errors=True)
     os.replace(tops[0] if len(tops) == 1 else staging, root / "src")
     shutil.rmtree(staging, ignore_errors=True)
+
+
+def read_source_file(archive: Path, relative: str) -> str:
+    """One file of the vendored llama.cpp source (`relative` to `llama.cpp/`), read from the
+    archive without unpacking it: the upgrade check reads `common/arg.cpp` of releases it
+    never builds."""
+    wanted = f"/llama.cpp/{relative.lstrip('/')}"
+    try:
+        with tarfile.open(archive) as tar:
+            for member in tar:
+                if member.isfile() and ("/" + member.name).endswith(wanted):
+                    handle = tar.extractfile(member)
+                    if handle is not None:
+                        return handle.read().decode("utf-8", errors="replace")
+    except (OSError, tarfile.TarError) as exc:
+        raise InstallError(f"cannot read {archive}: {exc}") from exc
+    raise InstallError(f"{archive.name} has no llama.cpp/{relative}")

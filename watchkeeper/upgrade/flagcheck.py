@@ -16,6 +16,7 @@ from pathlib import Path
 from watchkeeper.config import ProfileConfig
 from watchkeeper.errors import FlagError
 from watchkeeper.server.flags import HelpInfo, build_argv
+from watchkeeper.upgrade.flaghistory import FlagChange
 
 _PLACEHOLDERS = {"binary": Path("llama-server"), "model": Path("model.gguf")}
 
@@ -30,6 +31,15 @@ class FlagCheck:
     """Flags the profile used that the candidate does not list at all."""
     renamed: tuple[tuple[str, str], ...] = field(default=())
     """(old spelling, new spelling): handled by the argv builder, reported for the record."""
+    history: tuple[FlagChange, ...] = ()
+    """Where each of those flags stopped being accepted, read from the releases' sources
+    (`upgrade.flaghistory`); empty when not looked up."""
+
+    @property
+    def changed(self) -> tuple[str, ...]:
+        """The flags the profile used that the candidate refuses, lacks or spells otherwise."""
+        flags = [f for f, _ in self.removed] + list(self.unknown) + [a for a, _ in self.renamed]
+        return tuple(dict.fromkeys(flags))
 
     @property
     def ok(self) -> bool:
@@ -40,6 +50,7 @@ class FlagCheck:
         out += [f"removed: {f} ({advice or 'no advice'})" for f, advice in self.removed]
         out += [f"unknown: {f}" for f in self.unknown]
         out += [f"renamed: {a} -> {b}" for a, b in self.renamed]
+        out += [f"history: {change.line()}" for change in self.history]
         return out
 
 
