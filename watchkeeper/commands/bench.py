@@ -27,6 +27,7 @@ from watchkeeper.analysis.benchmark import (
     BenchResult,
     analyze,
 )
+from watchkeeper.analysis.greedy_echo import with_echoes
 from watchkeeper.analysis.recommend import recommend
 from watchkeeper.checks.classify import IdentityVerdicts, classify_identity
 from watchkeeper.commands.bench_plan import BenchPlan, Progress, plan_bench, plan_params
@@ -370,7 +371,8 @@ def _analyze(
         identity_overrides=verdicts.overrides,
         noise_floor=verdicts.floor_json(),
     )
-    return with_curves(_with_samples(result, runs), runs)
+    samplers = {p.name: sampling.with_profile(p.profile) for p in prepared}
+    return with_curves(with_echoes(_with_samples(result, runs), runs, samplers), runs)
 
 
 def _with_samples(result: BenchResult, runs: Sequence[RunResult]) -> BenchResult:
