@@ -6,7 +6,7 @@ WK     := $(BIN)/watchkeeper
 
 QUICKSTART_PROFILES ?= qwen-baseline,qwen-draft4,qwen-ngram
 
-.PHONY: help venv setup quickstart bench test test-fast test-clock lint typecheck unit postgres faketime clean
+.PHONY: help venv setup quickstart bench test test-fast test-clock lint typecheck unit postgres faketime ccache clean
 
 help:
 	@echo "make quickstart  venv + llama-server build + Qwen models, then the paired bench"
@@ -23,10 +23,10 @@ $(VENV)/.installed: pyproject.toml
 	$(BIN)/pip install --quiet -e '.[dev]'
 	touch $@
 
-setup: venv
+setup: venv ccache
 	$(WK) setup
 
-quickstart: venv
+quickstart: venv ccache
 	$(WK) setup --profile qwen-baseline --profile qwen-draft4 --profile qwen-ngram
 	$(WK) bench --profiles $(QUICKSTART_PROFILES) --per-category 1
 
@@ -38,6 +38,9 @@ postgres:
 faketime:
 	bash scripts/ensure-faketime.sh
 
+ccache:
+	bash scripts/ensure-ccache.sh
+
 lint: venv
 	$(BIN)/ruff check watchkeeper tests migrations benchmarks
 	$(BIN)/ruff format --check watchkeeper tests migrations benchmarks
@@ -45,7 +48,7 @@ lint: venv
 typecheck: venv
 	$(BIN)/mypy
 
-unit: venv postgres
+unit: venv postgres ccache
 	$(BIN)/pytest -q
 
 # The clock-dependent unit tests under faked clocks: a month/year-end minute, and both
