@@ -62,6 +62,19 @@ def test_the_bound_is_the_softmax_at_the_temperature_over_what_the_sampler_keeps
     truncated = SamplingSettings(temperature=0.7, top_k=0, top_p=1.0, min_p=0.2)
     kept = math.exp(SPREAD[0] / 0.7) / sum(math.exp(x / 0.7) for x in SPREAD[:2])
     assert math.isclose(token_log_bound(token, truncated), math.log(kept), rel_tol=1e-9)
+    # top_p 0.9 over the known mass 1.0 stops at 0.9 (0.6 + 0.2 + 0.1): three tokens kept.
+    nucleus = SamplingSettings(temperature=0.7, top_k=0, top_p=0.9, min_p=0.0)
+    three = math.exp(SPREAD[0] / 0.7) / sum(math.exp(x / 0.7) for x in SPREAD[:3])
+    assert math.isclose(token_log_bound(token, nucleus), math.log(three), rel_tol=1e-9)
+    # Known tokens with half the mass: the sampler's renormalized share may reach top_p
+    # sooner than the known tokens' share of the whole; the bound stops where it surely has.
+    half = _token(0, [math.log(p) for p in (0.3, 0.1, 0.05, 0.03, 0.02)])
+    two = math.exp(math.log(0.3) / 0.7) / sum(math.exp(math.log(p) / 0.7) for p in (0.3, 0.1))
+    assert math.isclose(
+        token_log_bound(half, SamplingSettings(temperature=0.7, top_k=0, top_p=0.75, min_p=0.0)),
+        math.log(two),
+        rel_tol=1e-9,
+    )
     # top_k 1 leaves one token: the sampler has no choice, the bound claims nothing.
     assert token_log_bound(token, SamplingSettings(temperature=0.7, top_k=1)) == 0.0
     # A token emitted by speculative verification carries no alternatives: no claim.

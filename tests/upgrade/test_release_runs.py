@@ -8,13 +8,23 @@ from pathlib import Path
 
 import pytest
 
-from watchkeeper.commands.release_runs import ReleaseBuilds, release_arm, release_server
+from watchkeeper.commands.release_runs import (
+    MeasureSettings,
+    ReleaseBuilds,
+    paired_pairs,
+    release_arm,
+    release_server,
+)
 from watchkeeper.commands.upgrade_check import plain_twin
-from watchkeeper.config import Config, ProfileConfig, ServerConfig
+from watchkeeper.config import Config, DatabaseConfig, ProfileConfig, ServerConfig
 from watchkeeper.errors import ConfigError
 from watchkeeper.server import build, install
 from watchkeeper.server.binary import ServerBinary
 from watchkeeper.server.launch import PreparedProfile
+from watchkeeper.server.models import ModelFile
+from watchkeeper.server.profiles import SMOLLM2
+from watchkeeper.store.db import open_database
+from watchkeeper.store.repository import Repository
 
 
 def _cached_release(server: ServerConfig) -> None:
@@ -84,3 +94,34 @@ def test_a_url_profile_cannot_be_run_by_another_release(tmp_path: Path) -> None:
     binary = ServerBinary(tmp_path / "llama-server", "version: 1 (x)", "cpu", "a" * 64)
     with pytest.raises(ConfigError, match=r"profile prod: runs on a server watchkeeper did not"):
         release_arm(Config(), current, binary)
+
+
+def test_a_release_measurement_runs_the_rounds_and_nothing_else(
+    real_server: tuple[ServerBinary, ModelFile], tmp_path: Path
+) -> None:
+    """A bisect step's batch asks for the throughput ratio only: no identity probes, no
+    replay, no cost calibration (they cost as long as a SmolLM2 batch's rounds)."""
+    binary, _ = real_server
+    config = Config(
+        database=DatabaseConfig(url=f"sqlite:///{tmp_path / 'wk.db'}"),
+        server=ServerConfig(startup_timeout_s=120),
+        profiles={"s": ProfileConfig(model=SMOLLM2, ctx_size=1024, threads=2)},
+    )
+    said: list[str] = []
+    settings = MeasureSettings(per_category=1, max_tokens=12, warmup_rounds=0)
+    pairs = paired_pairs(
+        config,
+        "s",
+        binary,
+        binary,
+        rounds=2,
+        first_round=4,
+        settings=settings,
+        progress=said.append,
+    )
+    assert len(pairs) == 12  # 6 categories x 2 rounds, both sides answered
+    assert sorted({p.round for p in pairs}) == [4, 5]  # renumbered to pool with batch 1
+    assert not [m for m in said if "identity probes" in m or "verification cost" in m]
+    with open_database(config.database.url) as db:
+        runs = Repository(db).load_runs(1)
+    assert {str(r.purpose) for r in runs} == {"measured"}

@@ -83,10 +83,15 @@ def _kept(logprobs: list[float], sampler: SamplingSettings) -> list[float]:
     min_p = sampler.min_p if sampler.min_p is not None else SERVER_DEFAULTS["min_p"]
     kept = logprobs[: int(top_k)] if top_k and top_k > 0 else list(logprobs)
     if top_p < 1.0:
+        # The sampler renormalizes over what top_k kept (mass M, between the known tokens'
+        # mass and 1) and stops where the share reaches top_p * M. Stopping where the known
+        # tokens reach top_p * (their own mass) keeps no more than it does: the bound stays
+        # an upper one.
+        target = top_p * sum(math.exp(lp) for lp in kept)
         total, cut = 0.0, len(kept)
         for i, lp in enumerate(kept):
             total += math.exp(lp)
-            if total >= top_p:
+            if total >= target:
                 cut = i + 1
                 break
         kept = kept[:cut]

@@ -32,7 +32,7 @@ from watchkeeper.analysis.recommend import recommend
 from watchkeeper.checks.classify import IdentityVerdicts, classify_identity
 from watchkeeper.commands.bench_plan import BenchPlan, Progress, plan_bench, plan_params
 from watchkeeper.commands.bench_report import finish_with_report
-from watchkeeper.commands.calibration import arm_specs, calibrate
+from watchkeeper.commands.calibration import Calibration, arm_specs, calibrate
 from watchkeeper.commands.campaigns import (
     CampaignContext,
     build_arm,
@@ -151,18 +151,24 @@ def _execute(
                 arm_settings,
                 list(plan.profiles),
             )
-            costs = calibrate(
-                config,
-                prepared,
-                servers[bench.baseline],
-                plan.tasks,
-                settings,
-                ctx.log_dir,
-                progress,
+            costs = (
+                Calibration()
+                if plan.speed_only
+                else calibrate(
+                    config,
+                    prepared,
+                    servers[bench.baseline],
+                    plan.tasks,
+                    settings,
+                    ctx.log_dir,
+                    progress,
+                )
             )
             measured_rounds = _measure_rounds(bench)
-            probes = _identity_probes(bench, identity_round=measured_rounds + 1)
-            verdicts = _classify(bench, probes)
+            verdicts = IdentityVerdicts()
+            if not plan.speed_only:
+                probes = _identity_probes(bench, identity_round=measured_rounds + 1)
+                verdicts = _classify(bench, probes)
             distribution = distribution_pass(
                 config,
                 servers,

@@ -44,6 +44,11 @@ class BenchPlan:
     process per arm for the whole campaign). A process keeps whatever made it a little fast
     or slow (placement, memory layout) for its whole life, an offset no resampling of its own
     rounds can see; restarting makes the process a replicate the rounds carry into the CI."""
+    speed_only: bool = False
+    """Throughput alone: no cost calibration, no identity probes, no replay. A bisect step
+    or an upgrade check's paired measurement asks only for the ratio (the upgrade check runs
+    its identity check as a bench of its own); the probes and calibration took as long as
+    the measured rounds of a SmolLM2 batch."""
 
 
 def plan_bench(

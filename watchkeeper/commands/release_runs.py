@@ -145,6 +145,7 @@ def paired_pairs(
         warmup_tasks=min(2, len(tasks)),
         concurrency=1,
         restart_every=settings.restart_every,
+        speed_only=True,
     )
     result = execute_bench(
         config,
