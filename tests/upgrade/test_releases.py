@@ -55,3 +55,16 @@ def test_the_report_names_the_first_bad_release_its_tag_ratio_and_every_step() -
     assert "No release differs beyond the threshold" in bisect_markdown(
         quiet, profile="p", good="9000.0.0", bad="9004.0.0", threshold=0.03, releases=5
     )
+
+
+def test_an_inconclusive_bisect_says_what_its_ci_does_bound() -> None:
+    """The real ends step of 2026-11-25 (smollm2-selfdraft, 11434 against 11334, 12 rounds)."""
+    ends = StepResult("11434.0.0", "11334.0.0", "inconclusive", 0.985, 0.956, 1.019, 12)
+    result = BisectResult(
+        "inconclusive", None, None, None, (ends,), unresolved=("11334.0.0", "11434.0.0")
+    )
+    text = bisect_markdown(
+        result, profile="p", good="11334.0.0", bad="11434.0.0", threshold=0.03, releases=8
+    )
+    assert "Inconclusive: a step between 11334.0.0 and 11434.0.0" in text
+    assert "rules out a slowdown beyond 4.4%, not one within the 3% threshold" in text

@@ -43,6 +43,16 @@ def bisect_markdown(
             f"Inconclusive: a step between {lo} and {hi} stayed undecided at the most rounds "
             "allowed; rerun with more --max-rounds (the state file keeps what was measured)."
         )
+        last = result.steps[-1] if result.steps else None
+        if last is not None and last.low is not None and last.high is not None:
+            lines.append(
+                f"What it does bound: {last.candidate} against {last.baseline} is "
+                f"{last.estimate:.3f}, and its 95% CI ({last.low:.3f} to {last.high:.3f}) rules "
+                f"out a slowdown beyond {1 - last.low:.1%}, not one within the {threshold:.0%} "
+                "threshold."
+                if last.low < 1
+                else f"What it does bound: {last.candidate} is no slower than {last.baseline}."
+            )
     lines += [
         "",
         f"{releases} releases in the range; threshold {threshold:.0%}; a step is bad when the "
