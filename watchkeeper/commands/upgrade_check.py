@@ -278,7 +278,17 @@ def upgrade_check_command(
     folder = config.bench.resolved_reports_dir()
     folder.mkdir(parents=True, exist_ok=True)
     report = folder / f"upgrade-{candidate}-{now:%Y-%m-%d}.md"
-    report.write_text(markdown(candidate, baseline_name, verdicts), encoding="utf-8")
+    method = (
+        f"per profile, the candidate paired with {baseline_name} (interleaved, arms back to "
+        f"back per task): {rounds} rounds x {settings.per_category} tasks per category, "
+        f"answers cut at {settings.max_tokens or 'their own'} tokens, fresh processes every "
+        f"{settings.restart_every or 'no'} round(s); ratio = geometric mean of per-task decode "
+        "tok/s ratios with a 95% CI over tasks and rounds; regression/improvement only when "
+        f"the CI excludes 1 and the estimate is beyond {config.nightly.min_effect:.0%}, safe "
+        "when the CI lies within it, else inconclusive. Identity: the speculating profile "
+        "against its plain twin within the candidate, temperature 0."
+    )
+    report.write_text(markdown(candidate, baseline_name, verdicts, method=method), encoding="utf-8")
     published = None
     if commit or push:
         published = commit_report(

@@ -47,16 +47,21 @@ def judge(
     }
     verdict = by_ci.get(ratio.verdict, "inconclusive")
     reason = (
-        f"decode tok/s ratio {ratio.estimate:.3f} (95% CI {ratio.low:.3f} to {ratio.high:.3f}): "
+        f"decode tok/s ratio {ratio.estimate:.3f} (95% CI {ratio.low:.3f} to {ratio.high:.3f}; "
+        f"{ratio.n_pairs} pairs, {ratio.n_clusters} tasks x {ratio.n_rounds} rounds): "
         f"{ratio.verdict}"
     )
     return ProfileVerdict(profile, verdict, flags, ratio, ident, reason)
 
 
-def markdown(candidate: str, baseline: str, verdicts: Sequence[ProfileVerdict]) -> str:
+def markdown(
+    candidate: str, baseline: str, verdicts: Sequence[ProfileVerdict], *, method: str = ""
+) -> str:
+    """`method`: how the ratios were measured and judged (rounds, tasks, cap, threshold)."""
     lines = [
         f"# Upgrade check: llama.cpp {candidate} against {baseline}",
         "",
+        *([f"Method: {method}", ""] if method else []),
         "| profile | verdict | why | flags | identity |",
         "| --- | --- | --- | --- | --- |",
     ]
