@@ -124,4 +124,5 @@ def test_a_release_measurement_runs_the_rounds_and_nothing_else(
     assert not [m for m in said if "identity probes" in m or "verification cost" in m]
     with open_database(config.database.url) as db:
         runs = Repository(db).load_runs(1)
-    assert {str(r.purpose) for r in runs} == {"measured"}
+    purposes = {str(r.purpose) for r in runs}
+    assert "measured" in purposes and "identity" not in purposes  # rewarm: after a restart
