@@ -25,6 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from watchkeeper.analysis.bench_types import BenchResult
+from watchkeeper.checks.distribution import correctness
 from watchkeeper.checks.guards import GuardFinding
 from watchkeeper.load.records import RequestSample, RunPurpose, RunResult, TokenLogprob
 from watchkeeper.load.sampling import SamplingSettings
@@ -175,17 +176,13 @@ def echo_finding(echo: GreedyEcho, label: str) -> GuardFinding:
             f"; acceptance {echo.acceptance_at_t:.0%} at temperature {echo.temperature:g} "
             f"vs {echo.acceptance_at_0:.0%} at 0"
         )
-    return GuardFinding(
-        kind="correctness",
-        profile=echo.arm,
-        severity="high",
-        category="distribution",
-        title=(
-            f"{echo.arm}: sampling ignored at {label}: all {echo.tasks} tasks wrote their "
-            f"temperature-0 answers word for word (chance under sampling <= "
-            f"{math.exp(echo.log_bound):.1e}){acc}"
-        ),
-        evidence={"greedy_echo": echo.to_json()},
+    return correctness(
+        echo.arm,
+        "distribution",
+        f"{echo.arm}: sampling ignored at {label}: all {echo.tasks} tasks wrote their "
+        f"temperature-0 answers word for word (chance under sampling <= "
+        f"{math.exp(echo.log_bound):.1e}){acc}",
+        {"greedy_echo": echo.to_json()},
     )
 
 

@@ -334,7 +334,7 @@ def is_sample_and_match(spec_type: str | None, draft_sampling: str | None) -> bo
     return not (spec_type.startswith("draft-") and draft_sampling == "probabilistic")
 
 
-def _correctness(arm: str, category: str, title: str, evidence: dict[str, Any]) -> GuardFinding:
+def correctness(arm: str, category: str, title: str, evidence: dict[str, Any]) -> GuardFinding:
     """A high-severity correctness finding, the kind an identity `mismatch` files."""
     return GuardFinding(
         kind="correctness",
@@ -355,7 +355,7 @@ def findings(results: Sequence[ArmDistribution]) -> list[GuardFinding]:
         evidence: dict[str, Any] = {"distribution": r.to_json()}
         if r.sampling_ignored:
             out.append(
-                _correctness(
+                correctness(
                     r.arm,
                     "distribution",
                     f"{r.arm}: sampling ignored at {label}: every seed wrote the same "
@@ -367,7 +367,7 @@ def findings(results: Sequence[ArmDistribution]) -> list[GuardFinding]:
         elif r.check.verdict == DistributionVerdict.DISTORTED:
             low, high = r.check.excess_ci
             out.append(
-                _correctness(
+                correctness(
                     r.arm,
                     "distribution",
                     f"{r.arm}: output distribution differs from the target's at {label}: "
@@ -379,7 +379,7 @@ def findings(results: Sequence[ArmDistribution]) -> list[GuardFinding]:
         mismatches = [i for i in r.identity if i.verdict == Verdict.MISMATCH]
         if mismatches:
             out.append(
-                _correctness(
+                correctness(
                     r.arm,
                     "seeded identity",
                     f"{r.arm}: {len(mismatches)} seeded output(s) at {label} took a token "
