@@ -41,6 +41,10 @@ def test_request_fields_send_only_what_is_set() -> None:
     payload = build_payload(TASK, temperature=0.0, top_logprobs=0, seed=1, sampling=warm)
     assert payload["temperature"] == 0.7 and payload["top_k"] == 0 and payload["seed"] == 7
     assert "logprobs" not in payload and "top_logprobs" not in payload
+    # Every request prefills unless its caller asks to reuse the prompt cache (the sweep).
+    assert payload["cache_prompt"] is False
+    reuse = build_payload(TASK, temperature=0.0, top_logprobs=0, seed=1, cache_prompt=True)
+    assert reuse["cache_prompt"] is True
 
 
 def test_labels_say_what_was_sent() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sqlite3
 import subprocess
 from pathlib import Path
 
@@ -50,7 +51,7 @@ def test_sweep_recommends_conservatively_and_writes_a_service_file(
     result = sweep_command(
         load_config(config_path),
         family="smollm2",
-        rounds=1,
+        rounds=2,
         taskset=tasks,
         per_category=None,
         service_path=service,
@@ -59,6 +60,28 @@ def test_sweep_recommends_conservatively_and_writes_a_service_file(
     arms = [a.name for a in result.bench.arms]
     assert arms[0] == "smollm2-baseline" and "smollm2-sweep-draft16" in arms
     assert any(name.startswith("smollm2-sweep-ngram") for name in arms)
+    # SmolLM2 drafting for itself costs a whole target step per drafted token: no acceptance
+    # could make it tie the baseline, so the ceiling rule drops every length unmeasured.
+    assert result.race is not None
+    ceiling = {d.arm for d in result.race.drops if d.rule == "ceiling" and d.round == 0}
+    assert ceiling == {f"smollm2-sweep-draft{n}" for n in (4, 8, 16)}
+    assert all(result.race.rounds_by_arm[a] == 0 for a in ceiling)
+    report_text = (tmp_path / "reports" / "speculative_benchmark.md").read_text()
+    assert "dropped before round 1, unmeasured (ceiling)" in report_text
+    # One process per arm for the sweep, reusing its prompt cache: round 2 prefills almost
+    # nothing of the prompts round 1 already sent (llama-server's own counter says so).
+    with sqlite3.connect(tmp_path / "wk.db") as con:
+        rows = con.execute(
+            "SELECT r.metrics_before, r.metrics_after, s.prompt_tokens FROM run r "
+            "JOIN request_sample s ON s.run_id = r.id WHERE r.arm = 'smollm2-baseline' "
+            "AND r.purpose = 'measured' AND r.round = 2"
+        ).fetchall()
+    assert rows, "the baseline ran round 2"
+    key = "llamacpp:prompt_tokens_total"
+    before, after = json.loads(rows[0][0]), json.loads(rows[0][1])
+    prefilled = after[key] - before[key]
+    sent = sum(r[2] or 0 for r in rows)
+    assert sent > 100 and prefilled < 0.2 * sent, (prefilled, sent)
     chosen = result.recommendation.overall
     if chosen.profile is not None:
         assert chosen.low is not None and chosen.low > 1.0

@@ -11,8 +11,10 @@ from pathlib import Path
 import pytest
 
 from watchkeeper.analysis.benchmark import BenchResult
+from watchkeeper.analysis.racing import ceiling_drops, start
 from watchkeeper.analysis.racing_types import (
     CategoryDecision,
+    Ceiling,
     Cell,
     Drop,
     RaceArm,
@@ -22,8 +24,10 @@ from watchkeeper.analysis.racing_types import (
 from watchkeeper.analysis.recommend import recommend
 from watchkeeper.analysis.stats import RatioCI
 from watchkeeper.cli.app import build_parser
+from watchkeeper.commands.calibration import Calibration, DraftCost, VerifyCost
 from watchkeeper.commands.sweep import (
     Racer,
+    arm_ceiling,
     candidate_profiles,
     cells_of,
     race_arms,
@@ -246,3 +250,68 @@ def test_the_race_section_says_answers_were_cut_and_what_that_understates(
     assert "Every answer was cut at 64 tokens" in cut and "understated" in cut
     full = render_sweep_sections(_view(result, None))
     assert "was cut at" not in full
+
+
+def test_a_draft_setting_that_cannot_tie_even_at_perfect_acceptance_is_never_measured() -> None:
+    """The Qwen pair on two cores: the 0.5B draft costs 0.69 of a target step and verifying 5
+    tokens 3.53 steps, so n 4 peaks at 5 / (4 x 0.69 + 3.53) = 0.79x; a cheap draft (0.05)
+    could still win and is measured; n-gram arms (cost 0) are never priced by the rule."""
+    arms = [
+        RaceArm("base", 0.0, True),
+        RaceArm("ngram", 1.0),
+        RaceArm("draft4", 6.0),
+        RaceArm("cheap4", 6.5),
+    ]
+    costs = Calibration(
+        draft={
+            "ngram": DraftCost(0.0, "n-gram"),
+            "draft4": DraftCost(0.69, "measured"),
+            "cheap4": DraftCost(0.05, "measured"),
+        },
+        verify={n: VerifyCost(5, 3.53) for n in ("ngram", "draft4", "cheap4")},
+    )
+    seen: list[str] = []
+    racer = Racer(
+        arms,
+        RaceSettings(),
+        budget_s=1800.0,
+        clock=lambda: 0.0,
+        progress=seen.append,
+        draft_lengths={"draft4": 4, "cheap4": 4},
+    )
+    assert arm_ceiling("ngram", 4, costs) is None
+    ceiling = arm_ceiling("draft4", 4, costs)
+    assert ceiling is not None and ceiling.bound == pytest.approx(5 / (4 * 0.69 + 3.53))
+    assert list(racer.ceiling(costs)) == ["base", "ngram", "cheap4"]
+    (drop,) = racer.state.drops
+    assert (drop.arm, drop.round, drop.rule) == ("draft4", 0, "ceiling")
+    assert "0.79x" in drop.reason and "draft 0.69" in drop.reason
+    assert any("dropped draft4 before round 1 (ceiling)" in m for m in seen)
+    # The first round then races only what is left; the dropped arm reads 0 rounds.
+    runs = [_run("base", 1, 20.0), _run("ngram", 1, 20.5), _run("cheap4", 1, 24.0)]
+    keep, go = racer(runs)
+    assert "draft4" not in keep and go and racer.state.rounds_by_arm["draft4"] == 0
+
+
+def test_the_ceiling_rule_allows_for_the_calibrations_error() -> None:
+    """Just under the threshold is not enough: the bound must clear the slack too."""
+    s = RaceSettings(min_effect=0.03, ceiling_slack=0.10)
+    state = start([RaceArm("base", 0.0, True), RaceArm("a", 6.0), RaceArm("b", 6.0)])
+    near = 1 / 1.03 * 0.99  # below the threshold, inside the slack: measured
+    far = 1 / 1.03 / 1.10 * 0.99  # below both: dropped
+    out = ceiling_drops(state, [Ceiling("a", near, ""), Ceiling("b", far, "")], s)
+    assert out.active == ("base", "a") and [d.arm for d in out.drops] == ["b"]
+    assert "ceiling rule before round 1" in s.method
+
+
+def test_a_ceiling_drop_reads_as_unmeasured_in_the_report(result: BenchResult) -> None:
+    cand = [a.name for a in result.arms if a.role == "candidate"]
+    race = RaceState(
+        1,
+        (result.baseline.name,),
+        (Drop(cand[-1], 0, "ceiling", "speed-up at perfect acceptance 0.79x"),),
+        (),
+        {result.baseline.name: 1, cand[-1]: 0},
+    )
+    text = render_sweep_sections(_view(result, race))
+    assert "dropped before round 1, unmeasured (ceiling)" in text

@@ -108,3 +108,24 @@ def _bound(
         decoded_tokens=decoded_tokens,
         drafts=drafts,
     )
+
+
+def perfect_acceptance_bound(
+    draft_length: int,
+    cost_ratio: float,
+    verify_tokens: int | None,
+    verify_cost: float | None,
+) -> SpeedupBound:
+    """The speed-up if every drafted token were accepted: n drafted, n + 1 emitted per step,
+    at the calibrated draft and verification costs. No acceptance can beat it, so a setting
+    whose ceiling cannot tie the baseline is decided before it is measured (the sweep)."""
+    n = float(draft_length)
+    return measured_bound(
+        mean_accepted=n,
+        draft_length=n,
+        cost_ratio=cost_ratio,
+        verify_tokens=verify_tokens,
+        verify_cost=verify_cost,
+        acceptance=1.0,
+        sources=(f"every one of {draft_length} drafted tokens accepted",),
+    )

@@ -15,6 +15,14 @@ data after every round, so each look needs a CI that stays valid under repeated 
 - **Drop rule (from `min_rounds` on).** An arm stops when, in every category, the upper end
   of its CI against that category's leader lies below 1 / (1 + min_effect) (it cannot even tie
   the leader within the threshold) and its CI against the baseline does not lie above 1.
+- **Ceiling rule (before round 1).** A draft setting pays for its draft model on every step;
+  with the draft and verification costs the bench calibrates before round 1, its speed-up if
+  *every* drafted token were accepted is (n + 1) / (n c + V(n + 1)). Where that ceiling,
+  raised by `ceiling_slack` for the calibration's own error, is still below 1 / (1 +
+  min_effect), no acceptance can make the setting tie the baseline: it is dropped unmeasured.
+  Physical, not statistical: it is wrong only if the calibration overstates the costs by more
+  than the slack. On two CPU cores the Qwen 0.5B draft costs 0.69 of a 1.5B step (0.79x at
+  n 4): the three draft lengths were a third of a round's arms and half its time.
 - **Early rule (before `min_rounds`).** No CI exists yet, but an arm slower than the baseline
   by a wide margin (below 1 / (1 + early_margin)) on every task of every round so far is
   already decided: on this host drafts decode at about half the baseline's speed. Its error
@@ -43,6 +51,7 @@ from scipy import stats as scipy_stats
 
 from watchkeeper.analysis.racing_types import (
     CategoryDecision,
+    Ceiling,
     Cell,
     Drop,
     RaceArm,
@@ -327,6 +336,30 @@ def race_round(
 
 def start(arms: Sequence[RaceArm]) -> RaceState:
     return RaceState(0, tuple(a.name for a in arms))
+
+
+def ceiling_drops(
+    state: RaceState, ceilings: Sequence[Ceiling], settings: RaceSettings
+) -> RaceState:
+    """Before round 1: the draft settings no acceptance could bring within the threshold of
+    the baseline stop before they are measured (recorded as dropped at round 0)."""
+    cut = settings.ceiling_cut
+    active = list(state.active)
+    drops = list(state.drops)
+    for c in ceilings:
+        if c.arm in active and c.bound < cut:
+            drops.append(
+                Drop(
+                    c.arm,
+                    0,
+                    "ceiling",
+                    f"speed-up at perfect acceptance {c.bound:.2f}x, below {cut:.2f}x "
+                    f"(1/(1 + {settings.min_effect:g}) less {settings.ceiling_slack:.0%} for the "
+                    f"calibration): {c.how}",
+                )
+            )
+            active.remove(c.arm)
+    return replace(state, active=tuple(active), drops=tuple(drops))
 
 
 def keep_going(

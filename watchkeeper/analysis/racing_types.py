@@ -42,6 +42,10 @@ class RaceSettings:
     early_margin: float = 0.5
     """Early rule: slower than 1 / (1 + early_margin) of the baseline (0.5: below 0.67x)."""
     round_drift_sd: float = ROUND_DRIFT_SD
+    ceiling_slack: float = 0.10
+    """Ceiling rule: the calibration's own error allowed for (a draft setting is dropped before
+    round 1 only when its bound at perfect acceptance, raised by this much, still cannot tie
+    the baseline)."""
     resamples: int = 1000
     seed: int = 0
 
@@ -54,12 +58,19 @@ class RaceSettings:
         return 1.0 - self.alpha / self.looks
 
     @property
+    def ceiling_cut(self) -> float:
+        """Below this bound at perfect acceptance a draft setting cannot tie the baseline."""
+        return 1.0 / (1.0 + self.min_effect) / (1.0 + self.ceiling_slack)
+
+    @property
     def method(self) -> str:
         return (
             f"Bonferroni split of alpha {self.alpha:g} over {self.looks} planned look(s) "
             f"(rounds {self.min_rounds}-{self.max_rounds}): each look at "
             f"{self.look_confidence:.2%} confidence; early rule before round {self.min_rounds}: "
-            f"below {1 / (1 + self.early_margin):.2f}x the baseline on every task"
+            f"below {1 / (1 + self.early_margin):.2f}x the baseline on every task; ceiling rule "
+            f"before round 1: a draft setting whose speed-up at perfect acceptance, priced with "
+            f"the costs calibrated on this host, is below {self.ceiling_cut:.2f}x"
         )
 
 
@@ -68,10 +79,21 @@ class Drop:
     arm: str
     round: int
     rule: str
-    """'early' or 'ci'."""
+    """'ceiling' (before round 1, from the calibrated costs), 'early' or 'ci'."""
     reason: str
     error: float | None = None
     """Early rule: the chance such a drop is wrong (see `early_error`)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Ceiling:
+    """A draft setting's speed-up bound if every drafted token were accepted, from the costs
+    calibrated before round 1 (analysis/bench_bound.perfect_acceptance_bound)."""
+
+    arm: str
+    bound: float
+    how: str
+    """The prices behind it, for the report: draft cost, verification cost, draft length."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -138,8 +138,14 @@ def _execute(
     status = "failed"
     try:
         with ServerSet(config, prepared, ctx.log_dir, progress) as servers:
-            settings = LoadSettings(concurrency=plan.concurrency, seed=config.bench.seed)
-            arm_settings = arm_load_settings(prepared, sampling, plan.concurrency)
+            settings = LoadSettings(
+                concurrency=plan.concurrency,
+                seed=config.bench.seed,
+                cache_prompt=plan.reuse_prompts,
+            )
+            arm_settings = arm_load_settings(
+                prepared, sampling, plan.concurrency, cache_prompt=plan.reuse_prompts
+            )
             bench = _Bench(
                 config,
                 plan,
@@ -164,6 +170,8 @@ def _execute(
                     progress,
                 )
             )
+            if plan.ceiling is not None and not plan.speed_only:
+                bench.active[:] = plan.ceiling(costs)
             measured_rounds = _measure_rounds(bench)
             verdicts = IdentityVerdicts()
             if not plan.speed_only:
@@ -295,8 +303,11 @@ def _rewarm(bench: _Bench, round_index: int) -> None:
 
 def _identity_probes(bench: _Bench, *, identity_round: int) -> dict[str, RunResult]:
     """One probe pass per arm after the measured rounds (top-k logprobs), stored as warm-ups
-    so no throughput figure reads them."""
-    settings = replace(bench.settings, top_logprobs=bench.config.bench.identity_top_k)
+    so no throughput figure reads them. They prefill afresh even where the rounds reused the
+    prompt cache: a restored prompt is not bit-for-bit a fresh prefill."""
+    settings = replace(
+        bench.settings, top_logprobs=bench.config.bench.identity_top_k, cache_prompt=False
+    )
     probes: dict[str, RunResult] = {}
     for arm in bench.active:
         bench.progress(

@@ -9,13 +9,16 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from watchkeeper.config import Config
 from watchkeeper.errors import ConfigError
 from watchkeeper.load.records import RunResult, Task
 from watchkeeper.load.sampling import SamplingSettings
 from watchkeeper.load.tasks import load_taskset, select
+
+if TYPE_CHECKING:
+    from watchkeeper.commands.calibration import Calibration
 
 Progress = Callable[[str], None]
 DEFAULT_PROFILES = ("qwen-baseline", "qwen-draft4", "qwen-ngram")
@@ -24,6 +27,9 @@ MoreRounds = Callable[[Sequence[RunResult], float], int]
 """(measured runs so far, seconds they took) -> how many more rounds to run."""
 Race = Callable[[Sequence[RunResult]], tuple[Sequence[str], bool]]
 """After each measured round: (measured runs so far) -> (arms to keep measuring, go on?)."""
+Ceiling = Callable[["Calibration"], Sequence[str]]
+"""After the cost calibration, before round 1: (the measured costs) -> the arms worth
+measuring (the sweep's ceiling rule, analysis/racing.ceiling_drops)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,11 +45,19 @@ class BenchPlan:
     for a CI target from its pilot this way; the pilot's rounds count, nothing is re-run."""
     race: Race | None = None
     """The sweep's racing rule (commands/sweep.py); `rounds` is then the most it may run."""
+    ceiling: Ceiling | None = None
+    """The sweep's rule before round 1, on the calibrated costs (never with `speed_only`,
+    which calibrates nothing)."""
     restart_every: int = 0
     """Fresh server processes for every arm before every this many measured rounds (0: one
     process per arm for the whole campaign). A process keeps whatever made it a little fast
     or slow (placement, memory layout) for its whole life, an offset no resampling of its own
     rounds can see; restarting makes the process a replicate the rounds carry into the CI."""
+    reuse_prompts: bool = False
+    """Measured requests may reuse the server's prompt cache (`cache_prompt`; with
+    `restart_every = 0` llama-server's host-memory cache restores a task's prompt in later
+    rounds). Decode speed is unchanged; a round's prefill, as long as its decode on two CPU
+    cores for the Qwen pair, is skipped. Identity probes always prefill afresh."""
     speed_only: bool = False
     """Throughput alone: no cost calibration, no identity probes, no replay. A bisect step
     or an upgrade check's paired measurement asks only for the ratio (the upgrade check runs
@@ -91,5 +105,6 @@ def plan_params(plan: BenchPlan, sampling: SamplingSettings) -> dict[str, Any]:
         "concurrency": plan.concurrency,
         "warmup_rounds": plan.warmup_rounds,
         "restart_every": plan.restart_every,
+        "reuse_prompts": plan.reuse_prompts,
         "sampling": sampling.to_json(),
     }

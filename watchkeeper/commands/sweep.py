@@ -18,14 +18,16 @@ the expected, honest answer.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from watchkeeper.analysis.bench_bound import perfect_acceptance_bound
 from watchkeeper.analysis.benchmark import BenchResult
-from watchkeeper.analysis.racing import keep_going, race_round, start
+from watchkeeper.analysis.racing import ceiling_drops, keep_going, race_round, start
 from watchkeeper.analysis.racing_types import (
+    Ceiling,
     Cell,
     RaceArm,
     RaceSettings,
@@ -37,6 +39,7 @@ from watchkeeper.analysis.recommend import Recommendation, recommend
 from watchkeeper.commands.bench import execute_bench
 from watchkeeper.commands.bench_plan import plan_bench
 from watchkeeper.commands.bench_report import finish_with_report
+from watchkeeper.commands.calibration import Calibration
 from watchkeeper.config import Config, ModelConfig, ProfileConfig
 from watchkeeper.errors import ConfigError
 from watchkeeper.load.records import RunResult
@@ -221,8 +224,11 @@ class Racer:
         budget_s: float,
         clock: Clock,
         progress: Progress,
+        draft_lengths: Mapping[str, int] | None = None,
     ) -> None:
         self.arms = list(arms)
+        self.draft_lengths = dict(draft_lengths or {})
+        """Draft-model arms and their n_max: the ones the ceiling rule can price."""
         self.settings = settings
         self.budget_s = budget_s
         self.clock = clock
@@ -255,6 +261,18 @@ class Racer:
             return probed, False
         return self.state.active, go
 
+    def ceiling(self, costs: Calibration) -> Sequence[str]:
+        """Before round 1: drop the draft settings whose speed-up at perfect acceptance, at the
+        costs just calibrated, cannot tie the baseline (analysis/racing.ceiling_drops)."""
+        found = [c for arm, n in self.draft_lengths.items() if (c := arm_ceiling(arm, n, costs))]
+        for c in found:
+            self.progress(f"race: {c.arm} at perfect acceptance: {c.bound:.2f}x ({c.how})")
+        before = len(self.state.drops)
+        self.state = ceiling_drops(self.state, found, self.settings)
+        for d in self.state.drops[before:]:
+            self.progress(f"race: dropped {d.arm} before round 1 ({d.rule}): {d.reason}")
+        return self.state.active
+
     def probe_arms(self, runs: Sequence[RunResult]) -> list[str]:
         """The arms whose identity the report needs: the baseline, every category's pick
         (decided or provisional) and the fastest surviving speculative arm overall (the seed's
@@ -271,6 +289,20 @@ class Racer:
             }
             picks.add(max(others, key=lambda a: ests[a]))
         return [a for a in self.state.active if a == base or a in picks]
+
+
+def arm_ceiling(arm: str, draft_length: int, costs: Calibration) -> Ceiling | None:
+    """The arm's bound at perfect acceptance, where both its costs were measured."""
+    draft = costs.draft_cost(arm)
+    verify = costs.verify_cost(arm)
+    if draft.ratio is None or draft.ratio <= 0 or verify.cost is None:
+        return None
+    bound = perfect_acceptance_bound(draft_length, draft.ratio, verify.tokens, verify.cost)
+    how = (
+        f"n {draft_length}: ({draft_length} + 1) / ({draft_length} x draft {draft.ratio:.2f} "
+        f"+ verify {bound.verify_cost:.2f}) target steps"
+    )
+    return Ceiling(arm, bound.predicted_speedup, how)
 
 
 def sweep_command(
@@ -308,8 +340,20 @@ def sweep_command(
         min_effect=config.bench.min_effect, max_rounds=max_rounds, seed=config.bench.seed
     )
     arms = race_arms({n: config.profiles[n] for n in generated})
+    drafts = {
+        n: p.draft_n_max
+        for n in generated
+        if (p := config.profiles[n]).draft_model and p.draft_n_max
+    }
     racer = (
-        Racer(arms, settings, budget_s=budget_min * 60.0, clock=clock, progress=progress)
+        Racer(
+            arms,
+            settings,
+            budget_s=budget_min * 60.0,
+            clock=clock,
+            progress=progress,
+            draft_lengths=drafts,
+        )
         if race
         else None
     )
@@ -322,7 +366,16 @@ def sweep_command(
         per_category=per_category,
         concurrency=None,
     )
-    plan = replace(plan, tasks=tuple(cap_tokens(plan.tasks, max_tokens)), race=racer)
+    plan = replace(
+        plan,
+        tasks=tuple(cap_tokens(plan.tasks, max_tokens)),
+        race=racer,
+        ceiling=racer.ceiling if racer is not None else None,
+        # One process per arm for the whole sweep, reusing its prompt cache: on two CPU cores
+        # prefill costs as much as the decode a round measures (docs/sweep.md).
+        restart_every=0 if race else plan.restart_every,
+        reuse_prompts=race,
+    )
     progress(
         f"sweep: {len(plan.profiles)} profiles x {len(plan.tasks)} tasks, "
         + (

@@ -101,8 +101,14 @@ def build_payload(
     top_logprobs: int,
     seed: int,
     sampling: SamplingSettings | None = None,
+    cache_prompt: bool = False,
 ) -> dict[str, Any]:
-    """`sampling`, when given, replaces `temperature` and `seed` and adds top_k/top_p/min_p."""
+    """`sampling`, when given, replaces `temperature` and `seed` and adds top_k/top_p/min_p.
+
+    `cache_prompt` stays off unless a caller asks: a prompt restored from the server's cache
+    is not bit-for-bit the one a fresh prefill computes (other batch sizes), so every request
+    whose tokens are compared must prefill. Throughput that reads only decode speed may reuse
+    it (the sweep: rounds 2+ then skip prefill, half of a round on two CPU cores)."""
     sampler = (
         sampling.request_fields()
         if sampling is not None
@@ -114,7 +120,7 @@ def build_payload(
         **sampler,
         "stream": True,
         "stream_options": {"include_usage": True},
-        "cache_prompt": False,
+        "cache_prompt": cache_prompt,
     }
     if task.tools:
         payload["tools"] = list(task.tools)
@@ -136,6 +142,7 @@ def chat(
     seed: int = 42,
     path: str = CHAT_PATH,
     sampling: SamplingSettings | None = None,
+    cache_prompt: bool = False,
 ) -> RequestSample:
     """Send one streamed chat request and measure it. Never raises for a bad response."""
     check_endpoint(path)
@@ -147,7 +154,12 @@ def chat(
         "started_at": started_at,
     }
     payload = build_payload(
-        task, temperature=temperature, top_logprobs=top_logprobs, seed=seed, sampling=sampling
+        task,
+        temperature=temperature,
+        top_logprobs=top_logprobs,
+        seed=seed,
+        sampling=sampling,
+        cache_prompt=cache_prompt,
     )
     stream = _Stream()
     status: int | None = None

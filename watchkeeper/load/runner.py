@@ -32,10 +32,17 @@ class LoadSettings:
     seed: int = 42
     sampling: SamplingSettings | None = None
     """The full sampler (load/sampling.py); when set it replaces `temperature` and `seed`."""
+    cache_prompt: bool = False
+    """Let the server reuse a cached prompt (load/client.build_payload): only for requests
+    whose tokens nobody compares and whose figure is decode speed (the sweep's rounds)."""
 
 
 def arm_load_settings(
-    prepared: Sequence[PreparedProfile], sampling: SamplingSettings, concurrency: int
+    prepared: Sequence[PreparedProfile],
+    sampling: SamplingSettings,
+    concurrency: int,
+    *,
+    cache_prompt: bool = False,
 ) -> dict[str, LoadSettings]:
     """Each arm's throughput-request settings: the command's sampler under its own keys. No
     logprobs: they slow the baseline's decode (DESIGN.md) and would bias every speed-up."""
@@ -45,6 +52,7 @@ def arm_load_settings(
             temperature=s.temperature,
             seed=s.seed,
             sampling=s,
+            cache_prompt=cache_prompt,
         )
         for p in prepared
         for s in [sampling.with_profile(p.profile)]
@@ -80,6 +88,7 @@ def run_tasks(
                 top_logprobs=settings.top_logprobs,
                 seed=settings.seed,
                 sampling=settings.sampling,
+                cache_prompt=settings.cache_prompt,
             )
             with lock:
                 results[seq] = sample

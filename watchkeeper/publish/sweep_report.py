@@ -19,7 +19,7 @@ from typing import Any
 
 from watchkeeper.analysis.acceptance import explain, result_curves
 from watchkeeper.analysis.benchmark import ALL, BenchResult
-from watchkeeper.analysis.racing_types import RaceArm, RaceSettings, RaceState
+from watchkeeper.analysis.racing_types import Drop, RaceArm, RaceSettings, RaceState
 from watchkeeper.analysis.recommend import Recommendation
 from watchkeeper.analysis.stats import RatioCI
 from watchkeeper.config import ProfileConfig
@@ -62,6 +62,14 @@ def _ci(ci: RatioCI | None) -> str:
     return f"{ci.estimate:.2f}x ({ci.low:.2f}-{ci.high:.2f})"
 
 
+def _status(d: Drop | None) -> str:
+    if d is None:
+        return "raced to the end"
+    if d.round == 0:
+        return f"dropped before round 1, unmeasured ({d.rule})"
+    return f"dropped after round {d.round} ({d.rule})"
+
+
 def _race_section(v: SweepView) -> list[str]:
     out = ["## Racing sweep", ""]
     budget = f"budget {v.budget_min:g} min, " if v.budget_min is not None else ""
@@ -91,7 +99,7 @@ def _race_section(v: SweepView) -> list[str]:
             [
                 a.name,
                 str(v.race.rounds_by_arm.get(a.name, 0)),
-                "raced to the end" if d is None else f"dropped after round {d.round} ({d.rule})",
+                _status(d),
                 md.NONE if d is None else d.reason,
             ]
         )
