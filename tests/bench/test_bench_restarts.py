@@ -144,3 +144,27 @@ def test_an_arm_a_race_dropped_is_not_started_again_at_the_next_restart(
     # The retired arm keeps the command line it ran with, for the report.
     (twin,) = [a for a in result.arms if a.name == "twin"]
     assert "--model" in twin.argv or "-m" in twin.argv
+
+
+def test_an_arm_renewed_each_round_gets_a_fresh_process_while_the_others_keep_theirs(
+    config: Config, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The sweep keeps processes (and their prompt cache) but renews the spec types that
+    learn across requests: only that arm restarts, and only its rewarm is stored."""
+    monkeypatch.setenv("WATCHKEEPER_DATA_DIR", str(tmp_path / "data"))
+    plan = BenchPlan(ARMS, tasks(2), rounds=3, warmup_rounds=1, warmup_tasks=1, concurrency=1)
+    result = execute_bench(
+        config,
+        replace(plan, restart_every=0, renew_each_round=frozenset({"twin"}), reuse_prompts=True),
+        progress=lambda _: None,
+        drift_only=True,
+    )
+    runs = stored_runs(config, result.campaign_id)
+    assert {(r.arm, r.round) for r in runs if not r.is_warmup} == {
+        (a, n) for a in ARMS for n in (1, 2, 3)
+    }
+    rewarm = sorted((r.arm, r.round) for r in runs if r.purpose == RunPurpose.REWARM)
+    assert rewarm == [("twin", 2), ("twin", 3)]
+    logs = {p.name for p in (tmp_path / "data").rglob("*.log")}
+    assert {"twin.log", "twin-p1.log", "twin-p2.log", "smollm2-baseline.log"} <= logs
+    assert "smollm2-baseline-p1.log" not in logs, sorted(logs)

@@ -82,6 +82,18 @@ def test_sweep_recommends_conservatively_and_writes_a_service_file(
     prefilled = after[key] - before[key]
     sent = sum(r[2] or 0 for r in rows)
     assert sent > 100 and prefilled < 0.2 * sent, (prefilled, sent)
+    # ...except the spec types that learn across requests: a fresh process every round, so
+    # round 2 does not draft from round 1's answers (their rewarm is stored, not measured).
+    with sqlite3.connect(tmp_path / "wk.db") as con:
+        renewed = {
+            arm
+            for (arm,) in con.execute(
+                "SELECT arm FROM run WHERE purpose = 'rewarm' AND round = 2"
+            ).fetchall()
+        }
+    assert renewed == {"smollm2-sweep-ngram-mod", "smollm2-sweep-ngram-cache"}
+    logs = {p.name for p in tmp_path.rglob("*.log")}
+    assert "smollm2-sweep-ngram-mod-p1.log" in logs and "smollm2-baseline-p1.log" not in logs
     chosen = result.recommendation.overall
     if chosen.profile is not None:
         assert chosen.low is not None and chosen.low > 1.0

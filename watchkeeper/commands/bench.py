@@ -260,7 +260,12 @@ def _run_schedule(
     for done, (round_index, warm) in enumerate(rounds, start=before + 1):
         if not warm and _restarts_before(round_index, plan.restart_every):
             bench.servers.restart(bench.active)  # arms a race dropped stay stopped
-            _rewarm(bench, round_index)
+            _rewarm(bench, round_index, bench.active)
+        elif not warm and round_index > 1:
+            renew = [a for a in bench.active if a in plan.renew_each_round]
+            if renew:
+                bench.servers.renew(renew)
+                _rewarm(bench, round_index, renew)
         tasks = plan.tasks[: plan.warmup_tasks] if warm else plan.tasks
         label = "warm-up" if warm else f"round {round_index}/{measured_rounds}"
         bench.progress(
@@ -286,14 +291,14 @@ def _run_schedule(
     return None
 
 
-def _rewarm(bench: _Bench, round_index: int) -> None:
+def _rewarm(bench: _Bench, round_index: int, arms: Sequence[str]) -> None:
     """The first requests of a fresh process pay its cold start: not measured."""
     first = bench.plan.tasks[0]
     for run in measure_round(
         bench.servers,
         bench.config,
         [replace(first, max_tokens=min(first.max_tokens, REWARM_TOKENS))],
-        arms=bench.active,
+        arms=list(arms),
         round_index=round_index,
         is_warmup=True,
         settings=bench.settings,

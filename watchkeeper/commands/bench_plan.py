@@ -53,6 +53,10 @@ class BenchPlan:
     process per arm for the whole campaign). A process keeps whatever made it a little fast
     or slow (placement, memory layout) for its whole life, an offset no resampling of its own
     rounds can see; restarting makes the process a replicate the rounds carry into the CI."""
+    renew_each_round: frozenset[str] = frozenset()
+    """Arms given a fresh process before every measured round after the first even where
+    `restart_every` keeps the others: spec types that learn across requests
+    (server/flags.LEARNS_ACROSS_REQUESTS) would otherwise draft round 2 from round 1's answers."""
     reuse_prompts: bool = False
     """Measured requests may reuse the server's prompt cache (`cache_prompt`; with
     `restart_every = 0` llama-server's host-memory cache restores a task's prompt in later

@@ -46,7 +46,7 @@ from watchkeeper.load.records import RunResult
 from watchkeeper.load.tasks import cap_tokens
 from watchkeeper.publish.sweep_report import SweepView, render_sweep_sections, soak_command
 from watchkeeper.publish.systemd import current_user, render_service, write_service
-from watchkeeper.server.flags import read_help
+from watchkeeper.server.flags import LEARNS_ACROSS_REQUESTS, read_help
 from watchkeeper.server.install import ensure_binary
 from watchkeeper.server.models import CATALOG
 from watchkeeper.server.profiles import QWEN_DRAFT, QWEN_TARGET, SMOLLM2, get_profile
@@ -374,6 +374,11 @@ def sweep_command(
         # One process per arm for the whole sweep, reusing its prompt cache: on two CPU cores
         # prefill costs as much as the decode a round measures (docs/sweep.md).
         restart_every=0 if race else plan.restart_every,
+        renew_each_round=frozenset(
+            n for n in generated if config.profiles[n].spec_type in LEARNS_ACROSS_REQUESTS
+        )
+        if race
+        else frozenset(),
         reuse_prompts=race,
     )
     progress(

@@ -46,9 +46,12 @@ class ServerSet(Mapping[str, RunningServer]):
     ) -> None:
         self._config, self._prepared, self._log_dir = config, list(prepared), log_dir
         self._progress = progress
-        self._stack = ExitStack()
+        self._stacks: dict[str, ExitStack] = {}
+        """Per arm, what stops its process: an arm can be renewed alone."""
         self._servers: dict[str, RunningServer] = {}
         self._argvs: dict[str, tuple[str, ...]] = {}
+        self._lives: dict[str, int] = {}
+        """Per arm, processes started after its first (names its log: `<arm>-p<n>.log`)."""
         self.generation = 0
 
     def __enter__(self) -> ServerSet:
@@ -79,24 +82,30 @@ class ServerSet(Mapping[str, RunningServer]):
     def start(self, arms: Collection[str] | None = None) -> None:
         """Start the servers of `arms` (default: every arm), in the order given (the first
         start is announced); an arm left out is retired: no process, its argv kept."""
-        suffix = f"-p{self.generation}" if self.generation else ""
         for p in self._prepared:
             if arms is not None and p.name not in arms:
                 continue
-            if p.external_url:
-                self._progress(
-                    f"restart: {p.name} is external ({p.external_url}): left alone"
-                    if self.generation
-                    else f"using {p.name} at {p.external_url} (not started by watchkeeper)"
-                )
-                self._servers[p.name] = attach(p)
-            else:
-                if not self.generation:
-                    self._progress(f"starting {p.name}")
-                self._servers[p.name] = self._stack.enter_context(
-                    serve(self._config, p, log_path=self._log_dir / f"{p.name}{suffix}.log")
-                )
-            self._argvs[p.name] = self._servers[p.name].argv
+            self._start_one(p)
+
+    def _start_one(self, p: PreparedProfile) -> None:
+        lives = self._lives.get(p.name)
+        self._lives[p.name] = 0 if lives is None else lives + 1
+        if p.external_url:
+            self._progress(
+                f"restart: {p.name} is external ({p.external_url}): left alone"
+                if lives is not None
+                else f"using {p.name} at {p.external_url} (not started by watchkeeper)"
+            )
+            self._servers[p.name] = attach(p)
+        else:
+            if lives is None:
+                self._progress(f"starting {p.name}")
+            suffix = f"-p{self._lives[p.name]}" if self._lives[p.name] else ""
+            stack = self._stacks.setdefault(p.name, ExitStack())
+            self._servers[p.name] = stack.enter_context(
+                serve(self._config, p, log_path=self._log_dir / f"{p.name}{suffix}.log")
+            )
+        self._argvs[p.name] = self._servers[p.name].argv
 
     def restart(self, arms: Collection[str] | None = None) -> None:
         """Stop every server we started, then start fresh processes for `arms` (default: all
@@ -106,9 +115,25 @@ class ServerSet(Mapping[str, RunningServer]):
         self.generation += 1
         self.start(arms)
 
+    def renew(self, arms: Collection[str]) -> None:
+        """Fresh processes for `arms` only; every other arm keeps its process (and whatever
+        it cached). An external arm is only checked again."""
+        for p in self._prepared:
+            if p.name not in arms:
+                continue
+            stack = self._stacks.pop(p.name, None)
+            if stack is not None:
+                stack.close()
+            self._servers.pop(p.name, None)
+            self._start_one(p)
+
     def close(self) -> None:
-        self._stack.close()
-        self._stack = ExitStack()
+        """Stop every process we started (in reverse order of their starts)."""
+        stacks = list(self._stacks.values())
+        self._stacks.clear()
+        with ExitStack() as all_of_them:
+            for stack in stacks:
+                all_of_them.push(stack.__exit__)
 
     def argvs(self) -> dict[str, tuple[str, ...]]:
         """Each arm's command line (empty for an external server), as the report shows it."""
