@@ -262,3 +262,40 @@ def test_a_soak_beside_the_reference_files_a_slower_build_and_never_an_identical
         (runs["slow"].campaign_id, "soak c1", False, "regression"),
     ]
     assert stored[1].confirmed
+
+
+def test_a_cycle_compares_each_task_with_itself_not_two_block_medians_of_other_tasks() -> None:
+    """Identical servers, but the two blocks of every cycle ended on different task mixes
+    (one a slow long-prompt task more, one a fast task more): block medians read 0.85-1.18,
+    the task-matched ratio reads exactly 1."""
+    speeds = {"fast": 140.0, "mid": 120.0, "slow": 90.0}
+    mixes = (("fast", "mid", "slow", "slow", "slow"), ("fast", "fast", "fast", "mid", "slow"))
+    out = []
+    for k in range(8):
+        first, second = (2 * k, 2 * k + 1) if k % 2 == 0 else (2 * k + 1, 2 * k)
+        for arm, block in (("s", first), ("s@ref", second)):
+            mix = mixes[(k + (arm == "s")) % 2]
+            for i, task in enumerate(mix):
+                at = T0 + timedelta(seconds=10 * block + i)
+                view = SoakSampleView(
+                    arm, 1, False, task, at, 0.5, 12, speeds[task], None, None, None, "", block
+                )
+                out.append(view)
+    (entry,) = reference_ratios(out, PARAMS, threshold=0.03)
+    medians = {round(c["block_median_ratio"], 2) for c in entry["cycles"]}
+    assert medians == {round(90 / 140, 2), round(140 / 90, 2)}
+    assert all(c["ratio"] == 1.0 and c["matched_tasks"] == 3 for c in entry["cycles"])
+    assert entry["verdict"] == "no change"
+
+
+def test_both_blocks_of_a_cycle_get_the_same_task_order() -> None:
+    from watchkeeper.soak.loop import TaskCycle
+
+    tasks = tuple(f"t{i}" for i in range(16))
+    p = plan(("s", "s@ref"), (1,), (("s", "s@ref"),), 2)
+
+    def order(block: int) -> list[str]:
+        cycle = TaskCycle(tasks, seed=11, block=block // p.cycle_blocks)  # type: ignore[arg-type]
+        return [str(cycle.next()) for _ in range(20)]
+
+    assert order(4) == order(5) and order(4) != order(6)
