@@ -11,6 +11,7 @@ from rich.markup import escape
 
 from watchkeeper.cli.common import add_common, add_sampling, out, progress, quiet, split
 from watchkeeper.config import Config
+from watchkeeper.publish.sweep_report import drop_status
 from watchkeeper.store.db import open_database
 
 
@@ -103,7 +104,7 @@ def cmd_sweep(args: argparse.Namespace, config: Config) -> int:
         out.print(f"\n[bold]Recommendation:[/bold] {escape(result.recommendation.headline)}")
         if result.race is not None:
             for d in result.race.drops:
-                out.print(f"dropped {d.arm} after round {d.round} ({d.rule})")
+                out.print(f"{d.arm}: {drop_status(d)}")
             for c in result.race.decisions:
                 out.print(f"{c.category}: {c.pick} ({c.status})")
         out.print(f"service file: {result.service_path}")

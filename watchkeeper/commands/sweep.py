@@ -68,8 +68,9 @@ processing, which on two CPU cores costs as much (the 2026-11-25 Qwen sweep: 20.
 round of nine arms at 64 tokens; docs/sweep.md). What the cap leaves out: n-gram drafting
 that only pays late in a long, repetitive answer."""
 PROBE_SHARE = 1.2
-"""The identity probes after the last round cost about one round of the surviving arms (same
-tasks, logprobs on) plus the replays: reserved from the budget before every further round."""
+"""The identity probes after the last round cost about one uncached round (round 1) of the
+arms they probe (same tasks, logprobs on, every prompt prefilled) plus the replays: reserved
+from the budget before every further round."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,13 +203,15 @@ def cells_of(runs: Sequence[RunResult]) -> list[Cell]:
     ]
 
 
-def _round_seconds(runs: Sequence[RunResult], arms: Sequence[str]) -> float:
-    """What the last round cost the arms still racing: the sum of their requests' latencies."""
+def _round_seconds(
+    runs: Sequence[RunResult], arms: Sequence[str], round_index: int | None = None
+) -> float:
+    """What a round (default: the last) cost `arms`: the sum of their requests' latencies."""
     if not runs:
         return 0.0
-    last = max(r.round for r in runs)
+    which = round_index if round_index is not None else max(r.round for r in runs)
     return sum(
-        s.latency_s or 0.0 for r in runs if r.round == last and r.arm in arms for s in r.samples
+        s.latency_s or 0.0 for r in runs if r.round == which and r.arm in arms for s in r.samples
     )
 
 
@@ -250,7 +253,8 @@ class Racer:
             elapsed_s=self.clock() - self.started,
             budget_s=self.budget_s,
             next_round_s=nxt,
-            reserve_s=nxt * PROBE_SHARE * len(probed) / max(len(self.state.active), 1),
+            # Probes prefill every prompt afresh (no prompt cache): priced at round 1's cost.
+            reserve_s=PROBE_SHARE * _round_seconds(runs, probed, 1),
         )
         if not go:
             self.stop_reason = why

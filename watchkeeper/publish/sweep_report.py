@@ -62,7 +62,8 @@ def _ci(ci: RatioCI | None) -> str:
     return f"{ci.estimate:.2f}x ({ci.low:.2f}-{ci.high:.2f})"
 
 
-def _status(d: Drop | None) -> str:
+def drop_status(d: Drop | None) -> str:
+    """How an arm left the race, in the report's and the CLI's words."""
     if d is None:
         return "raced to the end"
     if d.round == 0:
@@ -99,7 +100,7 @@ def _race_section(v: SweepView) -> list[str]:
             [
                 a.name,
                 str(v.race.rounds_by_arm.get(a.name, 0)),
-                _status(d),
+                drop_status(d),
                 md.NONE if d is None else d.reason,
             ]
         )
