@@ -21,8 +21,8 @@ data after every round, so each look needs a CI that stays valid under repeated 
   raised by `ceiling_slack` for the calibration's own error, is still below 1 / (1 +
   min_effect), no acceptance can make the setting tie the baseline: it is dropped unmeasured.
   Physical, not statistical: it is wrong only if the calibration overstates the costs by more
-  than the slack. On two CPU cores the Qwen 0.5B draft costs 0.69 of a 1.5B step (0.79x at
-  n 4): the three draft lengths were a third of a round's arms and half its time.
+  than the slack. On two CPU cores the Qwen 0.5B draft costs 0.66 of a 1.5B step: n 4 and
+  n 8 peak at 0.79x and 0.77x and are dropped; n 16 (0.92x) is measured (docs/sweep.md).
 - **Early rule (before `min_rounds`).** No CI exists yet, but an arm slower than the baseline
   by a wide margin (below 1 / (1 + early_margin)) on every task of every round so far is
   already decided: on this host drafts decode at about half the baseline's speed. Its error
