@@ -114,21 +114,8 @@ def main() -> None:
         "warmup_cycles": entry["warmup_cycles"],
         "unbalanced_dropped": entry["unbalanced_dropped"],
         "cycles": [
-            (
-                c["cycle"],
-                round(c["ratio"], 4),
-                round(c.get("block_median_ratio", c["ratio"]), 4),
-                c["current_first"],
-                c["judged"],
-            )
+            (c["cycle"], round(c["ratio"], 4), c["current_first"], c["judged"])
             for c in entry["cycles"]
-        ],
-        "cycle_columns": [
-            "cycle",
-            "ratio (task-matched)",
-            "ratio of block medians",
-            "current first",
-            "judged",
         ],
         "restarts": result.verdict.figures["restarts"],
         "requests": result.verdict.figures["requests"],

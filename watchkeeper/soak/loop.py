@@ -281,13 +281,7 @@ class SoakLoop:
             f"block {index}: {profile} at concurrency {concurrency} for {duration_s:.0f}s"
         )
         block = _Block(
-            key,
-            probe_key,
-            # Every block of a cycle gets the same task order, so a paired cycle compares the
-            # current and reference servers on the same tasks (soak/paired.matched_log_ratio).
-            TaskCycle(
-                self._plan.tasks, seed=self._plan.seed, block=index // self._plan.cycle_blocks
-            ),
+            key, probe_key, TaskCycle(self._plan.tasks, seed=self._plan.seed, block=index)
         )
         deadline = time.monotonic() + duration_s
         assert self._pool is not None

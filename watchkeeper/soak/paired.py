@@ -4,9 +4,7 @@ A soak's absolute tok/s wander +-10% from block to block on a shared host (measu
 series 134.5 then 120.5 tok/s while another moved +9% in the same minutes), so a drift check
 on them alone cannot tell a slower build from a noisy night. With the nightly's pinned
 reference running as one more arm, each cycle of blocks holds a current block and a reference
-block at the same concurrency, back to back, on the same task order; the cycle's ratio is
-the mean of per-task log ratios over the tasks both blocks ran (`matched_log_ratio`), which
-cancels what hit both and the task mix the blocks happened to end on.
+block at the same concurrency, back to back; the ratio of their medians cancels what hit both.
 
 What cycles cannot cancel is the server *instance*: two processes of the same binary and model
 run a few percent apart for their whole lives (4.8% through a whole A/A soak here, every cycle
@@ -97,42 +95,15 @@ def cycle_length(params: dict[str, Any]) -> int:
     return max(1, len(params.get("profiles") or ()) * len(params.get("concurrency") or ()))
 
 
-BlockKey = tuple[str, int, int]
-"""(arm, concurrency, block)."""
-
-
-def _block_medians(samples: Sequence[SoakSampleView]) -> dict[BlockKey, float]:
+def _block_medians(
+    samples: Sequence[SoakSampleView],
+) -> dict[tuple[str, int, int], float]:
     """(arm, concurrency, block) -> median decode tok/s of its measured load requests."""
-    values: dict[BlockKey, list[float]] = defaultdict(list)
+    values: dict[tuple[str, int, int], list[float]] = defaultdict(list)
     for s in samples:
         if not s.is_probe and s.error is None and s.decode_tps:
             values[(s.profile, s.concurrency, s.block)].append(s.decode_tps)
     return {key: float(np.median(v)) for key, v in values.items()}
-
-
-def _task_medians(samples: Sequence[SoakSampleView]) -> dict[BlockKey, dict[str, float]]:
-    """(arm, concurrency, block) -> task -> median decode tok/s of that task's requests."""
-    values: dict[BlockKey, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
-    for s in samples:
-        if not s.is_probe and s.error is None and s.decode_tps:
-            values[(s.profile, s.concurrency, s.block)][s.task_id].append(s.decode_tps)
-    return {
-        key: {task: float(np.median(v)) for task, v in tasks.items()}
-        for key, tasks in values.items()
-    }
-
-
-def matched_log_ratio(current: dict[str, float], reference: dict[str, float]) -> float | None:
-    """A cycle's log ratio over the tasks both blocks ran: the mean of per-task log ratios.
-
-    A block's median over whatever tasks fit in its time mixes tasks that decode at different
-    speeds (SmolLM2: long prompts decode slower), and the two blocks of a cycle end on
-    different tasks: in an A/A soak with 20 s blocks the ratio of block medians wandered with
-    sd ~6% between cycles. Comparing each task with itself takes the task mix out."""
-    common = sorted(set(current) & set(reference))
-    if not common:
-        return None
-    return float(np.mean([math.log(current[t] / reference[t]) for t in common]))
 
 
 def _geomean(values: Sequence[float]) -> float | None:
@@ -154,14 +125,9 @@ class _Cycle:
     current_tps: float
     reference_tps: float
     current_first: bool
-    matched: float | None = None
-    """The task-matched log ratio (`matched_log_ratio`); None: no task in both blocks."""
-    tasks: int = 0
 
     @property
     def log_ratio(self) -> float:
-        if self.matched is not None:
-            return self.matched
         return math.log(self.current_tps / self.reference_tps)
 
 
@@ -202,7 +168,6 @@ def reference_ratios(
         return []
     length = cycle_length(params)
     medians = _block_medians(samples)
-    by_task = _task_medians(samples)
     cold = cold or set()
     by_pair = int(params.get("restart_every") or 0) >= 2
     out = []
@@ -216,24 +181,15 @@ def reference_ratios(
                     continue
                 by_cycle[block // length][arm] = (block, value)
             complete = sorted(k for k, v in by_cycle.items() if len(v) == 2)
-            cycles = []
-            for k in complete:
-                (cur_block, cur), (ref_block, ref_tps) = (
-                    by_cycle[k][profile],
-                    by_cycle[k][ref["arm"]],
+            cycles = [
+                _Cycle(
+                    k,
+                    by_cycle[k][profile][1],
+                    by_cycle[k][ref["arm"]][1],
+                    by_cycle[k][profile][0] < by_cycle[k][ref["arm"]][0],
                 )
-                cur_tasks = by_task.get((profile, conc, cur_block), {})
-                ref_tasks = by_task.get((ref["arm"], conc, ref_block), {})
-                cycles.append(
-                    _Cycle(
-                        k,
-                        cur,
-                        ref_tps,
-                        cur_block < ref_block,
-                        matched_log_ratio(cur_tasks, ref_tasks),
-                        len(set(cur_tasks) & set(ref_tasks)),
-                    )
-                )
+                for k in complete
+            ]
             skipped = set(complete[:WARMUP_CYCLES]) | (warm_up & set(complete))
             segment, segments = 0, {}
             for cycle in cycles:
@@ -261,9 +217,7 @@ def reference_ratios(
                         "cycle": c.index,
                         "current_tps": c.current_tps,
                         "reference_tps": c.reference_tps,
-                        "ratio": math.exp(c.log_ratio),
-                        "block_median_ratio": c.current_tps / c.reference_tps,
-                        "matched_tasks": c.tasks,
+                        "ratio": c.current_tps / c.reference_tps,
                         "current_first": c.current_first,
                         "judged": c in judged,
                         "process_pair": segments.get(c.index),
