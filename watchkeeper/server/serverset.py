@@ -34,7 +34,7 @@ def _quiet(_: str) -> None:
 class ServerSet(Mapping[str, RunningServer]):
     """Arm name -> its running server; a live view: after `restart` it maps to the new ones.
 
-    Logs go to `log_dir/<arm>.log`, a restarted generation's to `<arm>-p<generation>.log`, so
+    Logs go to `log_dir/<arm>.log`, the arm's n-th restarted process's to `<arm>-p<n>.log`, so
     a crash of any process can be read afterwards."""
 
     def __init__(
@@ -52,7 +52,6 @@ class ServerSet(Mapping[str, RunningServer]):
         self._argvs: dict[str, tuple[str, ...]] = {}
         self._lives: dict[str, int] = {}
         """Per arm, processes started after its first (names its log: `<arm>-p<n>.log`)."""
-        self.generation = 0
 
     def __enter__(self) -> ServerSet:
         try:
@@ -112,7 +111,6 @@ class ServerSet(Mapping[str, RunningServer]):
         of them; an external one is only checked again). Arms left out stay stopped."""
         self.close()
         self._servers.clear()
-        self.generation += 1
         self.start(arms)
 
     def renew(self, arms: Collection[str]) -> None:
