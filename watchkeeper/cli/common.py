@@ -22,11 +22,9 @@ Handler = Callable[[argparse.Namespace, Config], int]
 
 
 def progress(message: str) -> None:
+    """Progress goes to stderr, so it runs under --json too: stdout stays one JSON document,
+    and a 40-minute sweep with --json still says what it is doing."""
     console.print(f"[dim]·[/dim] {message}")
-
-
-def quiet(_message: str) -> None:
-    """Progress sink for --json runs: stdout must stay one JSON document."""
 
 
 def add_common(parser: argparse.ArgumentParser) -> None:

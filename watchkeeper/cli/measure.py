@@ -9,7 +9,7 @@ from typing import Any
 
 from rich.markup import escape
 
-from watchkeeper.cli.common import add_common, add_sampling, out, progress, quiet, split
+from watchkeeper.cli.common import add_common, add_sampling, out, progress, split
 from watchkeeper.config import Config
 from watchkeeper.publish.sweep_report import drop_status
 from watchkeeper.store.db import open_database
@@ -44,7 +44,7 @@ def cmd_run(args: argparse.Namespace, config: Config) -> int:
         taskset=Path(args.taskset) if args.taskset else None,
         limit=args.limit,
         concurrency=args.concurrency,
-        progress=progress if not args.json else quiet,
+        progress=progress,
     )
     if args.json:
         out.print_json(json.dumps(result.to_json()))
@@ -94,7 +94,7 @@ def cmd_sweep(args: argparse.Namespace, config: Config) -> int:
             budget_min=args.budget,
             race=not args.no_race,
             max_tokens=args.max_tokens,
-            progress=progress if not args.json else quiet,
+            progress=progress,
             database=db,
         )
     if args.json:
@@ -133,7 +133,7 @@ def cmd_soak(args: argparse.Namespace, config: Config) -> int:
             resume_id=args.resume,
             against_reference=args.reference,
             stop=stop,
-            progress=progress if not args.json else quiet,
+            progress=progress,
         )
     if args.json:
         out.print_json(json.dumps(result.to_json()))

@@ -9,7 +9,7 @@ from typing import Any
 
 from rich.markup import escape
 
-from watchkeeper.cli.common import add_common, add_sampling, out, progress, quiet, split
+from watchkeeper.cli.common import add_common, add_sampling, out, progress, split
 from watchkeeper.config import Config
 from watchkeeper.errors import ConfigError
 from watchkeeper.publish.format import share
@@ -34,7 +34,7 @@ def cmd_digest(args: argparse.Namespace, config: Config) -> int:
         commit=args.commit or args.push,
         push=args.push,
         rerun=args.rerun,
-        progress=progress if not args.json else quiet,
+        progress=progress,
     )
     if args.json:
         out.print_json(json.dumps(outcome.to_json()))
@@ -97,7 +97,7 @@ def cmd_aa(args: argparse.Namespace, config: Config) -> int:
         test_runs=args.test_runs,
         per_category=args.per_category,
         categories=split(args.categories),
-        progress=progress if not args.json else quiet,
+        progress=progress,
     )
     data = result.to_json()
     if args.json:
@@ -121,9 +121,7 @@ def cmd_aa(args: argparse.Namespace, config: Config) -> int:
 def cmd_nightly(args: argparse.Namespace, config: Config) -> int:
     from watchkeeper.commands.nightly import nightly_command
 
-    outcome = nightly_command(
-        config, profiles=args.profile or None, progress=progress if not args.json else quiet
-    )
+    outcome = nightly_command(config, profiles=args.profile or None, progress=progress)
     if args.json:
         out.print_json(json.dumps(outcome.to_json()))
         return 0

@@ -6,7 +6,7 @@ import argparse
 import json
 from typing import Any
 
-from watchkeeper.cli.common import add_common, add_sampling, out, progress, quiet
+from watchkeeper.cli.common import add_common, add_sampling, out, progress
 from watchkeeper.config import Config
 from watchkeeper.errors import ConfigError
 
@@ -14,7 +14,7 @@ from watchkeeper.errors import ConfigError
 def cmd_triage(args: argparse.Namespace, config: Config) -> int:
     from watchkeeper.commands.triage import triage_command
 
-    outcome = triage_command(config, progress=progress if not args.json else quiet)
+    outcome = triage_command(config, progress=progress)
     if args.json:
         out.print_json(json.dumps(outcome.to_json()))
         return 0
@@ -41,7 +41,7 @@ def cmd_review_pr(args: argparse.Namespace, config: Config) -> int:
         config,
         pr=args.pr,
         all_open=args.all_open,
-        progress=progress if not args.json else quiet,
+        progress=progress,
     )
     if args.json:
         out.print_json(json.dumps(outcome.to_json()))
