@@ -7,6 +7,9 @@ the judged sampler; the arm is one of:
 - `selfdraft` / `ngram`: sample-and-match arms (exact: A/A in distribution),
 - `selfdraft-prob`: self-drafting with `--spec-draft-sampling probabilistic` (rejection
   sampling; exact in theory, no upstream test),
+- `qwen-twin`, `qwen-draft4`, `qwen-draft4-prob`: the same on Qwen2.5-Coder 1.5B with the
+  0.5B draft (`watchkeeper setup --profile qwen-draft4` first), where the draft's
+  distribution differs from the target's and rejection sampling has work to do,
 - a positive control, an arm-side sampler override on the twin: `greedy` (temperature 0 where
   0.7 is asked: a server that ignores temperature), `hot` (0.8 where 0.7 is asked), `top_p`
   (0.9 where 1.0 is asked).
@@ -59,7 +62,7 @@ from watchkeeper.load.sampling import SamplingSettings
 from watchkeeper.load.tasks import load_taskset, select
 from watchkeeper.server.endpoints import ServerClient, make_http_client
 from watchkeeper.server.launch import prepare, serve
-from watchkeeper.server.profiles import SMOLLM2
+from watchkeeper.server.profiles import QWEN_DRAFT, QWEN_TARGET, SMOLLM2
 
 SERVERS: dict[str, ProfileConfig] = {
     "twin": ProfileConfig(model=SMOLLM2),
@@ -74,6 +77,19 @@ SERVERS: dict[str, ProfileConfig] = {
         draft_sampling="probabilistic",
     ),
     "ngram": ProfileConfig(model=SMOLLM2, spec_type="ngram-simple"),
+    # The Qwen pair: a 0.5B draft for the 1.5B target, so the draft's q differs from the
+    # target's p and rejection sampling has work to do (self-drafting SmolLM2 has q ~ p).
+    "qwen-twin": ProfileConfig(model=QWEN_TARGET),
+    "qwen-draft4": ProfileConfig(
+        model=QWEN_TARGET, draft_model=QWEN_DRAFT, spec_type="draft-simple", draft_n_max=4
+    ),
+    "qwen-draft4-prob": ProfileConfig(
+        model=QWEN_TARGET,
+        draft_model=QWEN_DRAFT,
+        spec_type="draft-simple",
+        draft_n_max=4,
+        draft_sampling="probabilistic",
+    ),
 }
 CONTROLS: dict[str, dict[str, Any]] = {
     "greedy": {"temperature": 0.0},
@@ -100,7 +116,7 @@ def main() -> int:
     server_name = "twin" if control is not None else args.arm
     profile = SERVERS[server_name]
     config = Config(
-        profiles={"base": ProfileConfig(model=SMOLLM2), "arm": profile},
+        profiles={"base": ProfileConfig(model=profile.model), "arm": profile},
         server=ServerConfig(startup_timeout_s=120),
     )
     tasks = select(load_taskset(config.bench.resolved_taskset()), per_category=2)
