@@ -139,6 +139,7 @@ def cmd_soak(args: argparse.Namespace, config: Config) -> int:
         out.print_json(json.dumps(result.to_json()))
     else:
         out.print(f"soak campaign {result.campaign_id} {result.status}: {result.verdict.headline}")
+        out.print(f"  sampling (load requests): {result.sampling.label()}")
         for line in (*result.verdict.reasons, *result.verdict.notes):
             out.print(f"  - {escape(line)}")
     if result.status == "interrupted":

@@ -12,7 +12,7 @@ import json
 import random
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -24,6 +24,7 @@ from watchkeeper.config.paths import data_dir, runs_log_dir
 from watchkeeper.errors import ConfigError, ServerError, SoakError, StoreError
 from watchkeeper.findings.evidence import SoakRatioEvidence
 from watchkeeper.host import info as hostinfo
+from watchkeeper.load.sampling import SamplingSettings, soak_sampling
 from watchkeeper.load.tasks import load_taskset, select
 from watchkeeper.nightly.ratios import series_name
 from watchkeeper.nightly.reference import identify
@@ -51,10 +52,13 @@ class SoakCommandResult:
     database: str
     outcome: SoakOutcome
     verdict: SoakVerdict
+    sampling: SamplingSettings = field(default_factory=SamplingSettings)
+    """The load requests' sampler (the temperature-0 probes aside)."""
 
     def to_json(self) -> dict[str, Any]:
         return {
             **self.verdict.to_json(),
+            "sampling": self.sampling.to_json(),
             "status": self.status,
             "resumed": self.resumed,
             "database": self.database,
@@ -138,6 +142,9 @@ def soak_command(
         if references:  # the reference arms are part of the plan a resume must match
             blob += json.dumps(sorted((k, v["reference_id"]) for k, v in references.items()))
             blob += f"restart_every={soak.restart_every}"
+        sampler_keys = {k: getattr(soak, k) for k in ("temperature", "top_k", "top_p", "min_p")}
+        if any(sampler_keys.values()):  # greedy soaks keep the signature they always had
+            blob += json.dumps(sampler_keys, sort_keys=True)
         signature = hashlib.sha256(blob.encode()).hexdigest()[:16]
         prepared = prepared + arms
         repo, store = Repository(db), SoakStore(db)
@@ -173,6 +180,7 @@ def soak_command(
                 "tasks": [t.id for t in tasks],
                 "probe_task": tasks[0].id,
                 "temperature": soak.temperature,
+                "sampling": soak_sampling(config, seed).to_json(),
                 "signature": signature,
                 "restart_every": soak.restart_every if references else 0,
             }
@@ -182,6 +190,7 @@ def soak_command(
             progress(
                 f"soak campaign {campaign_id}: {duration} over {', '.join(names)}, seed {seed}"
             )
+        sampling = soak_sampling(config, seed)
         plan = SoakPlan(
             duration_s,
             block_s,
@@ -190,7 +199,8 @@ def soak_command(
             seed,
             tuple(tasks),
             tasks[0],
-            soak.temperature,
+            sampling,
+            arm_sampling={p.name: sampling.with_profile(p.profile) for p in prepared},
             pairs=tuple((name, ref["arm"]) for name, ref in references.items()),
             restart_every=soak.restart_every if references else 0,
         )
@@ -321,7 +331,9 @@ def _execute(
     if status == "completed":
         _record_ratios(ratios, campaign_id, verdict)
     repo.finish_campaign(campaign_id, status=status, summary=verdict.to_json())
-    return SoakCommandResult(campaign_id, status, resumed, database, outcome, verdict)
+    return SoakCommandResult(
+        campaign_id, status, resumed, database, outcome, verdict, plan.sampling
+    )
 
 
 def _record_findings(

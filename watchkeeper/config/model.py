@@ -302,6 +302,12 @@ class SoakConfig(_Strict):
     slice: str = "5m"
     """Time slice for throughput and acceptance drift."""
     temperature: Annotated[float, Field(ge=0.0, le=2.0)] = 0.0
+    top_k: Annotated[int, Field(ge=0)] | None = None
+    top_p: Annotated[float, Field(ge=0.0, le=1.0)] | None = None
+    min_p: Annotated[float, Field(ge=0.0, le=1.0)] | None = None
+    """The load requests' sampler (unset top_k/top_p/min_p: not sent, the server's defaults
+    apply); a profile's own sampler keys win for its arm. The seed is the soak's --seed. The
+    temperature-0 probes stay greedy."""
     ramp_s: Annotated[float, Field(ge=0.0)] = 2.0
     """Worker starts are spread over this long, so a block never opens with a burst."""
     request_timeout_s: Annotated[float, Field(ge=0.0)] = 0.0

@@ -92,6 +92,15 @@ def command_sampling(config: Config) -> SamplingSettings:
     )
 
 
+def soak_sampling(config: Config, seed: int) -> SamplingSettings:
+    """The soak's load sampler: [soak]'s keys (the command line's --temperature and friends
+    land there) with the soak's own seed, the one that also orders its tasks."""
+    s = config.soak
+    return SamplingSettings(
+        temperature=s.temperature, top_k=s.top_k, top_p=s.top_p, min_p=s.min_p, seed=seed
+    )
+
+
 def profile_with_sampling(profile: ProfileConfig, sampling: SamplingSettings) -> ProfileConfig:
     """The profile as measured: the command's sampler folded in (profile keys win), so a run
     at temperature 0.7 never shares a series with one at 0."""
@@ -103,14 +112,16 @@ def profile_with_sampling(profile: ProfileConfig, sampling: SamplingSettings) ->
 
 def apply_overrides(config: Config, **values: float | int | None) -> Config:
     """`--temperature` and friends on the command line, into the command sections' keys
-    (bench for bench-shaped commands; the soak's temperature too). None means not given."""
+    (bench for bench-shaped commands, soak for the soak, whose seed is its own --seed).
+    None means not given."""
     given = {k: v for k, v in values.items() if v is not None}
     if not given:
         return config
     bench = config.bench.model_copy(update=given)
     update: dict[str, Any] = {"bench": bench}
-    if "temperature" in given:
-        update["soak"] = config.soak.model_copy(update={"temperature": given["temperature"]})
+    soak = {k: v for k, v in given.items() if k in SAMPLER_KEYS}
+    if soak:
+        update["soak"] = config.soak.model_copy(update=soak)
     return config.model_copy(update=update)
 
 

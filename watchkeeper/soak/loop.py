@@ -29,14 +29,15 @@ import random
 import threading
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor, wait
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
 from watchkeeper.config import Config
 from watchkeeper.load.client import chat
 from watchkeeper.load.records import RequestSample, RunPurpose, Task
+from watchkeeper.load.sampling import SamplingSettings
 from watchkeeper.soak.clients import ServerClients
 from watchkeeper.soak.records import (
     IncidentRecord,
@@ -62,13 +63,19 @@ class SoakPlan:
     seed: int
     tasks: tuple[Task, ...]
     probe: Task
-    temperature: float = 0.0
+    sampling: SamplingSettings = field(default_factory=SamplingSettings)
+    """The load requests' sampler (probes stay at temperature 0) ..."""
+    arm_sampling: Mapping[str, SamplingSettings] = field(default_factory=dict)
+    """... and, by arm, where a profile's own sampler keys override it."""
     pairs: tuple[tuple[str, str], ...] = ()
     """(current, reference arm): these two run back to back at each concurrency, their order
     alternating from cycle to cycle, so each cycle holds one paired ratio (soak.paired)."""
     restart_every: int = 0
     """Both servers of every pair restart every this many cycles (0: never), so the process
     pair, not the night, is the replicate; the first cycle after each start is warm-up."""
+
+    def sampler(self, profile: str) -> SamplingSettings:
+        return self.arm_sampling.get(profile, self.sampling)
 
     @property
     def cycle_blocks(self) -> int:
@@ -331,9 +338,10 @@ class SoakLoop:
                 client,
                 task,
                 seq=block.next_seq(probe),
-                temperature=0.0 if probe else self._plan.temperature,
+                temperature=0.0,
                 top_logprobs=2 if probe else 0,
                 seed=self._plan.seed,
+                sampling=None if probe else self._plan.sampler(sup.profile),
             )
             self._writer.add(SampleRecord(key, sample))
             block.count(sample)

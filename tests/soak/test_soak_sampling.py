@@ -1,0 +1,90 @@
+"""The soak samples as the service does: [soak]'s temperature, top_k, top_p and min_p (the
+command line's --temperature and friends land there) reach every load request, a profile's own
+keys win for its arm, the seed is the soak's, and the temperature-0 probes stay greedy."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support.soakkit import soak_settings, write_taskset
+
+from watchkeeper.cli.app import build_parser
+from watchkeeper.cli.common import apply_sampling
+from watchkeeper.commands.soak import soak_command
+from watchkeeper.config import Config, DatabaseConfig, ProfileConfig, ServerConfig
+from watchkeeper.load.sampling import SamplingSettings, soak_sampling
+from watchkeeper.server.install import ServerBinary
+from watchkeeper.server.models import ModelFile
+from watchkeeper.server.profiles import SMOLLM2
+from watchkeeper.soak import loop
+from watchkeeper.soak.loop import SoakPlan
+
+
+def test_the_command_line_sampler_lands_in_the_soak_section_with_the_soaks_seed() -> None:
+    args = build_parser().parse_args(
+        ["soak", "--temperature", "0.7", "--top-k", "3", "--top-p", "0.9", "--min-p", "0"]
+    )
+    config = apply_sampling(args, Config())
+    assert soak_sampling(config, 9) == SamplingSettings(
+        temperature=0.7, top_k=3, top_p=0.9, min_p=0.0, seed=9
+    )
+    # Nothing given: the soak stays greedy, and its requests send no top_k/top_p/min_p.
+    plain = soak_sampling(Config(), 9)
+    assert plain.request_fields() == {"temperature": 0.0, "seed": 9}
+
+
+def test_an_arm_with_its_own_sampler_keys_gets_them_the_others_the_soaks() -> None:
+    soak = SamplingSettings(temperature=0.7, seed=4)
+    hot = SamplingSettings(temperature=0.8, seed=4)
+    plan = SoakPlan(
+        60.0, 5.0, ("a", "b"), (1,), 4, (), None,  # type: ignore[arg-type]
+        soak, arm_sampling={"b": hot},
+    )  # fmt: skip
+    assert plan.sampler("a") == soak and plan.sampler("b") == hot
+
+
+def test_load_requests_carry_the_sampler_and_probes_stay_greedy(
+    real_server: tuple[ServerBinary, ModelFile],
+    sqlite_url: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A real soak on a real server, with the loop's calls to `chat` recorded on their way
+    through: what every request was asked to send."""
+    sent: list[dict[str, Any]] = []
+    real_chat = loop.chat
+
+    def recording_chat(*args: Any, **kwargs: Any) -> Any:
+        sent.append(kwargs)
+        return real_chat(*args, **kwargs)
+
+    monkeypatch.setattr(loop, "chat", recording_chat)
+    config = Config(
+        database=DatabaseConfig(url=sqlite_url),
+        server=ServerConfig(startup_timeout_s=120),
+        profiles={"s": ProfileConfig(model=SMOLLM2, ctx_size=1024, top_k=5)},
+        soak=soak_settings(temperature=0.7, top_p=0.9, probe_interval_s=2.0),
+    )
+    result = soak_command(
+        config, duration="8s", block="8s", profiles=["s"], taskset=write_taskset(tmp_path), seed=3
+    )
+    assert result.status == "completed"
+    load = [k for k in sent if k["sampling"] is not None]
+    probes = [k for k in sent if k["sampling"] is None]
+    assert load and probes, f"{len(load)} load requests, {len(probes)} probes"
+    # The profile's top_k over the soak's temperature and top_p, with the soak's seed.
+    assert {k["sampling"] for k in load} == {
+        SamplingSettings(temperature=0.7, top_k=5, top_p=0.9, seed=3)
+    }
+    assert all(k["top_logprobs"] == 0 for k in load)
+    assert all(k["temperature"] == 0.0 and k["top_logprobs"] == 2 for k in probes)
+    # The soak's own sampler (before the profile's keys) is in its result and --json.
+    assert result.to_json()["sampling"] == {
+        "temperature": 0.7,
+        "top_k": None,
+        "top_p": 0.9,
+        "min_p": None,
+        "seed": 3,
+    }
