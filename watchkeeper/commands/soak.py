@@ -142,9 +142,9 @@ def soak_command(
         if references:  # the reference arms are part of the plan a resume must match
             blob += json.dumps(sorted((k, v["reference_id"]) for k, v in references.items()))
             blob += f"restart_every={soak.restart_every}"
-        sampler_keys = {k: getattr(soak, k) for k in ("temperature", "top_k", "top_p", "min_p")}
-        if any(sampler_keys.values()):  # greedy soaks keep the signature they always had
-            blob += json.dumps(sampler_keys, sort_keys=True)
+        sampler = {k: getattr(soak, k) for k in ("temperature", "top_k", "top_p", "min_p")}
+        if soak.temperature or any(v is not None for v in sampler.values()):
+            blob += json.dumps(sampler, sort_keys=True)  # greedy soaks keep their signature
         signature = hashlib.sha256(blob.encode()).hexdigest()[:16]
         prepared = prepared + arms
         repo, store = Repository(db), SoakStore(db)
