@@ -143,7 +143,7 @@ def soak_command(
             blob += json.dumps(sorted((k, v["reference_id"]) for k, v in references.items()))
             blob += f"restart_every={soak.restart_every}"
         sampler = {k: getattr(soak, k) for k in ("temperature", "top_k", "top_p", "min_p")}
-        if soak.temperature or any(v is not None for v in sampler.values()):
+        if soak.temperature or any(sampler[k] is not None for k in ("top_k", "top_p", "min_p")):
             blob += json.dumps(sampler, sort_keys=True)  # greedy soaks keep their signature
         signature = hashlib.sha256(blob.encode()).hexdigest()[:16]
         prepared = prepared + arms
