@@ -41,7 +41,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -64,32 +64,29 @@ from watchkeeper.server.endpoints import ServerClient, make_http_client
 from watchkeeper.server.launch import prepare, serve
 from watchkeeper.server.profiles import QWEN_DRAFT, QWEN_TARGET, SMOLLM2
 
-SERVERS: dict[str, ProfileConfig] = {
-    "twin": ProfileConfig(model=SMOLLM2),
-    "selfdraft": ProfileConfig(
-        model=SMOLLM2, draft_model=SMOLLM2, spec_type="draft-simple", draft_n_max=4
-    ),
-    "selfdraft-prob": ProfileConfig(
-        model=SMOLLM2,
-        draft_model=SMOLLM2,
+
+def _draft4(
+    target: str, draft: str, sampling: Literal["probabilistic"] | None = None
+) -> ProfileConfig:
+    return ProfileConfig(
+        model=target,
+        draft_model=draft,
         spec_type="draft-simple",
         draft_n_max=4,
-        draft_sampling="probabilistic",
-    ),
+        draft_sampling=sampling,
+    )
+
+
+SERVERS: dict[str, ProfileConfig] = {
+    "twin": ProfileConfig(model=SMOLLM2),
+    "selfdraft": _draft4(SMOLLM2, SMOLLM2),
+    "selfdraft-prob": _draft4(SMOLLM2, SMOLLM2, "probabilistic"),
     "ngram": ProfileConfig(model=SMOLLM2, spec_type="ngram-simple"),
     # The Qwen pair: a 0.5B draft for the 1.5B target, so the draft's q differs from the
     # target's p and rejection sampling has work to do (self-drafting SmolLM2 has q ~ p).
     "qwen-twin": ProfileConfig(model=QWEN_TARGET),
-    "qwen-draft4": ProfileConfig(
-        model=QWEN_TARGET, draft_model=QWEN_DRAFT, spec_type="draft-simple", draft_n_max=4
-    ),
-    "qwen-draft4-prob": ProfileConfig(
-        model=QWEN_TARGET,
-        draft_model=QWEN_DRAFT,
-        spec_type="draft-simple",
-        draft_n_max=4,
-        draft_sampling="probabilistic",
-    ),
+    "qwen-draft4": _draft4(QWEN_TARGET, QWEN_DRAFT),
+    "qwen-draft4-prob": _draft4(QWEN_TARGET, QWEN_DRAFT, "probabilistic"),
 }
 CONTROLS: dict[str, dict[str, Any]] = {
     "greedy": {"temperature": 0.0},
