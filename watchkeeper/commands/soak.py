@@ -12,7 +12,7 @@ import json
 import random
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -52,7 +52,7 @@ class SoakCommandResult:
     database: str
     outcome: SoakOutcome
     verdict: SoakVerdict
-    sampling: SamplingSettings = field(default_factory=SamplingSettings)
+    sampling: SamplingSettings
     """The load requests' sampler (the temperature-0 probes aside)."""
 
     def to_json(self) -> dict[str, Any]:
@@ -142,9 +142,9 @@ def soak_command(
         if references:  # the reference arms are part of the plan a resume must match
             blob += json.dumps(sorted((k, v["reference_id"]) for k, v in references.items()))
             blob += f"restart_every={soak.restart_every}"
-        sampler = {k: getattr(soak, k) for k in ("temperature", "top_k", "top_p", "min_p")}
-        if soak.temperature or any(sampler[k] is not None for k in ("top_k", "top_p", "min_p")):
-            blob += json.dumps(sampler, sort_keys=True)  # greedy soaks keep their signature
+        unseeded = soak_sampling(config, SamplingSettings().seed)  # the seed is resumed
+        if unseeded != SamplingSettings():  # greedy soaks keep the signature they always had
+            blob += json.dumps(unseeded.to_json(), sort_keys=True)
         signature = hashlib.sha256(blob.encode()).hexdigest()[:16]
         prepared = prepared + arms
         repo, store = Repository(db), SoakStore(db)
