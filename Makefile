@@ -6,7 +6,7 @@ WK     := $(BIN)/watchkeeper
 
 QUICKSTART_PROFILES ?= qwen-baseline,qwen-draft4,qwen-ngram
 
-.PHONY: help venv setup quickstart bench test test-fast test-clock lint typecheck unit postgres faketime ccache clean
+.PHONY: help venv setup quickstart gpu-check bench test test-fast test-clock lint typecheck unit postgres faketime ccache clean
 
 help:
 	@echo "make quickstart  venv + llama-server build + Qwen models, then the paired bench"
@@ -14,6 +14,7 @@ help:
 	@echo "make test-fast   lint + every test that needs no llama-server (pytest -m 'not server')"
 	@echo "make test-clock  the scheduling and digest unit tests under three faked clocks (faketime)"
 	@echo "make setup       only the venv, the llama-server build and the SmolLM2 test model"
+	@echo "make gpu-check   on a GPU host: CUDA build + short SmolLM2 bench; offload, VRAM, energy, speed-ups"
 
 venv: $(VENV)/.installed
 
@@ -26,9 +27,18 @@ $(VENV)/.installed: pyproject.toml
 setup: venv ccache
 	$(WK) setup
 
+# nvcc and a GPU: the CUDA build (examples/quickstart-gpu.toml); a GPU without nvcc: one line how.
+HAS_GPU  := $(shell nvidia-smi -L 2>/dev/null | grep -q '^GPU' && echo yes)
+HAS_NVCC := $(shell command -v nvcc >/dev/null 2>&1 && echo yes)
+QS_CUDA  := $(if $(and $(HAS_GPU),$(HAS_NVCC)),--config examples/quickstart-gpu.toml,)
+
 quickstart: venv ccache
-	$(WK) setup --profile qwen-baseline --profile qwen-draft4 --profile qwen-ngram
-	$(WK) bench --profiles $(QUICKSTART_PROFILES) --per-category 1
+	@$(if $(QS_CUDA),echo "quickstart: nvcc and a GPU found: the CUDA llama-server (examples/quickstart-gpu.toml)",$(if $(HAS_GPU),echo "quickstart: a GPU but no nvcc on PATH: building the CPU server; install the CUDA toolkit (nvcc) and rerun for the CUDA one",true))
+	$(WK) setup $(if $(QS_CUDA),--cuda,) $(QS_CUDA) --profile qwen-baseline --profile qwen-draft4 --profile qwen-ngram
+	$(WK) bench $(QS_CUDA) --profiles $(QUICKSTART_PROFILES) --per-category 1
+
+gpu-check: venv
+	$(BIN)/python benchmarks/gpu_check.py
 
 bench: quickstart
 

@@ -15,9 +15,9 @@ import tempfile
 
 from watchkeeper.analysis.benchmark import ALL, throughput_pairs
 from watchkeeper.analysis.stats import paired_speedup
+from watchkeeper.campaign.bench import execute_bench
+from watchkeeper.campaign.bench_plan import plan_bench
 from watchkeeper.cli.app import unwind_on_sigterm
-from watchkeeper.commands.bench import execute_bench
-from watchkeeper.commands.bench_plan import plan_bench
 from watchkeeper.config import Config
 from watchkeeper.store.db import Database
 from watchkeeper.store.repository import Repository

@@ -88,10 +88,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 # Synthetic nights written through the real store (shared with the tests).
 from tests.support.nights import Nights
 from watchkeeper.analysis.stats import Pair, RatioCI, classify, paired_speedup
+from watchkeeper.campaign.bench import execute_bench
+from watchkeeper.campaign.bench_plan import BenchPlan
 from watchkeeper.cli.app import unwind_on_sigterm
 from watchkeeper.commands.aa import aa_command, wilson
-from watchkeeper.commands.bench import execute_bench
-from watchkeeper.commands.bench_plan import BenchPlan
 from watchkeeper.config import Config, DatabaseConfig, parse_config
 from watchkeeper.config.model import NightlyConfig
 from watchkeeper.load.tasks import load_taskset, select

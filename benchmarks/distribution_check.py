@@ -45,7 +45,6 @@ from typing import Any, Literal
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from watchkeeper.analysis.distribution import total_variation
 from watchkeeper.analysis.stats import wilson
 from watchkeeper.checks.distribution import (
     ProbeSettings,
@@ -54,6 +53,7 @@ from watchkeeper.checks.distribution import (
     probe_arm,
     target_distribution,
 )
+from watchkeeper.checks.distribution_stats import total_variation
 from watchkeeper.checks.replay import chat_prompt_tokens
 from watchkeeper.cli.app import unwind_on_sigterm
 from watchkeeper.config import Config, ProfileConfig, ServerConfig

@@ -30,8 +30,8 @@ from sqlalchemy.engine import make_url
 
 from watchkeeper.commands.soak import soak_command, spool_dir
 from watchkeeper.config import Config, DatabaseConfig, SoakConfig
+from watchkeeper.config.durations import parse_duration
 from watchkeeper.load.records import RequestSample
-from watchkeeper.soak.durations import parse_duration
 from watchkeeper.soak.faults import TcpRelay
 from watchkeeper.soak.records import RunKey
 from watchkeeper.soak.verdicts import theil_sen

@@ -39,8 +39,8 @@ import psutil
 from watchkeeper.cli.app import unwind_on_sigterm
 from watchkeeper.commands.soak import soak_command
 from watchkeeper.config import Config, DatabaseConfig, SoakConfig
+from watchkeeper.config.durations import parse_duration
 from watchkeeper.server.profiles import get_profile
-from watchkeeper.soak.durations import parse_duration
 from watchkeeper.soak.verdicts import theil_sen
 
 FRAMES = 8

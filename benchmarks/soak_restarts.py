@@ -6,7 +6,7 @@ the judged cycles, the process pairs and the autocorrelation used are printed.
 
     flock /tmp/wk-cpu.lock .venv/bin/python benchmarks/soak_restarts.py \\
         [--current '{"cache_type_k": "q8_0"}'] [--duration 10m] [--block 20s] \\
-        [--restart-every 2] [--min-effect 0.03] [--limit 16] [--json FILE]
+        [--restart-every 2] [--min-effect 0.03] [--limit 16] [--json FILE] [--ready-file F]
 
 Without `--current` the soak is A/A. Under the CPU lock: it starts servers.
 """
@@ -54,6 +54,12 @@ def main() -> None:
     ap.add_argument("--limit", type=int, default=16)
     ap.add_argument("--seed", type=int, default=11)
     ap.add_argument("--json", type=Path)
+    ap.add_argument(
+        "--ready-file",
+        type=Path,
+        help="touched when the soak itself starts (after the reference is pinned): "
+        "scripts/neighbour.sh --when waits for it",
+    )
     args = ap.parse_args()
 
     binary = ensure_binary(ServerConfig())
@@ -88,6 +94,8 @@ def main() -> None:
             )
         finally:
             db.close()
+        if args.ready_file is not None:
+            args.ready_file.touch()
         result = soak_command(
             config_for(binary.path, url, current, soak),
             duration=args.duration,
@@ -121,6 +129,15 @@ def main() -> None:
         "requests": result.verdict.figures["requests"],
         "errors": result.verdict.figures["errors"],
         "span_s": result.verdict.figures["span_s"],
+        "paired_drift": result.verdict.figures["paired_drift"],
+        "series_drift": [
+            {
+                "series": f"{e['profile']} c{e['concurrency']}",
+                "drift_judged": e["drift_judged"],
+                "throughput_shift": e.get("throughput_shift"),
+            }
+            for e in result.verdict.figures["series"]
+        ],
         "notes": list(result.verdict.notes),
         "reasons": list(result.verdict.reasons),
     }

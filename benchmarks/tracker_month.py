@@ -7,7 +7,7 @@ issue/comment/label timestamps and triage's `now`. The month has new regressions
 a recovery after `tracker.recovery_nights` good nights (comment + close) and its return
 (reopen), maintainers dismissing / acking / silencing by label and by `/watchkeeper` comment,
 closing an issue and reopening it, and the database wiped on day 15 (a new empty database that
-must adopt the existing issues by their marker, silently unless there is news).
+must adopt the existing issues by their marker, silently, news or not).
 
 It prints the event log and every issue's final state, then checks: each issue ends in the
 state the last decision on it implies (with the matching status label), no issue is filed twice,
@@ -347,13 +347,14 @@ class Month:
             s = self.series[name]
             run_id = self.night(last_seen, slow=True) if s.nights_backed else None
             self.new_finding(s, day, run_id=run_id, seen=self.clock.at(last_seen, 3))
-            news = last_seen == day and s.expected_label != "silence"
+            # Adoption posts nothing, news or not: a search that lags behind the issues once
+            # drew a false `Seen again` from it. The next recurrence's comment counts it.
             what = (
-                "found again on the wipe night"
-                if news
+                "found again on the wipe night (adopted silently)"
+                if last_seen == day
                 else f"re-created (last seen day {last_seen})"
             )
-            self.note(day, name, what, "recurrence" if news else None)
+            self.note(day, name, what, None)
 
     # -- triage ---------------------------------------------------------------------------------
 

@@ -23,6 +23,16 @@ from watchkeeper.server.install import ServerBinary, cached_binary, ensure_binar
 from watchkeeper.server.models import ModelFile, ModelStore
 from watchkeeper.server.profiles import SMOLLM2
 
+# Every llama-server a test starts decodes on one thread unless its profile sets `threads`
+# (llama.cpp reads LLAMA_ARG_THREADS where `-t` is not on the command line). With its default,
+# one thread per core, a server on this 2-core machine collapses when anything else takes a
+# core: its threads spin-wait on each other at every barrier. Measured 2026-11-27 beside a
+# one-core neighbour and the suite: SmolLM2 decoded 1.1-4.2 tok/s with `-t 2` (`--poll 0` no
+# better), 40-76 tok/s with `-t 1`; test_bench's real bench ran past its 900 s timeout. A test
+# whose server takes 20x longer because a neighbour arrived is a broken test (issue 45); tests
+# that need two threads (the pinned-threads slowdowns) set them in their profiles.
+os.environ.setdefault("LLAMA_ARG_THREADS", "1")
+
 # Shared fixtures live in tests/support/ and reach every test module through these plugins.
 pytest_plugins = [
     "pytester",

@@ -165,3 +165,39 @@ def test_every_cli_command_has_a_line_in_the_readme_command_table() -> None:
     for name, words in commands.items():
         absent = sorted(w for w in words if not re.search(rf"\b{re.escape(w)}\b", rows[name]))
         assert absent == [], f"`watchkeeper {name}`: its line does not name {absent}"
+
+
+ARCHITECTURE = ROOT / "docs" / "architecture.md"
+PACKAGE = ROOT / "watchkeeper"
+
+
+def _map_rows() -> dict[str, str]:
+    """The architecture page's module map: first cell (the package, e.g. `server/`) -> row."""
+    rows = {}
+    for line in ARCHITECTURE.read_text(encoding="utf-8").splitlines():
+        cells = line.split("|")
+        if line.startswith("| `") and len(cells) > 2:
+            for name in re.findall(r"`([^`]+)`", cells[1]):
+                rows[name] = line
+    return rows
+
+
+def test_the_architecture_page_names_every_package_and_module() -> None:
+    """The map went stale once (it left out two packages and named one that did not exist):
+    every package has a row, every module of it is named in that row, and every top-level
+    module is named."""
+    rows = _map_rows()
+    packages = sorted(p.parent.name for p in PACKAGE.glob("*/__init__.py"))
+    assert packages, "no packages found: the check checks nothing"
+    missing = [f"{p}/" for p in packages if f"{p}/" not in rows]
+    for package in packages:
+        row = rows.get(f"{package}/", "")
+        for module in sorted((PACKAGE / package).glob("*.py")):
+            if module.stem not in ("__init__", "__main__") and f"`{module.stem}`" not in row:
+                missing.append(f"{package}/{module.name}")
+    for module in sorted(PACKAGE.glob("*.py")):
+        if module.stem != "__init__" and module.name not in rows:
+            missing.append(module.name)
+    assert missing == [], f"name these in docs/architecture.md's module map: {missing}"
+    gone = [name for name in rows if name.endswith("/") and name[:-1] not in packages]
+    assert gone == [], f"the module map names packages that do not exist: {gone}"

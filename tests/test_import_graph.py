@@ -1,4 +1,5 @@
-"""The package's import graph: no cycles, and each external system behind its own modules.
+"""The package's import graph: no cycles, layers that import only downwards, and each external
+system behind its own modules.
 
 Walks the source with `ast` (nothing is imported), so a loop hidden in a function-level import
 counts too: such a loop works until someone moves the import to the top of the file.
@@ -98,6 +99,98 @@ def test_no_command_group_of_the_cli_imports_another() -> None:
     for group in groups:
         assert not (graph[group] & (groups - {"watchkeeper.cli.common"})), group
     assert not graph["watchkeeper.cli.common"] & groups
+
+
+def test_no_command_module_imports_another() -> None:
+    """A command composes the engine (`campaign/`) and the stages; what two commands share is
+    engine, and lives below them, so no command's change reaches into another's."""
+    graph = _graph()
+    commands = {m for m in MODULES if m.startswith("watchkeeper.commands.")}
+    assert commands, "no command modules: the rule checks nothing"
+    crossing = {c: sorted(graph[c] & commands) for c in commands if graph[c] & commands}
+    assert crossing == {}, f"move what they share into watchkeeper/campaign/: {crossing}"
+
+
+# The layers, lowest first: a module may import its own package and any package in a lower
+# layer, never one above. Packages in one group are peers that do not import each other (the
+# test below holds them to the list order too). `format` and `errors` are base modules.
+# docs/architecture.md draws the same order.
+LAYERS: list[list[str]] = [
+    ["errors", "format"],
+    ["host"],
+    ["config"],
+    ["server"],
+    ["load"],
+    ["checks"],
+    ["analysis"],
+    ["soak"],
+    ["store"],
+    ["findings"],
+    ["upgrade"],
+    ["nightly"],
+    ["publish"],
+    ["tracker"],
+    ["campaign"],
+    ["commands"],
+    ["daemon"],
+    ["cli"],
+]
+
+# Imports that climb a layer on purpose, each with its reason. Keep this short: an entry is an
+# argument, not a way to make the test pass.
+LAYER_EXCEPTIONS: dict[tuple[str, str], str] = {
+    ("watchkeeper.checks.guards", "watchkeeper.analysis.stats"): (
+        "`median`, the one statistic the guards need; analysis.stats imports nothing of "
+        "checks/, so it is no loop, and a second median in checks/ would be a copy to drift"
+    ),
+}
+
+
+def _package(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else parts[0]
+
+
+def _rank() -> dict[str, int]:
+    """Each package's layer; the package root (`watchkeeper/__init__.py`: the version) is base."""
+    return {"watchkeeper": 0} | {pkg: i for i, group in enumerate(LAYERS) for pkg in group}
+
+
+def _up_arrows(graph: dict[str, set[str]]) -> list[tuple[str, str]]:
+    rank = _rank()
+    return sorted(
+        (name, imported)
+        for name, imports in graph.items()
+        for imported in imports
+        if _package(name) != _package(imported) and rank[_package(imported)] >= rank[_package(name)]
+    )
+
+
+def test_every_package_has_a_layer() -> None:
+    packages = {_package(m) for m in MODULES}
+    layered = set(_rank())
+    assert packages == layered, (
+        f"add to LAYERS: {sorted(packages - layered)}; gone: {sorted(layered - packages)}"
+    )
+
+
+def test_no_module_imports_a_package_in_its_own_or_a_higher_layer() -> None:
+    arrows = _up_arrows(_graph())
+    unargued = [a for a in arrows if a not in LAYER_EXCEPTIONS]
+    assert unargued == [], (
+        f"import downwards only (LAYERS), or argue it in LAYER_EXCEPTIONS: {unargued}"
+    )
+    stale = sorted(set(LAYER_EXCEPTIONS) - set(arrows))
+    assert stale == [], f"these exceptions no longer happen: remove them: {stale}"
+
+
+def test_the_layer_rule_sees_an_import_that_climbs() -> None:
+    graph = {
+        "watchkeeper.store.x": {"watchkeeper.publish.y", "watchkeeper.load.z"},
+        "watchkeeper.publish.y": {"watchkeeper.store.x"},
+        "watchkeeper.load.z": set(),
+    }
+    assert _up_arrows(graph) == [("watchkeeper.store.x", "watchkeeper.publish.y")]
 
 
 # One module (or package) per external system: only these may import the client library.
@@ -234,3 +327,35 @@ def test_the_table_writer_finder_sees_a_row_built_elsewhere(tmp_path: Path) -> N
         "    s.execute(update(Campaign).values(status='x'))\n"
     )
     assert _table_writes(stray) == {"Campaign"}
+
+
+# An engine's metric names stay in the module that speaks to it: analysis and checks read the
+# engine-neutral acceptance record (`server/counters.py`), which `spec_counters` fills.
+METRIC_OWNER = "watchkeeper.server.endpoints"
+_METRIC_NAMES = ("SPEC_PREFIX", "SPEC_DRAFTS", "SPEC_DRAFT_TOKENS", "SPEC_ACCEPTED_TOKENS")
+
+
+def _reads_metric_names(path: Path) -> bool:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    names = (*_METRIC_NAMES, "PER_POSITION")
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            if node.value.startswith("llamacpp:spec_decode"):
+                return True
+        elif (
+            isinstance(node, ast.ImportFrom)
+            and node.module == METRIC_OWNER
+            and any(a.name in names for a in node.names)
+        ):
+            return True
+    return False
+
+
+def test_only_the_llama_server_module_reads_its_speculative_metric_names() -> None:
+    readers = {name for name, path in MODULES.items() if _reads_metric_names(path)}
+    assert METRIC_OWNER in readers, "the owner reads none: the rule checks nothing"
+    # The soak's store keeps the raw counters whole (by prefix) for the curve it reads back.
+    allowed = {METRIC_OWNER, "watchkeeper.store.soak_store"}
+    assert readers <= allowed, sorted(readers - allowed)
+    stages = {r for r in readers if r.split(".")[1] in ("analysis", "checks")}
+    assert stages == set()

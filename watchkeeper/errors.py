@@ -71,10 +71,14 @@ class ServerError(WatchkeeperError):
         hint: str | None = None,
         exit_code: int | None = None,
         log_tail: str = "",
+        port_taken: bool = False,
     ) -> None:
         super().__init__(message, hint=hint)
         self.exit_code = exit_code
         self.log_tail = log_tail
+        # The port was held by something else at start: a caller that picked the port itself
+        # (server.port = 0) can pick another; an explicit port is the user's to free.
+        self.port_taken = port_taken
 
 
 class ClientError(WatchkeeperError):

@@ -9,11 +9,14 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 
+from watchkeeper.analysis.latency import Slo
 from watchkeeper.cli.app import main
 from watchkeeper.load.records import RunPurpose
+from watchkeeper.nightly.series import run_points
 from watchkeeper.server.install import ServerBinary
 from watchkeeper.server.models import ModelFile
 from watchkeeper.store.db import Database
+from watchkeeper.store.history import History
 from watchkeeper.store.racing_store import RacingStore
 from watchkeeper.store.schema import (
     Campaign,
@@ -111,7 +114,14 @@ def test_every_speculative_task_gets_an_identity_verdict_and_the_control_is_reco
         arms = {c.arm for c in checks}
     db.close()
     assert arms == {"smollm2-selfdraft", "smollm2-ngram", "control"}
-    assert verdicts <= {"identical", "near_tie", "batch_variance", "mismatch", "length_only"}
+    assert verdicts <= {
+        "identical",
+        "near_tie",
+        "batch_variance",
+        "mismatch",
+        "length_only",
+        "unverified",
+    }
     # One identity probe per task and speculative arm, after the measured rounds.
     assert len([c for c in checks if c.arm == "smollm2-selfdraft"]) == 4
     control = result["control"]
@@ -121,18 +131,24 @@ def test_every_speculative_task_gets_an_identity_verdict_and_the_control_is_reco
 def test_divergences_carry_replay_evidence_and_only_a_mismatch_is_a_finding(
     bench_run: tuple[dict, Path, str],
 ) -> None:
-    """Batch variance (the baseline server, batched, picks the candidate's token, or the gap
-    is within the measured A/A noise floor) is no correctness finding; only a mismatch is."""
+    """The default exact mode: probes on --ubatch-size 1 servers, whose A/A replay reproduces
+    the decode at every position; every divergence carries its evidence, and only a mismatch
+    is a correctness finding."""
     result, _, _ = bench_run
     floor = result["extras"]["noise_floor"]
-    assert floor is not None and floor["floor"] > 0 and floor["positions"] > 0
+    assert floor is not None and floor["replayed"] > 0
+    assert floor["exact_positions"] == floor["replayed"]  # the exact mode holds on the CPU
+    modes = result["extras"]["identity_modes"]
+    assert {m["mode"] for m in modes.values()} == {"exact"}
+    assert set(result["extras"]["token_scores"]) == {"smollm2-selfdraft", "smollm2-ngram"}
+    assert result["extras"]["identity_power"]["offline"]["blind_fraction"] == 0.0
     identity = result["identity"]
     assert isinstance(identity, list)
     judged = [r for r in identity if r["arm"] != "control"]
     for record in judged:
         if record["verdict"] != "identical":
             assert record["replay"] is not None, record
-            assert record["replay"]["floor"] == floor["floor"], record
+            assert record["verdict"] in ("mismatch", "length_only"), record
     counts: dict[str, dict[str, int]] = {}
     for record in judged:
         per_arm = counts.setdefault(record["arm"], {})
@@ -204,9 +220,37 @@ def test_throughput_requests_carry_no_logprobs_and_identity_probes_carry_top_5(
     probes = [x for x in samples if runs[x.run_id].purpose == RunPurpose.IDENTITY]
     assert measured and all(x.output_tokens is None for x in measured)
     with_tokens = [x for x in probes if x.output_tokens]
-    # Tool-call tasks cannot stream logprobs; every other probe has them, with top-5.
-    assert len(with_tokens) == len([x for x in probes if x.category != "tool_call"])
-    assert all(len(tok[3]) >= 5 for x in with_tokens for tok in x.output_tokens[:3])
+    # Probes go unstreamed (load/probe_client.py): every probe carries its token ids with
+    # top-5, tool calls included (streamed, the server refuses logprobs with tools).
+    assert probes and len(with_tokens) == len(probes)
+    assert any(x.category == "tool_call" for x in with_tokens)
+    # The baseline samples every token itself: top-5 on each. A speculative server lists its
+    # draft-accepted tokens with an empty top-k, so there every token has an id and every
+    # token the target sampled (non-empty top-k) carries all five alternatives.
+    baseline = PROFILES.split(",", maxsplit=1)[0]
+    for x in with_tokens:
+        assert all(tok[0] is not None for tok in x.output_tokens)
+        tops = [len(tok[3]) for tok in x.output_tokens]
+        if runs[x.run_id].arm == baseline:
+            assert all(n >= 5 for n in tops)
+        else:
+            assert tops[0] >= 5 and all(n == 0 or n >= 5 for n in tops)
+
+
+def test_the_campaign_keeps_its_slo_and_every_run_gives_a_good_fraction_series_point(
+    bench_run: tuple[dict, Path, str],
+) -> None:
+    """The nightly's good-fraction series (nightly/series.py) judges each run by the SLO its
+    campaign recorded, read back from the real bench's rows."""
+    _, _, url = bench_run
+    db = Database(url)
+    records = History(db).run_records()
+    db.close()
+    assert records and all(r.slo == Slo(500.0, 50.0, None) for r in records)
+    for r in records:
+        good = [p for k, p in run_points(r).items() if k.metric == "good_fraction"]
+        assert len(good) == 1 and good[0].attempts == len(r.samples)
+        assert all(s.latency_ms is not None for s in r.samples if s.ok)
 
 
 def test_the_probes_own_speed_is_shown_beside_the_clean_median_and_read_by_no_figure(

@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from watchkeeper.commands.bench import _restarts_before, execute_bench
-from watchkeeper.commands.bench_plan import BenchPlan
+from watchkeeper.campaign.bench import execute_bench
+from watchkeeper.campaign.bench_plan import BenchPlan
+from watchkeeper.campaign.bench_rounds import restarts_before
 from watchkeeper.config import Config, parse_config
 from watchkeeper.load.records import RunPurpose, RunResult, Task
 from watchkeeper.load.tasks import load_taskset
@@ -29,9 +30,9 @@ ARMS = ("smollm2-baseline", "twin")
 
 
 def test_restarts_fall_before_every_nth_measured_round_and_never_before_the_first() -> None:
-    assert [r for r in range(1, 8) if _restarts_before(r, 1)] == [2, 3, 4, 5, 6, 7]
-    assert [r for r in range(1, 8) if _restarts_before(r, 3)] == [4, 7]
-    assert not any(_restarts_before(r, 0) for r in range(1, 8))
+    assert [r for r in range(1, 8) if restarts_before(r, 1)] == [2, 3, 4, 5, 6, 7]
+    assert [r for r in range(1, 8) if restarts_before(r, 3)] == [4, 7]
+    assert not any(restarts_before(r, 0) for r in range(1, 8))
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
-from watchkeeper.analysis.distribution import (
+from watchkeeper.checks.distribution_stats import (
     DistributionVerdict,
     Position,
     judge,

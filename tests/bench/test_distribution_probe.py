@@ -9,7 +9,6 @@ from collections.abc import Iterator
 
 import pytest
 
-from watchkeeper.analysis.distribution import DistributionVerdict, judge
 from watchkeeper.checks.distribution import (
     ArmDistribution,
     ProbeSettings,
@@ -20,6 +19,7 @@ from watchkeeper.checks.distribution import (
     seeded_identity,
     target_distribution,
 )
+from watchkeeper.checks.distribution_stats import DistributionVerdict, judge
 from watchkeeper.checks.identity import Verdict
 from watchkeeper.config import Config, ProfileConfig, ServerConfig
 from watchkeeper.load.records import Task

@@ -9,11 +9,16 @@ from dataclasses import replace
 
 import pytest
 
+from watchkeeper.checks.gap_floor import (
+    MIN_POSITIONS,
+    GapFloor,
+    gap_floor,
+    replayed_position,
+)
 from watchkeeper.checks.identity import Verdict, classify_divergence
 from watchkeeper.checks.replay import (
     ReplayResult,
-    measure_noise_floor,
-    noise_floor,
+    aa_pairs,
     parse_completion_probabilities,
     replay_next_token,
     replayer_for,
@@ -21,6 +26,7 @@ from watchkeeper.checks.replay import (
 )
 from watchkeeper.config import Config, ProfileConfig, ServerConfig
 from watchkeeper.load.client import chat
+from watchkeeper.load.probe_client import probe_chat
 from watchkeeper.load.records import Alternative, Task, TokenLogprob
 from watchkeeper.server.endpoints import ServerClient, make_http_client
 from watchkeeper.server.install import ServerBinary
@@ -75,25 +81,45 @@ def replayed(logprobs: dict[int, float]) -> ReplayResult:
     return ReplayResult(top[0], top, prompt_tokens=10)
 
 
-def test_noise_floor_of_identical_evaluations_is_zero() -> None:
+def _floor(pairs: list[tuple[TokenLogprob, ReplayResult]], **kw: float) -> GapFloor:
+    positions = [p for d, r in pairs if (p := replayed_position(d, r)) is not None]
+    return gap_floor(positions, **kw)  # type: ignore[arg-type]
+
+
+def test_noise_floor_of_identical_evaluations_is_zero_and_exact() -> None:
     d = decoded(1, {1: -0.1, 2: -2.0, 3: -3.0})
-    floor = noise_floor([(d, replayed({1: -0.1, 2: -2.0, 3: -3.0}))] * 5)
-    assert floor.floor == 0.0 and floor.positions == 5 and floor.disagreements == 0
+    floor = _floor([(d, replayed({1: -0.1, 2: -2.0, 3: -3.0}))] * MIN_POSITIONS)
+    assert floor.measured and floor.floor == 0.0 and floor.positions == MIN_POSITIONS
+    assert floor.flips == 0 and floor.exact and floor.exact_positions == MIN_POSITIONS
 
 
-def test_noise_floor_takes_gap_shifts_and_the_margins_batching_crossed() -> None:
+def test_only_the_top1_vs_runner_up_gap_counts() -> None:
+    """Rank-3 alternatives move a lot between evaluations and never decide a token: they do
+    not set the floor (the first floor pooled them and came out at 1.08 nats on CUDA)."""
     pairs = [
-        # the gap 1->2 moves by 0.05 (decode 1.9, replay 1.85)
-        (decoded(1, {1: -0.1, 2: -2.0}), replayed({1: -0.12, 2: -1.97})),
-        # decode picked 1 at margin 0.03 over 2; batched, the target picks 2
+        # the gap 1->2 moves by 0.05 (decode 1.9, replay 1.85); rank 3 moves by 1.5
+        (decoded(1, {1: -0.1, 2: -2.0, 3: -3.0}), replayed({1: -0.12, 2: -1.97, 3: -4.5})),
+        # decode picked 1 at margin 0.03 over 2; the replay picks 2
         (decoded(1, {1: -0.70, 2: -0.73}), replayed({1: -0.72, 2: -0.71})),
-    ]
-    floor = noise_floor(pairs, quantile=1.0)
-    assert floor.disagreements == 1
-    assert floor.disagreement_margins == pytest.approx((0.03,))
-    assert floor.gap_delta_max == pytest.approx(0.05)
+    ] * 100
+    floor = _floor(pairs, q=1.0)
+    assert floor.measured and floor.positions == 200 and floor.flips == 100
+    assert floor.change_max == pytest.approx(0.05)
     assert floor.floor == pytest.approx(0.05)
-    assert floor.logprob_delta_max == pytest.approx(0.02)
+    assert not floor.exact
+    band = next(b for b in floor.bands if b.low == 0.0)
+    assert band.positions == 100 and band.flips == 100 and band.rate == 1.0
+    wide = next(b for b in floor.bands if b.low == 1.0)
+    assert wide.positions == 100 and wide.flips == 0
+
+
+def test_below_the_minimum_the_floor_is_underpowered_not_a_number() -> None:
+    d = decoded(1, {1: -0.1, 2: -2.0})
+    floor = _floor([(d, replayed({1: -0.3, 2: -1.5}))] * (MIN_POSITIONS - 1))
+    assert floor.state == "underpowered" and floor.floor is None and not floor.measured
+    assert "underpowered" in floor.describe() and f"{MIN_POSITIONS}" in floor.describe()
+    again = GapFloor.from_json(floor.to_json())
+    assert again.state == "underpowered" and again.positions == MIN_POSITIONS - 1
 
 
 def test_sample_positions_spread_and_bounded() -> None:
@@ -152,12 +178,13 @@ def test_replaying_an_empty_prefix_gives_the_chat_decodes_first_token(
     assert by_ids.prompt_tokens == r.prompt_tokens + 1
 
 
-def test_aa_noise_floor_and_a_self_comparison_on_smollm2(client: ServerClient) -> None:
+def test_aa_pairs_and_a_self_comparison_on_smollm2(client: ServerClient) -> None:
     samples = [chat(client, t, seq=0, top_logprobs=8) for t in TASKS]
-    floor = measure_noise_floor(client, TASKS, samples, n_probs=8, positions_per_task=6)
-    assert floor.positions == 12
-    assert floor.floor >= 0.0 and math.isfinite(floor.floor)
-    assert floor.disagreements <= floor.positions // 2  # mostly the same token, batched or not
+    pairs = aa_pairs(client, TASKS, samples, n_probs=8, positions_per_task=6)
+    assert len(pairs) == 12
+    floor = _floor(pairs)
+    assert floor.replayed == 12 and floor.state == "underpowered"  # 12 < 200: no number
+    assert floor.flips <= floor.replayed // 2  # mostly the same token, batched or not
     # The baseline against itself is identical; classify asks no replay for that.
     same = classify_divergence(
         samples[0],
@@ -202,3 +229,33 @@ def test_replay_at_a_divergence_names_the_target_token(client: ServerClient) -> 
         else Verdict.MISMATCH
     )
     assert r.verdict == expected
+
+
+def test_an_unstreamed_probe_with_tools_carries_every_token_id(client: ServerClient) -> None:
+    """Streamed, llama-server refuses logprobs with tools (HTTP 400); unstreamed it lists
+    every output token with its id and top-k, so tool-call probes are judged on tokens."""
+    tool = {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "description": "Current weather for a city",
+            "parameters": {
+                "type": "object",
+                "properties": {"city": {"type": "string"}},
+                "required": ["city"],
+            },
+        },
+    }
+    task = Task(
+        "weather",
+        "tool_call",
+        ({"role": "user", "content": "What is the weather in Lisbon?"},),
+        24,
+        tools=(tool,),
+    )
+    streamed = chat(client, task, seq=0, top_logprobs=5)
+    assert streamed.ok and streamed.tokens is None  # the streamed client asks for none
+    probe = probe_chat(client, task, seq=0, top_logprobs=5)
+    assert probe.ok and probe.tokens is not None and probe.completion_tokens
+    assert len(probe.tokens) == probe.completion_tokens
+    assert all(t.token_id is not None and len(t.top) == 5 for t in probe.tokens)

@@ -45,6 +45,7 @@ def test_report_sections_come_in_the_documented_order(result: BenchResult) -> No
     headings = re.findall(r"^## (.+)$", markdown, flags=re.MULTILINE)
     assert headings == [
         "Summary",
+        "GPU cost",
         "Per category",
         "Speed-up bound",
         "Identical output",
@@ -237,13 +238,16 @@ def test_rewriting_the_report_leaves_no_temporary_files(
     assert leftovers == []
 
 
-def test_the_identity_table_has_all_five_verdicts_and_the_noise_floor(
+def test_the_identity_table_has_every_verdict_and_the_noise_floor(
     result: BenchResult,
 ) -> None:
     assert set(VERDICTS) == set(COUNT_ORDER)
     markdown = render_bench_report(result, plots={})
     header = next(line for line in markdown.splitlines() if line.startswith("| arm | compared"))
     assert all(v in header for v in VERDICTS)
-    assert "Noise floor: 0.0312 nats" in markdown
+    assert "noise floor 0.0312 nats (cuda / build b4500" in markdown
+    assert "| [0, 0.1) | 30 | 1 | 3.3% |" in markdown  # the flip rate by margin
+    assert "judged in the **batched** mode against baseline" in markdown
+    assert "blind fraction 17%" in markdown
     # Replay evidence is shown under the example divergences.
     assert 'picks " i" (-0.600)' in markdown

@@ -134,7 +134,7 @@ def test_verify_cost_calibration_times_n_plus_1_fresh_tokens_against_a_decode_st
     from types import SimpleNamespace
     from typing import Any
 
-    from watchkeeper.commands import calibration as bench
+    from watchkeeper.campaign import calibration as bench
 
     prefix_len = bench.VERIFY_PREFIX_TOKENS
     calls: list[dict[str, Any]] = []

@@ -68,6 +68,14 @@ def test_sweep_recommends_conservatively_and_writes_a_service_file(
     assert all(result.race.rounds_by_arm[a] == 0 for a in ceiling)
     report_text = (tmp_path / "reports" / "speculative_benchmark.md").read_text()
     assert "dropped before round 1, unmeasured (ceiling)" in report_text
+    # Identity on every arm a recommendation could name: each survivor was probed, unless the
+    # report says it was already called slower.
+    for arm in result.race.active:
+        stats = result.bench.stats(arm)
+        probed = stats is not None and sum(stats.verdicts.values()) > 0
+        assert arm == "smollm2-baseline" or probed or f"Not on {arm}: slower" in report_text
+    record = json.loads((tmp_path / "reports" / "speculative_recommendation.json").read_text())
+    assert str(tmp_path) not in json.dumps(record) and "/.cache/" not in json.dumps(record)
     # One process per arm for the sweep, reusing its prompt cache: round 2 prefills almost
     # nothing of the prompts round 1 already sent (llama-server's own counter says so).
     with sqlite3.connect(tmp_path / "wk.db") as con:

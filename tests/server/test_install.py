@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -275,3 +276,38 @@ def test_a_user_binary_keeps_its_version_text_and_sha256(tmp_path: Path) -> None
         found.identity == f"llama-server 1234 (abcdef0) (user binary, sha256 {found.sha256[:12]})"
     )
     assert found.build_info()["version_text"].startswith("version: 1234")
+
+
+CUDA_BUILD = Path(__file__).parent / "cuda_build"
+
+
+def test_cuda_architectures_are_what_cmake_really_used(tmp_path: Path) -> None:
+    """GGML_NATIVE leaves CMAKE_CUDA_ARCHITECTURES out of the cache (an H100 build recorded
+    ''): ggml's configure line says what it used, CMake's detection file what it found."""
+    root = tmp_path / "cuda"
+    shutil.copytree(CUDA_BUILD, root)
+    assert build.cmake_cache_value(root / "build", "GGML_CUDA") == "ON"
+    assert build.cmake_cache_value(root / "build", "CMAKE_CUDA_ARCHITECTURES") == ""
+    assert build.cuda_architectures(root) == "90-real"
+    (root / "build.log").write_text(
+        "-- Using CMAKE_CUDA_ARCHITECTURES=native CMAKE_CUDA_ARCHITECTURES_NATIVE=\n"
+    )
+    assert build.cuda_architectures(root) == "90-real"  # CMakeCUDACompiler.cmake's detection
+    (root / "build.log").unlink()
+    cache = root / "build" / "CMakeCache.txt"
+    cache.write_text(cache.read_text() + "\nCMAKE_CUDA_ARCHITECTURES:STRING=86-real;89-real\n")
+    assert build.cuda_architectures(root) == "86-real;89-real"  # given as -D: the cache's
+    server = ServerConfig(cache_dir=str(tmp_path), cuda=True)
+    record = build.build_record(server, root, ["cmake"], "version: x", 1.0)
+    assert record["cuda_architectures"] == "86-real;89-real"
+    assert build.cuda_architectures(tmp_path / "nothing") == ""
+
+
+def test_the_real_cpu_build_tree_is_read_and_names_no_cuda_architectures(
+    server_binary: ServerBinary,
+) -> None:
+    root = server_binary.path.parent.parent.parent
+    assert (root / "build" / "CMakeCache.txt").is_file()
+    assert build.cmake_cache_value(root / "build", "GGML_NATIVE") == "ON"
+    assert build.cmake_cache_value(root / "build", "GGML_CUDA") == "OFF"
+    assert build.cuda_architectures(root) == ""

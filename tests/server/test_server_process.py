@@ -72,6 +72,33 @@ def test_an_explicit_port_in_use_is_a_clear_error(
             pass
 
 
+def test_a_picked_port_taken_before_the_server_binds_is_replaced_by_another(
+    real_server: tuple[ServerBinary, ModelFile], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With server.port = 0 the port is ours to choose: one that something else takes between
+    the pick and the start (an outgoing connection given it as its ephemeral port, as in a CI
+    night) is no reason to fail a night."""
+    from watchkeeper.server import launch
+
+    picks: list[int] = []
+    real_free_port = launch.free_port
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen(1)
+        taken = holder.getsockname()[1]
+
+        def pick() -> int:
+            picks.append(taken if not picks else real_free_port())
+            return picks[-1]
+
+        monkeypatch.setattr(launch, "free_port", pick)
+        config = config_with(ProfileConfig(model="smollm2-135m-instruct-q4_1", ctx_size=1024))
+        with serve(config, prepare(config, "p"), log_path=tmp_path / "s.log") as server:
+            assert server.base_url == f"http://127.0.0.1:{picks[1]}"
+            assert httpx.get(server.base_url + "/health", timeout=5).status_code == 200
+    assert picks[0] == taken and picks[1] != taken
+
+
 def test_a_missing_user_model_is_named(server_binary: ServerBinary, tmp_path: Path) -> None:
     from watchkeeper.errors import ModelError
 
@@ -116,7 +143,7 @@ def test_a_server_crash_mid_run_is_recorded_and_loses_no_completed_request(
 
     import psutil
 
-    from watchkeeper.commands.campaigns import run_profile
+    from watchkeeper.campaign.campaigns import run_profile
     from watchkeeper.load.records import RequestSample, Task
     from watchkeeper.load.runner import LoadSettings
 

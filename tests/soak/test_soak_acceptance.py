@@ -5,11 +5,15 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from watchkeeper.analysis.acceptance import PER_POSITION
 from watchkeeper.config import SoakConfig
-from watchkeeper.server.endpoints import SPEC_ACCEPTED_TOKENS, SPEC_DRAFT_TOKENS, SPEC_DRAFTS
+from watchkeeper.server.endpoints import (
+    PER_POSITION,
+    SPEC_ACCEPTED_TOKENS,
+    SPEC_DRAFT_TOKENS,
+    SPEC_DRAFTS,
+)
 from watchkeeper.soak.verdicts import acceptance_curves, judge
-from watchkeeper.store.soak_store import ResourceView, SoakData, SoakSampleView
+from watchkeeper.soak.views import ResourceView, SoakData, SoakSampleView
 
 T0 = datetime(2026, 11, 25, 2, 0, tzinfo=UTC)
 

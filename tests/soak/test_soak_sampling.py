@@ -4,12 +4,15 @@ keys win for its arm, the seed is the soak's, and the temperature-0 probes stay 
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy import select
 from support.soakkit import soak_settings, write_taskset
 
+from watchkeeper.campaign.load_shape import LoadShape
 from watchkeeper.cli.app import build_parser
 from watchkeeper.cli.common import apply_sampling
 from watchkeeper.commands.soak import soak_command
@@ -20,6 +23,8 @@ from watchkeeper.server.models import ModelFile
 from watchkeeper.server.profiles import SMOLLM2
 from watchkeeper.soak import loop
 from watchkeeper.soak.loop import SoakPlan
+from watchkeeper.store.db import Database
+from watchkeeper.store.schema import Campaign
 
 
 def test_the_command_line_sampler_lands_in_the_soak_section_with_the_soaks_seed() -> None:
@@ -45,14 +50,9 @@ def test_an_arm_with_its_own_sampler_keys_gets_them_the_others_the_soaks() -> No
     assert plan.sampler("a") == soak and plan.sampler("b") == hot
 
 
-def test_load_requests_carry_the_sampler_and_probes_stay_greedy(
-    real_server: tuple[ServerBinary, ModelFile],
-    sqlite_url: str,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """A real soak on a real server, with the loop's calls to `chat` recorded on their way
-    through: what every request was asked to send."""
+def recorded_chat(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
+    """The soak loop's calls to `chat`, recorded on their way to the real one: what every
+    request was asked to send."""
     sent: list[dict[str, Any]] = []
     real_chat = loop.chat
 
@@ -61,6 +61,18 @@ def test_load_requests_carry_the_sampler_and_probes_stay_greedy(
         return real_chat(*args, **kwargs)
 
     monkeypatch.setattr(loop, "chat", recording_chat)
+    return sent
+
+
+def test_load_requests_carry_the_sampler_and_probes_stay_greedy(
+    real_server: tuple[ServerBinary, ModelFile],
+    sqlite_url: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A real soak on a real server, with the loop's calls to `chat` recorded on their way
+    through: what every request was asked to send."""
+    sent = recorded_chat(monkeypatch)
     config = Config(
         database=DatabaseConfig(url=sqlite_url),
         server=ServerConfig(startup_timeout_s=120),
@@ -88,3 +100,42 @@ def test_load_requests_carry_the_sampler_and_probes_stay_greedy(
         "min_p": None,
         "seed": 3,
     }
+
+
+def test_an_open_loop_soak_sends_on_its_schedule_and_keeps_it_in_the_campaign(
+    real_server: tuple[ServerBinary, ModelFile],
+    sqlite_url: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`soak --rate 2 --arrival constant`: every request of a block is due at start + i/2 s
+    (the arrival schedule, not the answers, decides; load/openloop.py), so the gaps between
+    the due times are whole multiples of 0.5 s however slow the server or the host is (a
+    probe takes an arrival's place). The due times are the schedule's, never measured."""
+    sent = recorded_chat(monkeypatch)
+    config = Config(
+        database=DatabaseConfig(url=sqlite_url),
+        server=ServerConfig(startup_timeout_s=120),
+        profiles={"s": ProfileConfig(model=SMOLLM2, ctx_size=1024)},
+        soak=soak_settings(probe_interval_s=3.0),
+    )
+    result = soak_command(
+        config,
+        duration="6s",
+        block="6s",
+        profiles=["s"],
+        concurrency=[2],
+        taskset=write_taskset(tmp_path, max_tokens=8),
+        seed=3,
+        load=LoadShape(rate=2.0, arrival="constant"),
+    )
+    assert result.status == "completed"
+    due = sorted(k["origin"] for k in sent)
+    assert len(due) >= 3 and all(k["origin"] is not None for k in sent)
+    gaps = [(b - a) / 0.5 for a, b in itertools.pairwise(due)]
+    assert all(abs(g - round(g)) < 1e-6 and round(g) >= 1 for g in gaps), gaps
+    # No more requests than the schedule holds in 6 s (12 arrivals, 0.0 .. 5.5 s).
+    assert len(due) <= 12
+    with Database(sqlite_url).session() as s:
+        params = s.scalars(select(Campaign.params)).one()
+    assert params["arrival"]["rate"] == 2.0 and params["arrival"]["process"] == "constant"

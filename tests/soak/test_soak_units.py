@@ -13,9 +13,9 @@ from scipy import stats
 from sqlalchemy import func, select
 
 from watchkeeper.cli.app import main
+from watchkeeper.config.durations import format_duration, parse_duration
 from watchkeeper.load.records import RequestSample, Task, TokenLogprob
 from watchkeeper.soak.clients import ServerClients
-from watchkeeper.soak.durations import format_duration, parse_duration
 from watchkeeper.soak.loop import TaskCycle
 from watchkeeper.soak.records import (
     IncidentRecord,
@@ -30,10 +30,11 @@ from watchkeeper.soak.records import (
 from watchkeeper.soak.spool import CHUNK, Journal, SpoolingWriter, read_items
 from watchkeeper.soak.supervisor import backoff_s
 from watchkeeper.soak.verdicts import level_shift, theil_sen
+from watchkeeper.soak.views import SoakSampleView
 from watchkeeper.store.db import Database
 from watchkeeper.store.repository import Repository
 from watchkeeper.store.schema import Incident, RequestSampleRow, ResourceSample, Run
-from watchkeeper.store.soak_store import SoakSampleView, SoakStore
+from watchkeeper.store.soak_store import SoakStore
 
 T0 = datetime(2026, 11, 22, 1, 0, tzinfo=UTC)
 

@@ -20,8 +20,8 @@ from watchkeeper.analysis.stats import RatioCI, classify
 from watchkeeper.checks.guards import GuardFinding
 from watchkeeper.host.info import HostInfo
 
-COUNT_ORDER = ("identical", "near_tie", "length_only", "mismatch", "batch_variance")
-"""Order of the verdict counts `_stats` takes (batch_variance last: added later)."""
+COUNT_ORDER = ("identical", "near_tie", "length_only", "mismatch", "batch_variance", "unverified")
+"""Order of the verdict counts `_stats` takes (batch_variance, unverified last: added later)."""
 PLOTS = {
     "speedup": "speedup.png",
     "tps": "tps.png",
@@ -34,7 +34,7 @@ def _stats(
     arm: str, category: str, tps: float, ci: tuple[float, ...] = (), *counts: int
 ) -> CategoryStats:
     """counts: drafted, accepted, then verdict counts in COUNT_ORDER."""
-    drafted, accepted, *rest = (*counts, 0, 0, 0, 0, 0, 0, 0)[:7]
+    drafted, accepted, *rest = (*counts, 0, 0, 0, 0, 0, 0, 0, 0)[:8]
     verdicts = {v: n for v, n in zip(COUNT_ORDER, rest, strict=False) if n}
     total = sum(verdicts.values())
     return CategoryStats(
@@ -61,9 +61,32 @@ def _arm_stats(overall: CategoryStats, rss: int, mean_len: float | None = None,
     return ArmStats(overall.arm, overall, rss, mean_len, mean_acc, bound, efficiency)
 
 
-NOISE_FLOOR = {"floor": 0.0312, "positions": 48, "disagreements": 1, "quantile": 0.99,
-               "logprob_delta_q": 0.021, "logprob_delta_max": 0.03, "gap_delta_q": 0.0312,
-               "gap_delta_max": 0.04, "disagreement_margins": [0.012]}  # fmt: skip
+NOISE_FLOOR = {"state": "measured", "floor": 0.0312, "positions": 240, "min_positions": 200,
+               "quantile": 0.99, "disagreements": 1, "disagreement_margins": [0.012],
+               "gap_delta_q": 0.0312, "gap_delta_max": 0.04, "exact_positions": 0,
+               "replayed": 244, "plan": "24 probes x up to 10 positions",
+               "bands": [{"low": 0.0, "high": 0.1, "positions": 30, "flips": 1},
+                         {"low": 0.1, "high": 0.25, "positions": 40, "flips": 0},
+                         {"low": 0.25, "high": 0.5, "positions": 50, "flips": 0},
+                         {"low": 0.5, "high": 1.0, "positions": 44, "flips": 0},
+                         {"low": 1.0, "high": 2.0, "positions": 40, "flips": 0},
+                         {"low": 2.0, "high": None, "positions": 40, "flips": 0}],
+               "key": {"backend": "cuda", "build": "b4500", "model": "a" * 64}}  # fmt: skip
+IDENTITY_EXTRAS = {
+    "identity_modes": {
+        "draft4": {"mode": "batched", "reference": "baseline",
+                   "reason": "ubatch 1 did not make the replay reproduce the decode (12 of 244 "
+                   "A/A positions differ): judged by replay and noise floor"},
+        "ngram": {"mode": "batched", "reference": "baseline",
+                  "reason": "ubatch 1 did not make the replay reproduce the decode (12 of 244 "
+                  "A/A positions differ): judged by replay and noise floor"},
+    },
+    "token_scores": {"draft4": {"summary": "1 of 96 scored tokens not the target's pick; "
+                                "A/A 1 of 244, one-sided Fisher p 0.48"}},
+    "identity_power": {"offline": {"detected": 200, "summary": "offline positive control: the "
+                                   "rank-2 token forged at 240 positions is a mismatch at 200 "
+                                   "(83%); blind fraction 17%"}},
+}  # fmt: skip
 MODEL, DRAFT = "Qwen2.5-1.5B-Instruct-Q4_K_M.gguf", "Qwen2.5-0.5B-Instruct-Q8_0.gguf"
 SERVER = f"llama-server -m /models/{MODEL}"
 
@@ -135,5 +158,5 @@ def result() -> BenchResult:
         arm_stats=arm_stats, categories=categories,
         control=_stats("control", "all", 81.0, (), 0, 0, 24), identity=identity,
         findings=(finding,), method=method,
-        extras={"tps_samples": tps, "noise_floor": NOISE_FLOOR},
+        extras={"tps_samples": tps, "noise_floor": NOISE_FLOOR, **IDENTITY_EXTRAS},
     )  # fmt: skip

@@ -9,7 +9,7 @@ It follows each documented dialect where watchkeeper depends on it:
 | labels on create / add | names (unknown names created) | ids (unknown id: 422) |
 | close (PATCH issue) | 200, `state_reason` | 201 |
 | issue listing | includes pull requests | `type=issues` drops them |
-| finding by text | `/search/issues`, lagging `search_lag_s` behind creation | `?q=` on the listing, immediate |
+| finding by text | `/search/issues`: the index lags `search_lag_s` (default 1 h) behind every change; hits and their labels, state and body are the index's, as of then | `?q=` on the listing: hits from the index, lagging `search_lag_s` (default 0), answered with the issue as it is now |
 | rate limit | 403/429 with `X-RateLimit-Remaining: 0` + `X-RateLimit-Reset`, or `Retry-After` | 429 + `Retry-After` |
 | errors | `{"message", "documentation_url"}`, 422 with `errors: [{resource, field, code}]` | `{"message", "url"}` |
 | missing / invisible repository | 404 on `/repos/...`; 422 `Validation Failed` (resource `Search`, field `q`) on a search scoped to it | 404 |
@@ -55,7 +55,11 @@ class FakeForge:
     owner: str = "ops"
     name: str = "llm"
     bot: str = "watchkeeper-bot"
-    search_lag_s: float = 3600.0
+    search_lag_s: float | None = None
+    """How far the search index runs behind the issues (seconds; None: the dialect's default,
+    1 h on GitHub, whose `/search/issues` is eventually consistent, 0 on Gitea). Every change
+    to an issue (creation, labels, state) reaches the index that much later: until then a
+    search misses a new issue, and GitHub answers with the issue as the index last saw it."""
     delay_s: float = 0.0
     collaborators: set[str] = field(default_factory=lambda: {"alice"})
     issues: dict[int, dict[str, Any]] = field(default_factory=dict)
@@ -70,6 +74,8 @@ class FakeForge:
     """The forge's own clock (epoch seconds) for what it stamps: issues, comments, events;
     unset, the module's `time.time` (which benchmarks/tracker_month.py replaces). A test that
     back-dates an event asks `now()`, never the wall clock itself."""
+    index: dict[int, list[tuple[float, dict[str, Any]]]] = field(default_factory=dict)
+    """Per issue, (when, what the search index was given) after every change, oldest first."""
     lock: threading.Lock = field(default_factory=threading.Lock)
     _next: int = 1
     _next_comment: int = 1000
@@ -77,6 +83,28 @@ class FakeForge:
 
     def now(self) -> float:
         return self.clock() if self.clock is not None else time.time()
+
+    @property
+    def lag_s(self) -> float:
+        if self.search_lag_s is not None:
+            return self.search_lag_s
+        return 3600.0 if self.github else 0.0
+
+    def reindex(self) -> None:
+        """Hand every changed issue to the search index, stamped now (call under the lock,
+        after each change: the routes do, and so do the helpers below)."""
+        for number, issue in self.issues.items():
+            doc = {k: issue[k] for k in ("title", "body", "state", "state_reason", "created")}
+            doc["labels"] = list(issue["labels"])
+            history = self.index.setdefault(number, [])
+            if not history or history[-1][1] != doc:
+                history.append((self.now(), doc))
+
+    def indexed(self, number: int) -> dict[str, Any] | None:
+        """What a search sees of the issue now: its newest document older than the lag."""
+        horizon = self.now() - self.lag_s
+        seen = [doc for at, doc in self.index.get(number, ()) if at <= horizon]
+        return seen[-1] if seen else None
 
     @property
     def github(self) -> bool:
@@ -118,16 +146,19 @@ class FakeForge:
             if label not in self.issues[number]["labels"]:
                 self.issues[number]["labels"].append(label)
             self._event(number, "labeled", user, label, at)
+            self.reindex()
 
     def remove_label_by_user(self, number: int, label: str, user: str = "alice") -> None:
         with self.lock:
             self.issues[number]["labels"].remove(label)
             self._event(number, "unlabeled", user, label)
+            self.reindex()
 
     def set_state_by_user(self, number: int, state: str, user: str = "alice") -> None:
         with self.lock:
             self.issues[number]["state"] = state
             self._event(number, "closed" if state == "closed" else "reopened", user)
+            self.reindex()
 
     def add_pull(
         self, title: str, head_ref: str, head_sha: str, base_sha: str, files: list[str]
@@ -136,6 +167,7 @@ class FakeForge:
             number = self._new_issue(title, "", [], pull=True)
             self.issues[number].update(head_ref=head_ref, head_sha=head_sha, base_sha=base_sha)
             self.files[number] = list(files)
+            self.reindex()
             return number
 
     def update_pull(self, number: int, head_sha: str, files: list[str] | None = None) -> None:
@@ -227,8 +259,9 @@ class FakeForge:
         kind = "pull" if self.issues[number]["pull"] else "issues"
         return f"http://127.0.0.1:{self.port}/{self.repository}/{kind}/{number}"
 
-    def issue_json(self, number: int) -> dict[str, Any]:
-        i = self.issues[number]
+    def issue_json(self, number: int, doc: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The issue as the API writes it; `doc`: as the search index holds it instead."""
+        i = {**self.issues[number], **(doc or {})}
         data: dict[str, Any] = {
             "id": 10_000 + number,
             "number": number,
@@ -312,7 +345,10 @@ class Handler(BaseHTTPRequestHandler):
             self._auth()
             after = self._fault(method, path)
             with forge.lock:
-                reply = _route(forge, method, path, query, payload)
+                try:
+                    reply = _route(forge, method, path, query, payload)
+                finally:
+                    forge.reindex()
             if after is not None:
                 raise after
             raise reply

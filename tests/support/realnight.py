@@ -42,12 +42,22 @@ def taskset(tmp_path: Path) -> Path:
     return path
 
 
-def wrapper(tmp_path: Path, name: str, real: Path, prefix: str = "") -> Path:
+def wrapper(tmp_path: Path, name: str, real: Path, prefix: str = "", suffix: str = "") -> Path:
     script = tmp_path / name / "llama-server"
     script.parent.mkdir(parents=True)
-    script.write_text(f'#!/bin/sh\nexec {prefix}"{real}" "$@"\n', encoding="utf-8")
+    script.write_text(f'#!/bin/sh\nexec {prefix}"{real}" "$@"{suffix}\n', encoding="utf-8")
     script.chmod(0o755)
     return script
+
+
+SLOW_PREFIX, SLOW_SUFFIX = "taskset -c 0 ", " --threads 2"
+"""The slower build: two decode threads pinned to one core, spin-waiting on each other,
+against the good build's one thread (the last `--threads` on a command line wins). Measured
+2026-11-27, SmolLM2, 64-token answers: quiet, one thread 90-92 tok/s, two pinned 59-61 (0.66x;
+two unpinned 127-152); beside a one-core neighbour, one thread 83-87, two pinned 60-62
+(0.71x), two unpinned 31-40. Where the neighbour shares the pinned core the slow build only
+gets slower. (Two unpinned threads against two pinned, the old control, inverts beside a
+neighbour: the unpinned pair collapses.)"""
 
 
 def config_data(
@@ -58,7 +68,9 @@ def config_data(
         "server": {"binary": str(binary)},
         "bench": {"reports_dir": str(root / "reports")},
         "nightly": {"profiles": ["s"], "taskset": str(tasks), "per_category": 6, "rounds": 5},
-        "profiles": {"s": {"model": "smollm2-135m-instruct-q4_1", "threads": 2}},
+        # One decode thread: two threads on two cores collapse beside a neighbour (tests/
+        # conftest.py). The slower build is `SLOW_PREFIX`/`SLOW_SUFFIX`.
+        "profiles": {"s": {"model": "smollm2-135m-instruct-q4_1", "threads": 1}},
         # The shipped jobs/ (nightly, digest, triage), run exactly as the daemon runs them.
         "daemon": {"host_id": "nightly-test", "metrics_port": -1},
         "digest": {"repo": str(reports), "author_name": "wk", "author_email": "wk@localhost"},
@@ -102,6 +114,9 @@ def assert_quiet_aa_night(night: dict[str, Any]) -> None:
     series-nights per direction when they are honest): such a flag is a candidate, and the
     immediate rerun must have been made and must not have confirmed it."""
     assert not night["findings"] and not night["confirmed"], night
+    # The p90-TTFT series is watched every night (nightly/ratios.py `tail_records`), never
+    # filed; goodput may have no ratio on a starved host (no round with a good request).
+    assert any(t["metric"] == "ttft_p90" for t in night["tails"]), night
     flagged = [r for r in night["ratios"] if r["verdict"] in ("regression", "improvement")]
     if any(r["verdict"] == "regression" for r in flagged):
         assert night["rerun_campaign_id"] is not None, night

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import psutil
+
 from support import taskfiles
 from watchkeeper.config import SoakConfig
 
@@ -34,3 +36,16 @@ def soak_settings(**overrides: object) -> SoakConfig:
     }
     values.update(overrides)
     return SoakConfig.model_validate(values)
+
+
+def live_llama_servers() -> list[psutil.Process]:
+    """The llama-server processes this test process started and that still run (a zombie left
+    by an earlier test's stopped server is not one)."""
+    found = []
+    for child in psutil.Process().children(recursive=True):
+        try:
+            if "llama-server" in child.name() and child.status() != psutil.STATUS_ZOMBIE:
+                found.append(child)
+        except psutil.NoSuchProcess:
+            continue
+    return found

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import datetime
 
 import pytest
 
@@ -58,3 +59,16 @@ def client(forge: FakeForge, sleeps: Sleeps) -> Iterator[Forge]:
     c = open_forge(tracker_config(forge), sleep=sleeps)
     yield c
     c.close_client()
+
+
+class ForgeClock:
+    """An injected clock for the fake forge (epoch seconds): tests move it, never wait."""
+
+    def __init__(self, start: datetime) -> None:
+        self.t = start.timestamp()
+
+    def __call__(self) -> float:
+        return self.t
+
+    def at(self, moment: datetime) -> None:
+        self.t = moment.timestamp()

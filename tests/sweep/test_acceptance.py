@@ -7,23 +7,22 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
-from watchkeeper.analysis.acceptance import (
-    PER_POSITION,
-    curve,
-    delta,
-    explain,
-    low_positions,
-    positions,
-)
+from watchkeeper.analysis.acceptance import curve, delta, explain, low_positions
 from watchkeeper.analysis.benchmark import BenchResult
-from watchkeeper.commands.campaigns import measure_run
+from watchkeeper.campaign.campaigns import measure_run
 from watchkeeper.config import load_config
 from watchkeeper.load.records import Task
 from watchkeeper.load.runner import LoadSettings
 from watchkeeper.load.tasks import load_taskset
 from watchkeeper.publish.plots import make_plots
 from watchkeeper.publish.report import render_bench_report
-from watchkeeper.server.endpoints import SPEC_ACCEPTED_TOKENS, SPEC_DRAFT_TOKENS, SPEC_DRAFTS
+from watchkeeper.server.endpoints import (
+    PER_POSITION,
+    SPEC_ACCEPTED_TOKENS,
+    SPEC_DRAFT_TOKENS,
+    SPEC_DRAFTS,
+    spec_counters,
+)
 from watchkeeper.server.install import ServerBinary
 from watchkeeper.server.launch import prepare, serve
 from watchkeeper.server.models import ModelFile
@@ -38,7 +37,10 @@ def scrape(drafts: float, drafted: float, accepted: float, per: list[float]) -> 
 def test_positions_are_read_from_the_labelled_samples_only() -> None:
     samples = scrape(10, 40, 25, [9, 7, 5, 4])
     samples["llamacpp:prompt_tokens_total"] = 99
-    assert positions(samples) == {0: 9, 1: 7, 2: 5, 3: 4}
+    counters = spec_counters(samples)
+    assert counters is not None and counters.per_position == (9, 7, 5, 4)
+    assert (counters.drafts, counters.drafted, counters.accepted) == (10, 40, 25)
+    assert spec_counters({"llamacpp:prompt_tokens_total": 99}) is None
 
 
 def test_a_curve_is_the_delta_over_the_arms_own_runs_divided_by_its_drafts() -> None:

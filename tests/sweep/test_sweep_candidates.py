@@ -23,21 +23,23 @@ from watchkeeper.analysis.racing_types import (
 )
 from watchkeeper.analysis.recommend import recommend
 from watchkeeper.analysis.stats import RatioCI
-from watchkeeper.cli.app import build_parser
-from watchkeeper.commands.calibration import Calibration, DraftCost, VerifyCost
-from watchkeeper.commands.sweep import (
+from watchkeeper.campaign.calibration import Calibration, DraftCost, VerifyCost
+from watchkeeper.campaign.racer import (
+    EXACT_PROBE_SHARE,
+    PROBE_SHARE,
     Racer,
     arm_ceiling,
-    candidate_profiles,
     cells_of,
+    probe_share,
     race_arms,
-    resolve_candidates,
-    sweep_profiles,
 )
+from watchkeeper.cli.app import build_parser
+from watchkeeper.commands.sweep import candidate_profiles, resolve_candidates, sweep_profiles
 from watchkeeper.config import Config, ProfileConfig
 from watchkeeper.errors import ConfigError
 from watchkeeper.load.records import RequestSample, RunResult
-from watchkeeper.publish.sweep_report import SweepView, render_sweep_sections, soak_command
+from watchkeeper.publish.sweep_report import render_sweep_sections
+from watchkeeper.publish.sweep_view import SweepView, soak_command
 
 SPECS = ("none", "draft-simple", "ngram-simple", "ngram-mod")
 
@@ -200,9 +202,12 @@ def test_the_sweep_sections_name_drops_winners_criteria_and_the_soak_command(
     # Decided: the runner-up against the winner; open: the comparison that blocks, by name.
     assert f"| prose | decided | {result.baseline.name} |" in text
     assert text.count(f"{cand[0]} / {result.baseline.name}") == 2
-    assert "## The seed's acceptance criteria" in text
+    assert "## The request's acceptance criteria" in text and "seed" not in text
     assert "Speed-up of 1.5x" in text
-    assert "watchkeeper soak --profiles" in text and "--duration 8h" in text
+    # No soak yet: the exact command that soaks this recommendation at depth 1 and 4.
+    assert "watchkeeper soak --recommendation reports/speculative_recommendation.json" in text
+    assert "--concurrency 1,4 --duration 8h" in text
+    assert "<!-- soak:begin -->" in text and "<!-- soak:end -->" in text
     assert "## One setting for the whole workload" in text
     assert "systemd/llama-server-speculative.service" in text
 
@@ -239,8 +244,40 @@ def test_the_racer_drops_a_slow_arm_and_stops_before_a_round_that_would_not_fit(
     runs += [_run("base", 3, 20.0), _run("ngram", 3, 26.0)]
     keep, go = racer(runs)  # 1790 s spent: the next round would pass the budget
     assert not go and racer.stop_reason.startswith("budget")
-    assert keep[0] == "base"  # the arms to probe: the baseline, the picks, the fastest
+    assert list(keep) == ["base", "ngram"]  # every survivor a recommendation could name
     assert cells_of(runs)[0] == Cell("base", "prose-0", "prose", 1, 20.0)
+
+
+def test_exact_identity_probes_are_priced_at_their_measured_cost_before_another_round() -> None:
+    """Round 1 cost two arms 6 x 60 s each (720 s); 100 s spent of a 1800 s budget. Batched
+    probes (1.2x round 1, 864 s) leave room for a round of 720 s; exact ones (--ubatch-size 1
+    prefills a token at a time: 3.5x, 2520 s) do not, and the stop says what they cost."""
+    arms = [RaceArm("base", 0.0, True), RaceArm("ngram", 1.0)]
+    runs = [_run("base", 1, 20.0, 60.0), _run("ngram", 1, 20.2, 60.0)]
+    decisions = {}
+    for mode in ("batched", "exact"):
+        racer = Racer(
+            arms, RaceSettings(), budget_s=1800.0, clock=iter([0.0, 100.0]).__next__,
+            progress=lambda _m: None, probe_share=probe_share(mode),
+        )  # fmt: skip
+        decisions[mode] = (racer(runs)[1], racer.stop_reason)
+    assert decisions["batched"] == (True, "")
+    go, why = decisions["exact"]
+    assert not go and "the probes (~42.0 min)" in why, why
+    assert probe_share("exact") == EXACT_PROBE_SHARE > probe_share("batched") == PROBE_SHARE
+
+
+def test_the_probes_cover_every_survivor_but_one_already_called_slower() -> None:
+    arms = [RaceArm("base", 0.0, True), RaceArm("ngram", 1.0), RaceArm("ngram2", 1.1),
+            RaceArm("draft16", 18.0)]  # fmt: skip
+    racer = Racer(arms, RaceSettings(), budget_s=1e9, clock=lambda: 0.0, progress=lambda _m: None)
+    runs = [
+        _run(arm, rnd, tps * (1 + 0.01 * rnd))
+        for rnd in (1, 2, 3)
+        for arm, tps in (("base", 20.0), ("ngram", 20.3), ("ngram2", 19.9), ("draft16", 12.0))
+    ]
+    assert racer.probe_arms(runs) == ["base", "ngram", "ngram2"]
+    assert "slower than the baseline" in racer.unprobed["draft16"]
 
 
 def test_the_race_section_says_answers_were_cut_and_what_that_understates(

@@ -19,14 +19,15 @@ from support.trackerkit import Sleeps
 from support.triagekit import NOW, triage
 
 from watchkeeper.analysis.stats import Pair
+from watchkeeper.campaign.release_runs import settings_from
 from watchkeeper.cli.app import main
 from watchkeeper.commands.bisect import BisectRun, bisect_command
-from watchkeeper.commands.release_runs import settings_from
 from watchkeeper.config import Config
 from watchkeeper.store.findings import NewFinding
 from watchkeeper.store.history import History
 from watchkeeper.store.tracker_store import TrackerStore
-from watchkeeper.upgrade.bisect import Bisector, Built, load_state, start_or_resume
+from watchkeeper.upgrade.bisect import Bisector
+from watchkeeper.upgrade.bisect_state import Built, load_state, start_or_resume
 
 VERSIONS = [f"{9000 + i}.0.0" for i in range(12)]
 FIRST_BAD = "9005.0.0"
@@ -149,7 +150,7 @@ def test_the_result_is_posted_once_on_the_bracketing_findings_issue(
         r"\(95% CI 0\.6\d\d to 0\.7\d\d\) against its predecessor 9004\.0\.0 \(b9004\)",
         body,
     )
-    assert "| step | candidate | against | ratio (candidate / baseline) |" in body
+    assert "| step | candidate | against | role | ratio (candidate / baseline) |" in body
     assert f"| 1 | {VERSIONS[-1]} (b9011) | {VERSIONS[0]} |" in body
     for f in (elsewhere, other):  # range not bracketed; another profile
         assert bisect_comments(forge, issue_of(config, history, f)) == []

@@ -1,7 +1,9 @@
 """Adoption after a lost database: the issue on the forge is the starting point. Its body's
 `seen` row and watchkeeper's own `Seen again` comments say how often and how lately the
-finding was seen; a fresh database's finding is news only when seen after that, and the
-count goes on from the issue's, never restarting at 1 or naming `run None`."""
+finding was seen. Adoption itself posts nothing (tests/tracker/test_triage_adoption_lag.py);
+the next recurrence comment's count goes on from the issue's, with what the fresh database
+saw before adopting, never restarting at 1 or naming `run None`. The forge runs on an
+injected clock at NOW."""
 
 from __future__ import annotations
 
@@ -9,13 +11,20 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import pytest
 from support.fakeforge import FakeForge
-from support.trackerkit import Sleeps, tracker_config
+from support.trackerkit import ForgeClock, Sleeps, tracker_config
 from support.triagekit import NOW, add_finding, triage
 
 from watchkeeper.config import Config, DatabaseConfig
 from watchkeeper.store.db import Database
 from watchkeeper.store.history import History
+
+
+@pytest.fixture(autouse=True)
+def _forge_clock(forge: FakeForge) -> ForgeClock:
+    forge.clock = clock = ForgeClock(NOW)
+    return clock
 
 
 def _config(forge: FakeForge, url: str) -> Config:
@@ -57,16 +66,15 @@ def test_a_bench_that_sees_the_mismatch_again_continues_the_issues_count(
         )  # fmt: skip
         outcome = triage(_config(forge, url), sleeps)
         assert outcome.adopted == [number] and outcome.filed == []
-        assert outcome.commented == [number]
-        (said,) = _mine(forge, number)
-        assert said.startswith("Seen again (3 times now, last 2026-11-04 07:30 UTC):"), said
-        assert "None" not in said and "1 times" not in said
-        assert triage(_config(forge, url), sleeps).commented == []  # said once
+        assert outcome.commented == [] and _mine(forge, number) == []  # adoption is silent
+        assert triage(_config(forge, url), sleeps).commented == []  # and so is the next run
 
         again = NOW + timedelta(days=2)  # the next bench, on the adopted row
         history.update_finding(fid, occurrences=2, last_seen_at=again, updated_at=again)
         assert triage(_config(forge, url), sleeps).commented == [number]
-        assert _mine(forge, number)[-1].startswith("Seen again (4 times now, last 2026-11-05")
+        (said,) = _mine(forge, number)  # 2 on the issue, 1 before the adoption, 1 after
+        assert said.startswith("Seen again (4 times now, last 2026-11-05 07:30 UTC):"), said
+        assert "None" not in said and "1 times" not in said
         assert len(forge.all_issues()) == 1
     finally:
         db.close()
@@ -115,10 +123,11 @@ def test_the_newest_seen_again_comment_is_the_issues_last_word(
         db.close()
 
 
-def test_a_regression_adopted_with_news_continues_the_count_too(
+def test_a_regression_adopted_with_news_continues_the_count_in_the_next_comment(
     forge: FakeForge, tmp_path: Path, sleeps: Sleeps
 ) -> None:
-    """Two occurrences on the lost database, two new ones on the fresh one: 4."""
+    """Two occurrences on the lost database, two on the fresh one before adopting, one after:
+    the first comment after the adoption says 5."""
     url = f"sqlite:///{tmp_path / 'lost.db'}"
     db = Database(url)
     try:
@@ -133,8 +142,12 @@ def test_a_regression_adopted_with_news_continues_the_count_too(
             history, occurrences=2, created_at=later, last_seen_at=later, updated_at=later,
             run_id=None,
         )  # fmt: skip
+        fid = history.findings()[0].id
+        assert triage(_config(forge, url), sleeps).commented == []
+        again = later + timedelta(days=1)
+        history.update_finding(fid, occurrences=3, last_seen_at=again, updated_at=again)
         triage(_config(forge, url), sleeps)
         (said,) = _mine(forge, number)
-        assert said.startswith("Seen again (4 times now, last 2026-11-04 07:30 UTC):")
+        assert said.startswith("Seen again (5 times now, last 2026-11-05 07:30 UTC):"), said
     finally:
         db.close()

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from support.fakeforge import FakeForge
-from support.trackerkit import TOKEN_ENV, Sleeps, tracker_config
+from support.trackerkit import TOKEN_ENV, ForgeClock, Sleeps, tracker_config
 from support.triagekit import NOW, add_finding, triage
 
 from watchkeeper.config import Config, DatabaseConfig
@@ -125,16 +125,29 @@ def test_adoption_of_a_silenced_issue_posts_nothing_even_for_a_new_occurrence(
     assert _mine(forge, number) == []
 
 
-def test_adoption_comments_once_when_the_finding_is_news_to_the_issue(
+def test_adoption_posts_nothing_even_when_the_finding_is_news_to_the_issue(
     forge: FakeForge, tmp_path: Path, sleeps: Sleeps
 ) -> None:
+    """The news goes into the count of the next recurrence comment instead."""
+    forge.clock = ForgeClock(NOW)
     soon = NOW + timedelta(minutes=5)  # after the occurrence the issue reports (NOW)
-    number, config = _wipe_and_refile(forge, tmp_path, sleeps, last_seen_at=soon, occurrences=3)
+    number, config = _wipe_and_refile(
+        forge, tmp_path, sleeps, last_seen_at=soon, created_at=soon, occurrences=3
+    )
     outcome = triage(config, sleeps)
-    assert outcome.adopted == [number] and outcome.commented == [number]
-    assert triage(config, sleeps).commented == []
+    assert outcome.adopted == [number] and outcome.commented == []
+    assert triage(config, sleeps).commented == [] and _mine(forge, number) == []
+    db = Database(config.database.url)
+    try:
+        history = History(db)
+        (f,) = history.findings()
+        later = soon + timedelta(hours=1)
+        history.update_finding(f.id, occurrences=4, last_seen_at=later, updated_at=later)
+    finally:
+        db.close()
+    assert triage(config, sleeps).commented == [number]
     (said,) = _mine(forge, number)
-    assert "Seen again (5 times now" in said  # the issue said 2, the new database saw 3
+    assert "Seen again (6 times now" in said  # the issue said 2, the new database saw 3 + 1
 
 
 def test_a_half_applied_decision_is_finished_without_a_second_comment(

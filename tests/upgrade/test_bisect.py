@@ -12,13 +12,8 @@ import pytest
 
 from watchkeeper.analysis.stats import Pair, RatioCI
 from watchkeeper.errors import ConfigError
-from watchkeeper.upgrade.bisect import (
-    Bisector,
-    Built,
-    decide,
-    load_state,
-    start_or_resume,
-)
+from watchkeeper.upgrade.bisect import Bisector, decide
+from watchkeeper.upgrade.bisect_state import Built, load_state, start_or_resume
 
 VERSIONS = [f"{9000 + i}.0.0" for i in range(12)]
 TASKS = ("a", "b", "c", "d")
@@ -86,7 +81,7 @@ def test_the_search_names_the_first_bad_release_and_its_ratio_against_its_predec
     assert result.status == "found"
     assert (result.first_bad, result.last_good, result.tag) == ("9007.0.0", "9006.0.0", "b9007")
     final = result.against_predecessor
-    assert final is not None and final.baseline == "9006.0.0" and final.decision == "bad"
+    assert final is not None and final.baseline == "9006.0.0" and final.decision == "slower"
     assert final.estimate == pytest.approx(0.7, abs=0.02)
     assert final.high is not None and final.high < 1 / 1.03
     # The ends first, then a binary search: log2(11) ~ 4 midpoints, then the final pair.

@@ -23,7 +23,7 @@ from watchkeeper.publish.digest import render_digest
 from watchkeeper.store.db import Database
 from watchkeeper.store.findings import FindingStore, NewFinding
 from watchkeeper.store.history import History
-from watchkeeper.upgrade.bisect import recorded_findings
+from watchkeeper.upgrade.bisect_state import recorded_findings
 from watchkeeper.upgrade.suggest import release_of
 
 DAY = datetime(2026, 11, 3, tzinfo=UTC).date()

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from watchkeeper.commands.release_runs import (
+from watchkeeper.campaign.release_runs import (
     MeasureSettings,
     ReleaseBuilds,
     paired_pairs,
@@ -105,7 +105,7 @@ def test_a_release_measurement_runs_the_rounds_and_nothing_else(
     config = Config(
         database=DatabaseConfig(url=f"sqlite:///{tmp_path / 'wk.db'}"),
         server=ServerConfig(startup_timeout_s=120),
-        profiles={"s": ProfileConfig(model=SMOLLM2, ctx_size=1024, threads=2)},
+        profiles={"s": ProfileConfig(model=SMOLLM2, ctx_size=1024, threads=1)},
     )
     said: list[str] = []
     settings = MeasureSettings(per_category=1, max_tokens=12, warmup_rounds=0)

@@ -8,7 +8,7 @@ import pytest
 
 from watchkeeper.errors import ConfigError
 from watchkeeper.upgrade import releases
-from watchkeeper.upgrade.bisect import BisectResult, StepResult
+from watchkeeper.upgrade.bisect_result import BisectResult, StepResult
 from watchkeeper.upgrade.report import bisect_markdown
 
 
@@ -48,11 +48,11 @@ def test_the_report_names_the_first_bad_release_its_tag_ratio_and_every_step() -
     assert "0.700 (95% CI 0.690 to 0.720) against its predecessor 9002.0.0 (b9002)" in text
     assert text.count("\n| ") == 2 + len(steps)
     assert (
-        "| 3 | 9003.0.0 (b9003) | 9000.0.0 | 0.710 (95% CI 0.690 to 0.730) | 6 | bad | 412 s |"
-        in text
+        "| 3 | 9003.0.0 (b9003) | 9000.0.0 | candidate | 0.710 (95% CI 0.690 to 0.730) |  | 6 "
+        "| bad | 412 s |" in text
     )
     quiet = BisectResult("no difference", None, None, None, steps[:1])
-    assert "No release differs beyond the threshold" in bisect_markdown(
+    assert "No change at the ends: 9004.0.0 against 9000.0.0 (0.700" in bisect_markdown(
         quiet, profile="p", good="9000.0.0", bad="9004.0.0", threshold=0.03, releases=5
     )
 

@@ -1,8 +1,9 @@
 """The per-position acceptance curve of a speculative arm, from its own /metrics counters. Pure.
 
-llama-server counts, per verification step, how many draft tokens were accepted:
-`llamacpp:spec_decode_num_accepted_tokens_per_pos_total{position="i"}` is the number of steps
-with at least i + 1 tokens accepted, and `llamacpp:spec_decode_num_drafts_total` the number of
+The server counts, per verification step, how many draft tokens were accepted; the record of
+those counts is engine-neutral (`server/counters.py:SpecCounters`, filled from llama-server's
+metrics by `server/endpoints.py:spec_counters`): `per_position[i]` is the number of steps
+with at least i + 1 tokens accepted, and `drafts` the number of
 steps that verified a draft. Their ratio is the acceptance at draft position i: the chance that
 a draft survives to position i. It falls with i, and how fast is the drafter's diagnosis (seed
 002's EAGLE-3 table: 84/75/74/73% for a well-matched drafter against 65/43/29/20%). A single
@@ -13,21 +14,19 @@ The counters are read before and after each run (the process may be fresh or sha
 earlier runs), so every figure here is a delta over the arm's own measured requests, summed
 over its runs. Summed over positions the per-position counts are the accepted tokens (a step
 with k tokens accepted counts at positions 0 .. k - 1), which `consistent` checks against
-`..._num_accepted_tokens_total`.
+the accepted-token counter.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from watchkeeper.analysis.benchmark import ArmSpec, BenchResult
 from watchkeeper.load.records import RunResult
-from watchkeeper.server.endpoints import SPEC_ACCEPTED_TOKENS, SPEC_DRAFT_TOKENS, SPEC_DRAFTS
+from watchkeeper.server.counters import EMPTY, SpecCounters
+from watchkeeper.server.endpoints import spec_counters
 
-PER_POSITION = "llamacpp:spec_decode_num_accepted_tokens_per_pos_total"
-_POSITION = re.compile(re.escape(PER_POSITION) + r'\{[^}]*position="(\d+)"[^}]*\}')
 LOW_ACCEPTANCE = 0.2
 """Positions accepting under this share are the ones a draft length pays for and throws away."""
 CONSISTENCY_TOLERANCE = 0.01
@@ -38,29 +37,8 @@ Samples = Mapping[str, float]
 """One /metrics scrape as `fetch_metrics` returns it (labels folded into the key)."""
 
 
-@dataclass(frozen=True, slots=True)
-class Counters:
-    """The speculative counters' deltas over some requests."""
-
-    drafts: float
-    drafted: float
-    accepted: float
-    per_position: tuple[float, ...]
-    """Steps with at least i + 1 tokens accepted, for i = 0 .. the highest position reported."""
-
-    def __add__(self, other: Counters) -> Counters:
-        n = max(len(self.per_position), len(other.per_position))
-        mine = self.per_position + (0.0,) * (n - len(self.per_position))
-        theirs = other.per_position + (0.0,) * (n - len(other.per_position))
-        return Counters(
-            self.drafts + other.drafts,
-            self.drafted + other.drafted,
-            self.accepted + other.accepted,
-            tuple(a + b for a, b in zip(mine, theirs, strict=True)),
-        )
-
-
-EMPTY = Counters(0.0, 0.0, 0.0, ())
+Counters = SpecCounters
+"""The speculative counters' deltas over some requests: the engine-neutral record."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,29 +97,11 @@ class AcceptanceCurve:
         )
 
 
-def positions(samples: Samples) -> dict[int, float]:
-    """position -> counter value, from one scrape."""
-    out: dict[int, float] = {}
-    for key, value in samples.items():
-        m = _POSITION.fullmatch(key)
-        if m:
-            out[int(m.group(1))] = value
-    return out
-
-
 def delta(before: Samples, after: Samples) -> Counters:
     """The counters' movement between two scrapes of one process. A counter missing from
     `before` started at 0 (a fresh process reports a position only once it was reached)."""
-    if SPEC_DRAFTS not in after:
-        return EMPTY
-    pos_before, pos_after = positions(before), positions(after)
-    top = max(pos_after, default=-1)
-    per = tuple(pos_after.get(i, 0.0) - pos_before.get(i, 0.0) for i in range(top + 1))
-
-    def moved(name: str) -> float:
-        return after.get(name, 0.0) - before.get(name, 0.0)
-
-    return Counters(moved(SPEC_DRAFTS), moved(SPEC_DRAFT_TOKENS), moved(SPEC_ACCEPTED_TOKENS), per)
+    moved = spec_counters(after)
+    return EMPTY if moved is None else moved.since(spec_counters(before))
 
 
 def curve(

@@ -1,7 +1,7 @@
 """An arm's speed-up bound and how much of it the measurement reached.
 
 The bound is priced from the counters (/metrics) and the costs the bench measured
-(`commands.calibration`); a measured speed-up whose CI lies above it means an input of the
+(`campaign.calibration`); a measured speed-up whose CI lies above it means an input of the
 bound is wrong, and `judge_efficiency` names which, instead of reporting an efficiency over 100%.
 """
 

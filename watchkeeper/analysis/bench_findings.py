@@ -22,7 +22,8 @@ from watchkeeper.load.records import RequestSample, RunResult
 def correctness_finding(
     arm: ArmSpec, mismatches: int, records: Sequence[IdentityRecord], *, replayed: bool
 ) -> GuardFinding | None:
-    """A high finding for `mismatches` > 0, with up to three of the arm's mismatches."""
+    """A high finding for `mismatches` > 0, with up to three of the arm's mismatches. Its
+    title says only what was done to each (`mismatch_title`)."""
     if not mismatches:
         return None
     examples = [r for r in records if r.arm == arm.name and r.verdict == Verdict.MISMATCH]
@@ -30,11 +31,37 @@ def correctness_finding(
         kind="correctness",
         profile=arm.name,
         severity="high",
-        title=f"{arm.name}: {mismatches} output(s) differ from the baseline at "
-        "temperature 0 beyond a near-tie"
-        + (" and the measured noise floor; batched replay does not pick them" if replayed else ""),
+        title=mismatch_title(arm.name, mismatches, examples),
         evidence={"mismatches": mismatches, "examples": [asdict(e) for e in examples[:3]]},
     )
+
+
+def mismatch_title(arm: str, mismatches: int, examples: Sequence[IdentityRecord]) -> str:
+    """What was done to the mismatches, and nothing that was not: a replay is named only for
+    those replayed, a floor only where one was measured, the exact mode only where it judged.
+    (A title once said "batched replay does not pick them" of a divergence never replayed.)"""
+    title = f"{arm}: {mismatches} output(s) differ from the baseline at temperature 0"
+    evidence = [r.replay or {} for r in examples]
+    exact = [e for e in evidence if e.get("mode") == "exact"]
+    replayed = [e for e in evidence if e.get("target_token") is not None]
+    floors = [e["floor"] for e in evidence if isinstance(e.get("floor"), int | float)]
+    parts: list[str] = []
+    if exact:
+        parts.append(
+            f"{len(exact)} of them in the exact mode (baseline and candidate evaluate every "
+            "token alone, with the same kernels; any divergence is a mismatch)"
+        )
+    rest = len(examples) - len(exact)
+    if rest:
+        parts.append("beyond the near-tie threshold")
+        if replayed:
+            parts.append(
+                f"the baseline server's batched replay picked another token at "
+                f"{len(replayed)} of {len(examples)}"
+            )
+        if floors and len(floors) == len(evidence) - len(exact):
+            parts.append(f"each gap exceeds the measured noise floor ({max(floors):.3f} nats)")
+    return title + ("; " + "; ".join(parts) if parts else "")
 
 
 def baseline_findings(

@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
 
+from watchkeeper.analysis.gpu_cost import ArmGpuCost
 from watchkeeper.analysis.speculation import SpeedupBound
 from watchkeeper.analysis.stats import DEFAULT_RESAMPLES, DEFAULT_THRESHOLD, METHOD, RatioCI
 from watchkeeper.analysis.tails import LatencyLosses
@@ -99,6 +100,9 @@ class ArmStats:
     probe_median_tps: float | None = None
     """Median decode tok/s of the arm's identity probe pass (top-k logprobs). Read by no
     throughput figure; shown beside the clean median so a reader sees what the probes cost."""
+    gpu: ArmGpuCost | None = None
+    """VRAM, utilisation, power, J/token and the energy ratio (`analysis/gpu_cost.py`);
+    None where NVML measured nothing (a CPU host): shown as n/a, never as 0."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -40,13 +40,15 @@ from watchkeeper.analysis.bench_types import (
     CategoryStats,
     IdentityRecord,
 )
+from watchkeeper.analysis.gpu_cost import ArmGpuCost, arm_cost
 from watchkeeper.analysis.stats import Pair, median, paired_speedup, quantile_ms
 from watchkeeper.analysis.tails import LatencyPair, latency_losses
 from watchkeeper.checks.guards import GuardFinding
 from watchkeeper.checks.identity import IdentityResult, Verdict
 from watchkeeper.host.info import HostInfo
 from watchkeeper.load.records import RequestSample, RunPurpose, RunResult
-from watchkeeper.server.endpoints import SPEC_ACCEPTED_TOKENS, SPEC_DRAFT_TOKENS, SPEC_DRAFTS
+from watchkeeper.server.counters import EMPTY, SpecCounters
+from watchkeeper.server.endpoints import spec_counters
 
 __all__ = [
     "ALL",
@@ -156,13 +158,15 @@ def _category_stats(
     )
 
 
-def _metric_delta(runs: Sequence[RunResult], name: str) -> float | None:
+def _counter_delta(runs: Sequence[RunResult]) -> SpecCounters | None:
+    """The speculative counters' movement summed over the runs that report them; None when
+    none does (no draft, or /metrics off)."""
     deltas = [
-        r.metrics_after[name] - r.metrics_before.get(name, 0.0)
+        after.since(spec_counters(r.metrics_before))
         for r in runs
-        if name in r.metrics_after
+        if (after := spec_counters(r.metrics_after)) is not None
     ]
-    return sum(deltas) if deltas else None
+    return sum(deltas, EMPTY) if deltas else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,6 +185,7 @@ class _Inputs:
     method: BenchMethod
     overrides: Mapping[tuple[str, str], IdentityResult]
     replayed: bool
+    confounded: frozenset[str]
     degenerate_threshold: float
     length_tolerance: float
 
@@ -214,11 +219,14 @@ def analyze(
     length_tolerance: float,
     identity_overrides: Mapping[tuple[str, str], IdentityResult] | None = None,
     noise_floor: Mapping[str, Any] | None = None,
+    identity_extras: Mapping[str, Any] | None = None,
 ) -> BenchResult:
     """`identity_overrides` maps (arm, task_id) to the verdict `classify_divergence` gave
-    with the baseline server's replay and the measured `noise_floor` (`NoiseFloor.to_json()`);
+    with the baseline server's replay and the measured `noise_floor` (`GapFloor.to_json()`);
     they are computed by the caller (I/O) and replace `compare_samples`' verdict for that probe.
-    Only `mismatch` becomes a correctness finding."""
+    Only `mismatch` becomes a correctness finding, and not for an arm `identity_extras`
+    (`IdentityVerdicts.extras()`: modes, token scores, power) marks `confounded` (its settings
+    differ from the baseline's and no twin judged it)."""
     baseline = next(a for a in arms if a.role == "baseline")
     inputs = _split_runs(
         runs,
@@ -226,6 +234,7 @@ def analyze(
         method,
         identity_overrides or {},
         replayed=noise_floor is not None,
+        confounded=_confounded(identity_extras),
         degenerate_threshold=degenerate_threshold,
         length_tolerance=length_tolerance,
     )
@@ -257,6 +266,7 @@ def analyze(
             "compare_samples_verdicts": {
                 a.stats.arm: a.compared for a in per_arm if a.compared is not None
             },
+            **dict(identity_extras or {}),
         },
     )
 
@@ -268,6 +278,7 @@ def _split_runs(
     overrides: Mapping[tuple[str, str], IdentityResult],
     *,
     replayed: bool,
+    confounded: frozenset[str] = frozenset(),
     degenerate_threshold: float,
     length_tolerance: float,
 ) -> _Inputs:
@@ -288,6 +299,7 @@ def _split_runs(
         method=method,
         overrides=overrides,
         replayed=replayed,
+        confounded=confounded,
         degenerate_threshold=degenerate_threshold,
         length_tolerance=length_tolerance,
     )
@@ -332,9 +344,10 @@ def _analyze_arm(arm: ArmSpec, inputs: _Inputs) -> _ArmAnalysis:
 
     categories = [stats(category, by_cat[category]) for category in sorted(by_cat)]
     overall = stats(ALL, samples)
-    drafted_metric = _metric_delta(arm_runs, SPEC_DRAFT_TOKENS)
-    drafts = _metric_delta(arm_runs, SPEC_DRAFTS)
-    accepted_metric = _metric_delta(arm_runs, SPEC_ACCEPTED_TOKENS)
+    counters = _counter_delta(arm_runs)
+    drafted_metric = counters.drafted if counters else None
+    drafts = counters.drafts if counters else None
+    accepted_metric = counters.accepted if counters else None
     mean_len = drafted_metric / drafts if drafted_metric and drafts else None
     mean_acc = accepted_metric / drafts if accepted_metric is not None and drafts else None
     bound = arm_bound(
@@ -360,9 +373,25 @@ def _analyze_arm(arm: ArmSpec, inputs: _Inputs) -> _ArmAnalysis:
         drift(judged.records) if candidate and not arm.speculative else None,
         bound.note,
         median([s.decode_tps_server for s in probes if s.ok]),
+        gpu=_gpu_cost(inputs, arm_runs, candidate),
     )
     if not judged_spec:
         return _ArmAnalysis(arm_stats, categories)
+    findings = _spec_findings(arm, inputs, arm_runs, samples, by_cat, drafted_metric, judged)
+    return _ArmAnalysis(arm_stats, categories, judged.records, findings, judged.compared)
+
+
+def _spec_findings(
+    arm: ArmSpec,
+    inputs: _Inputs,
+    arm_runs: list[RunResult],
+    samples: list[RequestSample],
+    by_cat: Mapping[str, list[RequestSample]],
+    drafted_metric: float | None,
+    judged: ArmVerdicts,
+) -> list[GuardFinding]:
+    """A speculative candidate's findings: the guards, and a correctness finding from its
+    mismatches unless it is `confounded` (no reference with its settings judged it)."""
     findings = candidate_guards(
         arm,
         arm_runs,
@@ -374,10 +403,32 @@ def _analyze_arm(arm: ArmSpec, inputs: _Inputs) -> _ArmAnalysis:
         inputs.degenerate_threshold,
         inputs.length_tolerance,
     )
-    mismatches = verdicts.get(ALL, Counter())[Verdict.MISMATCH]
+    mismatches = judged.counts.get(ALL, Counter())[Verdict.MISMATCH]
     wrong = correctness_finding(arm, mismatches, judged.records, replayed=inputs.replayed)
-    findings += [wrong] if wrong else []
-    return _ArmAnalysis(arm_stats, categories, judged.records, findings, judged.compared)
+    if wrong is not None and arm.name not in inputs.confounded:
+        findings.append(wrong)
+    return findings
+
+
+def _gpu_cost(inputs: _Inputs, arm_runs: list[RunResult], candidate: bool) -> ArmGpuCost | None:
+    base = [(r.round, r.gpu) for r in inputs.measured if r.arm == inputs.baseline]
+    method = inputs.method
+    return arm_cost(
+        [(r.round, r.gpu) for r in arm_runs],
+        base if candidate else None,
+        resamples=method.resamples,
+        confidence=method.confidence,
+        seed=method.seed,
+        threshold=method.threshold,
+    )
+
+
+def _confounded(extras: Mapping[str, Any] | None) -> frozenset[str]:
+    """Arms whose divergences are labelled as their settings' (no twin judged them)."""
+    modes = (extras or {}).get("identity_modes") or {}
+    return frozenset(
+        arm for arm, m in modes.items() if isinstance(m, Mapping) and m.get("confounded")
+    )
 
 
 def _control(inputs: _Inputs, identity: list[IdentityRecord]) -> CategoryStats | None:

@@ -141,8 +141,8 @@ class Settle:
     def describe(self) -> str:
         if self.rounds is not None:
             return f"~{self.rounds} rounds would settle it"
-        more = f" (~{self.tasks} at these rounds)" if self.tasks else ""
-        return f"add tasks{more}: the spread between tasks alone is wider than the reach"
+        more = f"~{self.tasks} tasks at these rounds would" if self.tasks else "add tasks"
+        return f"more rounds alone will not settle it, the tasks differ too much: {more}"
 
 
 def reach(estimate: float, threshold: float) -> float:

@@ -49,6 +49,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 from scipy import stats as scipy_stats
 
+from watchkeeper.analysis.racing_open import Block, unresolved
 from watchkeeper.analysis.racing_types import (
     CategoryDecision,
     Ceiling,
@@ -168,18 +169,6 @@ def _leaders(
     return out
 
 
-def _rounds_to_within(ci: RatioCI, threshold: float, rounds: int) -> int | None:
-    """Rounds after which `ci`'s upper end would reach 1 + threshold, if its half-width
-    shrinks with the square root of the rounds and the estimate stays; None: never."""
-    room = math.log1p(threshold) - math.log(ci.estimate)
-    if room <= 0:
-        return None
-    half = math.log(ci.high / ci.estimate) if ci.has_ci else math.inf
-    if math.isinf(half):
-        return None
-    return max(rounds + 1, math.ceil(rounds * (half / room) ** 2))
-
-
 def decide(
     table: Table,
     arms: Sequence[RaceArm],
@@ -209,99 +198,84 @@ def decide(
         by_cost = sorted(active, key=lambda a: (cost.get(a, math.inf), a))
         # Only an arm the leader is within the threshold of (by estimate) can qualify.
         hopeful = [w for w in by_cost if est[w] > 0 and est[leader] / est[w] <= ceiling]
-        winner: str | None = None
-        # (arm that could win, contender, comparator, contender / comparator CI)
-        blocked: list[tuple[str, str, str, RatioCI | None]] = []
-        for w in hopeful:
-            block = None
-            if w != base:
-                # Baseline first: a candidate wins only where it beats the baseline outright.
-                ci = table.ratio(w, base, category, settings, conf)
-                if ci is None or not ci.has_ci or ci.low <= 1.0:
-                    blocked.append((w, w, base, ci))
-                    continue
-            for j in ranked:
-                if j == w:
-                    continue
-                ci = table.ratio(j, w, category, settings, conf)
-                if ci is None or not ci.has_ci or ci.high > ceiling:
-                    block = (w, j, w, ci)
-                    break
-            if block is None:
-                winner = w
-                break
-            blocked.append(block)
+        winner, blocked = _first_qualifier(table, category, hopeful, ranked, base, settings, conf)
         if winner is not None:
-            runner = next((a for a in ranked if a != winner), None)
-            vs_runner = table.ratio(runner, winner, category, settings, conf) if runner else None
-            if runner is None:
-                reason = "the only arm left"
-            elif winner == leader:
-                reason = f"no arm within reach: {runner} is behind at {conf:.2%} confidence"
-            else:
-                reason = (
-                    f"{leader} leads by at most {settings.min_effect:.0%} at {conf:.2%} "
-                    f"confidence: the tie goes to the cheaper {winner}"
-                )
+            out.append(_decided(table, category, winner, leader, ranked, base, settings, conf))
+        else:
             out.append(
-                CategoryDecision(
-                    category,
-                    "decided",
-                    winner,
-                    leader,
-                    runner,
-                    vs_runner,
-                    table.ratio(winner, base, category, settings, 0.95),
-                    reason,
-                )
+                unresolved(table, category, blocked, leader, active, base, settings, conf, est)
             )
-            continue
-        # Unresolved: name what blocks the cheapest hopeful arm, and the rounds that would do.
-        w, contender, comparator, ci = blocked[0] if blocked else (leader, leader, leader, None)
-        j = comparator if contender == w else contender
-        needed = _rounds_to_within(ci, settings.min_effect, table.rounds(w)) if ci else None
-        if ci is None or not ci.has_ci:
-            needed = settings.min_rounds
-        provisional = _provisional(table, active, base, category, settings, conf, est)
-        out.append(
-            CategoryDecision(
-                category,
-                "unresolved",
-                None,
-                leader,
-                comparator if comparator != contender else None,
-                ci,
-                table.ratio(provisional, base, category, settings, 0.95),
-                f"{w} not yet shown within {settings.min_effect:.0%} of {j} at {conf:.2%} "
-                f"confidence (leader by estimate: {leader}); until then the pick is "
-                f"{provisional}",
-                needed,
-                provisional,
-                contender if comparator != contender else None,
-            )
-        )
     return tuple(out)
 
 
-def _provisional(
+def _first_qualifier(
     table: Table,
-    active: Sequence[str],
-    base: str,
     category: str,
+    hopeful: Sequence[str],
+    ranked: Sequence[str],
+    base: str,
     settings: RaceSettings,
     conf: float,
-    est: Mapping[str, float],
-) -> str:
-    """An open category's pick: the best arm called faster than the baseline at the look's
-    confidence, else the baseline (a sweep that cannot tell keeps what runs today)."""
-    faster = [
-        a
-        for a in active
-        if a != base
-        and (ci := table.ratio(a, base, category, settings, conf)) is not None
-        and ci.verdict == "faster"
-    ]
-    return max(faster, key=lambda a: est[a]) if faster else base
+) -> tuple[str | None, list[Block]]:
+    """The cheapest hopeful arm that no other arm beats by more than the threshold (None:
+    none yet), and what blocked each cheaper one: the first block is what an open category
+    waits for."""
+    ceiling = 1.0 + settings.min_effect
+    blocked: list[Block] = []
+    for w in hopeful:
+        block = None
+        if w != base:
+            # Baseline first: a candidate wins only where it beats the baseline outright.
+            ci = table.ratio(w, base, category, settings, conf)
+            if ci is None or not ci.has_ci or ci.low <= 1.0:
+                blocked.append((w, w, base, ci))
+                continue
+        for j in ranked:
+            if j == w:
+                continue
+            ci = table.ratio(j, w, category, settings, conf)
+            if ci is None or not ci.has_ci or ci.high > ceiling:
+                block = (w, j, w, ci)
+                break
+        if block is None:
+            return w, blocked
+        blocked.append(block)
+    return None, blocked
+
+
+def _decided(
+    table: Table,
+    category: str,
+    winner: str,
+    leader: str,
+    ranked: Sequence[str],
+    base: str,
+    settings: RaceSettings,
+    conf: float,
+) -> CategoryDecision:
+    """A decided category and why in words: the only arm left, ahead of every other, or the
+    cheaper arm the leader is within the threshold of."""
+    runner = next((a for a in ranked if a != winner), None)
+    vs_runner = table.ratio(runner, winner, category, settings, conf) if runner else None
+    if runner is None:
+        reason = "the only arm left"
+    elif winner == leader:
+        reason = f"no arm within reach: {runner} is behind at {conf:.2%} confidence"
+    else:
+        reason = (
+            f"{leader} leads by at most {settings.min_effect:.0%} at {conf:.2%} "
+            f"confidence: the tie goes to the cheaper {winner}"
+        )
+    return CategoryDecision(
+        category,
+        "decided",
+        winner,
+        leader,
+        runner,
+        vs_runner,
+        table.ratio(winner, base, category, settings, 0.95),
+        reason,
+    )
 
 
 def race_round(

@@ -8,7 +8,7 @@ plainly.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from watchkeeper.analysis.benchmark import ALL, BenchResult, CategoryStats
@@ -62,7 +62,7 @@ def _choose(category: str, stats: Sequence[CategoryStats], excluded: dict[str, s
             # Faster with confidence but disqualified: say why, or the reader thinks it was noise.
             why = "; ".join(
                 f"{s.arm} {s.speedup.estimate:.2f}x (CI {s.speedup.low:.2f}-{s.speedup.high:.2f}) "
-                f"is excluded by a {excluded[s.arm]} finding"
+                f"is excluded by {excluded[s.arm]}"
                 for s in faster
                 if s.speedup is not None
             )
@@ -98,11 +98,15 @@ def _choose(category: str, stats: Sequence[CategoryStats], excluded: dict[str, s
     )
 
 
-def recommend(result: BenchResult) -> Recommendation:
+def recommend(result: BenchResult, *, withheld: Mapping[str, str] | None = None) -> Recommendation:
+    """``withheld``: arms the caller will not recommend and why (the sweep: an arm whose
+    identity is unresolved, `analysis.identity_gate`), worded to follow "is excluded by"."""
     excluded: dict[str, str] = {}
     for f in result.findings:
         if f.kind in ("correctness", "spec_inactive", "degenerate_output"):
-            excluded.setdefault(f.profile, f.kind.replace("_", " "))
+            excluded.setdefault(f.profile, f"a {f.kind.replace('_', ' ')} finding")
+    for arm, why in (withheld or {}).items():
+        excluded.setdefault(arm, why)
     candidates = [a.name for a in result.arms if a.role == "candidate"]
     overall = _choose(ALL, [s.overall for s in result.arm_stats if s.arm in candidates], excluded)
     categories = sorted({c.category for c in result.categories})

@@ -53,7 +53,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 from scipy import stats as scipy_stats
@@ -187,6 +187,19 @@ def classify(estimate: float, low: float, high: float, threshold: float) -> str:
     return "inconclusive"
 
 
+SERIES_VERDICTS = {
+    "slower": "regression",
+    "faster": "improvement",
+    "within threshold": "suspicious",
+    "no change": "no change",
+    "inconclusive": "inconclusive",
+    "insufficient replicates": "insufficient data",
+}
+"""`classify`'s words as a series over time reads them (the nightly's ratio to its pinned
+reference, the soak's): slower than the reference is a regression, a change inside the band is
+suspicious. Beside `classify` so every judge that maps its words uses this one map."""
+
+
 def rounds_to_settle(
     estimate: float, low: float, high: float, n_rounds: int, threshold: float
 ) -> int:
@@ -316,14 +329,8 @@ def paired_speedup(
     raw, tasks, rounds = _table(valid)
     table, moved, resid = winsorize_cells(raw)
     winsorized = int(np.count_nonzero(moved))
-    per_round, _ = fit_effects(table)
-    estimate_log = round_stat(table)
-    discounted: tuple[int, ...] = ()
-    present = [(float(v), r) for v, r in zip(per_round, rounds, strict=True) if not np.isnan(v)]
-    if len(present) >= TRIM_FROM:
-        ordered = sorted(present)
-        discounted = (ordered[0][1], ordered[-1][1])
-    estimate = float(np.exp(estimate_log))
+    discounted, round_ratios = _round_ratios(table, rounds)
+    estimate = float(np.exp(round_stat(table)))
     n_tasks, n_rounds = table.shape
     base = RatioCI(
         estimate,
@@ -334,7 +341,7 @@ def paired_speedup(
         n_rounds,
         threshold=threshold,
         discounted_rounds=discounted,
-        round_ratios=tuple(float(np.exp(v)) for v, _ in sorted(present, key=lambda x: x[1])),
+        round_ratios=round_ratios,
         winsorized_cells=winsorized,
     )
     if n_rounds < min_rounds or n_tasks < min_tasks:
@@ -363,19 +370,12 @@ def paired_speedup(
         if winsorized
         else None
     )
-    return RatioCI(
-        estimate,
-        low,
-        high,
-        len(valid),
-        n_tasks,
-        n_rounds,
+    return replace(
+        base,
+        low=low,
+        high=high,
         verdict=verdict,
-        threshold=threshold,
         rounds_needed=found.rounds if found is not None else None,
-        discounted_rounds=discounted,
-        round_ratios=base.round_ratios,
-        winsorized_cells=winsorized,
         settle=found,
         tail=tail,
         nan_resamples=ci.nan_resamples,
@@ -383,6 +383,21 @@ def paired_speedup(
         task_share=ci.floor.task_share,
         floor=tuple(float(np.exp(v)) for v in ci.floor.interval(confidence)),  # type: ignore[arg-type]
     )
+
+
+def _round_ratios(
+    table: np.ndarray, rounds: Sequence[int]
+) -> tuple[tuple[int, ...], tuple[float, ...]]:
+    """The rounds the trimmed estimate discounts (its lowest and highest, from TRIM_FROM
+    rounds on) and every round's geometric mean in round order: what a reader checks for
+    one bad round."""
+    per_round, _ = fit_effects(table)
+    present = [(float(v), r) for v, r in zip(per_round, rounds, strict=True) if not np.isnan(v)]
+    discounted: tuple[int, ...] = ()
+    if len(present) >= TRIM_FROM:
+        ordered = sorted(present)
+        discounted = (ordered[0][1], ordered[-1][1])
+    return discounted, tuple(float(np.exp(v)) for v, _ in sorted(present, key=lambda x: x[1]))
 
 
 def median(values: Sequence[float | None]) -> float | None:

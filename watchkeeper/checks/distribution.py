@@ -1,6 +1,6 @@
 """Does speculation keep the target's output distribution? The probe against real servers.
 
-At temperature > 0 the correctness question is statistical (analysis/distribution.py has the
+At temperature > 0 the correctness question is statistical (checks/distribution_stats.py has the
 tests). This module collects the evidence:
 
 1. At fixed prefixes (the chat prompts of the first tasks, as the target's own token ids),
@@ -31,7 +31,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from watchkeeper.analysis.distribution import (
+from watchkeeper.checks.distribution_stats import (
     DistributionCheck,
     DistributionVerdict,
     Position,
@@ -264,45 +264,18 @@ def probe_arm(
         requests += 2
         for s in range(settings.seeds):
             seed = sampling.seed + s
-            cand = continuation(
-                arm_client, prompt, sampling=own, seed=seed, n_predict=settings.tokens
+            cand, base, tops = _sample_pair(
+                arm_client, target_client, prompt, settings, own=own, seed=seed
             )
-            base = continuation(
-                target_client, prompt, sampling=sampling, seed=seed, n_predict=settings.tokens
-            )
-            requests += 2
-            tops: list[Top | None] = []
-            for j in range(len(cand)):
-                tops.append(
-                    target_distribution(
-                        target_client,
-                        prompt + cand[:j],
-                        sampling=sampling,
-                        n_probs=settings.n_probs,
-                    )
-                )
-                requests += 1
-            positions.extend(
-                Position(cand[j], top, sequence)
-                for j in range(1, len(cand))
-                if (top := tops[j]) is not None
-            )
+            requests += 2 + len(cand)
+            positions.extend(_positions(cand, tops, sequence))
             outputs.setdefault(index, []).append(cand)
             if s == 0:
-                first_logprob[index] = sum(
-                    math.log(max(_prob(top, cand[j]), 1e-12))
-                    for j in range(len(cand))
-                    if (top := tops[j]) is not None
-                )
+                first_logprob[index] = _log_likelihood(cand, tops)
             if sample_and_match:
                 identity.append(
                     seeded_identity(
-                        base,
-                        cand,
-                        _top_at(tops),
-                        sequence=sequence,
-                        task_id=task.id,
-                        seed=seed,
+                        base, cand, _top_at(tops), sequence=sequence, task_id=task.id, seed=seed
                     )
                 )
             sequence += 1
@@ -323,6 +296,52 @@ def probe_arm(
         requests=requests,
         seconds=clock() - started,
         positions=tuple(positions),
+    )
+
+
+def _sample_pair(
+    arm_client: ServerClient,
+    target_client: ServerClient,
+    prompt: list[int],
+    settings: ProbeSettings,
+    *,
+    own: SamplingSettings,
+    seed: int,
+) -> tuple[list[int], list[int], list[Top | None]]:
+    """One seed's continuation from the arm (sampled its `own` way) and from the baseline
+    (sampled as judged), and the baseline's distribution at every position of the arm's:
+    2 + len(arm's) requests."""
+    sampling = settings.sampling
+    cand = continuation(arm_client, prompt, sampling=own, seed=seed, n_predict=settings.tokens)
+    base = continuation(
+        target_client, prompt, sampling=sampling, seed=seed, n_predict=settings.tokens
+    )
+    tops = [
+        target_distribution(
+            target_client, prompt + cand[:j], sampling=sampling, n_probs=settings.n_probs
+        )
+        for j in range(len(cand))
+    ]
+    return cand, base, tops
+
+
+def _positions(cand: list[int], tops: Sequence[Top | None], sequence: int) -> list[Position]:
+    """The positions the PIT judges: every one after the first (whose prefix is the prompt
+    alone) where the baseline's distribution could be read."""
+    return [
+        Position(cand[j], top, sequence)
+        for j in range(1, len(cand))
+        if (top := tops[j]) is not None
+    ]
+
+
+def _log_likelihood(cand: list[int], tops: Sequence[Top | None]) -> float:
+    """The baseline's log-probability of the arm's continuation (floored per token, tail mass
+    for unlisted tokens): what tells a server that ignores sampling from one that samples."""
+    return sum(
+        math.log(max(_prob(top, cand[j]), 1e-12))
+        for j in range(len(cand))
+        if (top := tops[j]) is not None
     )
 
 

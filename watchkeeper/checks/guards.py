@@ -11,7 +11,7 @@ from typing import Any
 
 from watchkeeper.analysis.stats import median
 from watchkeeper.load.records import RequestSample
-from watchkeeper.server.endpoints import SPEC_DRAFT_TOKENS
+from watchkeeper.server.endpoints import spec_counters
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,9 +110,10 @@ def acceptance_cross_check(
     tolerance: float = 0.02,
 ) -> GuardFinding | None:
     """Per-request `timings.draft_n` must add up to the /metrics counter delta."""
-    if SPEC_DRAFT_TOKENS not in metrics_after:
+    after = spec_counters(metrics_after)
+    if after is None:
         return None
-    delta = metrics_after[SPEC_DRAFT_TOKENS] - metrics_before.get(SPEC_DRAFT_TOKENS, 0.0)
+    delta = after.since(spec_counters(metrics_before)).drafted
     total = sum(s.draft_n or 0 for s in samples if s.ok)
     if max(delta, total) == 0 or abs(delta - total) <= max(2.0, tolerance * max(delta, total)):
         return None

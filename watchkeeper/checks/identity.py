@@ -8,8 +8,11 @@ Not a statistical question. At temperature 0 a difference is one of:
 - `batch_variance`: verifying a batch of draft tokens computes slightly different floats than
   single-token decode. Either the target itself, fed the shared prefix as one batched prompt
   (`checks.replay`), picks the candidate's token, or the candidate's token is within the
-  measured numeric noise floor (`replay.noise_floor`) of the baseline's top-1;
-- `mismatch`: the target never picks it and the gap is beyond the floor — a correctness bug.
+  measured numeric noise floor (`checks.gap_floor`) of the baseline's top-1;
+- `mismatch`: the target never picks it and the gap is beyond the floor — a correctness bug;
+- `unverified`: the outputs differ but no token ids locate or weigh the divergence (a text
+  comparison, or a floor too thin to judge by): shown, never a correctness finding. A bug
+  claim needs evidence; a text difference alone is not.
 
 `compare_samples` and friends need no server (no replay, no floor): they give identical,
 length_only, near_tie or mismatch. `classify_divergence` adds the replay and the floor.
@@ -37,6 +40,18 @@ class Verdict(StrEnum):
     BATCH_VARIANCE = "batch_variance"
     MISMATCH = "mismatch"
     LENGTH_ONLY = "length_only"
+    UNVERIFIED = "unverified"
+
+
+VERDICTS: tuple[str, ...] = (
+    "identical",
+    "near_tie",
+    "batch_variance",
+    "length_only",
+    "unverified",
+    "mismatch",
+)
+"""Every verdict, in the order tables show them."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,7 +167,8 @@ def compare_tokens(
 def compare_texts(
     baseline: str, candidate: str, *, baseline_finish: str | None, candidate_finish: str | None
 ) -> IdentityResult:
-    """Fallback without token logprobs: no margin, so any real difference is a mismatch."""
+    """Fallback without token ids: no margin, no replay, so a real difference is `unverified`
+    (shown as such, never a correctness finding)."""
     if baseline == candidate:
         return IdentityResult(Verdict.IDENTICAL, basis="text")
     shorter = min(len(baseline), len(candidate))
@@ -162,7 +178,7 @@ def compare_texts(
     short_finish = baseline_finish if len(baseline) < len(candidate) else candidate_finish
     if index == shorter and short_finish == "length":
         return IdentityResult(Verdict.LENGTH_ONLY, index, None, excerpt_b, excerpt_c, basis="text")
-    return IdentityResult(Verdict.MISMATCH, index, None, excerpt_b, excerpt_c, basis="text")
+    return IdentityResult(Verdict.UNVERIFIED, index, None, excerpt_b, excerpt_c, basis="text")
 
 
 def compare_against_baseline_tokens(
@@ -267,17 +283,22 @@ def classify_divergence(
     candidate_sample: RequestSample,
     *,
     replay: Callable[[int], ReplayResult] | None,
-    floor: float,
+    floor: float | None,
     near_tie_threshold: float,
+    exact: bool = False,
 ) -> IdentityResult:
     """All five verdicts: `compare_samples`, then replay and noise floor for what it calls
     a mismatch.
 
     `replay(i)` answers what the target picks after the baseline's first `i` output tokens fed
     as one batched prompt (`checks.replay.replayer_for`); None skips the replay (the floor alone
-    then decides). `floor` is `NoiseFloor.floor` in nats. Divergences located only by text
-    (no baseline token ids) stay as `compare_texts` says. A replay's `TransportError`
-    propagates: the caller decides whether a failed probe voids the verdict.
+    then decides). `floor` is the measured `GapFloor.floor` in nats, or None where it is
+    underpowered: then what the replay does not explain is `unverified`, not a mismatch.
+    `exact`: baseline and candidate evaluated every token alone with the same kernels (the
+    exact mode, checked by its A/A), so any divergence located by token ids is a mismatch,
+    whatever the margin (pass `near_tie_threshold=0`). Divergences located only by text
+    (no baseline token ids) stay `unverified`. A replay's `TransportError` propagates: the
+    caller decides whether a failed probe voids the verdict.
     """
     base = compare_samples(baseline_sample, candidate_sample, near_tie_threshold=near_tie_threshold)
     index = base.first_divergence
@@ -285,59 +306,26 @@ def classify_divergence(
     if base.verdict != Verdict.MISMATCH or base.basis == "text" or index is None or not tokens:
         return base
     baseline_token = tokens[index] if index < len(tokens) else None
-    # The candidate's choice at the divergence: its own token when it has token logprobs, else
-    # the baseline's top-k alternative its text continues with (or just its text).
-    cand_id: int | None = None
-    cand_text = ""
-    cand_ended = False
-    if base.basis == "tokens" and candidate_sample.tokens is not None:
-        if index < len(candidate_sample.tokens):
-            cand_id = candidate_sample.tokens[index].token_id
-            cand_text = candidate_sample.tokens[index].text
-        else:
-            cand_ended = True
-        rest = cand_text
-    else:
-        start = sum(len(t.text) for t in tokens[:index])
-        rest = candidate_sample.output_text[start:]
-        cand_ended = not rest and candidate_sample.finish_reason == "stop"
-        choice = _text_choice(baseline_token, rest, ended=cand_ended) if baseline_token else None
-        if choice is not None:
-            cand_id, cand_text = choice.token_id, choice.text
-        else:
-            cand_text = rest[:16]
-    gap: float | None = None
-    cand_logprob: float | None = None
-    if baseline_token is not None and baseline_token.top:
-        if cand_ended:
-            end = _text_choice(baseline_token, "", ended=True)
-            if end is not None:
-                cand_id, cand_text = end.token_id, end.text
-        gap = _gap(baseline_token, cand_id, cand_text)
-        if gap is not None:
-            cand_logprob = baseline_token.top[0].logprob - gap
+    choice = _candidate_choice(base, baseline_token, candidate_sample, tokens, index)
+    gap, cand_logprob = _choice_margin(baseline_token, choice)
     target = replay(index) if replay is not None else None
-    target_picks = False
-    if target is not None:
-        picked = target.token
-        if cand_id is not None and picked.token_id is not None:
-            target_picks = picked.token_id == cand_id
-        elif cand_ended:
-            target_picks = picked.text in _END_TEXTS
-        else:
-            not_baseline = baseline_token is None or not _is(
-                picked, baseline_token.token_id, baseline_token.text
-            )
-            target_picks = bool(picked.text) and not_baseline and rest.startswith(picked.text)
-    within_floor = gap is not None and gap <= floor
-    verdict = Verdict.BATCH_VARIANCE if target_picks or within_floor else Verdict.MISMATCH
+    target_picks = target is not None and _target_picks(target.token, choice, baseline_token)
+    within_floor = gap is not None and floor is not None and gap <= floor
+    if exact:
+        verdict = Verdict.MISMATCH
+    elif target_picks or within_floor:
+        verdict = Verdict.BATCH_VARIANCE
+    elif floor is None:
+        verdict = Verdict.UNVERIFIED
+    else:
+        verdict = Verdict.MISMATCH
     evidence = {
         "target_token": (
             _token_json(target.token.token_id, target.token.text, target.token.logprob)
             if target is not None
             else None
         ),
-        "candidate_token": _token_json(cand_id, cand_text, cand_logprob),
+        "candidate_token": _token_json(choice.token_id, choice.text, cand_logprob),
         "baseline_token": (
             _token_json(baseline_token.token_id, baseline_token.text, baseline_token.logprob)
             if baseline_token is not None
@@ -345,5 +333,86 @@ def classify_divergence(
         ),
         "margin": gap,
         "floor": floor,
+        "mode": "exact" if exact else "batched",
     }
+    if verdict == Verdict.UNVERIFIED:
+        evidence["note"] = (
+            "noise floor underpowered: the replay does not explain it and no floor weighs it"
+        )
     return replace(base, verdict=verdict, replay=evidence)
+
+
+@dataclass(frozen=True, slots=True)
+class _Choice:
+    """The candidate's choice at the divergence."""
+
+    token_id: int | None
+    text: str
+    ended: bool
+    """The candidate stopped where the baseline went on."""
+    rest: str
+    """The candidate's text from the divergence on: what a replayed token must begin."""
+
+
+def _candidate_choice(
+    base: IdentityResult,
+    baseline_token: TokenLogprob | None,
+    candidate: RequestSample,
+    tokens: Sequence[TokenLogprob],
+    index: int,
+) -> _Choice:
+    """The candidate's own token when it has token logprobs, else the baseline's top-k
+    alternative its text continues with (or just its text); an ended candidate chose the
+    end-of-generation token where the baseline's top-k names one."""
+    cand_id: int | None = None
+    cand_text = ""
+    cand_ended = False
+    if base.basis == "tokens" and candidate.tokens is not None:
+        if index < len(candidate.tokens):
+            cand_id = candidate.tokens[index].token_id
+            cand_text = candidate.tokens[index].text
+        else:
+            cand_ended = True
+        rest = cand_text
+    else:
+        start = sum(len(t.text) for t in tokens[:index])
+        rest = candidate.output_text[start:]
+        cand_ended = not rest and candidate.finish_reason == "stop"
+        choice = _text_choice(baseline_token, rest, ended=cand_ended) if baseline_token else None
+        if choice is not None:
+            cand_id, cand_text = choice.token_id, choice.text
+        else:
+            cand_text = rest[:16]
+    if cand_ended and baseline_token is not None and baseline_token.top:
+        end = _text_choice(baseline_token, "", ended=True)
+        if end is not None:
+            cand_id, cand_text = end.token_id, end.text
+    return _Choice(cand_id, cand_text, cand_ended, rest)
+
+
+def _choice_margin(
+    baseline_token: TokenLogprob | None, choice: _Choice
+) -> tuple[float | None, float | None]:
+    """How far below the baseline's pick the candidate's choice scored at the divergence
+    (nats), and its logprob; (None, None) where the baseline's top-k does not name it."""
+    if baseline_token is None or not baseline_token.top:
+        return None, None
+    gap = _gap(baseline_token, choice.token_id, choice.text)
+    if gap is None:
+        return None, None
+    return gap, baseline_token.top[0].logprob - gap
+
+
+def _target_picks(
+    picked: Alternative, choice: _Choice, baseline_token: TokenLogprob | None
+) -> bool:
+    """Whether the target, replayed at the divergence, picks what the candidate picked: then
+    batching explains the divergence. By token id where both have one, else by text."""
+    if choice.token_id is not None and picked.token_id is not None:
+        return picked.token_id == choice.token_id
+    if choice.ended:
+        return picked.text in _END_TEXTS
+    not_baseline = baseline_token is None or not _is(
+        picked, baseline_token.token_id, baseline_token.text
+    )
+    return bool(picked.text) and not_baseline and choice.rest.startswith(picked.text)

@@ -11,9 +11,7 @@ If the target, batched, picks the candidate's token, the difference is batch var
 
 The noise floor is measured, not assumed: an A/A control compares the baseline's own
 single-token decode (a chat with top logprobs) with the batched replay of its own output at
-sampled positions. How far the logprob gaps between the same two tokens move between the two
-evaluations — and at which margins the two disagree on the top token — is what batch numerics
-do on this build, model and hardware.
+sampled positions (`aa_pairs`); `checks.gap_floor` turns those pairs into the floor.
 
 All HTTP goes through `watchkeeper.server.endpoints` (its errors are `TransportError`).
 """
@@ -22,7 +20,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from watchkeeper.load.records import Alternative, RequestSample, Task, TokenLogprob
@@ -33,8 +31,6 @@ from watchkeeper.server.endpoints import (
     complete,
     tokenize,
 )
-
-FLOOR_QUANTILE = 0.99
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,12 +100,15 @@ def replay_next_token(
     *,
     n_probs: int,
     prompt_tokens: Sequence[int] | None = None,
+    cache_prompt: bool = False,
 ) -> ReplayResult:
     """Ask the server what it picks after the task's chat plus `prefix`, batched in one prompt.
 
     `prefix` is the shared output prefix, as token ids (preferred: exactly what was generated)
     or as text (tokenized without BOS or special-token parsing). `prompt_tokens` reuses an
     earlier `chat_prompt_tokens` answer so repeated replays of one task cost one request each.
+    `cache_prompt` lets the server reuse the cached prefix: only where every evaluation is
+    single-token (`--ubatch-size 1`, the exact mode), else the replay would be a decode.
     """
     if n_probs < 1:
         raise ValueError("n_probs must be at least 1")
@@ -126,7 +125,7 @@ def replay_next_token(
             "n_predict": 1,
             "n_probs": n_probs,
             "temperature": 0,
-            "cache_prompt": False,
+            "cache_prompt": cache_prompt,
             "post_sampling_probs": False,
         },
     )
@@ -135,7 +134,12 @@ def replay_next_token(
 
 
 def replayer_for(
-    client: ServerClient, task: Task, baseline: RequestSample, *, n_probs: int
+    client: ServerClient,
+    task: Task,
+    baseline: RequestSample,
+    *,
+    n_probs: int,
+    cache_prompt: bool = False,
 ) -> Callable[[int], ReplayResult]:
     """`replay(i)`: the target's batched choice after the baseline's first `i` output tokens.
 
@@ -151,105 +155,18 @@ def replayer_for(
         if not cached:
             cached.append(chat_prompt_tokens(client, task))
         return replay_next_token(
-            client, task, ids[:index], n_probs=n_probs, prompt_tokens=cached[0]
+            client,
+            task,
+            ids[:index],
+            n_probs=n_probs,
+            prompt_tokens=cached[0],
+            cache_prompt=cache_prompt,
         )
 
     return replay
 
 
-# --- noise floor (A/A control) ----------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class NoiseFloor:
-    """How far batched replay moves the baseline's own single-token-decode logprobs.
-
-    `floor` is the number identity verdicts use: a candidate whose token sits within `floor`
-    nats of the baseline's top-1 can be flipped by batch numerics alone. It is the larger of
-    the `quantile` of |Δ gap| (the change, decode vs replay, of the logprob gap between the
-    chosen token and each alternative both evaluations list) and the largest decode margin at
-    which decode and replay picked different tokens.
-    """
-
-    floor: float
-    positions: int
-    disagreements: int
-    quantile: float = FLOOR_QUANTILE
-    logprob_delta_q: float = 0.0
-    """`quantile` of |decode logprob - replay logprob| of the decoded token."""
-    logprob_delta_max: float = 0.0
-    gap_delta_q: float = 0.0
-    gap_delta_max: float = 0.0
-    disagreement_margins: tuple[float, ...] = field(default_factory=tuple)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "floor": self.floor,
-            "positions": self.positions,
-            "disagreements": self.disagreements,
-            "quantile": self.quantile,
-            "logprob_delta_q": self.logprob_delta_q,
-            "logprob_delta_max": self.logprob_delta_max,
-            "gap_delta_q": self.gap_delta_q,
-            "gap_delta_max": self.gap_delta_max,
-            "disagreement_margins": list(self.disagreement_margins),
-        }
-
-
-def _quantile(values: Sequence[float], q: float) -> float:
-    """Linear-interpolated quantile (numpy's default); 0 for no values."""
-    if not values:
-        return 0.0
-    ordered = sorted(values)
-    pos = q * (len(ordered) - 1)
-    lo = math.floor(pos)
-    hi = min(lo + 1, len(ordered) - 1)
-    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
-
-
-def noise_floor(
-    pairs: Sequence[tuple[TokenLogprob, ReplayResult]], *, quantile: float = FLOOR_QUANTILE
-) -> NoiseFloor:
-    """The floor from (single-token decode, batched replay) pairs of the same position."""
-    logprob_deltas: list[float] = []
-    gap_deltas: list[float] = []
-    disagreement_margins: list[float] = []
-    for decoded, replayed in pairs:
-        if decoded.token_id is None:
-            continue
-        if replayed.token.token_id != decoded.token_id:
-            # Decode and replay chose differently: the decode's gap to the replay's choice is
-            # a margin batch numerics demonstrably crossed.
-            top1 = decoded.top[0].logprob if decoded.top else decoded.logprob
-            other = next(
-                (a.logprob for a in decoded.top if a.token_id == replayed.token.token_id), None
-            )
-            if other is not None:
-                disagreement_margins.append(top1 - other)
-        replay_lp = replayed.logprob_of(decoded.token_id)
-        if replay_lp is None:
-            continue
-        logprob_deltas.append(abs(decoded.logprob - replay_lp))
-        for alt in decoded.top:
-            if alt.token_id is None or alt.token_id == decoded.token_id:
-                continue
-            replay_alt = replayed.logprob_of(alt.token_id)
-            if replay_alt is None:
-                continue
-            gap_deltas.append(abs((decoded.logprob - alt.logprob) - (replay_lp - replay_alt)))
-    gap_q = _quantile(gap_deltas, quantile)
-    worst_flip = max(disagreement_margins, default=0.0)
-    return NoiseFloor(
-        floor=max(gap_q, worst_flip),
-        positions=len(pairs),
-        disagreements=sum(1 for d, r in pairs if r.token.token_id != d.token_id),
-        quantile=quantile,
-        logprob_delta_q=_quantile(logprob_deltas, quantile),
-        logprob_delta_max=max(logprob_deltas, default=0.0),
-        gap_delta_q=gap_q,
-        gap_delta_max=max(gap_deltas, default=0.0),
-        disagreement_margins=tuple(sorted(disagreement_margins)),
-    )
+# --- A/A positions (the noise floor's input: checks.gap_floor) -------------------------------
 
 
 def sample_positions(n_tokens: int, count: int) -> list[int]:
@@ -262,22 +179,22 @@ def sample_positions(n_tokens: int, count: int) -> list[int]:
     return sorted({min(n_tokens - 1, int(i * step + step / 2)) for i in range(count)})
 
 
-def measure_noise_floor(
+def aa_pairs(
     client: ServerClient,
     tasks: Sequence[Task],
     decoded_samples: Sequence[RequestSample],
     *,
     n_probs: int,
     positions_per_task: int,
-    quantile: float = FLOOR_QUANTILE,
-) -> NoiseFloor:
-    """A/A control against a running baseline server.
+    cache_prompt: bool = False,
+) -> list[tuple[TokenLogprob, ReplayResult]]:
+    """A/A control against a running baseline server: (decode, replay) at the same positions.
 
-    `decoded_samples` are the baseline's own temperature-0 chats with top logprobs (k ≥ 5),
-    matched to `tasks` by task id. For each, `positions_per_task` positions are replayed as
-    one batched prompt. Requests: at most tasks * (2 + positions_per_task); samples without
-    token ids (tool tasks, errors) are skipped.
-    """
+    `decoded_samples` are the baseline's own temperature-0 probes with top logprobs (k >= 5),
+    matched to `tasks` by task id. For each, `positions_per_task` positions are replayed, in
+    order (so `cache_prompt` can reuse the previous position's prefix where the caller knows
+    every evaluation is single-token anyway: the exact mode). Requests: at most
+    tasks x (1 + positions_per_task); samples without token ids are skipped."""
     by_id = {t.id: t for t in tasks}
     pairs: list[tuple[TokenLogprob, ReplayResult]] = []
     for sample in decoded_samples:
@@ -287,7 +204,7 @@ def measure_noise_floor(
             continue
         if any(t.token_id is None for t in tokens):
             continue
-        replay = replayer_for(client, task, sample, n_probs=n_probs)
+        replay = replayer_for(client, task, sample, n_probs=n_probs, cache_prompt=cache_prompt)
         for position in sample_positions(len(tokens), positions_per_task):
             pairs.append((tokens[position], replay(position)))
-    return noise_floor(pairs, quantile=quantile)
+    return pairs

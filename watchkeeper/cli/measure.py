@@ -1,4 +1,5 @@
-"""Commands that measure: `setup`, `run`, `bench`, `sweep`, `soak`, `profiles`."""
+"""Commands that measure: `setup`, `run`, `bench`, `import-tasks`, `profiles` (the long
+campaigns and what they deliver are in `cli/deliver.py`)."""
 
 from __future__ import annotations
 
@@ -9,9 +10,15 @@ from typing import Any
 
 from rich.markup import escape
 
-from watchkeeper.cli.common import add_common, add_sampling, out, progress, split
+from watchkeeper.cli.common import (
+    add_common,
+    add_load_options,
+    add_sampling,
+    out,
+    progress,
+    split,
+)
 from watchkeeper.config import Config
-from watchkeeper.publish.sweep_report import drop_status
 from watchkeeper.store.db import open_database
 
 
@@ -54,9 +61,13 @@ def cmd_run(args: argparse.Namespace, config: Config) -> int:
 
 
 def cmd_bench(args: argparse.Namespace, config: Config) -> int:
-    from watchkeeper.commands.bench import bench_command
+    from watchkeeper.campaign.load_shape import load_shape_from_args
+    from watchkeeper.commands.benchmark import bench_command
     from watchkeeper.publish.console import print_bench
 
+    shape = load_shape_from_args(args)
+    if args.load_ladder:
+        return _bench_ladder(args, config, shape)
     with open_database(config.database.resolved_url()) as db:
         result = bench_command(
             config,
@@ -68,83 +79,67 @@ def cmd_bench(args: argparse.Namespace, config: Config) -> int:
             concurrency=args.concurrency,
             progress=progress,
             database=db,
+            fit_context=args.fit_context,
+            load=shape,
         )
     if args.json:
         out.print_json(json.dumps(result.to_json()))
     else:
+        from watchkeeper.analysis.latency import result_latency
+        from watchkeeper.publish.ladder_report import latency_lines
+
         print_bench(out, result)
+        for line in latency_lines(result_latency(result)):
+            out.print(escape(line))
     return 0
 
 
-def cmd_sweep(args: argparse.Namespace, config: Config) -> int:
-    from watchkeeper.commands.sweep import sweep_command
-    from watchkeeper.publish.console import print_bench
+def _bench_ladder(args: argparse.Namespace, config: Config, shape: Any) -> int:
+    from watchkeeper.campaign.ladder import ladder_command
+    from watchkeeper.publish.ladder_report import write_ladder_report
 
     with open_database(config.database.resolved_url()) as db:
-        result = sweep_command(
+        result = ladder_command(
             config,
-            family=args.family,
-            target=args.target,
-            draft=args.draft,
-            profile=args.profile,
-            rounds=args.rounds,
-            taskset=Path(args.taskset) if args.taskset else None,
-            per_category=args.per_category,
-            service_path=Path(args.service_file),
-            budget_min=args.budget,
-            race=not args.no_race,
-            max_tokens=args.max_tokens,
-            progress=progress,
-            database=db,
-        )
-    if args.json:
-        out.print_json(json.dumps(result.to_json(), default=str))
-    else:
-        print_bench(out, result.bench)
-        out.print(f"\n[bold]Recommendation:[/bold] {escape(result.recommendation.headline)}")
-        if result.race is not None:
-            for d in result.race.drops:
-                out.print(f"{d.arm}: {drop_status(d)}")
-            for c in result.race.decisions:
-                out.print(f"{c.category}: {c.pick} ({c.status})")
-        out.print(f"service file: {result.service_path}")
-    return 0
-
-
-def cmd_soak(args: argparse.Namespace, config: Config) -> int:
-    import threading
-
-    from watchkeeper.commands.soak import soak_command
-    from watchkeeper.soak.signals import stop_on_signals
-
-    stop = threading.Event()
-    with stop_on_signals(stop):
-        result = soak_command(
-            config,
-            duration=args.duration,
             profiles=split(args.profiles),
-            concurrency=[int(c) for c in split(args.concurrency) or []] or None,
-            block=args.block,
+            levels=[]
+            if args.load_ladder == "auto"
+            else [float(v) for v in split(args.load_ladder) or []],
+            rates=args.ladder_rates,
+            rounds=args.rounds,
             taskset=Path(args.taskset) if args.taskset else None,
             limit=args.limit,
             per_category=args.per_category,
-            seed=args.seed,
-            fresh=args.fresh,
-            resume_id=args.resume,
-            against_reference=args.reference,
-            stop=stop,
+            concurrency=args.concurrency,
+            shape=shape,
             progress=progress,
+            database=db,
         )
+    path = write_ladder_report(result, config.bench.resolved_reports_dir())
+    progress(f"report: {path}")
     if args.json:
-        out.print_json(json.dumps(result.to_json()))
+        out.print_json(json.dumps({**result.to_json(), "report": str(path)}))
     else:
-        out.print(f"soak campaign {result.campaign_id} {result.status}: {result.verdict.headline}")
-        out.print(f"  sampling (load requests): {result.sampling.label()}")
-        for line in (*result.verdict.reasons, *result.verdict.notes):
-            out.print(f"  - {escape(line)}")
-    if result.status == "interrupted":
-        return 130
-    return 0 if result.verdict.stable else 1
+        for c in result.crossovers:
+            out.print(escape(c.sentence))
+        out.print(f"wall time {result.wall_s / 60:.1f} min; report: {path}")
+    return 0
+
+
+def cmd_import_tasks(args: argparse.Namespace, config: Config) -> int:
+    from watchkeeper.load.traffic import (
+        category_counts,
+        import_sharegpt,
+        load_trace,
+        taskset_lines,
+    )
+
+    source = Path(args.source)
+    tasks = import_sharegpt(source) if args.format == "sharegpt" else load_trace(source)[0]
+    Path(args.out).write_text(taskset_lines(tasks), encoding="utf-8")
+    counts = ", ".join(f"{k} {v}" for k, v in category_counts(tasks).items())
+    out.print(f"{len(tasks)} tasks ({counts}) written to {args.out}")
+    return 0
 
 
 def cmd_profiles(args: argparse.Namespace, config: Config) -> int:
@@ -239,118 +234,31 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--no-control", action="store_true", help="skip the baseline-vs-baseline control run"
     )
+    p.add_argument(
+        "--fit-context",
+        type=int,
+        metavar="N",
+        default=None,
+        help="first start each arm at N tokens of context and report whether it fits, with "
+        "the context, VRAM and RAM it got (default: bench.fit_context; 0: no fit check)",
+    )
     p.add_argument("--json", action="store_true")
     add_sampling(p)
+    add_load_options(p)
     p.set_defaults(handler=cmd_bench)
 
     p = sub.add_parser(
-        "sweep",
-        help="race spec types and draft lengths, recommend per category, write a service file",
-        description="Candidates: the baseline, draft-simple at n_max 4, 8 and 16 (with a draft "
-        "model) and every n-gram type of the installed build. Arms are measured paired, round "
-        "by round; after each round the racing rule stops measuring arms that lost (see "
-        "docs/sweep.md), until every category is decided, --rounds are done or --budget is "
-        "spent. Writes reports/speculative_benchmark.md and a systemd unit for the chosen "
-        "setting.",
+        "import-tasks",
+        help="turn a ShareGPT conversation file or a JSONL request trace into a task set",
+        description="Each conversation (up to its last human turn) or trace line becomes a "
+        "task; categories are kept where the source names them, else inferred from the text "
+        "(see docs/load.md). Replay a trace at its own arrival times with `bench --trace`.",
     )
     add_common(p)
-    models = p.add_mutually_exclusive_group()
-    models.add_argument(
-        "--family",
-        choices=["qwen", "smollm2"],
-        help="built-in target/draft pair to sweep (default: qwen)",
-    )
-    models.add_argument(
-        "--target",
-        metavar="MODEL",
-        help="your own target model: a catalog name, a [models] name or a .gguf path",
-    )
-    models.add_argument(
-        "--profile",
-        metavar="P",
-        help="sweep around this profile: its model and draft model, its other settings kept",
-    )
-    p.add_argument(
-        "--draft",
-        metavar="MODEL",
-        help="draft model for --target (catalog name, [models] name or .gguf path); without "
-        "it only n-gram types are swept",
-    )
-    p.add_argument(
-        "--budget",
-        type=float,
-        default=40.0,
-        metavar="MIN",
-        help="minutes the sweep may take; no round starts that would not fit (default 40)",
-    )
-    p.add_argument(
-        "--rounds",
-        type=int,
-        metavar="N",
-        help="most measured rounds (raced: default 5; --no-race: every arm runs exactly N, "
-        "default bench.rounds)",
-    )
-    p.add_argument(
-        "--no-race",
-        action="store_true",
-        help="measure every arm every round (a full table, e.g. for benchmarks/racing.py)",
-    )
-    p.add_argument(
-        "--taskset", metavar="F", help="JSONL task set (default: jobs/tasksets/standard.jsonl)"
-    )
-    p.add_argument(
-        "--per-category",
-        type=int,
-        default=3,
-        metavar="N",
-        help="tasks per category (default 3: fewer gives a category no CI worth the name)",
-    )
-    p.add_argument(
-        "--max-tokens",
-        type=int,
-        default=64,
-        metavar="N",
-        help="cut every answer at N tokens (default 64, the nightly's cap; 0 keeps the task "
-        "set's own lengths, 96-192 tokens)",
-    )
-    p.add_argument(
-        "--service-file",
-        default="systemd/llama-server-speculative.service",
-        metavar="PATH",
-        help="where to write the systemd unit (default: systemd/llama-server-speculative.service)",
-    )
-    p.add_argument("--json", action="store_true", help="print the result as JSON")
-    add_sampling(p)
-    p.set_defaults(handler=cmd_sweep)
-
-    p = sub.add_parser(
-        "soak",
-        help="closed-loop load for hours; incidents, resources and a stable/unstable verdict",
-        description="Loop the task set against each profile (blocks, reshuffled per pass) "
-        "for --duration; crashes are restarted, an unreachable database is spooled, "
-        "SIGTERM marks the campaign interrupted and a later run of the same command resumes it.",
-    )
-    add_common(p)
-    p.add_argument("--duration", help="e.g. 8h, 30m, 1h30m (default: soak.duration)")
-    p.add_argument("--profiles", metavar="A,B,...", help="default: soak.profiles")
-    p.add_argument("--concurrency", metavar="N,M,...", help="e.g. 1,4 (default: soak.concurrency)")
-    p.add_argument("--block", help="time per (profile, concurrency) block (default: soak.block)")
-    p.add_argument("--taskset", metavar="F")
-    p.add_argument("--limit", type=int, metavar="N", help="only the first N tasks")
-    p.add_argument("--per-category", type=int, metavar="N", help="first N tasks of each category")
-    p.add_argument("--seed", type=int, help="shuffle seed (default: random, recorded)")
-    p.add_argument("--fresh", action="store_true", help="never resume an interrupted soak")
-    p.add_argument("--resume", type=int, metavar="ID", help="resume this soak campaign")
-    p.add_argument(
-        "--reference",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="soak each profile beside its pinned nightly reference (blocks alternate, "
-        "throughput judged as the current/reference ratio; default: soak.against_reference)",
-    )
-    p.add_argument("--json", action="store_true", help="print the verdict and figures as JSON")
-    add_sampling(p, seed=False)
-    p.set_defaults(handler=cmd_soak)
+    p.add_argument("source", metavar="SRC", help="the ShareGPT JSON or the JSONL trace")
+    p.add_argument("--format", choices=["sharegpt", "trace"], required=True)
+    p.add_argument("--out", required=True, metavar="F", help="the task set to write (JSONL)")
+    p.set_defaults(handler=cmd_import_tasks)
 
     p = sub.add_parser("profiles", help="list built-in and configured server profiles")
     add_common(p)

@@ -12,7 +12,7 @@ from rich.markup import escape
 from watchkeeper.cli.common import add_common, add_sampling, out, progress, split
 from watchkeeper.config import Config
 from watchkeeper.errors import ConfigError
-from watchkeeper.publish.format import share
+from watchkeeper.format import share
 from watchkeeper.store.db import open_database
 
 
@@ -147,6 +147,12 @@ def cmd_nightly(args: argparse.Namespace, config: Config) -> int:
             check = next((c for c in night.checks if c.category == r.category), None)
             if check is not None and check.describe():
                 out.print(f"    {escape(check.describe())}")
+        for r in night.tails:
+            ci = f"[{r.low:.3f}, {r.high:.3f}]" if r.low is not None and r.high is not None else ""
+            what = "reference p90 TTFT / current" if r.metric == "ttft_p90" else "current / ref"
+            out.print(
+                f"  {r.metric:<12} {r.estimate:.3f} {ci} {r.verdict} ({what}; watched, not filed)"
+            )
         if night.report_path:
             out.print(f"  report: {night.report_path}")
     for profile, fa in outcome.false_alarms:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +35,7 @@ def cmd_cache(args: argparse.Namespace, config: Config) -> int:
 
 
 def _settings(args: argparse.Namespace, config: Config) -> Any:
-    from watchkeeper.commands.release_runs import settings_from
+    from watchkeeper.campaign.release_runs import settings_from
 
     return settings_from(config, per_category=args.per_category, max_tokens=args.max_tokens)
 
@@ -43,6 +44,10 @@ def cmd_bisect(args: argparse.Namespace, config: Config) -> int:
     from watchkeeper.commands.bisect import bisect_command
     from watchkeeper.upgrade.report import steps_text
 
+    if not (args.profile or config.nightly.profiles):
+        from watchkeeper.campaign.defaults import no_profiles
+
+        raise no_profiles("[nightly] profiles", config, flag="--profile P")
     profile = args.profile or config.nightly.profiles[0]
     with open_database(config.database.resolved_url()) as db:
         run = bisect_command(
@@ -56,17 +61,31 @@ def cmd_bisect(args: argparse.Namespace, config: Config) -> int:
             state_path=Path(args.state) if args.state else None,
             rounds=args.rounds,
             max_rounds=args.max_rounds,
+            max_ranges=args.max_ranges,
             jobs=args.jobs,
             database=db,
             finding=args.finding,
         )
     result = run.result
+    failed = result.status == "inconclusive" or run.link.failed
+    if args.json:
+        out.print_json(json.dumps(run.to_json()))
+        return 1 if failed else 0
     for line in steps_text(result.steps):
         out.print(f"  {line}")
     if result.status == "found":
         out.print(f"first bad release: {result.first_bad} ({result.tag})")
+        if len(result.located) > 1:
+            for step in result.located:
+                ci = (
+                    f" (95% CI {step.low:.3f} to {step.high:.3f})" if step.low and step.high else ""
+                )
+                ratio = f"{step.estimate:.3f}{ci}" if step.estimate is not None else "—"
+                out.print(f"  step {step.release} ({step.tag}): {ratio} against {step.predecessor}")
     elif result.status == "no difference":
-        out.print("no release differs beyond the threshold")
+        out.print("no change at the ends: no release between them differs beyond the threshold")
+        if result.nearest:
+            out.print(f"nearest releases to check: {', '.join(result.nearest)}")
     else:
         out.print(f"inconclusive between {' and '.join(result.unresolved or ())}")
     for line in run.link.lines():
@@ -74,7 +93,9 @@ def cmd_bisect(args: argparse.Namespace, config: Config) -> int:
     out.print(f"report: {run.report_path}  state: {run.state_path}")
     if run.link.failed:
         out.print("the result is safe in the report and the state file; rerun to post it")
-    return 0 if result.status != "inconclusive" and not run.link.failed else 1
+    for note in result.notes:
+        out.print(f"  note: {note}")
+    return 1 if failed else 0
 
 
 def cmd_upgrade_check(args: argparse.Namespace, config: Config) -> int:
@@ -138,9 +159,11 @@ def register(sub: Any) -> None:
         "bisect",
         help="find the first llama.cpp release that made a profile slower",
         description="Binary search over the releases from --good to --bad (package index, "
-        "or --sdists): each candidate is built and measured paired against the good release; "
-        "bad when the ratio's CI lies beyond nightly.min_effect, good when it rules that out, "
-        "more rounds otherwise. Resumable: rerun the same command after a crash. The result "
+        "or --sdists): the ends are measured first (bad when the ratio's CI lies beyond "
+        "nightly.min_effect); each candidate is measured paired against the good release and "
+        "placed by the share of the ends' change it carries (good under half, bad over, more "
+        "rounds otherwise); second steps are named too, largest first. Resumable: rerun "
+        "the same command after a crash. The result "
         "goes to the tracker issue of the regression finding it explains, once.",
     )
     add_common(p)
@@ -149,6 +172,14 @@ def register(sub: Any) -> None:
     _measure_options(p)
     p.add_argument("--rounds", type=int, default=3, metavar="N", help="rounds per batch")
     p.add_argument("--max-rounds", type=int, default=12, metavar="N", help="rounds per step")
+    p.add_argument(
+        "--max-ranges",
+        type=int,
+        default=4,
+        metavar="N",
+        help="ranges bisected at most: the one asked about plus the second steps it shows",
+    )
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.add_argument("--state", metavar="F", help="state file (default: data dir/bisect/...)")
     p.add_argument(
         "--finding",

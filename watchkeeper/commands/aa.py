@@ -13,19 +13,19 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from watchkeeper.analysis.stats import wilson
-from watchkeeper.commands.campaigns import (
+from watchkeeper.campaign.campaigns import (
     CampaignContext,
     open_campaign,
     register_profile,
     run_profile,
 )
-from watchkeeper.commands.digest import tracking_params
+from watchkeeper.campaign.nightly_findings import tracking_params
 from watchkeeper.config import Config
 from watchkeeper.errors import BenchError
 from watchkeeper.load.records import Task
 from watchkeeper.load.runner import LoadSettings
 from watchkeeper.load.tasks import load_taskset, select
-from watchkeeper.nightly.findings import judge_campaign
+from watchkeeper.nightly.findings import TrackingParams, judge_campaign
 from watchkeeper.server.launch import PreparedProfile, prepare
 from watchkeeper.store.db import open_database
 from watchkeeper.store.history import History
@@ -110,6 +110,20 @@ def _campaign(
     return ctx
 
 
+def _params(config: Config, history_runs: int) -> TrackingParams:
+    """The detector's settings, its window cut to the history: the history is exactly the
+    first campaign, so the detector may use all of it."""
+    params = tracking_params(config)
+    return replace(
+        params,
+        detector=replace(
+            params.detector,
+            window=min(params.detector.window, history_runs),
+            min_good_runs=min(params.detector.min_good_runs, history_runs),
+        ),
+    )
+
+
 def aa_command(
     config: Config,
     *,
@@ -130,16 +144,7 @@ def aa_command(
         limit=limit,
     )
     prepared = prepare(config, profile, progress=progress)
-    params = tracking_params(config)
-    # The history is exactly the first campaign, so the detector may use all of it.
-    params = replace(
-        params,
-        detector=replace(
-            params.detector,
-            window=min(params.detector.window, history_runs),
-            min_good_runs=min(params.detector.min_good_runs, history_runs),
-        ),
-    )
+    params = _params(config, history_runs)
     with open_database(config.database.resolved_url()) as db:
         repo = Repository(db)
         first = _campaign(

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from watchkeeper.analysis.stats import Pair
-from watchkeeper.commands.release_runs import MeasureSettings, ReleaseBuilds, paired_pairs
+from watchkeeper.campaign.release_runs import MeasureSettings, ReleaseBuilds, paired_pairs
 from watchkeeper.config import Config
 from watchkeeper.config.paths import data_dir
 from watchkeeper.errors import ConfigError, WatchkeeperError
@@ -32,9 +32,9 @@ from watchkeeper.tracker.bisect_link import BisectComment, LinkOutcome, post_res
 from watchkeeper.tracker.forge import Forge
 from watchkeeper.tracker.tokens import forge_for
 from watchkeeper.upgrade import releases
-from watchkeeper.upgrade.bisect import (
-    Bisector,
-    BisectResult,
+from watchkeeper.upgrade.bisect import Bisector
+from watchkeeper.upgrade.bisect_result import BisectResult
+from watchkeeper.upgrade.bisect_state import (
     BisectState,
     Built,
     recorded_findings,
@@ -55,6 +55,17 @@ class BisectRun:
     releases: int
     link: LinkOutcome = field(default_factory=LinkOutcome)
     """The result's comments on the findings' tracker issues."""
+
+    def to_json(self) -> dict[str, Any]:
+        """`bisect --json`: the result (every located step and every measurement with its
+        ratio, CI, rounds and decision), where the files are, and what was posted."""
+        return {
+            **self.result.to_json(),
+            "releases": self.releases,
+            "report": str(self.report_path),
+            "state": str(self.state_path),
+            "tracker": self.link.to_json(),
+        }
 
 
 def state_dir() -> Path:
@@ -173,6 +184,7 @@ def bisect_command(
     state_path: Path | None = None,
     rounds: int = 3,
     max_rounds: int = 12,
+    max_ranges: int = 4,
     jobs: int | None = None,
     versions: list[str] | None = None,
     database: Database | None = None,
@@ -191,6 +203,50 @@ def bisect_command(
     every = versions or releases.available(config.server.package_index, sdists)
     window = releases.between(every, good, bad)
     path = state_path or default_state_path(profile, good, bad)
+    state = _open_state(config, path, good, bad, profile, window, record_findings)
+    builds = ReleaseBuilds(config, sdists=sdists, jobs=jobs, progress=progress)
+    progress(f"bisect {good}..{bad}: {len(window)} releases; state {path}")
+    result = Bisector(
+        state,
+        state_path=path,
+        build=builds,
+        measure=_measure(config, profile, builds, settings, progress, database),
+        rounds=rounds,
+        max_rounds=max_rounds,
+        max_ranges=max_ranges,
+        progress=progress,
+    ).run()
+    if result.status == "no difference":  # the change is not in this range: where else
+        result = replace(result, nearest=tuple(releases.nearest_outside(every, good, bad)))
+    report = _write_report(result, path, state, len(window))
+    comment = BisectComment(
+        result, profile, good, bad, state.threshold, len(window), report=str(report)
+    )
+    link = _post(
+        config,
+        state,
+        path,
+        comment,
+        finding=finding,
+        progress=progress,
+        database=database,
+        client=client,
+        sleep=sleep,
+    )
+    return BisectRun(result, path, report, len(window), link)
+
+
+def _open_state(
+    config: Config,
+    path: Path,
+    good: str,
+    bad: str,
+    profile: str,
+    window: list[str],
+    record_findings: Sequence[int],
+) -> BisectState:
+    """The state file's bisect (or a fresh one), the daemon's findings recorded in it before
+    anything is built."""
     state = start_or_resume(
         path,
         good=good,
@@ -202,7 +258,18 @@ def bisect_command(
     if record_findings:
         state.findings = sorted({*state.findings, *record_findings})
         save_state(state, path)
-    builds = ReleaseBuilds(config, sdists=sdists, jobs=jobs, progress=progress)
+    return state
+
+
+def _measure(
+    config: Config,
+    profile: str,
+    builds: ReleaseBuilds,
+    settings: MeasureSettings,
+    progress: Progress,
+    database: Database | None,
+) -> Callable[[Built, Built, int, int], list[Pair]]:
+    """The bisector's measure function: the real paired runs of two built releases."""
 
     def measure(base: Built, cand: Built, n: int, first: int) -> list[Pair]:
         progress(f"measuring {cand.version} against {base.version}: {n} rounds")
@@ -218,31 +285,40 @@ def bisect_command(
             database=database,
         )
 
-    progress(f"bisect {good}..{bad}: {len(window)} releases; state {path}")
-    result = Bisector(
-        state,
-        state_path=path,
-        build=builds,
-        measure=measure,
-        rounds=rounds,
-        max_rounds=max_rounds,
-        progress=progress,
-    ).run()
+    return measure
+
+
+def _write_report(result: BisectResult, path: Path, state: BisectState, releases: int) -> Path:
+    """The Markdown report beside the state file (written before anything is posted)."""
     report = path.with_suffix(".md")
     report.write_text(
         bisect_markdown(
             result,
-            profile=profile,
-            good=good,
-            bad=bad,
+            profile=state.profile,
+            good=state.good,
+            bad=state.bad,
             threshold=state.threshold,
-            releases=len(window),
+            releases=releases,
         ),
         encoding="utf-8",
     )
-    comment = BisectComment(
-        result, profile, good, bad, state.threshold, len(window), report=str(report)
-    )
+    return report
+
+
+def _post(
+    config: Config,
+    state: BisectState,
+    path: Path,
+    comment: BisectComment,
+    *,
+    finding: int | None,
+    progress: Progress,
+    database: Database | None,
+    client: Forge | None,
+    sleep: Callable[[float], None],
+) -> LinkOutcome:
+    """The result on the findings' issues; a tracker or database error costs the comment
+    only (the result is written), and says how to post it later."""
     try:
         with open_database(config.database.resolved_url(), given=database) as db:
             link = link_result(
@@ -260,10 +336,10 @@ def bisect_command(
         link = LinkOutcome(error=exc.message + (f" (hint: {exc.hint})" if exc.hint else ""))
     if link.failed:
         progress(
-            f"the bisect result is in {report} and {path}; rerun the same command to post "
-            "what is missing (nothing is measured or posted twice)"
+            f"the bisect result is in {comment.report} and {path}; rerun the same command to "
+            "post what is missing (nothing is measured or posted twice)"
         )
-    return BisectRun(result, path, report, len(window), link)
+    return link
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,32 +12,16 @@ from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
 
-from watchkeeper.commands.rerun import rerun_candidates
+from watchkeeper.campaign.nightly_findings import tracking_params
+from watchkeeper.campaign.rerun import rerun_candidates
 from watchkeeper.config import Config
-from watchkeeper.nightly.detector import DetectorParams
 from watchkeeper.nightly.digest import Digest, gather
-from watchkeeper.nightly.findings import Judgement, TrackingParams, judge_pending
+from watchkeeper.nightly.findings import Judgement, judge_pending
 from watchkeeper.publish.digest import digest_files
 from watchkeeper.publish.gitrepo import PublishResult, publish_files
 from watchkeeper.publish.plots import atomic_write
 from watchkeeper.store.db import Database, open_database
 from watchkeeper.store.history import History
-
-
-def tracking_params(config: Config) -> TrackingParams:
-    c = config.detector
-    return TrackingParams(
-        DetectorParams(
-            window=c.window,
-            min_good_runs=c.min_good_runs,
-            alpha=c.alpha,
-            fence_multiplier=c.fence_multiplier,
-            storm_fraction=c.storm_fraction,
-            storm_one_way=c.storm_one_way,
-        ),
-        change_point_min_size=c.change_point_min_size,
-        change_point_window=c.change_point_window,
-    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,17 +20,19 @@ from typing import Any
 from watchkeeper.analysis.acceptance import result_curves
 from watchkeeper.analysis.benchmark import ALL, BenchResult
 from watchkeeper.analysis.stats import MIN_TASKS
-from watchkeeper.commands.bench import execute_bench
-from watchkeeper.commands.bench_plan import BenchPlan
-from watchkeeper.commands.bench_report import finish_with_report
-from watchkeeper.commands.nightly_findings import (
+from watchkeeper.campaign.bench import execute_bench
+from watchkeeper.campaign.bench_plan import BenchPlan
+from watchkeeper.campaign.bench_report import finish_with_report
+from watchkeeper.campaign.defaults import no_profiles
+from watchkeeper.campaign.nightly_findings import (
     family_false_alarms,
     finding_evidence,
     finding_series,
     finding_title,
     with_confirmed,
 )
-from watchkeeper.config import Config, ProfileConfig
+from watchkeeper.campaign.references import reference_profile
+from watchkeeper.config import Config
 from watchkeeper.config.model import NightlyConfig
 from watchkeeper.errors import ConfigError
 from watchkeeper.host import info as hostinfo
@@ -45,15 +47,15 @@ from watchkeeper.nightly.ratios import (
     night_noise,
     night_ratios,
     prior_night_sd,
+    tail_records,
+    with_night_noise,
 )
 from watchkeeper.nightly.reference import (
     identify,
-    reference_arm,
     snapshot_binary,
     snapshot_model,
     snapshot_root,
 )
-from watchkeeper.server.flags import read_help
 from watchkeeper.server.launch import PreparedProfile, prepare
 from watchkeeper.store.db import Database, open_database
 from watchkeeper.store.findings import FindingStore, NewFinding
@@ -79,6 +81,9 @@ class PairedNight:
     acceptance_curves: tuple[dict[str, Any], ...] = ()
     """Per speculative arm, acceptance by draft position over the night's measured requests:
     a drafter that got worse shows here before the ratio says why."""
+    tails: tuple[RatioRecord, ...] = ()
+    """The p90-TTFT and goodput series (nightly/ratios.py `tail_records`): watched, never
+    filed."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -108,6 +113,17 @@ class PairedNight:
                     ),
                 }
                 for r in self.ratios
+            ],
+            "tails": [
+                {
+                    "series": r.series,
+                    "metric": r.metric,
+                    "ratio": r.estimate,
+                    "ci95": [r.low, r.high],
+                    "n_rounds": r.n_rounds,
+                    "verdict": r.verdict,
+                }
+                for r in self.tails
             ],
         }
 
@@ -160,32 +176,6 @@ def pin_reference(
     )
 
 
-def reference_profile(
-    config: Config, current: PreparedProfile, ref: ReferenceRecord
-) -> PreparedProfile:
-    """The pinned reference as a runnable arm beside `current` (nightly and soak)."""
-    for path in (ref.binary_path, ref.model_path, ref.draft_path):
-        if path and not Path(path).is_file():
-            raise ConfigError(
-                f"reference #{ref.id} of {ref.profile}: snapshot file {path} is missing",
-                hint=f"re-pin with `watchkeeper reference pin --profile {ref.profile}`",
-            )
-    arm = reference_arm(
-        current,
-        binary_path=Path(ref.binary_path),
-        binary_version=ref.binary_version,
-        binary_sha256=ref.binary_sha256,
-        model_path=Path(ref.model_path),
-        model_sha256=ref.model_sha256,
-        draft_path=Path(ref.draft_path) if ref.draft_path else None,
-        draft_sha256=ref.draft_sha256,
-        config=ProfileConfig.model_validate(ref.config),
-    )
-    assert arm.binary is not None
-    help_info = read_help(arm.binary, config.server.resolved_cache_dir())
-    return PreparedProfile(arm.name, arm.profile, arm.binary, arm.model, arm.draft, help_info)
-
-
 def _bench(
     config: Config,
     current: PreparedProfile,
@@ -232,98 +222,41 @@ def run_night(
     progress: Progress,
     now: datetime | None = None,
 ) -> PairedNight:
+    """One profile's night as steps: the reference (pinned if there is none), the paired
+    bench, its ratios judged, regressions confirmed (the previous night, or a rerun), the
+    ratios stored and the confirmed regressions filed as findings."""
     store = ReferenceStore(db)
     host = hostinfo.collect()
     current = prepare(config, profile, progress=progress)
     ident = identify(current, host.fingerprint)
-    ref = store.active(host.fingerprint, profile)
-    pinned_now = ref is None
-    if ref is None:
-        retired = [r for r in store.history(profile) if r.host_fingerprint == host.fingerprint]
-        reason = (
-            f"after #{retired[-1].id} ({retired[-1].reason})" if retired else "first nightly run"
-        )
-        progress(f"{profile}: no active reference on this host; pinning tonight's system")
-        ref = pin_reference(
-            config,
-            store,
-            current,
-            host_fingerprint=host.fingerprint,
-            by="watchkeeper nightly",
-            reason=reason,
-        )
+    ref, pinned_now = _reference(config, store, current, host.fingerprint, profile, progress)
     aa = ref.identity == ident.digest
     progress(
         f"{profile}: current vs reference #{ref.id} (pinned {ref.pinned_at:%Y-%m-%d} by "
         f"{ref.pinned_by}){' — A/A night: they are identical' if aa else ''}"
     )
-    ref_arm = reference_profile(config, current, ref)
-    result = _bench(config, current, ref_arm, kind="nightly", progress=progress, database=db)
-
-    def ratios_of(bench: BenchResult) -> list[RatioRecord]:
-        records = night_ratios(
-            bench,
-            current_arm=current.name,
-            profile=profile,
-            reference_id=ref.id,
-            host_fingerprint=host.fingerprint,
-            aa=aa,
-            threshold=config.nightly.min_effect,
-        )
-        prior = prior_night_sd(config.nightly)
-        return judge_night(
-            bench,
-            records,
-            current_arm=current.name,
-            noise=lambda r: night_noise(store.series_history(r.series), prior),
-        )
-
-    ratios = ratios_of(result)
+    night = _Night(
+        config,
+        db,
+        store,
+        profile,
+        current,
+        ref,
+        reference_profile(config, current, ref),
+        host.fingerprint,
+        aa,
+        progress,
+    )
+    result = night.bench("nightly")
+    ratios = night.ratios_of(result)
     checks = series_checks(result, current_arm=current.name)
-    flagged = [r for r in ratios if r.verdict == "regression"]
-    since = (now or datetime.now(UTC)) - CONFIRM_WINDOW
-
-    def previous(r: RatioRecord) -> RatioRecord | None:
-        return store.previous(r.series, ref.id, result.campaign_id, since=since)
-
-    confirmed = confirmed_series(flagged, previous)
-    rerun_id = None
-    rerun_ratios: list[RatioRecord] = []
-    pending = [r for r in flagged if r.series not in confirmed and r.category == ALL]
-    if pending and config.nightly.confirm_rerun:
-        progress(f"{profile}: {len(pending)} regression candidate(s); rerunning to confirm")
-        rerun = _bench(
-            config, current, ref_arm, kind="nightly-rerun", progress=progress, database=db
-        )
-        rerun_id = rerun.campaign_id
-        rerun_ratios = ratios_of(rerun)
-        again = {r.series for r in rerun_ratios if r.verdict == "regression"}
-        confirmed |= confirmed_series(flagged, previous, again)
+    confirmed, rerun_id, rerun_ratios = _confirm(night, result, ratios, now)
     stored = [with_confirmed(r, r.series in confirmed and r.verdict in FLAGS) for r in ratios]
     store.add_ratios(stored)
     store.add_ratios(rerun_ratios)
-    findings = []
-    if not aa:
-        recorded = FindingStore(db)
-        for r, also in finding_series(stored):
-            built = current.binary.identity if current.binary else None
-            evidence = finding_evidence(r, ref, result, rerun_id, also, built)
-            check = checks.get(r.category)
-            if check is not None:
-                evidence = replace(evidence, checks=check.to_json())
-            findings.append(
-                recorded.record_recurring(
-                    NewFinding(
-                        campaign_id=result.campaign_id,
-                        fingerprint=f"nightly:{r.series}"[:64],
-                        kind="regression",
-                        label="regression",
-                        severity="high",
-                        title=finding_title(profile, r, check),
-                        evidence=evidence.to_json(),
-                    )
-                )
-            )
+    tails = night.tails_of(result)
+    store.add_ratios(tails)
+    findings = [] if aa else _file_findings(night, result, stored, checks, rerun_id)
     return PairedNight(
         profile,
         result.campaign_id,
@@ -337,7 +270,146 @@ def run_night(
         result.report_path,
         tuple(checks.values()),
         tuple(c.to_json() for c in result_curves(result)),
+        tuple(tails),
     )
+
+
+def _reference(
+    config: Config,
+    store: ReferenceStore,
+    current: PreparedProfile,
+    host_fingerprint: str,
+    profile: str,
+    progress: Progress,
+) -> tuple[ReferenceRecord, bool]:
+    """The active reference on this host, or tonight's system pinned as the first one (True)."""
+    ref = store.active(host_fingerprint, profile)
+    if ref is not None:
+        return ref, False
+    retired = [r for r in store.history(profile) if r.host_fingerprint == host_fingerprint]
+    reason = f"after #{retired[-1].id} ({retired[-1].reason})" if retired else "first nightly run"
+    progress(f"{profile}: no active reference on this host; pinning tonight's system")
+    pinned = pin_reference(
+        config,
+        store,
+        current,
+        host_fingerprint=host_fingerprint,
+        by="watchkeeper nightly",
+        reason=reason,
+    )
+    return pinned, True
+
+
+@dataclass(frozen=True, slots=True)
+class _Night:
+    """What every step of one profile's night shares."""
+
+    config: Config
+    db: Database
+    store: ReferenceStore
+    profile: str
+    current: PreparedProfile
+    ref: ReferenceRecord
+    ref_arm: PreparedProfile
+    host_fingerprint: str
+    aa: bool
+    progress: Progress
+
+    def bench(self, kind: str) -> BenchResult:
+        return _bench(
+            self.config,
+            self.current,
+            self.ref_arm,
+            kind=kind,
+            progress=self.progress,
+            database=self.db,
+        )
+
+    def _series(self) -> dict[str, Any]:
+        """What places tonight's ratios in their series (the same for every metric)."""
+        return {
+            "current_arm": self.current.name,
+            "profile": self.profile,
+            "reference_id": self.ref.id,
+            "host_fingerprint": self.host_fingerprint,
+            "aa": self.aa,
+            "threshold": self.config.nightly.min_effect,
+        }
+
+    def tails_of(self, bench: BenchResult) -> list[RatioRecord]:
+        """The night's p90-TTFT and goodput series, floored by their own A/A nights."""
+        records = tail_records(bench, reference_arm=self.ref_arm.name, **self._series())
+        prior = prior_night_sd(self.config.nightly)
+        return [
+            with_night_noise(r, night_noise(self.store.series_history(r.series), prior))
+            for r in records
+        ]
+
+    def ratios_of(self, bench: BenchResult) -> list[RatioRecord]:
+        records = night_ratios(bench, **self._series())
+        prior = prior_night_sd(self.config.nightly)
+        return judge_night(
+            bench,
+            records,
+            current_arm=self.current.name,
+            noise=lambda r: night_noise(self.store.series_history(r.series), prior),
+        )
+
+
+def _confirm(
+    night: _Night, result: BenchResult, ratios: list[RatioRecord], now: datetime | None
+) -> tuple[set[str], int | None, list[RatioRecord]]:
+    """The regressions confirmed by the previous night within the window or, for the overall
+    series, by an immediate rerun: (confirmed series, the rerun's campaign, its ratios)."""
+    flagged = [r for r in ratios if r.verdict == "regression"]
+    since = (now or datetime.now(UTC)) - CONFIRM_WINDOW
+
+    def previous(r: RatioRecord) -> RatioRecord | None:
+        return night.store.previous(r.series, night.ref.id, result.campaign_id, since=since)
+
+    confirmed = confirmed_series(flagged, previous)
+    pending = [r for r in flagged if r.series not in confirmed and r.category == ALL]
+    if not (pending and night.config.nightly.confirm_rerun):
+        return confirmed, None, []
+    night.progress(f"{night.profile}: {len(pending)} regression candidate(s); rerunning to confirm")
+    rerun = night.bench("nightly-rerun")
+    rerun_ratios = night.ratios_of(rerun)
+    again = {r.series for r in rerun_ratios if r.verdict == "regression"}
+    confirmed |= confirmed_series(flagged, previous, again)
+    return confirmed, rerun.campaign_id, rerun_ratios
+
+
+def _file_findings(
+    night: _Night,
+    result: BenchResult,
+    stored: list[RatioRecord],
+    checks: dict[str, SeriesCheck],
+    rerun_id: int | None,
+) -> list[int]:
+    """One finding per confirmed regression (not per series that shows it), with the night's
+    checks of its category in the evidence."""
+    recorded = FindingStore(night.db)
+    findings = []
+    for r, also in finding_series(stored):
+        built = night.current.binary.identity if night.current.binary else None
+        evidence = finding_evidence(r, night.ref, result, rerun_id, also, built)
+        check = checks.get(r.category)
+        if check is not None:
+            evidence = replace(evidence, checks=check.to_json())
+        findings.append(
+            recorded.record_recurring(
+                NewFinding(
+                    campaign_id=result.campaign_id,
+                    fingerprint=f"nightly:{r.series}"[:64],
+                    kind="regression",
+                    label="regression",
+                    severity="high",
+                    title=finding_title(night.profile, r, check),
+                    evidence=evidence.to_json(),
+                )
+            )
+        )
+    return findings
 
 
 def check_per_category(nightly: NightlyConfig) -> None:
@@ -363,7 +435,7 @@ def nightly_command(
 ) -> NightlyOutcome:
     names = list(profiles or config.nightly.profiles)
     if not names:
-        raise ConfigError("nightly.profiles is empty: name the profile(s) to judge every night")
+        raise no_profiles("[nightly] profiles", config, flag="--profile P")
     check_per_category(config.nightly)
     with open_database(config.database.resolved_url(), given=database) as db:
         nights = tuple(run_night(config, db, name, progress=progress) for name in names)

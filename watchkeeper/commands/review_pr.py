@@ -28,9 +28,9 @@ from pydantic import ValidationError
 
 from watchkeeper.analysis.benchmark import ALL, BenchResult, throughput_pairs
 from watchkeeper.analysis.stats import RatioCI, paired_speedup
-from watchkeeper.commands.bench import execute_bench
-from watchkeeper.commands.bench_plan import BenchPlan
-from watchkeeper.commands.bench_report import finish_with_report
+from watchkeeper.campaign.bench import execute_bench
+from watchkeeper.campaign.bench_plan import BenchPlan
+from watchkeeper.campaign.bench_report import finish_with_report
 from watchkeeper.config import Config, ModelConfig, ProfileConfig
 from watchkeeper.errors import ReviewError, TrackerError, TrackerPermanentError, WatchkeeperError
 from watchkeeper.load.records import RunResult

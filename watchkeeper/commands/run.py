@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from watchkeeper.analysis.summary import RunSummary, summarize
-from watchkeeper.commands.campaigns import open_campaign, register_profile, run_profile
+from watchkeeper.campaign.campaigns import open_campaign, register_profile, run_profile
 from watchkeeper.config import Config
 from watchkeeper.errors import ServerError
 from watchkeeper.load.runner import LoadSettings

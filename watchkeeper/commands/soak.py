@@ -7,29 +7,33 @@ from the stored campaign (so a resumed soak is judged as a whole).
 
 from __future__ import annotations
 
-import hashlib
-import json
-import random
 import threading
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from watchkeeper.commands.campaigns import open_campaign, register_profile
-from watchkeeper.commands.nightly import reference_profile
+from watchkeeper.campaign.campaigns import register_profile
+from watchkeeper.campaign.defaults import no_profiles
+from watchkeeper.campaign.load_shape import LoadShape, arrival_from, with_slots
+from watchkeeper.campaign.soak_campaign import (
+    interleaved,
+    open_or_resume,
+    plan_signature,
+    reference_arms,
+)
 from watchkeeper.config import Config
+from watchkeeper.config.durations import parse_duration
 from watchkeeper.config.paths import data_dir, runs_log_dir
-from watchkeeper.errors import ConfigError, ServerError, SoakError, StoreError
+from watchkeeper.errors import ServerError, SoakError, StoreError
 from watchkeeper.findings.evidence import SoakRatioEvidence
-from watchkeeper.host import info as hostinfo
+from watchkeeper.load.arrivals import ArrivalSpec
+from watchkeeper.load.records import Task
 from watchkeeper.load.sampling import SamplingSettings, soak_sampling
 from watchkeeper.load.tasks import load_taskset, select
 from watchkeeper.nightly.ratios import series_name
-from watchkeeper.nightly.reference import identify
 from watchkeeper.server.launch import PreparedProfile, prepare
-from watchkeeper.soak.durations import format_duration, parse_duration
 from watchkeeper.soak.loop import OnSample, ResumePoint, SoakLoop, SoakOutcome, SoakPlan
 from watchkeeper.soak.spool import Journal, SpoolingWriter
 from watchkeeper.soak.supervisor import ServerSupervisor
@@ -38,7 +42,7 @@ from watchkeeper.store.db import Database, masked, open_database
 from watchkeeper.store.findings import FindingStore, NewFinding
 from watchkeeper.store.references import RatioRecord, ReferenceStore
 from watchkeeper.store.repository import Repository
-from watchkeeper.store.soak_store import SoakData, SoakStore
+from watchkeeper.store.soak_store import SoakStore
 
 Progress = Callable[[str], None]
 FINAL_FLUSH_S = 60.0
@@ -84,15 +88,52 @@ def _seconds(text: str, what: str) -> float:
         raise SoakError(f"--{what}: {exc}") from None
 
 
-def _resume_point(data: SoakData) -> ResumePoint:
-    """Next block after the last stored one; elapsed = the blocks' measured time."""
-    load = [b for b in data.blocks if not b.is_probe]
-    if not load:
-        return ResumePoint()
-    elapsed = sum(
-        (b.finished_at - b.started_at).total_seconds() for b in load if b.finished_at is not None
+@dataclass(frozen=True, slots=True)
+class _Shape:
+    """What the soak runs, the flags over the config: checked before any server starts."""
+
+    names: tuple[str, ...]
+    levels: tuple[int, ...]
+    duration: str
+    duration_s: float
+    block_s: float
+
+
+def _shape(
+    config: Config,
+    duration: str | None,
+    profiles: list[str] | None,
+    concurrency: list[int] | None,
+    block: str | None,
+) -> _Shape:
+    """The profiles, concurrencies, duration and block length, each the flag or else the
+    config's; a soak without a profile, a concurrency, or a duration that parses is refused
+    here, not hours in."""
+    soak = config.soak
+    names = tuple(profiles or soak.profiles)
+    if not names:
+        raise no_profiles("[soak] profiles", config, flag="--profiles A,B or --recommendation")
+    levels = tuple(concurrency or soak.concurrency)
+    if not levels or min(levels) < 1:
+        raise SoakError("a soak needs at least one profile and concurrencies >= 1")
+    duration = duration or soak.duration
+    duration_s = _seconds(duration, "duration")
+    block_s = _seconds(block or soak.block, "block")
+    return _Shape(names, levels, duration, duration_s, block_s)
+
+
+def _arrival(config: Config, load: LoadShape | None) -> ArrivalSpec | None:
+    """The open-loop spec of `--rate` (the config's `[load]` fills the rest); a trace or a
+    token cap is a bench's, not a soak's."""
+    if load is None or load.rate is None:
+        return None
+    return arrival_from(
+        config,
+        load.rate,
+        process=load.arrival,
+        burstiness=load.burstiness,
+        queue_deadline_s=load.queue_deadline_s,
     )
-    return ResumePoint(max(b.round for b in load) + 1, elapsed)
 
 
 def soak_command(
@@ -113,97 +154,61 @@ def soak_command(
     on_sample: OnSample | None = None,
     against_reference: bool | None = None,
     database: Database | None = None,
+    load: LoadShape | None = None,
 ) -> SoakCommandResult:
     """Run (or resume) a soak and judge it. `against_reference` (default: the config's
-    soak.against_reference) soaks each profile beside its pinned nightly reference."""
+    soak.against_reference) soaks each profile beside its pinned nightly reference. `load`:
+    open-loop arrivals (`--rate`) in every block, the block's concurrency then the cap on
+    requests in flight; None: the closed loop."""
     stop = stop or threading.Event()
     soak = config.soak
-    duration = duration or soak.duration
-    block = block or soak.block
-    names = tuple(profiles or soak.profiles)
-    levels = tuple(concurrency or soak.concurrency)
-    if not names or not levels or min(levels) < 1:
-        raise SoakError("a soak needs at least one profile and concurrencies >= 1")
-    duration_s, block_s = _seconds(duration, "duration"), _seconds(block, "block")
+    shape = _shape(config, duration, profiles, concurrency, block)
+    arrival = _arrival(config, load)
     tasks = select(
         load_taskset(taskset or config.bench.resolved_taskset()),
         limit=limit,
         per_category=per_category,
     )
-    prepared = [prepare(config, name, progress=progress) for name in names]
+    prepared = [prepare(config, name, progress=progress) for name in shape.names]
     url = config.database.resolved_url()
     with open_database(url, given=database) as db:
         use_reference = soak.against_reference if against_reference is None else against_reference
         arms, references = (
-            _reference_arms(config, db, prepared, progress=progress) if use_reference else ([], {})
+            reference_arms(config, db, prepared, progress=progress) if use_reference else ([], {})
         )
-        plan_names = _interleaved(names, references)
-        blob = json.dumps([names, levels, duration_s, block_s, [t.id for t in tasks]])
-        if references:  # the reference arms are part of the plan a resume must match
-            blob += json.dumps(sorted((k, v["reference_id"]) for k, v in references.items()))
-            blob += f"restart_every={soak.restart_every}"
-        unseeded = soak_sampling(config, SamplingSettings().seed)  # the seed is resumed
-        if unseeded != SamplingSettings():  # greedy soaks keep the signature they always had
-            blob += json.dumps(unseeded.to_json(), sort_keys=True)
-        signature = hashlib.sha256(blob.encode()).hexdigest()[:16]
-        prepared = prepared + arms
+        plan_names = interleaved(shape.names, references)
+        signature = plan_signature(
+            config,
+            shape.names,
+            shape.levels,
+            shape.duration_s,
+            shape.block_s,
+            tasks,
+            references,
+            arrival=arrival,
+        )
+        # Every server gets as many slots as the deepest level sends at once, as the bench
+        # does: a block at concurrency 4 on one slot would queue in the server, not batch.
+        prepared = with_slots(prepared + arms, max(shape.levels))
         repo, store = Repository(db), SoakStore(db)
-        campaign_id = resume_id
-        if campaign_id is None and not fresh:
-            campaign_id = store.find_resumable(signature)
-        resume, resumed = ResumePoint(), campaign_id is not None
-        if campaign_id is not None:
-            data = store.load(campaign_id)
-            if data.params.get("signature") != signature:
-                raise SoakError(
-                    f"campaign {campaign_id} is not a soak with this plan",
-                    hint="use the same --duration/--profiles/--concurrency/--block/task set, "
-                    "or --fresh",
-                )
-            resume, seed = _resume_point(data), int(data.params["seed"])
-            store.set_status(campaign_id, "running")
-            progress(
-                f"resuming soak campaign {campaign_id} at block {resume.next_block}, "
-                f"{format_duration(resume.elapsed_s)} of {duration} done"
-            )
-        else:
-            seed = seed if seed is not None else random.SystemRandom().randrange(2**31)
-            params = {
-                "duration": duration,
-                "duration_s": duration_s,
-                "block_s": block_s,
-                "slice": soak.slice,
-                "profiles": list(plan_names),
-                "references": references,
-                "concurrency": list(levels),
-                "seed": seed,
-                "tasks": [t.id for t in tasks],
-                "probe_task": tasks[0].id,
-                "temperature": soak.temperature,
-                "sampling": soak_sampling(config, seed).to_json(),
-                "signature": signature,
-                "restart_every": soak.restart_every if references else 0,
-            }
-            campaign_id = open_campaign(
-                repo, kind="soak", prepared=prepared, params=params
-            ).campaign_id
-            progress(
-                f"soak campaign {campaign_id}: {duration} over {', '.join(names)}, seed {seed}"
-            )
-        sampling = soak_sampling(config, seed)
-        plan = SoakPlan(
-            duration_s,
-            block_s,
-            plan_names,
-            levels,
-            seed,
-            tuple(tasks),
-            tasks[0],
-            sampling,
-            arm_sampling={p.name: sampling.with_profile(p.profile) for p in prepared},
-            pairs=tuple((name, ref["arm"]) for name, ref in references.items()),
-            restart_every=soak.restart_every if references else 0,
+        campaign_id, resume, resumed, seed = open_or_resume(
+            config,
+            repo,
+            store,
+            prepared,
+            shape.names,
+            signature=signature,
+            resume_id=resume_id,
+            fresh=fresh,
+            seed=seed,
+            params=_campaign_params(config, shape, plan_names, references, tasks, signature)
+            | ({"arrival": arrival.to_json()} if arrival is not None else {}),
+            progress=progress,
         )
+        plan = _soak_plan(config, shape, plan_names, seed, tasks, prepared, references)
+        if arrival is not None:  # the arrivals drawn from the campaign's (resumed) seed
+            plan = replace(plan, arrival=replace(arrival, seed=seed))
+            progress(f"soak: open loop at {arrival.label}, at most a block's concurrency in flight")
         return _execute(
             config, repo, store, plan, prepared, campaign_id, resume, resumed,
             stop=stop, progress=progress, on_sample=on_sample, database=masked(url),
@@ -211,53 +216,59 @@ def soak_command(
         )  # fmt: skip
 
 
-def _reference_arms(
-    config: Config, db: Database, prepared: list[PreparedProfile], *, progress: Progress
-) -> tuple[list[PreparedProfile], dict[str, dict[str, Any]]]:
-    """The pinned reference of each profile on this host, as extra soak arms.
-
-    A profile without one soaks alone, as before, and says so: the nightly pins it."""
-    store = ReferenceStore(db)
-    host = hostinfo.collect()
-    arms: list[PreparedProfile] = []
-    references: dict[str, dict[str, Any]] = {}
-    for current in prepared:
-        ref = store.active(host.fingerprint, current.name)
-        if ref is None:
-            progress(
-                f"{current.name}: no pinned reference on this host (the nightly pins one); "
-                "throughput is judged on its own blocks only"
-            )
-            continue
-        try:
-            arm = reference_profile(config, current, ref)
-        except ConfigError as exc:
-            # Six hours of soak are worth more than the pairing: soak alone, and say why.
-            progress(f"{current.name}: soaking without its reference: {exc} ({exc.hint})")
-            continue
-        aa = ref.identity == identify(current, host.fingerprint).digest
-        arms.append(arm)
-        references[current.name] = {
-            "arm": arm.name,
-            "reference_id": ref.id,
-            "aa": aa,
-            "host_fingerprint": host.fingerprint,
-        }
-        progress(
-            f"{current.name}: soaking beside reference #{ref.id} (pinned "
-            f"{ref.pinned_at:%Y-%m-%d} by {ref.pinned_by})"
-            f"{'; identical to it: an A/A soak' if aa else ''}"
-        )
-    return arms, references
+def _campaign_params(
+    config: Config,
+    shape: _Shape,
+    plan_names: tuple[str, ...],
+    references: dict[str, dict[str, Any]],
+    tasks: Sequence[Task],
+    signature: str,
+) -> dict[str, Any]:
+    """What the campaign row keeps of the plan: enough for a resume to rebuild it and for the
+    judge to read the cycles (a soak beside references restarts its pairs; alone it never)."""
+    soak = config.soak
+    return {
+        "duration": shape.duration,
+        "duration_s": shape.duration_s,
+        "block_s": shape.block_s,
+        "slice": soak.slice,
+        "profiles": list(plan_names),
+        "references": references,
+        "concurrency": list(shape.levels),
+        "slots": max(shape.levels),
+        "tasks": [t.id for t in tasks],
+        "probe_task": tasks[0].id,
+        "temperature": soak.temperature,
+        "signature": signature,
+        "restart_every": soak.restart_every if references else 0,
+    }
 
 
-def _interleaved(names: tuple[str, ...], references: dict[str, dict[str, Any]]) -> tuple[str, ...]:
-    out: list[str] = []
-    for name in names:
-        out.append(name)
-        if name in references:
-            out.append(references[name]["arm"])
-    return tuple(out)
+def _soak_plan(
+    config: Config,
+    shape: _Shape,
+    plan_names: tuple[str, ...],
+    seed: int,
+    tasks: Sequence[Task],
+    prepared: Sequence[PreparedProfile],
+    references: dict[str, dict[str, Any]],
+) -> SoakPlan:
+    """The loop's plan, with the campaign's seed (a resumed one keeps its own): each arm's
+    sampler carries its profile's settings, and each profile is paired with its reference."""
+    sampling = soak_sampling(config, seed)
+    return SoakPlan(
+        shape.duration_s,
+        shape.block_s,
+        plan_names,
+        shape.levels,
+        seed,
+        tuple(tasks),
+        tasks[0],
+        sampling,
+        arm_sampling={p.name: sampling.with_profile(p.profile) for p in prepared},
+        pairs=tuple((name, ref["arm"]) for name, ref in references.items()),
+        restart_every=config.soak.restart_every if references else 0,
+    )
 
 
 def _execute(

@@ -23,29 +23,28 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from watchkeeper.analysis.bench_bound import perfect_acceptance_bound
 from watchkeeper.analysis.benchmark import BenchResult
-from watchkeeper.analysis.racing import ceiling_drops, keep_going, race_round, start
+from watchkeeper.analysis.identity_gate import withheld
 from watchkeeper.analysis.racing_types import (
-    Ceiling,
-    Cell,
     RaceArm,
     RaceSettings,
     RaceState,
-    Table,
-    arm_cost,
 )
 from watchkeeper.analysis.recommend import Recommendation, recommend
-from watchkeeper.commands.bench import execute_bench
-from watchkeeper.commands.bench_plan import plan_bench
-from watchkeeper.commands.bench_report import finish_with_report
-from watchkeeper.commands.calibration import Calibration
+from watchkeeper.campaign.bench import execute_bench
+from watchkeeper.campaign.bench_plan import BenchPlan, plan_bench
+from watchkeeper.campaign.bench_report import finish_with_report
+from watchkeeper.campaign.load_shape import LoadShape, load_text, shape_plan
+from watchkeeper.campaign.racer import Racer, probe_share, race_arms
 from watchkeeper.config import Config, ModelConfig, ProfileConfig
 from watchkeeper.errors import ConfigError
-from watchkeeper.load.records import RunResult
 from watchkeeper.load.tasks import cap_tokens
-from watchkeeper.publish.sweep_report import SweepView, render_sweep_sections, soak_command
-from watchkeeper.publish.systemd import current_user, render_service, write_service
+from watchkeeper.publish.deliverable import RECORD_NAME, build_record, write_record
+from watchkeeper.publish.report import campaign_folder_name
+from watchkeeper.publish.soak_report import summary_for
+from watchkeeper.publish.sweep_report import preface, render_sweep_sections
+from watchkeeper.publish.sweep_view import SweepView, soak_command
+from watchkeeper.publish.systemd import render_unit, write_service
 from watchkeeper.server.flags import LEARNS_ACROSS_REQUESTS, read_help
 from watchkeeper.server.install import ensure_binary
 from watchkeeper.server.models import CATALOG
@@ -67,10 +66,6 @@ the full lengths more than double each round's decode time. It does not shorten 
 processing, which on two CPU cores costs as much (the 2026-11-25 Qwen sweep: 20.7 minutes a
 round of nine arms at 64 tokens; docs/sweep.md). What the cap leaves out: n-gram drafting
 that only pays late in a long, repetitive answer."""
-PROBE_SHARE = 1.2
-"""The identity probes after the last round cost about one uncached round (round 1) of the
-arms they probe (same tasks, logprobs on, every prompt prefilled) plus the replays: reserved
-from the budget before every further round."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,131 +179,6 @@ def resolve_candidates(
     return config, Candidates(name, ProfileConfig(model=t), d)
 
 
-def race_arms(profiles: dict[str, ProfileConfig]) -> list[RaceArm]:
-    """The first profile is the baseline; costs order ties (baseline, n-gram, drafts by n)."""
-    return [
-        RaceArm(n, arm_cost(p.spec_type, p.draft_n_max, p.speculative), baseline=(i == 0))
-        for i, (n, p) in enumerate(profiles.items())
-    ]
-
-
-def cells_of(runs: Sequence[RunResult]) -> list[Cell]:
-    """Measured, clean requests as racing cells (server-reported decode tok/s)."""
-    return [
-        Cell(r.arm, s.task_id, s.category, r.round, s.decode_tps_server)
-        for r in runs
-        if not r.is_warmup
-        for s in r.samples
-        if s.ok and s.decode_tps_server
-    ]
-
-
-def _round_seconds(
-    runs: Sequence[RunResult], arms: Sequence[str], round_index: int | None = None
-) -> float:
-    """What a round (default: the last) cost `arms`: the sum of their requests' latencies."""
-    if not runs:
-        return 0.0
-    which = round_index if round_index is not None else max(r.round for r in runs)
-    return sum(
-        s.latency_s or 0.0 for r in runs if r.round == which and r.arm in arms for s in r.samples
-    )
-
-
-class Racer:
-    """The bench's per-round hook: feeds the measured runs to the racing rule, reports drops,
-    and says whether another round fits the budget."""
-
-    def __init__(
-        self,
-        arms: Sequence[RaceArm],
-        settings: RaceSettings,
-        *,
-        budget_s: float,
-        clock: Clock,
-        progress: Progress,
-        draft_lengths: Mapping[str, int] | None = None,
-    ) -> None:
-        self.arms = list(arms)
-        self.draft_lengths = dict(draft_lengths or {})
-        """Draft-model arms and their n_max: the ones the ceiling rule can price."""
-        self.settings = settings
-        self.budget_s = budget_s
-        self.clock = clock
-        self.started = clock()
-        self.progress = progress
-        self.state = start(arms)
-        self.stop_reason = ""
-
-    def __call__(self, runs: Sequence[RunResult]) -> tuple[Sequence[str], bool]:
-        before = len(self.state.drops)
-        self.state = race_round(Table(cells_of(runs)), self.arms, self.state, self.settings)
-        for d in self.state.drops[before:]:
-            self.progress(f"race: dropped {d.arm} after round {d.round} ({d.rule}): {d.reason}")
-        nxt = _round_seconds(runs, self.state.active)
-        probed = self.probe_arms(runs)
-        go, why = keep_going(
-            self.state,
-            self.settings,
-            elapsed_s=self.clock() - self.started,
-            budget_s=self.budget_s,
-            next_round_s=nxt,
-            # Probes prefill every prompt afresh (no prompt cache): priced at round 1's cost.
-            reserve_s=PROBE_SHARE * _round_seconds(runs, probed, 1),
-        )
-        if not go:
-            self.stop_reason = why
-            self.progress(
-                f"race: stop after round {self.state.rounds}: {why}; identity probes for "
-                + ", ".join(probed)
-            )
-            return probed, False
-        return self.state.active, go
-
-    def ceiling(self, costs: Calibration) -> Sequence[str]:
-        """Before round 1: drop the draft settings whose speed-up at perfect acceptance, at the
-        costs just calibrated, cannot tie the baseline (analysis/racing.ceiling_drops)."""
-        found = [c for arm, n in self.draft_lengths.items() if (c := arm_ceiling(arm, n, costs))]
-        for c in found:
-            self.progress(f"race: {c.arm} at perfect acceptance: {c.bound:.2f}x ({c.how})")
-        before = len(self.state.drops)
-        self.state = ceiling_drops(self.state, found, self.settings)
-        for d in self.state.drops[before:]:
-            self.progress(f"race: dropped {d.arm} before round 1 ({d.rule}): {d.reason}")
-        return self.state.active
-
-    def probe_arms(self, runs: Sequence[RunResult]) -> list[str]:
-        """The arms whose identity the report needs: the baseline, every category's pick
-        (decided or provisional) and the fastest surviving speculative arm overall (the seed's
-        criteria are checked on it when the baseline is recommended). Probing every survivor
-        would cost about another round."""
-        base = self.arms[0].name
-        table = Table(cells_of(runs))
-        picks = {d.pick for d in self.state.decisions}
-        others = [a for a in self.state.active if a != base]
-        if others:
-            ests = {
-                a: (ci.estimate if (ci := table.ratio(a, base, None, self.settings, 0.95)) else 0.0)
-                for a in others
-            }
-            picks.add(max(others, key=lambda a: ests[a]))
-        return [a for a in self.state.active if a == base or a in picks]
-
-
-def arm_ceiling(arm: str, draft_length: int, costs: Calibration) -> Ceiling | None:
-    """The arm's bound at perfect acceptance, where both its costs were measured."""
-    draft = costs.draft_cost(arm)
-    verify = costs.verify_cost(arm)
-    if draft.ratio is None or draft.ratio <= 0 or verify.cost is None:
-        return None
-    bound = perfect_acceptance_bound(draft_length, draft.ratio, verify.tokens, verify.cost)
-    how = (
-        f"n {draft_length}: ({draft_length} + 1) / ({draft_length} x draft {draft.ratio:.2f} "
-        f"+ verify {bound.verify_cost:.2f}) target steps"
-    )
-    return Ceiling(arm, bound.predicted_speedup, how)
-
-
 def sweep_command(
     config: Config,
     *,
@@ -326,67 +196,49 @@ def sweep_command(
     max_tokens: int = DEFAULT_MAX_TOKENS,
     clock: Clock = time.monotonic,
     database: Database | None = None,
+    concurrency: int | None = None,
+    load: LoadShape | None = None,
 ) -> SweepResult:
-    """`rounds`: with racing, the most rounds it may run (default 5); without, every arm
+    """`concurrency` and `load` (`--rate` and its arrivals: campaign/load_shape.py): the load
+    every arm is measured under, named by the recommendation and the unit (a speed-up holds
+    for the load it was measured at: docs/load.md). Default: one request at a time.
+
+    `rounds`: with racing, the most rounds it may run (default 5); without, every arm
     runs exactly that many (default bench.rounds). ``max_tokens``: cap on every answer (0: the
-    tasks' own). ``database``: the caller's, else one opened for the sweep."""
+    tasks' own). ``database``: the caller's, else one opened for the sweep.
+
+    The steps: the candidate profiles for the installed build, the racer (`campaign/racer.py`),
+    the plan, the paired bench, the report with the sweep's sections, the service file."""
     started = clock()
-    config, source = resolve_candidates(
-        config, family=family, target=target, draft=draft, profile=profile
+    config, generated = _candidates(
+        config, family=family, target=target, draft=draft, profile=profile, progress=progress
     )
-    binary = ensure_binary(config.server, progress=progress)
-    info = read_help(binary, config.server.resolved_cache_dir())
-    generated = candidate_profiles(source, info.spec_types)
-    # User profiles of the same name win, as everywhere else.
-    config = config.model_copy(update={"profiles": {**generated, **config.profiles}})
     max_rounds = rounds or (DEFAULT_MAX_ROUNDS if race else config.bench.rounds)
     settings = RaceSettings(
         min_effect=config.bench.min_effect, max_rounds=max_rounds, seed=config.bench.seed
     )
     arms = race_arms({n: config.profiles[n] for n in generated})
-    drafts = {
-        n: p.draft_n_max
-        for n in generated
-        if (p := config.profiles[n]).draft_model and p.draft_n_max
-    }
     racer = (
-        Racer(
-            arms,
-            settings,
-            budget_s=budget_min * 60.0,
-            clock=clock,
-            progress=progress,
-            draft_lengths=drafts,
+        _racer(
+            config, generated, arms, settings, budget_min=budget_min, clock=clock, progress=progress
         )
         if race
         else None
     )
-    plan = plan_bench(
+    plan = _sweep_plan(
         config,
-        profiles=list(generated),
+        generated,
+        racer,
         rounds=max_rounds,
         taskset=taskset,
-        limit=None,
         per_category=per_category,
-        concurrency=None,
-    )
-    plan = replace(
-        plan,
-        tasks=tuple(cap_tokens(plan.tasks, max_tokens)),
-        race=racer,
-        ceiling=racer.ceiling if racer is not None else None,
-        # One process per arm for the whole sweep, reusing its prompt cache: on two CPU cores
-        # prefill costs as much as the decode a round measures (docs/sweep.md).
-        restart_every=0 if race else plan.restart_every,
-        renew_each_round=frozenset(
-            n for n in generated if config.profiles[n].spec_type in LEARNS_ACROSS_REQUESTS
-        )
-        if race
-        else frozenset(),
-        reuse_prompts=race,
+        max_tokens=max_tokens,
+        concurrency=concurrency,
+        load=load,
     )
     progress(
-        f"sweep: {len(plan.profiles)} profiles x {len(plan.tasks)} tasks, "
+        f"sweep: {len(plan.profiles)} profiles x {len(plan.tasks)} tasks "
+        f"at {load_text(plan.concurrency, plan.arrival)}, "
         + (
             f"raced: at most {plan.rounds} rounds within {budget_min:g} min"
             if race
@@ -395,55 +247,203 @@ def sweep_command(
     )
     with open_database(config.database.resolved_url(), given=database) as db:
         result = execute_bench(config, plan, kind="sweep", progress=progress, database=db)
-        rec = recommend(result)
-        reports = config.bench.resolved_reports_dir()
-        state = racer.state if racer is not None else None
-        chosen = rec.overall.profile or result.baseline.name
-        store = RacingStore(db)
-        if state is not None:
-            store.save_race(result.campaign_id, race_records(state, arms))
-        soak = store.latest_soak(result.host.fingerprint, chosen)
-        final_report = Path(result.report_path or reports / SPECULATIVE_REPORT)
-        view = SweepView(
-            result=result,
-            recommendation=rec,
-            arms=tuple(arms),
-            settings=settings,
-            race=state,
-            stop_reason=racer.stop_reason if racer is not None else "every arm ran every round",
+        outcome = _Outcome(
+            result,
+            recommend(result, withheld=withheld(result)),
+            tuple(arms),
+            settings,
+            racer,
+            {n: config.profiles[n] for n in generated},
+            load_text(plan.concurrency, plan.arrival),
+        )
+        return _report(
+            config,
+            db,
+            outcome,
             budget_min=budget_min if race else None,
-            wall_s=clock() - started,
-            chosen=chosen,
-            chosen_profile=config.profiles.get(chosen),
-            soak=soak,
-            soak_command=soak_command(chosen),
+            started=started,
+            clock=clock,
             service_path=service_path,
             max_tokens=max_tokens,
-        )
-        result = finish_with_report(
-            config,
-            result,
             progress=progress,
-            recommendation=rec,
-            extra_copy=reports / SPECULATIVE_REPORT,
-            sections=render_sweep_sections(view),
-            database=db,
         )
-        final_report = Path(result.report_path or final_report)
-        arm = next(a for a in result.arms if a.name == chosen)
-        text = render_service(
-            arm,
-            headline=f"Recommendation: {rec.headline}",
-            campaign_id=result.campaign_id,
-            report=final_report,
-            filename=service_path.name,
-            user=current_user(),
-            gpu=bool(result.host.gpu),
+
+
+def _racer(
+    config: Config,
+    generated: Mapping[str, ProfileConfig],
+    arms: Sequence[RaceArm],
+    settings: RaceSettings,
+    *,
+    budget_min: float,
+    clock: Clock,
+    progress: Progress,
+) -> Racer:
+    """The racer over the generated arms, in a budget of seconds, told each draft profile's
+    draft length (the ceiling rule drops a draft no acceptance can make pay before round 1)."""
+    drafts = {
+        n: p.draft_n_max
+        for n in generated
+        if (p := config.profiles[n]).draft_model and p.draft_n_max
+    }
+    return Racer(
+        arms,
+        settings,
+        budget_s=budget_min * 60.0,
+        clock=clock,
+        progress=progress,
+        draft_lengths=drafts,
+        probe_share=probe_share(config.bench.identity_mode),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _Outcome:
+    """What the sweep's bench produced, as its report reads it."""
+
+    result: BenchResult
+    rec: Recommendation
+    arms: tuple[RaceArm, ...]
+    settings: RaceSettings
+    racer: Racer | None
+    profiles: dict[str, ProfileConfig]
+    """The generated candidates: the recommendation record names their settings."""
+    load: str
+    """The load the arms were measured under, in words (the record and the unit name it)."""
+
+
+def _report(
+    config: Config,
+    db: Database,
+    outcome: _Outcome,
+    *,
+    budget_min: float | None,
+    started: float,
+    clock: Clock,
+    service_path: Path,
+    max_tokens: int,
+    progress: Progress,
+) -> SweepResult:
+    """The race stored, the recommendation record, the report with the sweep's sections (the
+    race, a winner per category, the soak that backs it), and the unit rendered from the
+    record for this host's `[service]` settings."""
+    result, rec, racer = outcome.result, outcome.rec, outcome.racer
+    reports = config.bench.resolved_reports_dir()
+    state = racer.state if racer is not None else None
+    chosen = rec.overall.profile or result.baseline.name
+    store = RacingStore(db)
+    if state is not None:
+        store.save_race(result.campaign_id, race_records(state, outcome.arms))
+    record = build_record(
+        result,
+        rec,
+        chosen=chosen,
+        profiles=outcome.profiles,
+        report=SPECULATIVE_REPORT,
+        campaign_report=f"{campaign_folder_name(result)}/report.md",
+        race=state,
+        load=outcome.load,
+    )
+    write_record(reports / RECORD_NAME, record)
+    view = SweepView(
+        result=result,
+        recommendation=rec,
+        arms=outcome.arms,
+        settings=outcome.settings,
+        race=state,
+        stop_reason=racer.stop_reason if racer is not None else "every arm ran every round",
+        budget_min=budget_min,
+        wall_s=clock() - started,
+        chosen=chosen,
+        chosen_profile=config.profiles.get(chosen),
+        soak=store.latest_soak(result.host.fingerprint, chosen),
+        soak_command=soak_command(chosen),
+        service_path=service_path,
+        max_tokens=max_tokens,
+        record=record,
+        soak_report=summary_for(reports, record),
+        profiles=outcome.profiles,
+        unprobed=dict(racer.unprobed) if racer is not None else {},
+    )
+    result = finish_with_report(
+        config,
+        result,
+        progress=progress,
+        recommendation=rec,
+        extra_copy=reports / SPECULATIVE_REPORT,
+        sections=render_sweep_sections(view),
+        database=db,
+        preface=preface(view),
+    )
+    write_service(service_path, render_unit(record, config.service, filename=service_path.name))
+    progress(f"service file: {service_path} (profile {chosen})")
+    wall_s = clock() - started
+    return SweepResult(result, rec, service_path, state, view.stop_reason, wall_s=wall_s)
+
+
+def _candidates(
+    config: Config,
+    *,
+    family: str | None,
+    target: str | None,
+    draft: str | None,
+    profile: str | None,
+    progress: Progress,
+) -> tuple[Config, dict[str, ProfileConfig]]:
+    """The config with the candidate profiles added (a user's own profile of the same name
+    wins, as everywhere else), and the candidates: every spec type the installed build
+    accepts."""
+    config, source = resolve_candidates(
+        config, family=family, target=target, draft=draft, profile=profile
+    )
+    binary = ensure_binary(config.server, progress=progress)
+    info = read_help(binary, config.server.resolved_cache_dir())
+    generated = candidate_profiles(source, info.spec_types)
+    return config.model_copy(update={"profiles": {**generated, **config.profiles}}), generated
+
+
+def _sweep_plan(
+    config: Config,
+    generated: Mapping[str, ProfileConfig],
+    racer: Racer | None,
+    *,
+    rounds: int,
+    taskset: Path | None,
+    per_category: int | None,
+    max_tokens: int,
+    concurrency: int | None = None,
+    load: LoadShape | None = None,
+) -> BenchPlan:
+    """The bench's plan with the sweep's changes: answers capped, the racer's hooks, and when
+    raced one process per arm for the whole sweep, reusing its prompt cache: on two CPU cores
+    prefill costs as much as the decode a round measures (docs/sweep.md)."""
+    race = racer is not None
+    plan = shape_plan(
+        plan_bench(
+            config,
+            profiles=list(generated),
+            rounds=rounds,
+            taskset=taskset,
+            limit=None,
+            per_category=per_category,
+            concurrency=concurrency,
+        ),
+        config,
+        load,
+    )
+    return replace(
+        plan,
+        tasks=tuple(cap_tokens(plan.tasks, max_tokens)),
+        race=racer,
+        ceiling=racer.ceiling if racer is not None else None,
+        restart_every=0 if race else plan.restart_every,
+        renew_each_round=frozenset(
+            n for n in generated if config.profiles[n].spec_type in LEARNS_ACROSS_REQUESTS
         )
-        write_service(service_path, text)
-        progress(f"service file: {service_path} (profile {chosen})")
-        wall_s = clock() - started
-        return SweepResult(result, rec, service_path, state, view.stop_reason, wall_s=wall_s)
+        if race
+        else frozenset(),
+        reuse_prompts=race,
+    )
 
 
 def race_records(state: RaceState, arms: Sequence[RaceArm]) -> list[RaceArmRecord]:

@@ -18,9 +18,9 @@ from datetime import datetime
 from pathlib import Path, PurePosixPath
 
 from watchkeeper.analysis.stats import paired_speedup
-from watchkeeper.commands.bench import execute_bench
-from watchkeeper.commands.bench_plan import BenchPlan
-from watchkeeper.commands.release_runs import (
+from watchkeeper.campaign.bench import execute_bench
+from watchkeeper.campaign.bench_plan import BenchPlan
+from watchkeeper.campaign.release_runs import (
     MeasureSettings,
     ReleaseBuilds,
     paired_pairs,
@@ -33,7 +33,7 @@ from watchkeeper.host import info as hostinfo
 from watchkeeper.load.tasks import cap_tokens, load_taskset, select
 from watchkeeper.publish.gitrepo import PublishResult, publish_files
 from watchkeeper.server.binary import ServerBinary
-from watchkeeper.server.flags import read_help
+from watchkeeper.server.flags import HelpInfo, read_help
 from watchkeeper.server.install import ensure_binary
 from watchkeeper.server.launch import PreparedProfile, prepare
 from watchkeeper.server.sdist import locate_sdist, read_source_file, version_key
@@ -206,6 +206,92 @@ def commit_report(
     return published
 
 
+@dataclass(frozen=True, slots=True)
+class _Candidate:
+    """The release under check: its version, its build, and the flags that build accepts."""
+
+    version: str
+    binary: ServerBinary
+    help: HelpInfo
+
+
+def _check_profile(
+    config: Config,
+    db: Database,
+    name: str,
+    current: ServerBinary,
+    target: _Candidate,
+    history: FlagHistory,
+    rounds: int,
+    settings: MeasureSettings,
+    progress: Progress,
+) -> tuple[ProfileVerdict, str | None]:
+    """One profile's verdict: its flags on the candidate (which release dropped a refused
+    one), then, if it starts, the candidate paired with the baseline build and identity within
+    the candidate. The baseline's identity when it was measured, else None."""
+    prepared = prepare(config, name, progress=progress)
+    assert prepared.help is not None
+    flags = history(
+        check_flags(
+            prepared.profile,
+            current=prepared.help,
+            candidate=target.help,
+            cuda=target.binary.variant == "cuda",
+        )
+    )
+    for line in flags.lines():
+        progress(f"{name}: {line}")
+    if not flags.ok:
+        return judge(name, flags, None, ()), None
+    baseline = _baseline(db, name, current)
+    progress(f"{name}: measuring {target.version} against {baseline.identity}")
+    pairs = paired_pairs(
+        config,
+        name,
+        baseline,
+        target.binary,
+        rounds=rounds,
+        first_round=0,
+        settings=settings,
+        progress=progress,
+        database=db,
+    )
+    ratio = paired_speedup(pairs, threshold=config.nightly.min_effect)
+    identity = identity_within(
+        config, prepared, target.binary, settings=settings, progress=progress, database=db
+    )
+    verdict = judge(name, flags, ratio, identity)
+    progress(f"{name}: {verdict.verdict} ({verdict.reason})")
+    return verdict, baseline.identity
+
+
+def _write_report(
+    config: Config,
+    candidate: str,
+    baseline_name: str,
+    verdicts: list[ProfileVerdict],
+    rounds: int,
+    settings: MeasureSettings,
+    now: datetime,
+) -> Path:
+    """The check's report in the reports directory, with the method it was measured by."""
+    folder = config.bench.resolved_reports_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    report = folder / f"upgrade-{candidate}-{now:%Y-%m-%d}.md"
+    method = (
+        f"per profile, the candidate paired with {baseline_name} (interleaved, arms back to "
+        f"back per task): {rounds} rounds x {settings.per_category} tasks per category, "
+        f"answers cut at {settings.max_tokens or 'their own'} tokens, fresh processes every "
+        f"{settings.restart_every or 'no'} round(s); ratio = geometric mean of per-task decode "
+        "tok/s ratios with a 95% CI over tasks and rounds; regression/improvement only when "
+        f"the CI excludes 1 and the estimate is beyond {config.nightly.min_effect:.0%}, safe "
+        "when the CI lies within it, else inconclusive. Identity: the speculating profile "
+        "against its plain twin within the candidate, temperature 0."
+    )
+    report.write_text(markdown(candidate, baseline_name, verdicts, method=method), encoding="utf-8")
+    return report
+
+
 def upgrade_check_command(
     config: Config,
     *,
@@ -234,61 +320,18 @@ def upgrade_check_command(
     builds = ReleaseBuilds(config, sdists=sdists, jobs=jobs, progress=progress)
     builds(candidate)
     binary = builds.binaries[candidate]
-    cand_help = read_help(binary, config.server.resolved_cache_dir())
     verdicts: list[ProfileVerdict] = []
     baseline_name = current.identity
     history = FlagHistory(config, candidate=candidate, sdists=sdists, progress=progress)
+    target = _Candidate(candidate, binary, read_help(binary, config.server.resolved_cache_dir()))
     with open_database(config.database.resolved_url(), given=database) as db:
         for name in profiles or config.nightly.profiles:
-            prepared = prepare(config, name, progress=progress)
-            assert prepared.help is not None
-            flags = history(
-                check_flags(
-                    prepared.profile,
-                    current=prepared.help,
-                    candidate=cand_help,
-                    cuda=binary.variant == "cuda",
-                )
+            verdict, measured_against = _check_profile(
+                config, db, name, current, target, history, rounds, settings, progress
             )
-            for line in flags.lines():
-                progress(f"{name}: {line}")
-            if not flags.ok:
-                verdicts.append(judge(name, flags, None, ()))
-                continue
-            baseline = _baseline(db, name, current)
-            baseline_name = baseline.identity
-            progress(f"{name}: measuring {candidate} against {baseline.identity}")
-            pairs = paired_pairs(
-                config,
-                name,
-                baseline,
-                binary,
-                rounds=rounds,
-                first_round=0,
-                settings=settings,
-                progress=progress,
-                database=db,
-            )
-            ratio = paired_speedup(pairs, threshold=config.nightly.min_effect)
-            identity = identity_within(
-                config, prepared, binary, settings=settings, progress=progress, database=db
-            )
-            verdicts.append(judge(name, flags, ratio, identity))
-            progress(f"{name}: {verdicts[-1].verdict} ({verdicts[-1].reason})")
-    folder = config.bench.resolved_reports_dir()
-    folder.mkdir(parents=True, exist_ok=True)
-    report = folder / f"upgrade-{candidate}-{now:%Y-%m-%d}.md"
-    method = (
-        f"per profile, the candidate paired with {baseline_name} (interleaved, arms back to "
-        f"back per task): {rounds} rounds x {settings.per_category} tasks per category, "
-        f"answers cut at {settings.max_tokens or 'their own'} tokens, fresh processes every "
-        f"{settings.restart_every or 'no'} round(s); ratio = geometric mean of per-task decode "
-        "tok/s ratios with a 95% CI over tasks and rounds; regression/improvement only when "
-        f"the CI excludes 1 and the estimate is beyond {config.nightly.min_effect:.0%}, safe "
-        "when the CI lies within it, else inconclusive. Identity: the speculating profile "
-        "against its plain twin within the candidate, temperature 0."
-    )
-    report.write_text(markdown(candidate, baseline_name, verdicts, method=method), encoding="utf-8")
+            verdicts.append(verdict)
+            baseline_name = measured_against or baseline_name
+    report = _write_report(config, candidate, baseline_name, verdicts, rounds, settings, now)
     published = None
     if commit or push:
         published = commit_report(

@@ -5,6 +5,7 @@ daemon    [daemon]: scheduling, fleet identity, observability
 tracker   [tracker] and [review]: where findings are filed, which PRs are reviewed
 loader    find the file, parse TOML, turn validation errors into one line naming file and key
 paths     where things live on disk (cache, data, project checkout)
+durations human durations (`8h`, `1h30m`) to seconds and back: the config validates with them
 """
 
 from watchkeeper.config.daemon import DaemonConfig

@@ -19,9 +19,11 @@ from pydantic import Field, field_validator, model_validator
 
 from watchkeeper.config.base import Strict as _Strict
 from watchkeeper.config.daemon import DaemonConfig
+from watchkeeper.config.durations import parse_duration
+from watchkeeper.config.load import LoadConfig
 from watchkeeper.config.paths import cache_dir, default_database_url, project_root
+from watchkeeper.config.service import ServiceConfig
 from watchkeeper.config.tracker import ReviewConfig, TrackerConfig
-from watchkeeper.soak.durations import parse_duration
 
 DEFAULT_LLAMA_CPP_VERSION = "11434.0.0"
 
@@ -227,6 +229,14 @@ class BenchConfig(_Strict):
     identity_top_k: Annotated[int, Field(ge=5, le=20)] = 5
     """Alternatives kept per token by the identity probes (a separate pass per arm after the
     measured rounds; throughput requests never ask for logprobs)."""
+    identity_mode: Literal["exact", "batched"] = "exact"
+    """'exact': the identity probes run on servers restarted with --ubatch-size 1 (every arm;
+    throughput rounds keep their configuration), where any divergence is a mismatch once the
+    A/A replay shows decode reproduced; 'batched': probes in the arms' own configuration,
+    judged by replay and noise floor (checks/classify.py)."""
+    identity_live_control: bool = False
+    """Run the live positive control: the baseline with logit_bias +b on a frequent token as
+    a candidate, b = 0.5, 1, 2, 4, 8 until detected (one probe per category each)."""
     min_effect: Annotated[float, Field(gt=0.0, lt=1.0)] = 0.03
     """Practical threshold: a speed-up is called faster/slower only when its CI excludes 1 and
     the estimate is beyond this (0.03 = 3%); otherwise no change or inconclusive."""
@@ -249,6 +259,9 @@ class BenchConfig(_Strict):
     distribution_tokens: Annotated[int, Field(ge=4, le=1024)] = 32
     """... of this many tokens each; positions from 1 on are tested against the target."""
     reports_dir: str = ""
+    fit_context: Annotated[int, Field(ge=0, le=10_000_000)] = 0
+    """Before measuring, start each arm's server at this many tokens of context and report
+    whether it fits, with the context, VRAM and RAM it got (0: no fit check; `--fit-context`)."""
 
     def resolved_taskset(self) -> Path:
         if self.taskset:
@@ -295,7 +308,9 @@ class SoakConfig(_Strict):
     """Overnight soak (watchkeeper/soak/): load shape, fault handling, verdict thresholds."""
 
     duration: str = "8h"
-    profiles: list[str] = Field(default_factory=lambda: ["qwen-baseline", "qwen-draft4"])
+    profiles: list[str] = Field(default_factory=list)
+    """Empty: `watchkeeper soak` soaks the sweep's committed recommendation beside the
+    baseline, or refuses (commands/defaults.py); never a test model."""
     concurrency: list[Annotated[int, Field(ge=1, le=256)]] = Field(default_factory=lambda: [1])
     block: str = "10m"
     """How long the load stays on one (profile, concurrency) before moving on."""
@@ -371,8 +386,9 @@ class SoakConfig(_Strict):
 class NightlyConfig(_Strict):
     """The nightly paired run: current system against its pinned reference (see docs/method.md)."""
 
-    profiles: list[str] = Field(default_factory=lambda: ["smollm2-ngram"])
-    """The profiles whose current system is judged every night; set your production profile."""
+    profiles: list[str] = Field(default_factory=list)
+    """The profiles whose current system is judged every night: your production profile.
+    Empty: the nightly refuses with a hint naming this key (commands/defaults.py)."""
     rounds: Annotated[int, Field(ge=3, le=100)] = 12
     per_category: Annotated[int, Field(ge=1, le=100)] = 4
     """Tasks per category: a category series needs 3 tasks for a CI (analysis/stats.py).
@@ -414,6 +430,7 @@ class Config(_Strict):
     models: dict[str, ModelConfig] = Field(default_factory=dict)
     profiles: dict[str, ProfileConfig] = Field(default_factory=dict)
     bench: BenchConfig = Field(default_factory=BenchConfig)
+    load: LoadConfig = Field(default_factory=LoadConfig)
     detector: DetectorConfig = Field(default_factory=DetectorConfig)
     digest: DigestConfig = Field(default_factory=DigestConfig)
     soak: SoakConfig = Field(default_factory=SoakConfig)
@@ -422,4 +439,5 @@ class Config(_Strict):
     tracker: TrackerConfig = Field(default_factory=TrackerConfig)
     review: ReviewConfig = Field(default_factory=ReviewConfig)
     daemon: DaemonConfig = Field(default_factory=DaemonConfig)
+    service: ServiceConfig = Field(default_factory=ServiceConfig)
     source: str = "<defaults>"

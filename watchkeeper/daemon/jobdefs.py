@@ -29,8 +29,8 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from apscheduler.triggers.cron import CronTrigger
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from watchkeeper.config.durations import parse_duration
 from watchkeeper.errors import ConfigError
-from watchkeeper.soak.durations import parse_duration
 
 Kind = Literal[
     "soak", "bench", "nightly", "digest", "triage", "review-pr", "health", "upgrade", "bisect"

@@ -18,11 +18,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from watchkeeper.commands.bench import bench_command
+from watchkeeper.campaign.release_runs import settings_from
+from watchkeeper.commands.benchmark import bench_command
 from watchkeeper.commands.bisect import auto_bisect_command
 from watchkeeper.commands.digest import digest_command
 from watchkeeper.commands.nightly import nightly_command
-from watchkeeper.commands.release_runs import settings_from
 from watchkeeper.commands.review_pr import review_pr_command
 from watchkeeper.commands.soak import soak_command
 from watchkeeper.commands.triage import triage_command

@@ -22,6 +22,7 @@ from types import FrameType
 from typing import Any
 
 from watchkeeper.config import Config, load_config
+from watchkeeper.config.durations import parse_duration
 from watchkeeper.config.paths import data_dir
 from watchkeeper.daemon.execute import JobOutcome, JobRunner
 from watchkeeper.daemon.fleet import FleetLock, make_fleet_lock
@@ -32,7 +33,6 @@ from watchkeeper.daemon.scheduler import Schedule
 from watchkeeper.daemon.status import spool_depth
 from watchkeeper.errors import ConfigError, WatchkeeperError
 from watchkeeper.host import info as hostinfo
-from watchkeeper.soak.durations import parse_duration
 from watchkeeper.store.db import Database, masked
 from watchkeeper.store.findings import FindingStore
 from watchkeeper.store.jobs import JobStore

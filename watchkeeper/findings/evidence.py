@@ -18,7 +18,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Self
 
-from watchkeeper.publish.format import MISSING, interval, pct, points
+from watchkeeper.format import MISSING, interval, pct, points
 
 _OWN = ("extra", "keys")
 

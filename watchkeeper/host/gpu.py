@@ -18,6 +18,7 @@ import subprocess
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 import psutil
@@ -282,3 +283,76 @@ def versions() -> GpuDriver | None:
         return found
     text = _smi()
     return parse_smi_versions(text) if text is not None else None
+
+
+# --- per-arm cost: one reading of the device and of a process tree ---------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class GpuReading:
+    """The GPU at one moment, as one arm's cost sampler sees it: device power and utilisation
+    (all GPUs: the bench's arms take turns, so a request's window is that arm's), and the VRAM
+    of that arm's process tree (None where NVML lists none of its PIDs)."""
+
+    at: datetime
+    power_watts: float | None
+    utilization_percent: float | None
+    tree_vram_bytes: int | None
+    device_memory_used_bytes: int | None = None
+
+
+def read_for_tree(pid: int, at: datetime) -> GpuReading | None:
+    """One reading for the process tree rooted at `pid`; None without NVML."""
+    nvml = _nvml()
+    if nvml is None:
+        return None
+    devices = sample()
+    powers = [d.power_watts for d in devices if d.power_watts is not None]
+    utils = [d.utilization_percent for d in devices if d.utilization_percent is not None]
+    used = [d.memory_used_bytes for d in devices if d.memory_used_bytes is not None]
+    vram = process_tree_vram_bytes(pid)
+    return GpuReading(
+        at=at,
+        power_watts=sum(powers) if powers else None,
+        utilization_percent=sum(utils) / len(utils) if utils else None,
+        tree_vram_bytes=vram or None,
+        device_memory_used_bytes=sum(used) if used else None,
+    )
+
+
+def nvml_available() -> bool:
+    """Whether NVML answers (per-process VRAM, power): the GPU cost is measured only then."""
+    return _nvml() is not None
+
+
+def parse_smi_trace(text: str) -> list[GpuReading]:
+    """A `nvidia-smi --query-gpu=timestamp,memory.used,utilization.gpu[,power.draw]
+    --format=csv -l 1` trace ('2026/11/26 18:09:07.671, 3604 MiB, 73 %, 312.50 W'): the
+    device's memory stands in for the tree's (one arm up at a time, or a single-arm run)."""
+    out: list[GpuReading] = []
+    for line in text.splitlines():
+        parts = [p.strip() for p in line.split(",")]
+        try:
+            at = datetime.strptime(parts[0], "%Y/%m/%d %H:%M:%S.%f").replace(tzinfo=UTC)
+        except ValueError:
+            continue  # the header, or a line nvidia-smi printed instead of a sample
+        values = [_smi_number(p) for p in parts[1:]]
+        memory = values[0] if values else None
+        memory_bytes = int(memory) << 20 if memory is not None else None
+        out.append(
+            GpuReading(
+                at=at,
+                power_watts=values[2] if len(values) > 2 else None,
+                utilization_percent=values[1] if len(values) > 1 else None,
+                tree_vram_bytes=memory_bytes,
+                device_memory_used_bytes=memory_bytes,
+            )
+        )
+    return out
+
+
+def _smi_number(text: str) -> float | None:
+    try:
+        return float(text.split(maxsplit=1)[0])
+    except (ValueError, IndexError):
+        return None  # '[N/A]', '[Not Supported]'

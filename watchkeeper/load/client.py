@@ -49,6 +49,9 @@ class _Stream:
     tokens: list[TokenLogprob] = field(default_factory=list)
     first_token_at: float | None = None
     last_token_at: float | None = None
+    gaps: list[float] = field(default_factory=list)
+    """Seconds between consecutive streamed pieces: the inter-token latency a reader sees
+    (a speculative step that accepts several tokens sends them back to back)."""
     finish_reason: str | None = None
     timings: dict[str, Any] = field(default_factory=dict)
     usage: dict[str, Any] = field(default_factory=dict)
@@ -72,6 +75,8 @@ class _Stream:
                 self.text.append(piece)
                 if self.first_token_at is None:
                     self.first_token_at = now
+                else:
+                    self.gaps.append(now - (self.last_token_at or now))
                 self.last_token_at = now
             logprobs = choice.get("logprobs") or {}
             for entry in logprobs.get("content") or []:
@@ -102,6 +107,7 @@ def build_payload(
     seed: int,
     sampling: SamplingSettings | None = None,
     cache_prompt: bool = False,
+    stream: bool = True,
 ) -> dict[str, Any]:
     """`sampling`, when given, replaces `temperature` and `seed` and adds top_k/top_p/min_p.
 
@@ -118,15 +124,16 @@ def build_payload(
         "messages": list(task.messages),
         "max_tokens": task.max_tokens,
         **sampler,
-        "stream": True,
-        "stream_options": {"include_usage": True},
+        "stream": stream,
         "cache_prompt": cache_prompt,
     }
+    if stream:
+        payload["stream_options"] = {"include_usage": True}
     if task.tools:
         payload["tools"] = list(task.tools)
-    # llama-server answers HTTP 400 "logprobs is not supported with tools + stream"; tool
-    # tasks are compared on text instead (no near-tie classification for them).
-    if top_logprobs > 0 and not task.tools:
+    # llama-server answers HTTP 400 "logprobs is not supported with tools + stream"; streamed
+    # tool tasks go without (identity probes are unstreamed: load/probe_client.py).
+    if top_logprobs > 0 and not (task.tools and stream):
         payload["logprobs"] = True
         payload["top_logprobs"] = top_logprobs
     return payload
@@ -143,8 +150,13 @@ def chat(
     path: str = CHAT_PATH,
     sampling: SamplingSettings | None = None,
     cache_prompt: bool = False,
+    origin: float | None = None,
 ) -> RequestSample:
-    """Send one streamed chat request and measure it. Never raises for a bad response."""
+    """Send one streamed chat request and measure it. Never raises for a bad response.
+
+    `origin` (a `time.perf_counter` reading): when the request was due (its arrival in an
+    open-loop schedule). TTFT and latency are then counted from it, so a request that waited
+    for a free slot in the client carries that wait (`queue_s`) instead of hiding it."""
     check_endpoint(path)
     started_at = datetime.now(UTC)
     base: dict[str, Any] = {
@@ -163,7 +175,10 @@ def chat(
     )
     stream = _Stream()
     status: int | None = None
-    t0 = time.perf_counter()
+    sent = time.perf_counter()
+    t0 = sent if origin is None else min(origin, sent)
+    if origin is not None:
+        base["queue_s"] = sent - t0
     try:
         with post_stream(client, path, payload) as response:
             status = response.status
@@ -242,6 +257,7 @@ def _complete(
         predicted_ms=timings.get("predicted_ms"),
         decode_tps_server=timings.get("predicted_per_second"),
         decode_tps_client=client_tps,
+        itl_s=tuple(stream.gaps) if stream.gaps else None,
         draft_n=timings.get("draft_n"),
         draft_n_accepted=timings.get("draft_n_accepted"),
         finish_reason=stream.finish_reason,

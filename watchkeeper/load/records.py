@@ -97,10 +97,51 @@ class RequestSample:
     tokens: tuple[TokenLogprob, ...] | None = None
     http_status: int | None = None
     error: str | None = None
+    queue_s: float | None = None
+    """Open-loop only: seconds between the request's scheduled arrival and its send (a full
+    client-side cap); `ttft_s` and `latency_s` then count from the arrival and include it."""
+    itl_s: tuple[float, ...] | None = None
+    """Seconds between consecutive streamed pieces (inter-token latencies); not stored
+    per request, summarised per run (analysis/latency.py)."""
+    expired: bool = False
+    """Given up unsent: it waited past the queueing deadline (`error` says how long)."""
 
     @property
     def ok(self) -> bool:
         return self.error is None
+
+
+@dataclass(frozen=True, slots=True)
+class RunGpuCost:
+    """One run (arm x round) on the GPU (`analysis/gpu_cost.run_cost`); absent without NVML."""
+
+    peak_vram_bytes: int | None
+    steady_vram_bytes: int | None
+    """Median of the tree's VRAM over the run's readings: what the arm holds while it works."""
+    utilization_percent: float | None
+    """Mean device utilisation over the readings inside the arm's requests."""
+    power_watts: float | None
+    """Mean power over the arm's requests (energy / their total duration)."""
+    energy_joules: float | None
+    tokens: int
+    joules_per_token_by_task: dict[str, float]
+
+    @property
+    def joules_per_token(self) -> float | None:
+        if self.energy_joules is None or self.tokens <= 0:
+            return None
+        return self.energy_joules / self.tokens
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "peak_vram_bytes": self.peak_vram_bytes,
+            "steady_vram_bytes": self.steady_vram_bytes,
+            "utilization_percent": self.utilization_percent,
+            "power_watts": self.power_watts,
+            "energy_joules": self.energy_joules,
+            "tokens": self.tokens,
+            "joules_per_token": self.joules_per_token,
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +163,8 @@ class RunResult:
     error: str | None = None
     purpose: RunPurpose | None = None
     """None: taken from `is_warmup` (WARMUP or MEASURED)."""
+    gpu: RunGpuCost | None = None
+    """The run's GPU cost where NVML measured it (`analysis/gpu_cost.py`), else None."""
 
     def __post_init__(self) -> None:
         if self.purpose is None:

@@ -1,6 +1,8 @@
 """Closed-loop load: `concurrency` workers, each sending its next request when the last one
 finished, so the number of requests in flight is exactly the concurrency (no burst, no queue
-building up behind a slow server).
+building up behind a slow server). With `LoadSettings.arrival` set, `run_tasks` sends
+open-loop instead (load/openloop.py): at a request rate, on a schedule the responses never
+delay.
 """
 
 from __future__ import annotations
@@ -11,7 +13,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from watchkeeper.load.arrivals import ArrivalSpec
 from watchkeeper.load.client import chat
+from watchkeeper.load.openloop import run_open_loop
+from watchkeeper.load.probe_client import probe_chat
 from watchkeeper.load.records import RequestSample, Task
 from watchkeeper.load.sampling import SamplingSettings
 from watchkeeper.server.endpoints import ServerClient
@@ -35,6 +40,14 @@ class LoadSettings:
     cache_prompt: bool = False
     """Let the server reuse a cached prompt (load/client.build_payload): only for requests
     whose tokens nobody compares and whose figure is decode speed (the sweep's rounds)."""
+    arrival: ArrivalSpec | None = None
+    """Open-loop: requests sent at this schedule's arrivals (load/arrivals.py) instead of by
+    `concurrency` workers; `concurrency` is then only the server's slots."""
+    stream: int = 0
+    """Which draw of the arrival schedule (the round: both arms of a round get the same)."""
+    streamed: bool = True
+    """False for identity probes (load/probe_client.py): unstreamed, every output token comes
+    with its id, draft-accepted and tool-call tokens included. Never for timed requests."""
 
 
 def arm_load_settings(
@@ -43,6 +56,7 @@ def arm_load_settings(
     concurrency: int,
     *,
     cache_prompt: bool = False,
+    arrival: ArrivalSpec | None = None,
 ) -> dict[str, LoadSettings]:
     """Each arm's throughput-request settings: the command's sampler under its own keys. No
     logprobs: they slow the baseline's decode (DESIGN.md) and would bias every speed-up."""
@@ -53,6 +67,7 @@ def arm_load_settings(
             seed=s.seed,
             sampling=s,
             cache_prompt=cache_prompt,
+            arrival=arrival,
         )
         for p in prepared
         for s in [sampling.with_profile(p.profile)]
@@ -68,6 +83,20 @@ def run_tasks(
     should_stop: Callable[[], bool] | None = None,
 ) -> list[RequestSample]:
     """Send every task once; returns samples in task order (seq = position in `tasks`)."""
+    if settings.arrival is not None:
+        return run_open_loop(
+            client,
+            tasks,
+            settings.arrival,
+            stream=settings.stream,
+            on_sample=on_sample,
+            should_stop=should_stop,
+            temperature=settings.temperature,
+            top_logprobs=settings.top_logprobs,
+            seed=settings.seed,
+            sampling=settings.sampling,
+            cache_prompt=settings.cache_prompt,
+        )
     work: queue.Queue[tuple[int, Task]] = queue.Queue()
     for seq, task in enumerate(tasks):
         work.put((seq, task))
@@ -80,15 +109,27 @@ def run_tasks(
                 seq, task = work.get_nowait()
             except queue.Empty:
                 return
-            sample = chat(
-                client,
-                task,
-                seq=seq,
-                temperature=settings.temperature,
-                top_logprobs=settings.top_logprobs,
-                seed=settings.seed,
-                sampling=settings.sampling,
-                cache_prompt=settings.cache_prompt,
+            sample = (
+                chat(
+                    client,
+                    task,
+                    seq=seq,
+                    temperature=settings.temperature,
+                    top_logprobs=settings.top_logprobs,
+                    seed=settings.seed,
+                    sampling=settings.sampling,
+                    cache_prompt=settings.cache_prompt,
+                )
+                if settings.streamed
+                else probe_chat(
+                    client,
+                    task,
+                    seq=seq,
+                    top_logprobs=settings.top_logprobs,
+                    temperature=settings.temperature,
+                    seed=settings.seed,
+                    sampling=settings.sampling,
+                )
             )
             with lock:
                 results[seq] = sample

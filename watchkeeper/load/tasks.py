@@ -140,3 +140,20 @@ def cap_tokens(tasks: Sequence[Task], limit: int) -> list[Task]:
     if limit <= 0:
         return list(tasks)
     return [replace(t, max_tokens=min(t.max_tokens, limit)) for t in tasks]
+
+
+REPEAT_MARK = "~"
+
+
+def repeat_tasks(tasks: Sequence[Task], n: int) -> list[Task]:
+    """`n` requests cycling through `tasks`; the k-th repeat of a task gets the id
+    `<id>~<k>`, so each request of a round is its own cell of the paired table (a load of 8
+    in flight from 6 tasks) and the repeats of one task are still recognisable."""
+    if not tasks:
+        return []
+    out = []
+    for i in range(n):
+        task = tasks[i % len(tasks)]
+        k = i // len(tasks)
+        out.append(task if k == 0 else replace(task, id=f"{task.id}{REPEAT_MARK}{k}"))
+    return out

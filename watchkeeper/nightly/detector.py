@@ -105,6 +105,9 @@ METRICS: Final[Mapping[str, MetricSpec]] = MappingProxyType(
             MetricSpec("acceptance_rate", _HI, _P, 0.02),
             MetricSpec("acceptance_length", _HI, _C, 0.03),
             MetricSpec("peak_rss_bytes", _LO, _C, 0.03),
+            # The tail moves more than the median night to night: 5% before it is worth a look.
+            MetricSpec("ttft_p90_ms", _LO, _C, 0.05),
+            MetricSpec("good_fraction", _HI, _P, 0.02),
             MetricSpec("error_rate", _LO, _P, 0.01),
             MetricSpec("identical_rate", _HI, _P, 0.01),
         )

@@ -20,10 +20,10 @@ from watchkeeper.findings.evidence import (
     SeriesEvidence,
     evidence_of,
 )
+from watchkeeper.format import MISSING
 from watchkeeper.nightly.detector import DetectorParams, Direction, MetricKind, SeriesKey
 from watchkeeper.nightly.ratios import FLAGS, FalseAlarms, false_alarms
 from watchkeeper.nightly.series import SeriesPoint, fingerprint, series_history
-from watchkeeper.publish.format import MISSING
 from watchkeeper.store.findings import OPEN_STATUSES, StoredFinding
 from watchkeeper.store.history import History
 from watchkeeper.store.references import RatioRecord, ReferenceRecord, ReferenceStore

@@ -14,7 +14,7 @@ Both CLI and daemon call these functions; they hold the lifecycle rules, the sto
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
@@ -27,6 +27,7 @@ from watchkeeper.findings.evidence import (
 from watchkeeper.nightly.detector import (
     AbsoluteNight,
     DetectorParams,
+    EnvironmentNoise,
     Finding,
     Label,
     MetricKind,
@@ -43,7 +44,7 @@ from watchkeeper.nightly.series import (
     series_history,
 )
 from watchkeeper.store.findings import LIVE_STATUSES, STATUSES, NewFinding, StoredFinding
-from watchkeeper.store.history import History
+from watchkeeper.store.history import History, RunRecord
 from watchkeeper.store.references import ReferenceStore
 
 DETECTOR_KINDS = ("regression", "improvement")
@@ -168,30 +169,8 @@ def judge_campaign(
     if record:
         history.record_exclusions(excluded)
     resets = history.resets() if history_campaigns is None else {}
-    series = series_history(runs)
-    tested: dict[SeriesKey, tuple[list[SeriesPoint], list[SeriesPoint]]] = {}
-    for key, points in series.items():
-        past, tonight = _split(points, campaign_id, resets.get(fingerprint(key)))
-        if tonight:
-            tested[key] = (past, tonight)
-    # Environment noise is the explanation only where the engine did not change: every
-    # baseline run of the series measured the build that ran tonight.
-    window = params.detector.window
-    same_build = {
-        key: _baseline_labels(past, window) <= {tonight[-1].point.label}
-        for key, (past, tonight) in tested.items()
-    }
-    night = detect_night(
-        {
-            key: (
-                [p.point for p in past],
-                pool(tonight[-1].point.label, [p.point for p in tonight]),
-            )
-            for key, (past, tonight) in tested.items()
-        },
-        params.detector,
-        storm_eligible=lambda key: same_build[key],
-    )
+    tested = _tested_series(runs, campaign_id, resets)
+    night = _detect(tested, params.detector)
     judgement = Judgement(
         campaign_id,
         night,
@@ -208,21 +187,8 @@ def judge_campaign(
     now = datetime.now(UTC)
     latest_run = {key: tonight[-1].run for key, (_, tonight) in tested.items()}
     if night.environment_noise is not None:
-        noise = night.environment_noise
-        flagged = [describe(f.key) for f in night.findings if f.flagged]
         noise_id = history.create_finding(
-            NewFinding(
-                campaign_id=campaign_id,
-                fingerprint=f"environment-noise-c{campaign_id}",
-                kind="environment_noise",
-                label=Label.ENVIRONMENT_NOISE.value,
-                status="active",
-                severity="medium",
-                title=f"environment noise in campaign {campaign_id}: {noise.reason}",
-                evidence={**asdict(noise), "series": flagged[:50]},
-                confirmed_at=now,
-                last_seen_at=now,
-            )
+            _noise_finding(campaign_id, night, night.environment_noise, now)
         )
         judgement = _with(judgement, noise_finding=noise_id)
     else:
@@ -230,6 +196,63 @@ def judge_campaign(
     judgement = _change_points(history, judgement, tested, params, now)
     history.mark_analysed(campaign_id, _detection_summary(judgement))
     return judgement
+
+
+_Tested = dict[SeriesKey, tuple[list[SeriesPoint], list[SeriesPoint]]]
+"""Series the campaign measured: (past since the series' reset, tonight's points)."""
+
+
+def _tested_series(
+    runs: Sequence[RunRecord], campaign_id: int, resets: Mapping[str, int]
+) -> _Tested:
+    """Every series with a point from this campaign, its past cut at its baseline reset."""
+    tested: _Tested = {}
+    for key, points in series_history(runs).items():
+        past, tonight = _split(points, campaign_id, resets.get(fingerprint(key)))
+        if tonight:
+            tested[key] = (past, tonight)
+    return tested
+
+
+def _detect(tested: _Tested, params: DetectorParams) -> AbsoluteNight:
+    """The detector over every tested series, tonight's runs pooled per series. Environment
+    noise is the explanation only where the engine did not change: every baseline run of
+    the series measured the build that ran tonight."""
+    same_build = {
+        key: _baseline_labels(past, params.window) <= {tonight[-1].point.label}
+        for key, (past, tonight) in tested.items()
+    }
+    return detect_night(
+        {
+            key: (
+                [p.point for p in past],
+                pool(tonight[-1].point.label, [p.point for p in tonight]),
+            )
+            for key, (past, tonight) in tested.items()
+        },
+        params,
+        storm_eligible=lambda key: same_build[key],
+    )
+
+
+def _noise_finding(
+    campaign_id: int, night: AbsoluteNight, noise: EnvironmentNoise, now: datetime
+) -> NewFinding:
+    """One finding for a night where everything moved one way: the flagged series are its
+    evidence, not findings of their own."""
+    flagged = [describe(f.key) for f in night.findings if f.flagged]
+    return NewFinding(
+        campaign_id=campaign_id,
+        fingerprint=f"environment-noise-c{campaign_id}",
+        kind="environment_noise",
+        label=Label.ENVIRONMENT_NOISE.value,
+        status="active",
+        severity="medium",
+        title=f"environment noise in campaign {campaign_id}: {noise.reason}",
+        evidence={**asdict(noise), "series": flagged[:50]},
+        confirmed_at=now,
+        last_seen_at=now,
+    )
 
 
 def _baseline_labels(points: Sequence[SeriesPoint], window: int) -> set[str]:

@@ -22,7 +22,7 @@ from watchkeeper.nightly.changepoints import ChangePoint, first_bad
 from watchkeeper.nightly.detector import Label, MetricKind, SeriesKey
 from watchkeeper.nightly.series import SeriesPoint, describe, fingerprint
 from watchkeeper.store.findings import LIVE_STATUSES, NewFinding, StoredFinding
-from watchkeeper.store.history import History
+from watchkeeper.store.history import History, RunRecord
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,18 +50,7 @@ def change_point_findings(
     for key, (past, tonight) in tested.items():
         points = [p for p in [*past, *tonight] if p.point.good and p.point.size(key.spec.kind)]
         points = points[-window:]
-        if len(points) < 2 * min_size:
-            continue
-        kind = key.spec.kind
-        change = first_bad(
-            [(p.point.label, p.point.center(kind)) for p in points],
-            key.spec.direction,
-            min_size=min_size,
-            penalty=penalty,
-        )
-        if change is None or not change.is_current:
-            continue
-        change = _material(change, key)
+        change = _current_shift(key, points, min_size=min_size, penalty=penalty)
         if change is None:
             continue
         fp = fingerprint(key)
@@ -69,11 +58,6 @@ def change_point_findings(
         known = history.findings(fingerprint=fp)
         if any(_first_bad_run(f) == bad.run_id for f in known):
             continue
-        size = (
-            f"{change.relative_change:+.1%}"
-            if change.relative_change is not None and kind is MetricKind.CONTINUOUS
-            else f"{(change.after_median - change.before_median) * 100:+.1f} points"
-        )
         shift = LevelShift(
             first_bad_build=change.label,
             first_bad_run=bad.run_id,
@@ -85,46 +69,89 @@ def change_point_findings(
             min_segment=min_size,
             method="PELT (ruptures), l1 cost, penalty 2 log n on a robust noise scale",
         )
-        cp = shift.to_json()
         named = f"first bad build {change.label} (run {bad.run_id}, campaign {bad.campaign_id})"
         open_flag = [f for f in known if f.kind == "regression" and f.status in LIVE_STATUSES]
         if open_flag:
             # The detector already tracks this regression: the change point names its cause,
             # so it annotates that finding instead of opening a second one for one shift.
-            target = open_flag[-1]
-            finding_id = target.id
-            history.update_finding(
-                target.id,
-                evidence={**target.evidence, "change_point": cp},
-                title=f"{target.title.split(' — ')[0]} — {named}",
-                confirmed_at=target.confirmed_at or now,
-            )
+            finding_id = _annotate(history, open_flag[-1], shift, named, now=now)
         else:
             finding_id = history.create_finding(
-                NewFinding(
-                    campaign_id=campaign_id,
-                    run_id=bad.run_id,
-                    fingerprint=fp,
-                    kind="change_point",
-                    label=Label.REGRESSION.value,
-                    status="active",
-                    severity="medium",
-                    title=(
-                        f"{key.metric} in {key.category} shifted {size} (profile "
-                        f"{bad.profile_name}) — {named}"
-                    ),
-                    evidence=ChangePointEvidence(
-                        series=asdict(key), series_name=describe(key), change_point=shift
-                    ).to_json(),
-                    series_key=asdict(key),
-                    side="worse",
-                    confirmed_at=now,
-                    last_seen_at=now,
-                )
+                _new_finding(campaign_id, key, change, shift, bad, named, now=now)
             )
         history.add_reset(fp, bad.run_id, reason="change point", finding_id=finding_id)
         found.append(ChangePointFinding(key, change, bad.run_id, finding_id))
     return tuple(found)
+
+
+def _current_shift(
+    key: SeriesKey, points: list[SeriesPoint], *, min_size: int, penalty: float | None
+) -> ChangePoint | None:
+    """The series' level shift worth a finding: found with two segments of `min_size` to
+    compare, still the current level (not one the series came back from), and material."""
+    if len(points) < 2 * min_size:
+        return None
+    kind = key.spec.kind
+    change = first_bad(
+        [(p.point.label, p.point.center(kind)) for p in points],
+        key.spec.direction,
+        min_size=min_size,
+        penalty=penalty,
+    )
+    if change is None or not change.is_current:
+        return None
+    return _material(change, key)
+
+
+def _annotate(
+    history: History, target: StoredFinding, shift: LevelShift, named: str, *, now: datetime
+) -> int:
+    """Name the shift's first bad build on the regression already tracked; its id."""
+    history.update_finding(
+        target.id,
+        evidence={**target.evidence, "change_point": shift.to_json()},
+        title=f"{target.title.split(' — ')[0]} — {named}",
+        confirmed_at=target.confirmed_at or now,
+    )
+    return target.id
+
+
+def _new_finding(
+    campaign_id: int,
+    key: SeriesKey,
+    change: ChangePoint,
+    shift: LevelShift,
+    bad: RunRecord,
+    named: str,
+    *,
+    now: datetime,
+) -> NewFinding:
+    """A `change_point` finding for a shift no regression tracks: its size in the metric's
+    own terms (relative for a continuous one, points for a rate)."""
+    size = (
+        f"{change.relative_change:+.1%}"
+        if change.relative_change is not None and key.spec.kind is MetricKind.CONTINUOUS
+        else f"{(change.after_median - change.before_median) * 100:+.1f} points"
+    )
+    return NewFinding(
+        campaign_id=campaign_id,
+        run_id=bad.run_id,
+        fingerprint=fingerprint(key),
+        kind="change_point",
+        label=Label.REGRESSION.value,
+        status="active",
+        severity="medium",
+        title=(
+            f"{key.metric} in {key.category} shifted {size} (profile {bad.profile_name}) — {named}"
+        ),
+        evidence=ChangePointEvidence(
+            series=asdict(key), series_name=describe(key), change_point=shift
+        ).to_json(),
+        series_key=asdict(key),
+        side="worse",
+        confirmed_at=now,
+        last_seen_at=now,
+    )
 
 
 def _first_bad_run(f: StoredFinding) -> int | None:

@@ -24,6 +24,15 @@ it is the wider of the night's own and +-t x that sd (t with the A/A nights' deg
 freedom: 2.365 from 8), from ``MIN_AA_NIGHTS`` A/A nights on; before that a prior stands in
 for it whatever the restarts (`prior_night_sd`).
 
+Two more series per profile watch what users feel at the nightly's load (`tail_records`):
+``ttft_p90``, the reference's p90 time to first token over the current's (above 1: the first
+token comes sooner; every series reads higher = better), and ``goodput``, the current's good
+requests per second over the reference's (`[load]` SLOs), each paired by round with a t
+interval over the rounds' log ratios, floored by the series' own A/A nights like the others.
+They are stored, shown and judged, but never confirmed or filed, and stay out of the
+false-alarm rates: a tail moves more from night to night than a median, and until a series has
+its `MIN_AA_NIGHTS` A/A nights its noise is a guess (docs/load.md).
+
 Three checks see what the ratio cannot (`nightly.night_checks`): failed requests (a
 regression whatever the ratio says), and two that name a build that stalls now and then
 (``suspicious: tail regression``): the winsorized cells' balance between the arms, and the
@@ -42,22 +51,16 @@ from typing import Any
 from scipy import stats as scipy_stats
 
 from watchkeeper.analysis.benchmark import ALL, BenchResult, CategoryStats
-from watchkeeper.analysis.stats import classify, wilson
+from watchkeeper.analysis.latency import Estimate, LatencyStats, ratio_over_rounds, result_latency
+from watchkeeper.analysis.stats import SERIES_VERDICTS, classify, wilson
 from watchkeeper.config.model import NightlyConfig
 from watchkeeper.nightly.night_checks import apply_checks, series_checks
 from watchkeeper.store.references import RatioRecord
 
 METRIC = "decode_tps"
+TAIL_METRICS = ("ttft_p90", "goodput")
+"""Watched, never filed (module docstring)."""
 FLAGS = ("regression", "improvement")
-VERDICTS = {
-    "slower": "regression",
-    "faster": "improvement",
-    "within threshold": "suspicious",
-    "no change": "no change",
-    "inconclusive": "inconclusive",
-    "insufficient replicates": "insufficient data",
-}
-
 
 PRIOR_SD_RESTARTED = 0.01
 """With ``restart_every >= 1``: the night sd assumed until a series has `MIN_AA_NIGHTS` A/A
@@ -123,7 +126,7 @@ def with_night_noise(record: RatioRecord, noise: NightNoise) -> RatioRecord:
     high = max(record.high, record.estimate * math.exp(half))
     if (low, high) == (record.low, record.high):
         return record
-    verdict = VERDICTS[classify(record.estimate, low, high, record.threshold)]
+    verdict = SERIES_VERDICTS[classify(record.estimate, low, high, record.threshold)]
     return replace(record, low=low, high=high, verdict=verdict)
 
 
@@ -209,7 +212,7 @@ def _record(
         n_tasks=ci.n_clusters,
         n_rounds=ci.n_rounds,
         threshold=threshold,
-        verdict=VERDICTS.get(ci.verdict, ci.verdict),
+        verdict=SERIES_VERDICTS.get(ci.verdict, ci.verdict),
         aa=aa,
     )
 
@@ -244,6 +247,68 @@ def night_ratios(
         if record is not None:
             out.append(record)
     return out
+
+
+def tail_records(
+    result: BenchResult,
+    *,
+    current_arm: str,
+    reference_arm: str,
+    profile: str,
+    reference_id: int,
+    host_fingerprint: str,
+    aa: bool,
+    threshold: float,
+) -> list[RatioRecord]:
+    """The night's p90-TTFT and goodput series (module docstring), where both arms have them."""
+    stats = {s.arm: s for s in result_latency(result)}
+    cur, ref = stats.get(current_arm), stats.get(reference_arm)
+    if cur is None or ref is None:
+        return []
+    found = {"ttft_p90": _p90_speed(cur, ref), "goodput": _goodput(cur, ref)}
+    out = []
+    for metric, est in found.items():
+        if est is None:
+            continue
+        has_ci = est.has_ci
+        verdict = (
+            SERIES_VERDICTS[classify(est.estimate, est.low, est.high, threshold)]
+            if has_ci
+            else "insufficient data"
+        )
+        out.append(
+            RatioRecord(
+                campaign_id=result.campaign_id,
+                reference_id=reference_id,
+                series=series_name(host_fingerprint, profile, ALL, metric),
+                host_fingerprint=host_fingerprint,
+                profile=profile,
+                category=ALL,
+                metric=metric,
+                estimate=est.estimate,
+                low=est.low if has_ci else None,
+                high=est.high if has_ci else None,
+                n_pairs=est.rounds,
+                n_tasks=result.method.tasks,
+                n_rounds=est.rounds,
+                threshold=threshold,
+                verdict=verdict,
+                aa=aa,
+            )
+        )
+    return out
+
+
+def _p90_speed(cur: LatencyStats, ref: LatencyStats) -> Estimate | None:
+    """Reference p90 TTFT over the current's, paired by round (the rounds both arms have)."""
+    a, b = cur.value("ttft_ms", "p90"), ref.value("ttft_ms", "p90")
+    if a is None or b is None or len(a.per_round) != len(b.per_round):
+        return None
+    return ratio_over_rounds(dict(enumerate(a.per_round)), dict(enumerate(b.per_round)))
+
+
+def _goodput(cur: LatencyStats, ref: LatencyStats) -> Estimate | None:
+    return ratio_over_rounds(ref.goodput_by_round, cur.goodput_by_round)
 
 
 FAMILY_TARGET = 0.01
@@ -303,8 +368,9 @@ class FalseAlarms:
 def false_alarms(
     ratios: Sequence[RatioRecord], reruns: Collection[int] = frozenset()
 ) -> FalseAlarms:
-    """``reruns``: campaign ids of confirmation reruns, which are not nights of their own."""
-    aa = [r for r in ratios if r.aa and r.campaign_id not in reruns]
+    """``reruns``: campaign ids of confirmation reruns, which are not nights of their own. The
+    filed series only: the tail series (`TAIL_METRICS`) are never confirmed or filed."""
+    aa = [r for r in ratios if r.aa and r.campaign_id not in reruns and r.metric == METRIC]
     flagged = sum(r.verdict in FLAGS for r in aa)
     confirmed = sum(r.verdict in FLAGS and r.confirmed for r in aa)
     low, high = wilson(flagged, len(aa))

@@ -5,6 +5,12 @@ metrics are kept per task category, as raw trials, because the statistics want r
 (Mann-Whitney on per-request speeds) and because a regression usually hits one kind of work.
 Per-run metrics (peak RSS) have one value per run and live in the category "all".
 
+Two per-run series read the tail and the service level rather than the typical request (issue
+44): `ttft_p90_ms`, the run's 90th-percentile time to first token (type-8 quantile, as the
+bench's latency table; one value per run, at least `MIN_P90` requests), and `good_fraction`,
+the share of the run's requests that meet its campaign's `[load]` SLOs (TTFT, TPOT, E2E), the
+per-request form of goodput: at the nightly's fixed load a drop in it is a drop in goodput.
+
 Acceptance length here is tokens per target step, ``n / (n - accepted)`` per request: the
 mean number of tokens one verification yields (1.0 without speculation). It is the per-request
 form of the "mean acceptance length" that the bench report derives from /metrics counters,
@@ -19,10 +25,16 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
+import numpy as np
+
+from watchkeeper.analysis.latency import meets_slo
 from watchkeeper.nightly.detector import RunPoint, SeriesKey
 from watchkeeper.store.history import RunRecord
 
 ALL_CATEGORIES = "all"
+MIN_P90 = 10
+"""Fewest successful requests a run needs for a p90 TTFT point: below it the "p90" is the
+largest value or close to it, a different statistic from night to night."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,6 +127,25 @@ def run_points(run: RunRecord) -> dict[SeriesKey, RunPoint]:
     if run.peak_rss_bytes:
         out[_key(run, ALL_CATEGORIES, "peak_rss_bytes")] = RunPoint.of(
             label, [float(run.peak_rss_bytes)], excluded=excluded
+        )
+    out.update(_tail_points(run, label, excluded))
+    return out
+
+
+def _tail_points(run: RunRecord, label: str, excluded: str | None) -> dict[SeriesKey, RunPoint]:
+    """The run's p90 TTFT and its good fraction (series of category "all")."""
+    out: dict[SeriesKey, RunPoint] = {}
+    ttft = [s.ttft_ms for s in run.samples if s.ok and s.ttft_ms and s.ttft_ms > 0]
+    if len(ttft) >= MIN_P90:
+        p90 = float(np.quantile(ttft, 0.9, method="median_unbiased"))
+        out[_key(run, ALL_CATEGORIES, "ttft_p90_ms")] = RunPoint.of(label, [p90], excluded=excluded)
+    if run.slo is not None and run.samples:
+        good = sum(
+            meets_slo(s.ok, s.ttft_ms, s.latency_ms, s.completion_tokens, run.slo)
+            for s in run.samples
+        )
+        out[_key(run, ALL_CATEGORIES, "good_fraction")] = RunPoint.counts(
+            label, good, len(run.samples), excluded=excluded
         )
     return out
 

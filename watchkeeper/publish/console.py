@@ -2,25 +2,41 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from rich.console import Console
 from rich.table import Table
 
 from watchkeeper.analysis.benchmark import BenchResult, CategoryStats
-from watchkeeper.publish.format import MISSING, fixed, share, speedup
+from watchkeeper.analysis.summary import RunSummary
+from watchkeeper.checks.gap_floor import GapFloor
+from watchkeeper.format import MISSING, fixed, share, speedup
+from watchkeeper.publish.gpu_rows import gpu_measured, gpu_rows
 
-VERDICTS = ("identical", "near_tie", "batch_variance", "length_only", "mismatch")
+VERDICTS = ("identical", "near_tie", "batch_variance", "length_only", "unverified", "mismatch")
 
-if TYPE_CHECKING:
-    from watchkeeper.commands.run import RunCommandResult
+
+class RunView(Protocol):
+    """What the run table prints of `commands.run.RunCommandResult`: a protocol, so this
+    module does not import a command (a layer above it)."""
+
+    @property
+    def campaign_id(self) -> int: ...
+    @property
+    def profile(self) -> str: ...
+    @property
+    def database(self) -> str: ...
+    @property
+    def summary(self) -> RunSummary: ...
+    @property
+    def error(self) -> str | None: ...
 
 
 def fmt(value: float | None, spec: str = ".1f") -> str:
     return fixed(value, spec)
 
 
-def print_run_summary(console: Console, result: RunCommandResult) -> None:
+def print_run_summary(console: Console, result: RunView) -> None:
     s = result.summary
     table = Table(title=f"watchkeeper run · {result.profile} · campaign {result.campaign_id}")
     for column in (
@@ -54,6 +70,20 @@ def print_run_summary(console: Console, result: RunCommandResult) -> None:
 def _ci(stats: CategoryStats) -> str:
     s = stats.speedup
     return speedup(s) if s is None or not s.has_ci else f"{speedup(s)} {s.verdict}"
+
+
+def print_gpu_cost(console: Console, result: BenchResult) -> None:
+    """The report's GPU cost table, or one line saying it was not measured (never zeros)."""
+    if not gpu_measured(result):
+        console.print("GPU cost: n/a (NVML measured nothing here: no VRAM, power or energy)")
+        return
+    table = Table(title="GPU cost")
+    columns = ("arm", "peak VRAM MiB", "steady VRAM MiB", "util %", "W", "J/token", "J/token x")
+    for column in columns:
+        table.add_column(column, justify="left" if column == "arm" else "right")
+    for row in gpu_rows(result):
+        table.add_row(*row)
+    console.print(table)
 
 
 def print_bench(console: Console, result: BenchResult) -> None:
@@ -90,6 +120,7 @@ def print_bench(console: Console, result: BenchResult) -> None:
             f"{o.errors}/{o.requests}",
         )
     console.print(table)
+    print_gpu_cost(console, result)
     categories = sorted({c.category for c in result.categories})
     cat_table = Table(title="speed-up by category")
     cat_table.add_column("category")
@@ -109,11 +140,14 @@ def print_bench(console: Console, result: BenchResult) -> None:
             counts = ", ".join(f"{v} {verdicts[v]}" for v in VERDICTS if verdicts.get(v))
             console.print(f"identity {arm.name}: {counts}")
     floor = result.extras.get("noise_floor")
-    if isinstance(floor, dict) and floor.get("floor") is not None:
-        console.print(
-            f"noise floor (A/A replay on the baseline server): {floor['floor']:.4f} nats "
-            f"from {floor.get('positions', 0)} positions"
-        )
+    if isinstance(floor, dict):
+        console.print(f"A/A on the baseline server: {GapFloor.from_json(floor).describe()}")
+    for arm, mode in sorted((result.extras.get("identity_modes") or {}).items()):
+        console.print(f"identity mode {arm}: {mode.get('mode')} ({mode.get('reason')})")
+    power = result.extras.get("identity_power") or {}
+    for control in ("offline", "live"):
+        if isinstance(power.get(control), dict):
+            console.print(str(power[control].get("summary")))
     if result.control is not None:
         console.print(
             f"control (baseline vs its previous pass): identical "

@@ -14,9 +14,10 @@ from watchkeeper.findings.evidence import (
     SeriesEvidence,
     evidence_of,
 )
+from watchkeeper.format import fixed, span
 from watchkeeper.nightly.digest import Digest, NightlyRow
+from watchkeeper.nightly.ratios import FalseAlarms
 from watchkeeper.publish import markdown as md
-from watchkeeper.publish.format import fixed, span
 from watchkeeper.publish.plots import history_png, ratio_png
 from watchkeeper.store.findings import StoredFinding
 
@@ -111,8 +112,10 @@ def _nightly_row(row: NightlyRow, links: dict[str, str]) -> list[str]:
         )
     plot = f"[plot]({md.link(links[r.series])})" if r.series in links else md.NONE
     verdict = r.verdict + (" (confirmed)" if r.confirmed else "")
+    # The tail series read higher = better like the rest: p90 TTFT as reference over current.
+    metric = {"ttft_p90": " · p90 TTFT (ref/cur)", "goodput": " · goodput"}.get(r.metric, "")
     return [
-        f"{r.profile} · {r.category}",
+        f"{r.profile} · {r.category}{metric}",
         f"{r.estimate:.3f}",
         span(r.low, r.high, ".3f"),
         f"{r.threshold:.0%}",
@@ -124,27 +127,65 @@ def _nightly_row(row: NightlyRow, links: dict[str, str]) -> list[str]:
     ]
 
 
+NIGHTLY_HEADERS = (
+    "series",
+    "current / reference",
+    "95% CI",
+    "threshold",
+    "verdict",
+    "tasks x rounds",
+    "night",
+    "reference (pinned)",
+    "history",
+)
+
+
 def render_digest(
     digest: Digest, *, plots: dict[int, str], ratio_links: dict[str, str] | None = None
 ) -> str:
     """``plots`` maps finding id → link relative to the Markdown file (``ratio_links``:
     nightly series → its ratio plot)."""
-    day = digest.day.isoformat()
     template = md.environment().get_template("digest.md.j2")
     return template.render(
         d=digest,
-        day=day,
-        regression_table=md.table(
+        day=digest.day.isoformat(),
+        **_finding_tables(digest, plots),
+        soak_table=md.table(
+            ("campaign", "verdict", "reasons"), [_soak_row(c) for c in digest.soaks]
+        ),
+        bisect_lines=[
+            f"#{b.finding_id} ({b.profile}: reference on {b.good}, tonight on {b.bad}): "
+            f"`{b.command}`"
+            for b in digest.bisects[:MAX_ROWS]
+        ],
+        campaign_list=", ".join(f"{c['id']} ({c['kind']})" for c in digest.campaigns) or md.NONE,
+        labels=", ".join(f"{k}: {v}" for k, v in sorted(digest.labels.items())) or md.NONE,
+        excerpt=_excerpt,
+        nightly_table=md.table(
+            NIGHTLY_HEADERS,
+            [_nightly_row(row, ratio_links or {}) for row in digest.nightly[:MAX_ROWS]],
+            "lrrrllll",
+        ),
+        false_alarm_lines=[_false_alarm_line(host, fa) for host, fa in digest.false_alarms],
+    )
+
+
+def _finding_tables(digest: Digest, plots: dict[int, str]) -> dict[str, str]:
+    """The tables of findings, each cut at MAX_ROWS: tonight's regressions, improvements and
+    change points (linked to their plots), the suspicious series not flagged, and every
+    finding still open."""
+    return {
+        "regression_table": md.table(
             SERIES_HEADERS,
             [_series_row(f, plots) for f in digest.regressions[:MAX_ROWS]],
             "lllrrlllrl",
         ),
-        improvement_table=md.table(
+        "improvement_table": md.table(
             SERIES_HEADERS,
             [_series_row(f, plots) for f in digest.improvements[:MAX_ROWS]],
             "lllrrlllrl",
         ),
-        change_table=md.table(
+        "change_table": md.table(
             (
                 "finding",
                 "series",
@@ -156,7 +197,7 @@ def render_digest(
             ),
             [_change_row(f, plots) for f in digest.change_points[:MAX_ROWS]],
         ),
-        suspicious_table=md.table(
+        "suspicious_table": md.table(
             ("campaign", "series", "delta", "p (BH)", "why not flagged"),
             [
                 [
@@ -170,10 +211,7 @@ def render_digest(
             ],
             "llrrl",
         ),
-        soak_table=md.table(
-            ("campaign", "verdict", "reasons"), [_soak_row(c) for c in digest.soaks]
-        ),
-        open_table=md.table(
+        "open_table": md.table(
             ("finding", "kind", "status", "age (days)", "title"),
             [
                 [f"#{f.id}", f.kind, f.status, str(age), f.title]
@@ -181,47 +219,28 @@ def render_digest(
             ],
             "lllrl",
         ),
-        bisect_lines=[
-            f"#{b.finding_id} ({b.profile}: reference on {b.good}, tonight on {b.bad}): "
-            f"`{b.command}`"
-            for b in digest.bisects[:MAX_ROWS]
-        ],
-        campaign_list=", ".join(f"{c['id']} ({c['kind']})" for c in digest.campaigns) or md.NONE,
-        labels=", ".join(f"{k}: {v}" for k, v in sorted(digest.labels.items())) or md.NONE,
-        excerpt=_excerpt,
-        nightly_table=md.table(
-            (
-                "series",
-                "current / reference",
-                "95% CI",
-                "threshold",
-                "verdict",
-                "tasks x rounds",
-                "night",
-                "reference (pinned)",
-                "history",
-            ),
-            [_nightly_row(row, ratio_links or {}) for row in digest.nightly[:MAX_ROWS]],
-            "lrrrllll",
-        ),
-        false_alarm_lines=[
-            f"host {host[:12]}: {fa.flagged} flag(s) in {fa.series_nights} A/A series-nights"
-            + (
-                f" ({fa.rate:.1%}, 95% Wilson CI {fa.low:.1%}-{fa.high:.1%}); {fa.confirmed} "
-                f"confirmed (Wilson CI {fa.confirmed_low:.1%}-{fa.confirmed_high:.1%}): a single "
-                "flag is a candidate, only a confirmed one is filed"
-                if fa.rate is not None
-                else ""
-            )
-            + (
-                f"; per profile-night: {fa.family_flagged} of {fa.nights} A/A nights with a "
-                f"confirmed flag in any series ({fa.family_rate:.1%}, Wilson CI "
-                f"{fa.family_low:.1%}-{fa.family_high:.1%}; target <= 1%)"
-                if fa.family_rate is not None
-                else ""
-            )
-            for host, fa in digest.false_alarms
-        ],
+    }
+
+
+def _false_alarm_line(host: str, fa: FalseAlarms) -> str:
+    """One host's A/A false-alarm rate: per series-night (a flag is only a candidate), and
+    per profile-night (what a night's filing rate against the 1% target is)."""
+    return (
+        f"host {host[:12]}: {fa.flagged} flag(s) in {fa.series_nights} A/A series-nights"
+        + (
+            f" ({fa.rate:.1%}, 95% Wilson CI {fa.low:.1%}-{fa.high:.1%}); {fa.confirmed} "
+            f"confirmed (Wilson CI {fa.confirmed_low:.1%}-{fa.confirmed_high:.1%}): a single "
+            "flag is a candidate, only a confirmed one is filed"
+            if fa.rate is not None
+            else ""
+        )
+        + (
+            f"; per profile-night: {fa.family_flagged} of {fa.nights} A/A nights with a "
+            f"confirmed flag in any series ({fa.family_rate:.1%}, Wilson CI "
+            f"{fa.family_low:.1%}-{fa.family_high:.1%}; target <= 1%)"
+            if fa.family_rate is not None
+            else ""
+        )
     )
 
 

@@ -14,8 +14,8 @@ from urllib.parse import quote
 
 import jinja2
 
-from watchkeeper.publish.format import MISSING
-from watchkeeper.publish.format import fixed as format_fixed
+from watchkeeper.format import MISSING
+from watchkeeper.format import fixed as format_fixed
 
 NONE = MISSING
 

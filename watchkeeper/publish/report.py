@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from watchkeeper import format as fmt
 from watchkeeper.analysis.benchmark import (
     ArmSpec,
     BenchResult,
@@ -24,9 +25,10 @@ from watchkeeper.analysis.benchmark import (
 )
 from watchkeeper.analysis.recommend import Choice, Recommendation
 from watchkeeper.checks.guards import GuardFinding
-from watchkeeper.publish import format as fmt
+from watchkeeper.format import MISSING
 from watchkeeper.publish import markdown as md
-from watchkeeper.publish.format import MISSING
+from watchkeeper.publish.gpu_rows import gpu_measured, gpu_rows
+from watchkeeper.publish.identity_lines import identity_section
 from watchkeeper.publish.plots import atomic_write, make_plots
 from watchkeeper.publish.report_rows import (
     OVERHEAD_EFFICIENCY,
@@ -53,8 +55,14 @@ PLOT_TITLES = {
     "acceptance_curve": "Acceptance per draft position",
     "identity": "Identical-output rate per category",
 }
-VERDICTS = ("identical", "near_tie", "batch_variance", "length_only", "mismatch")
-_VERDICT_ORDER = {"mismatch": 0, "batch_variance": 1, "near_tie": 2, "length_only": 3}
+VERDICTS = ("identical", "near_tie", "batch_variance", "length_only", "unverified", "mismatch")
+_VERDICT_ORDER = {
+    "mismatch": 0,
+    "unverified": 1,
+    "batch_variance": 2,
+    "near_tie": 3,
+    "length_only": 4,
+}
 _SEVERITY_ORDER = {"high": 0, "medium": 1, "low": 2}
 
 
@@ -133,18 +141,8 @@ def _replay_line(record: IdentityRecord) -> str | None:
 
 
 def _noise_floor_line(result: BenchResult) -> str | None:
-    floor = result.extras.get("noise_floor")
-    if not isinstance(floor, Mapping) or floor.get("floor") is None:
-        return None
-    quantile = floor.get("quantile")
-    q = f"{quantile * 100:g}th percentile" if isinstance(quantile, int | float) else "quantile"
-    return (
-        f"Noise floor: {_fixed(floor.get('floor'), 4)} nats, measured on the baseline server "
-        f"from {floor.get('positions', 0)} positions of its own probe outputs replayed as one "
-        f"batched prompt (A/A): {q} of the logprob-gap change {_fixed(floor.get('gap_delta_q'), 4)}"
-        f" nats, {floor.get('disagreements', 0)} position(s) where decode and replay picked "
-        "different tokens."
-    )
+    """Modes, noise floor, token scores and power (`publish.identity_lines`)."""
+    return identity_section(result.extras)
 
 
 def _probe_line(result: BenchResult) -> str | None:
@@ -246,6 +244,8 @@ def _context(
         "finished": result.finished_at.isoformat(timespec="seconds"),
         "conf": f"{m.confidence:.0%}",
         "summary_rows": summary_rows(result),
+        "gpu_measured": gpu_measured(result),
+        "gpu_rows": gpu_rows(result),
         "category_rows": category_rows(result),
         "bound_rows": bound_rows(result),
         "curve_rows": curve_rows(result),
@@ -285,11 +285,15 @@ def render_bench_report(
     recommendation: Recommendation | None = None,
     title: str = "Speculative decoding benchmark",
     sections: str = "",
+    preface: str = "",
 ) -> str:
     """Pure so a stored result can be re-rendered; `plots` keys without a file are skipped.
-    `sections`: markdown a caller adds after the recommendation (the sweep's race)."""
+    `sections`: markdown a caller adds after the recommendation (the sweep's race);
+    `preface`: markdown right under the headline (the sweep's hardware and what it means)."""
     template = md.environment().get_template("bench_report.md.j2")
-    return template.render(**_context(result, plots, recommendation, title), sections=sections)
+    return template.render(
+        **_context(result, plots, recommendation, title), sections=sections, preface=preface
+    )
 
 
 def campaign_folder_name(result: BenchResult) -> str:
@@ -309,6 +313,7 @@ def write_bench_report(
     title: str = "Speculative decoding benchmark",
     extra_copy: Path | None = None,
     sections: str = "",
+    preface: str = "",
 ) -> Path:
     """Each campaign keeps its own folder; `latest.md` and `extra_copy` are re-rendered with
     image links relative to where they live, so every copy shows its plots."""
@@ -318,7 +323,12 @@ def write_bench_report(
     def write(path: Path, relative_to: Path) -> None:
         links = {k: _relative(folder / v, relative_to) for k, v in plots.items()}
         text = render_bench_report(
-            result, plots=links, recommendation=recommendation, title=title, sections=sections
+            result,
+            plots=links,
+            recommendation=recommendation,
+            title=title,
+            sections=sections,
+            preface=preface,
         )
         path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write(path, text.encode("utf-8"))

@@ -8,13 +8,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from watchkeeper import format as fmt
 from watchkeeper.analysis.acceptance import explain, result_curves
 from watchkeeper.analysis.benchmark import ArmSpec, ArmStats, BenchResult
 from watchkeeper.analysis.speculation import SpeedupBound
 from watchkeeper.analysis.stats import RatioCI
-from watchkeeper.publish import format as fmt
+from watchkeeper.format import MISSING
 from watchkeeper.publish import markdown as md
-from watchkeeper.publish.format import MISSING
 
 NONE = MISSING
 _fixed = md.fixed

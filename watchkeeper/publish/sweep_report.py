@@ -1,57 +1,64 @@
-"""The sweep's own sections of `reports/speculative_benchmark.md`: the race, a winner per
-category, the one setting for the whole workload and what each category gives up under it, why
-draft lengths win or lose (the acceptance curve against the bound), the seed's acceptance
-criteria, and the service file. A pure function of a `SweepView`: no clock, no database.
+"""The sweep's own parts of `reports/speculative_benchmark.md`: the opening lines (hardware,
+models, sampler and what the answer means there), the race, a winner per category, the one
+setting for the whole workload and what each category gives up under it, why draft lengths
+win or lose (the acceptance curve against the bound), the request's acceptance criteria, and
+the service file. Pure functions of a `SweepView` (`publish.sweep_view`): no clock, no database.
 
-The seed asked three things of a recommendation: identical output, a measured speed-up (1.5x
-or better), and a box that stays up overnight. Each is answered from the campaign's own
-evidence, or with the exact command that would produce it; none is assumed.
+The request behind the sweep asked three things of a recommendation: identical output, a
+measured speed-up (1.5x or better), and a server that stays up under sustained load overnight.
+Each is answered from the campaign's own evidence (the soak's, for stability), or with the
+exact command that would produce it; none is assumed.
 """
 
 from __future__ import annotations
 
 import math
-import shlex
-from collections.abc import Mapping
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
 
 from watchkeeper.analysis.acceptance import explain, result_curves
 from watchkeeper.analysis.benchmark import ALL, BenchResult
-from watchkeeper.analysis.racing_types import Drop, RaceArm, RaceSettings, RaceState
-from watchkeeper.analysis.recommend import Recommendation
+from watchkeeper.analysis.identity_gate import identity_status
+from watchkeeper.analysis.racing_types import Drop
 from watchkeeper.analysis.stats import RatioCI
 from watchkeeper.config import ProfileConfig
 from watchkeeper.publish import markdown as md
+from watchkeeper.publish.deliverable import RECORD_NAME
+from watchkeeper.publish.soak_report import BEGIN, END, SOAK_REPORT, stability_line
+from watchkeeper.publish.sweep_view import SweepView, recommendation_soak_command
 
-SEED_SPEEDUP = 1.5
-"""The speed-up the seed's team expects from speculation ("1.5-3x")."""
-VERDICTS = ("identical", "near_tie", "batch_variance", "length_only", "mismatch")
-SOAK_DURATION = "8h"
-
-
-@dataclass(frozen=True, slots=True)
-class SweepView:
-    result: BenchResult
-    recommendation: Recommendation
-    arms: tuple[RaceArm, ...]
-    settings: RaceSettings
-    race: RaceState | None
-    stop_reason: str
-    budget_min: float | None
-    wall_s: float
-    chosen: str
-    chosen_profile: ProfileConfig | None
-    soak: Mapping[str, Any] | None
-    soak_command: str
-    service_path: Path
-    max_tokens: int = 0
-    """The cap on every answer (0: the task set's own lengths)."""
+REQUEST_SPEEDUP = 1.5
+"""The speed-up the requesting team expects from speculation ("1.5-3x")."""
+VERDICTS = ("identical", "near_tie", "batch_variance", "length_only", "unverified", "mismatch")
 
 
-def soak_command(profile: str, duration: str = SOAK_DURATION) -> str:
-    return f"watchkeeper soak --profiles {shlex.quote(profile)} --duration {duration}"
+def preface(v: SweepView) -> str:
+    """The report's first lines: where it was measured, with what, and what the answer means
+    there, so "keep the baseline" is not read as "speculation does not work"."""
+    r = v.record
+    if r is None:
+        return ""
+    cut = f", answers cut at {v.max_tokens} tokens" if v.max_tokens > 0 else ""
+    tasks = v.result.method.tasks
+    cats = len(v.result.method.categories)
+    load = f"; load: {md.inline(r.load)}" if r.load else ""
+    return "\n".join(
+        [
+            f"Measured on {md.inline(r.hardware)}, build {md.inline(r.build)}; "
+            f"{md.inline(r.models)}; sampler {md.inline(r.sampler)}; {tasks} tasks in {cats} "
+            f"categories{cut}{load}.",
+            "",
+            f"What it means: {md.inline(r.meaning)}.",
+        ]
+        + (
+            [
+                "",
+                "What would change the answer: "
+                + "; ".join(md.inline(c) for c in r.would_change)
+                + ".",
+            ]
+            if r.would_change
+            else []
+        )
+    )
 
 
 def _ci(ci: RatioCI | None) -> str:
@@ -106,6 +113,13 @@ def _race_section(v: SweepView) -> list[str]:
         )
     out.append(md.table(["arm", "rounds measured", "status", "reason"], rows, "lrll"))
     out.append("")
+    probed = [a.name for a in v.arms if a.name in v.race.active and a.name not in v.unprobed]
+    out.append(
+        "Identity probes (temperature 0, every divergence replayed on the baseline) ran on "
+        f"every arm a recommendation could name: {', '.join(probed) or 'none'}."
+        + "".join(f" Not on {arm}: {md.inline(why)}." for arm, why in v.unprobed.items())
+    )
+    out.append("")
     return out
 
 
@@ -122,7 +136,11 @@ def _winner_section(v: SweepView) -> list[str]:
             settle = md.NONE
         else:
             status = "unresolved"
-            settle = f"~{d.rounds_needed} rounds" if d.rounds_needed else "not within reach"
+            settle = (
+                f"~{d.rounds_needed} rounds"
+                if d.rounds_needed
+                else "more rounds alone would not: the tasks differ too much"
+            )
         # Decided: how far the runner-up is behind the winner. Unresolved: the comparison that
         # is still open, which need not involve the provisional pick at all.
         pair = (d.runner_up, d.pick) if d.status == "decided" else (d.contender, d.runner_up)
@@ -244,18 +262,48 @@ def _curve_section(v: SweepView) -> list[str]:
 
 
 def _subject(v: SweepView) -> tuple[str | None, str]:
-    """The arm the seed's criteria are checked on: the recommended one when it speculates,
-    else the closest speculative contender (for the record)."""
+    """The arm the request's criteria are checked on: the recommended one when it
+    speculates, else the closest speculative setting (for the record)."""
     spec = {a.name for a in v.result.arms if a.role == "candidate" and a.speculative}
     if v.chosen in spec:
         return v.chosen, "the recommended arm"
-    probed = {r.arm for r in v.result.identity} & spec
-    best = max(probed or spec, key=lambda a: (_estimate(v.result, a, ALL) or 0.0, a), default=None)
-    return best, "the baseline is recommended; shown for the fastest probed speculative arm"
+    if v.record is not None and v.record.closest is not None:
+        best: str | None = v.record.closest.name
+    else:
+        probed = {r.arm for r in v.result.identity} & spec
+        best = max(
+            probed or spec, key=lambda a: (_estimate(v.result, a, ALL) or 0.0, a), default=None
+        )
+    return best, "the baseline is recommended; shown for the closest speculative setting"
+
+
+def control_note(v: SweepView) -> list[str]:
+    """What the control row's mismatches are: the baseline against itself, not speculation."""
+    c = v.result.control
+    n = (c.verdicts.get("mismatch", 0) if c is not None else 0) or 0
+    if c is None or n == 0:
+        return []
+    return [
+        f"The control row's {n} mismatch(es) are the baseline against its own previous "
+        "measured round: the same server, which drafts nothing, so they are not speculation. "
+        "Those requests reuse the server's prompt cache (each round prefills a different part "
+        "of the prompt, in a differently sized batch, so the float sums differ in their last "
+        "bits) and carry no logprobs, so a divergence there cannot be replayed or priced and "
+        "is counted as a mismatch. They measure how far one server's greedy output moves "
+        "between two passes. The speculative arms are judged on the probe pass instead: every "
+        "prompt prefilled afresh, with logprobs, each divergence replayed on the baseline.",
+        "",
+    ]
 
 
 def _criteria_section(v: SweepView) -> list[str]:
-    out = ["## The seed's acceptance criteria", ""]
+    out = ["## The request's acceptance criteria", ""]
+    out.append(
+        "The request asked for three things: identical output, a measurable speed-up "
+        f"({REQUEST_SPEEDUP:g}x or better), and a server that stays stable under sustained "
+        "load overnight."
+    )
+    out.append("")
     arm, whose = _subject(v)
     if arm is None:
         out.append("No speculative arm was measured.")
@@ -267,10 +315,21 @@ def _criteria_section(v: SweepView) -> list[str]:
     verdicts = s.verdicts if s is not None else {}
     counts = ", ".join(f"{k} {verdicts.get(k, 0)}" for k in VERDICTS)
     mismatches = [r for r in v.result.identity if r.arm == arm and r.verdict == "mismatch"]
-    identical = "met" if verdicts and not mismatches else ("not met" if mismatches else "unknown")
+    status = identity_status(v.result, arm)
+    if mismatches:
+        identical = "not met"
+    elif status.resolved:
+        identical = "met"
+    else:
+        identical = "unresolved (no recommendation may name this arm)"
     out.append(
         f"1. **Identical output: {identical}.** Identity verdicts of {sum(verdicts.values())} "
-        f"probes: {counts}."
+        f"probes: {counts}"
+        + (
+            "."
+            if status.resolved and v.result.method.temperature == 0
+            else f"; {md.inline(status.text)}."
+        )
     )
     for r in mismatches[:3]:
         ev = r.replay or {}
@@ -283,26 +342,29 @@ def _criteria_section(v: SweepView) -> list[str]:
     ci = s.speedup if s is not None else None
     if ci is None or not ci.has_ci:
         speed = "not shown (no CI)"
-    elif ci.low >= SEED_SPEEDUP:
+    elif ci.low >= REQUEST_SPEEDUP:
         speed = "met"
-    elif ci.high < SEED_SPEEDUP:
+    elif ci.high < REQUEST_SPEEDUP:
         speed = "not met"
     else:
         speed = "not shown (the CI straddles it)"
-    out.append(f"2. **Speed-up of {SEED_SPEEDUP:g}x: {speed}.** Measured {_ci(ci)} (95% CI).")
+    out.append(f"2. **Speed-up of {REQUEST_SPEEDUP:g}x: {speed}.** Measured {_ci(ci)} (95% CI).")
     if v.soak is not None:
-        out.append(
-            f"3. **Stable overnight: {md.text(v.soak.get('verdict'))}** (latest soak of "
-            f"{v.chosen} on this host: campaign {v.soak.get('campaign_id')}, "
+        fallback = (
+            f"3. **Stable under sustained load: {md.text(v.soak.get('verdict'))}** (latest "
+            f"soak of {v.chosen} on this host: campaign {v.soak.get('campaign_id')}, "
             f"{v.soak.get('started_at')}, {md.text(v.soak.get('duration'))}, "
             f"{md.inline(str(v.soak.get('headline') or v.soak.get('status')))})."
         )
     else:
-        out.append(
-            f"3. **Stable overnight: not yet measured** for {v.chosen} on this host. "
-            f"Run `{v.soak_command}` (with the profile below in watchkeeper.toml)."
+        fallback = (
+            f"3. **Stable under sustained load: not yet measured** for {arm} beside the "
+            f"baseline on this host. Run `{recommendation_soak_command()}`: it writes "
+            f"[{SOAK_REPORT}]({SOAK_REPORT}) beside this report and fills in this line."
         )
+    out += [BEGIN, stability_line(v.soak_report, fallback=fallback), END]
     out.append("")
+    out += control_note(v)
     if v.chosen_profile is not None:
         out.append(f"Profile of the recommended setting ({v.chosen}):")
         out.append("")
@@ -334,7 +396,12 @@ def render_sweep_sections(v: SweepView) -> str:
         *_criteria_section(v),
         "## Service file",
         "",
-        f"`{v.service_path}` runs {v.chosen} (campaign {v.result.campaign_id}); its header "
-        "names this report.",
+        f"`{v.service_path}` runs {v.chosen} (campaign {v.result.campaign_id}), rendered with "
+        "this host's [service] keys; its header says what came closest and what would change "
+        "the answer. For another host, render it from the committed recommendation "
+        f"(`{RECORD_NAME}` beside this report) with that host's paths: `watchkeeper unit "
+        "--recommendation reports/" + RECORD_NAME + " --binary /opt/llama.cpp/bin/llama-server "
+        "--model-dir /srv/models --user llama --port 8080 --output "
+        "/etc/systemd/system/llama-server-speculative.service`.",
     ]
     return "\n".join(parts).rstrip() + "\n"

@@ -152,6 +152,46 @@ def cmake_cache_value(build: Path, key: str) -> str:
     return ""
 
 
+_GGML_CUDA_ARCHS = re.compile(
+    r"Using CMAKE_CUDA_ARCHITECTURES=(\S*) CMAKE_CUDA_ARCHITECTURES_NATIVE=(\S*)"
+)
+_NATIVE_SET = re.compile(r'set\(CMAKE_CUDA_ARCHITECTURES_NATIVE "([^"]*)"')
+
+
+def cuda_architectures(root: Path) -> str:
+    """The CUDA architectures CMake really compiled for, from the build tree ('' if unknown).
+
+    With GGML_NATIVE (our default) ggml sets CMAKE_CUDA_ARCHITECTURES to "native" as a plain
+    variable, not a cache entry, and replaces it with what CMake detected: the cache has no
+    CMAKE_CUDA_ARCHITECTURES then (an H100 build recorded ''). In order: a value given as -D
+    (a cache entry, unless it is 'native'); ggml's own configure line in build.log, "Using
+    CMAKE_CUDA_ARCHITECTURES=90-real CMAKE_CUDA_ARCHITECTURES_NATIVE=90-real" (the value after
+    the native replacement); CMake's detection, CMAKE_CUDA_ARCHITECTURES_NATIVE, from the cache
+    or from CMakeFiles/<version>/CMakeCUDACompiler.cmake."""
+    build = root / "build"
+    cached = cmake_cache_value(build, "CMAKE_CUDA_ARCHITECTURES")
+    if cached and cached != "native":
+        return cached
+    try:
+        log = (root / "build.log").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        log = ""
+    used = _GGML_CUDA_ARCHS.findall(log)
+    if used and used[-1][0] and used[-1][0] != "native":
+        return str(used[-1][0])
+    native = cmake_cache_value(build, "CMAKE_CUDA_ARCHITECTURES_NATIVE")
+    if native:
+        return native
+    for path in sorted(build.glob("CMakeFiles/*/CMakeCUDACompiler.cmake")):
+        try:
+            match = _NATIVE_SET.search(path.read_text(encoding="utf-8"))
+        except OSError:
+            continue
+        if match and match.group(1):
+            return match.group(1)
+    return ""
+
+
 def cmake_compiler(build: Path) -> str:
     """'GNU 12.2.0' from CMake's compiler record of a finished configure ('' if none)."""
     for path in sorted(build.glob("CMakeFiles/*/CMakeCXXCompiler.cmake")):
@@ -284,9 +324,7 @@ def build_record(
         "llama_cpp_version": server.llama_cpp_version,
         "source_commit": sdist_commit(root / "src"),
         "variant": "cuda" if server.cuda else "cpu",
-        "cuda_architectures": (
-            cmake_cache_value(root / "build", "CMAKE_CUDA_ARCHITECTURES") if server.cuda else ""
-        ),
+        "cuda_architectures": cuda_architectures(root) if server.cuda else "",
         "cuda_version": cuda_toolkit_version() if server.cuda else "",
         "compiler": compiler_version() or cmake_compiler(root / "build"),
     }

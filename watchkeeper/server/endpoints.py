@@ -12,16 +12,25 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import re
 import ssl
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import httpx
 
+from watchkeeper.server.counters import SpecCounters
+
+SPEC_PREFIX = "llamacpp:spec_decode"
+"""llama-server's speculative counters: read only here (`spec_counters`) and kept whole by the
+soak's resource samples."""
 SPEC_DRAFT_TOKENS = "llamacpp:spec_decode_num_draft_tokens_total"
 SPEC_ACCEPTED_TOKENS = "llamacpp:spec_decode_num_accepted_tokens_total"
 SPEC_DRAFTS = "llamacpp:spec_decode_num_drafts_total"
+PER_POSITION = "llamacpp:spec_decode_num_accepted_tokens_per_pos_total"
+"""`{position="i"}`: verification steps with at least i + 1 tokens accepted."""
+_POSITION = re.compile(re.escape(PER_POSITION) + r'\{[^}]*position="(\d+)"[^}]*\}')
 
 ServerClient = httpx.Client
 """A connection pool to one llama-server; build it with `make_http_client`."""
@@ -115,6 +124,27 @@ def fetch_metrics(client: ServerClient, timeout_s: float = 10.0) -> dict[str, fl
     if response.status_code != 200:
         return {}
     return parse_prometheus(response.text)
+
+
+def spec_counters(scrape: Mapping[str, float]) -> SpecCounters | None:
+    """The engine-neutral acceptance record from one /metrics scrape (`fetch_metrics`, or one
+    stored with a run); None when the scrape has none of the speculative totals (no draft
+    configured, or /metrics off). A total or position missing from it reads 0 (a fresh process
+    reports a position only once it was reached)."""
+    if not any(name in scrape for name in (SPEC_DRAFTS, SPEC_DRAFT_TOKENS, SPEC_ACCEPTED_TOKENS)):
+        return None
+    positions: dict[int, float] = {}
+    for key, value in scrape.items():
+        m = _POSITION.fullmatch(key)
+        if m:
+            positions[int(m.group(1))] = value
+    top = max(positions, default=-1)
+    return SpecCounters(
+        scrape.get(SPEC_DRAFTS, 0.0),
+        scrape.get(SPEC_DRAFT_TOKENS, 0.0),
+        scrape.get(SPEC_ACCEPTED_TOKENS, 0.0),
+        tuple(positions.get(i, 0.0) for i in range(top + 1)),
+    )
 
 
 def fetch_slots(client: ServerClient, timeout_s: float = PROBE_TIMEOUT_S) -> list[dict[str, Any]]:

@@ -168,6 +168,30 @@ def read_help(binary: ServerBinary, cache_dir: Path) -> HelpInfo:
     return info
 
 
+_devices_seen: dict[str, str] = {}
+
+
+def list_devices_text(binary: ServerBinary) -> str:
+    """`--list-devices` of this binary: the GPUs it can offload to (once per binary and
+    process: free memory changes, so it is not cached on disk). The offload check reads it
+    (`server/offload.py`) so a CUDA build that finds no GPU is refused before any start."""
+    key = f"{binary.path}:{binary.sha256}"
+    if key in _devices_seen:
+        return _devices_seen[key]
+    try:
+        result = subprocess.run(
+            [str(binary.path), "--list-devices"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise FlagError(f"cannot run {binary.path} --list-devices: {exc}") from exc
+    _devices_seen[key] = result.stdout + result.stderr
+    return _devices_seen[key]
+
+
 def _pick(field: str, spellings: tuple[str, ...], info: HelpInfo) -> str:
     for flag in spellings:
         if flag in info.flags:

@@ -30,9 +30,9 @@ from watchkeeper.server.build import (
     MARKER,
     build_lock,
     build_record,
-    cmake_cache_value,
     cmake_compiler,
     cmake_configure_command,
+    cuda_architectures,
     release_defines,
     run_build,
     swap_into_place,
@@ -127,7 +127,7 @@ def _with_build_record(
         llama_cpp_version=text("llama_cpp_version") or server.llama_cpp_version,
         source_commit=text("source_commit") or sdist_commit(root / "src"),
         cuda_architectures=text("cuda_architectures")
-        or (cmake_cache_value(root / "build", "CMAKE_CUDA_ARCHITECTURES") if server.cuda else ""),
+        or (cuda_architectures(root) if server.cuda else ""),
         cuda_version=text("cuda_version"),
         compiler=compiler,
     )

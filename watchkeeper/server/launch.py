@@ -11,11 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from watchkeeper.config import Config, ProfileConfig
 from watchkeeper.errors import ServerError
+from watchkeeper.host import gpu
+from watchkeeper.host.gpu_monitor import GpuMonitor, monitor_for
 from watchkeeper.server.binary import ServerBinary
 from watchkeeper.server.external import ExternalIdentity, check_answers, read_identity
 from watchkeeper.server.flags import (
@@ -23,11 +25,21 @@ from watchkeeper.server.flags import (
     ServerArgs,
     build_argv,
     effective_gpu_layers,
+    list_devices_text,
     read_help,
     resolve_spec_type,
 )
 from watchkeeper.server.install import ensure_binary
 from watchkeeper.server.models import ModelFile, ModelStore
+from watchkeeper.server.offload import (
+    ListedDevice,
+    OffloadEvidence,
+    OffloadVerdict,
+    draft_loaded,
+    gpu_weights_bytes,
+    parse_list_devices,
+    verify_offload,
+)
 from watchkeeper.server.process import ManagedServer, OffloadReport, check_external, free_port
 from watchkeeper.server.profiles import get_profile
 
@@ -51,6 +63,17 @@ class PreparedProfile:
     external_url: str = ""
     identity: ExternalIdentity | None = None
     """What a url profile's server said about itself at `prepare` (None for the others)."""
+    devices: tuple[ListedDevice, ...] | None = None
+    """`--list-devices` of a CUDA build whose profile asks for GPU layers (else None)."""
+
+    @property
+    def cuda(self) -> bool:
+        return self.binary is not None and self.binary.variant == "cuda"
+
+    def wants_gpu(self) -> bool:
+        """Whether the server is asked to put any layer on the GPU."""
+        target, draft = effective_gpu_layers(self.profile, cuda=self.cuda)
+        return any(w not in (None, 0) for w in (target, draft))
 
     @property
     def speculative(self) -> bool:
@@ -85,6 +108,14 @@ class RunningServer:
     base_url: str
     argv: tuple[str, ...]
     managed: ManagedServer | None
+    offload_verdict: OffloadVerdict | None = None
+    """How the offload check saw this start (None for an external server)."""
+    gpu: GpuMonitor | None = None
+    """The GPU cost sampler of a CUDA build's process tree where NVML answers (else None)."""
+
+    def stop_monitor(self) -> None:
+        if self.gpu is not None:
+            self.gpu.stop()
 
     def peak_rss_bytes(self) -> int | None:
         return self.managed.peak_rss_bytes if self.managed else None
@@ -96,31 +127,30 @@ class RunningServer:
 
 def check_offload(
     profile: ProfileConfig, report: OffloadReport, *, cuda: bool, log_path: Path | None = None
-) -> None:
-    """A profile that asked for full offload (explicitly, or by default on a CUDA build) and
-    got less must not be measured: its numbers would be a CPU/GPU split nobody asked for."""
-    target, draft = effective_gpu_layers(profile, cuda=cuda)
-    where = f" (log: {log_path})" if log_path else ""
-    for role, wanted, got in (("target", target, report.target), ("draft", draft, report.draft)):
-        if wanted is None or wanted == 0:
-            continue
-        if got is None:
-            reason = (
-                "llama-server found no usable GPU"
-                if report.no_gpu_warning
-                else "llama-server printed no 'offloaded N/M layers to GPU' line"
-            )
-            raise ServerError(
-                f"profile asked for {wanted} {role} layers on the GPU but {reason}{where}",
-                hint="use a CUDA build (server.cuda = true) on a GPU host, or unset gpu_layers",
-            )
-        expected = got.total if wanted == "all" else min(int(wanted), got.total)
-        if got.layers < expected:
-            raise ServerError(
-                f"profile asked for {wanted} {role} layers on the GPU but llama-server "
-                f"offloaded {got.layers}/{got.total}{where}",
-                hint="not enough free VRAM? lower gpu_layers, ctx_size or the KV cache type",
-            )
+) -> OffloadVerdict:
+    """The offload check on the log alone (`server/offload.py` says what else it reads)."""
+    return verify_offload(profile, OffloadEvidence(report), cuda=cuda, log_path=log_path)
+
+
+def offload_evidence(prepared: PreparedProfile, running: RunningServer) -> OffloadEvidence:
+    """What this start says about its offload: the log, the build's devices and, on a CUDA
+    build asked for GPU layers, NVML's VRAM of the process tree against the weights."""
+    has_draft = prepared.draft is not None
+    report = running.offload(has_draft=has_draft) or OffloadReport(None, None)
+    text = ""
+    if running.managed is not None and running.managed.info.log_path is not None:
+        try:
+            text = running.managed.info.log_path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            text = ""
+    vram: int | None = None
+    weights: int | None = None
+    pid = running.managed.info.pid if running.managed else None
+    if prepared.cuda and prepared.wants_gpu() and pid is not None and prepared.model:
+        vram = gpu.process_tree_vram_bytes(pid)
+        paths = [prepared.model.path] + ([prepared.draft.path] if prepared.draft else [])
+        weights = gpu_weights_bytes(paths)
+    return OffloadEvidence(report, prepared.devices, vram, weights, draft_loaded(text))
 
 
 def prepare(config: Config, name: str, *, progress: Progress = _quiet) -> PreparedProfile:
@@ -141,10 +171,26 @@ def prepare(config: Config, name: str, *, progress: Progress = _quiet) -> Prepar
     draft = models.ensure(profile.draft_model) if profile.draft_model else None
     info = read_help(binary, config.server.resolved_cache_dir())
     prepared = PreparedProfile(name, profile, binary, model, draft, info)
+    if prepared.cuda and prepared.wants_gpu():
+        devices = parse_devices(binary)
+        prepared = replace(prepared, devices=devices)
+        # An empty list is refused here, in seconds, before any server starts.
+        verify_offload(profile, OffloadEvidence(OffloadReport(None, None), devices), cuda=True)
+        progress(f"profile {name}: GPU {', '.join(d.description for d in devices)}")
     notes = prepared.args(port=8080).notes  # builds the argv once to fail early on bad flags
     for note in notes:
         progress(f"profile {name}: {note}")
     return prepared
+
+
+def parse_devices(binary: ServerBinary) -> tuple[ListedDevice, ...]:
+    text = list_devices_text(binary)
+    try:
+        return parse_list_devices(text)
+    except ValueError as exc:
+        raise ServerError(
+            f"{binary.path} --list-devices printed no device list: {text.strip()[:200]}"
+        ) from exc
 
 
 def start(config: Config, prepared: PreparedProfile, *, log_path: Path) -> RunningServer:
@@ -165,23 +211,26 @@ def start(config: Config, prepared: PreparedProfile, *, log_path: Path) -> Runni
         try:
             server.start()
         except ServerError as exc:
-            # A free port can be taken between our probe and the server's bind; try another.
-            if explicit or "bind" not in exc.log_tail:
+            # A free port can be taken between our probe and the server's bind (any outgoing
+            # connection on this host may be given it as its ephemeral port): try another.
+            if explicit or not (exc.port_taken or "bind" in exc.log_tail):
                 raise
             last_error = exc
             continue
         running = RunningServer(server.info.base_url, argv, server)
         try:
-            check_offload(
+            verdict = verify_offload(
                 prepared.profile,
-                running.offload(has_draft=prepared.draft is not None) or OffloadReport(None, None),
-                cuda=prepared.binary.variant == "cuda",
+                offload_evidence(prepared, running),
+                cuda=prepared.cuda,
                 log_path=log_path,
             )
         except BaseException:
             server.stop()
             raise
-        return running
+        pid = server.info.pid
+        monitor = monitor_for(pid) if prepared.cuda and pid is not None else None
+        return replace(running, offload_verdict=verdict, gpu=monitor)
     assert last_error is not None
     raise last_error
 
@@ -206,4 +255,5 @@ def serve(config: Config, prepared: PreparedProfile, *, log_path: Path) -> Itera
     try:
         yield running
     finally:
+        running.stop_monitor()
         running.managed.stop()

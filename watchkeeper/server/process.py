@@ -95,7 +95,8 @@ class RssSampler:
 
 
 _OFFLOADED = re.compile(r"(?:^|\s)(?:\w+: )?offloaded (\d+)/(\d+) layers to GPU")
-_NO_GPU = "no usable GPU found"
+_NO_GPU = re.compile(r"no usable GPU found|ggml_cuda_init: failed to initialize CUDA")
+"""Lines that print at every verbosity (fprintf in arg parsing; an ERROR of the CUDA backend)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,7 +138,7 @@ def parse_offload(log_text: str, *, has_draft: bool = False) -> OffloadReport:
         for m in (_OFFLOADED.search(ln) for ln in run)
         if m is not None
     ]
-    no_gpu = any(_NO_GPU in ln for ln in run)
+    no_gpu = any(_NO_GPU.search(ln) for ln in run)
     if has_draft and len(found) >= 2:
         return OffloadReport(found[-2], found[-1], no_gpu)
     return OffloadReport(found[-1] if found else None, None, no_gpu)
@@ -211,6 +212,7 @@ class ManagedServer:
             raise ServerError(
                 f"port {self._port} on {LOCALHOST} is already in use",
                 hint="set server.port = 0 to pick a free port, or stop whatever holds it",
+                port_taken=True,
             )
         self._log_path.parent.mkdir(parents=True, exist_ok=True)
         with self._log_path.open("ab") as log:

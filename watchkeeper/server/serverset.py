@@ -104,6 +104,9 @@ class ServerSet(Mapping[str, RunningServer]):
             self._servers[p.name] = stack.enter_context(
                 serve(self._config, p, log_path=self._log_dir / f"{p.name}{suffix}.log")
             )
+            verdict = self._servers[p.name].offload_verdict
+            if lives is None and verdict is not None and verdict.seen != "none asked":
+                self._progress(f"{p.name}: {verdict.line()}")
         self._argvs[p.name] = self._servers[p.name].argv
 
     def restart(self, arms: Collection[str] | None = None) -> None:

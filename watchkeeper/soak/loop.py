@@ -18,6 +18,11 @@ Every block that runs on a server that had just started — the soak's start or 
 restart, a crash restart — is recorded as a `cold_block` incident; its cycle is warm-up. Profiles
 soaked alone keep their process: theirs is the long-lived RSS view.
 
+With an arrival spec (`soak --rate`), each block is open-loop instead (load/openloop.py): its
+requests are sent at the spec's arrivals for the block's time, however the server answers,
+and the block's concurrency caps the requests in flight (a proxy's limit); one that waits
+past the queueing deadline is recorded as an expired error sample, never dropped.
+
 SIGTERM/SIGINT only set the stop event: each worker finishes the request it is in, the block
 is closed as interrupted, the spool is flushed and the servers are stopped by the caller.
 """
@@ -25,6 +30,7 @@ is closed as interrupted, the spool is flushed and the servers are stopped by th
 from __future__ import annotations
 
 import contextlib
+import math
 import random
 import threading
 import time
@@ -35,7 +41,9 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
 from watchkeeper.config import Config
+from watchkeeper.load.arrivals import ArrivalSpec
 from watchkeeper.load.client import chat
+from watchkeeper.load.openloop import run_open_loop
 from watchkeeper.load.records import RequestSample, RunPurpose, Task
 from watchkeeper.load.sampling import SamplingSettings
 from watchkeeper.soak.clients import ServerClients
@@ -73,6 +81,9 @@ class SoakPlan:
     restart_every: int = 0
     """Both servers of every pair restart every this many cycles (0: never), so the process
     pair, not the night, is the replicate; the first cycle after each start is warm-up."""
+    arrival: ArrivalSpec | None = None
+    """Open loop (`soak --rate`): every block sends at these arrivals, its concurrency the cap
+    on requests in flight. None: the closed loop."""
 
     def sampler(self, profile: str) -> SamplingSettings:
         return self.arm_sampling.get(profile, self.sampling)
@@ -291,6 +302,31 @@ class SoakLoop:
             key, probe_key, TaskCycle(self._plan.tasks, seed=self._plan.seed, block=index)
         )
         deadline = time.monotonic() + duration_s
+        if self._plan.arrival is not None:
+            self._open_block(sup, block, deadline, concurrency, index)
+        else:
+            self._closed_block(sup, block, deadline, concurrency, profile)
+        self._clients.close_retired()
+        if sup.generation != generation:
+            self._mark_cold(sup, key, "the server restarted during the block")
+        status = "interrupted" if self._stop.is_set() else "stopped" if sup.stopped else "completed"
+        error = f"{block.failed} of {block.sent} requests failed" if block.failed else None
+        now = datetime.now(UTC)
+        self._writer.add(RunClose(key, now, status, sup.peak_rss_bytes or None, error))
+        if block.probe_opened:
+            self._writer.add(RunClose(probe_key, now, status, sup.peak_rss_bytes or None))
+        self._progress(
+            f"block {index} {status}: {block.sent - block.failed}/{block.sent} requests ok"
+        )
+
+    def _closed_block(
+        self,
+        sup: ServerSupervisor,
+        block: _Block,
+        deadline: float,
+        concurrency: int,
+        profile: str,
+    ) -> None:
         assert self._pool is not None
         workers = [
             self._pool.submit(
@@ -309,17 +345,44 @@ class SoakLoop:
                 # As an uncaught exception in a worker thread always did: printed, and the
                 # block goes on with the other workers.
                 traceback.print_exception(exc)
-        self._clients.close_retired()
-        if sup.generation != generation:
-            self._mark_cold(sup, key, "the server restarted during the block")
-        status = "interrupted" if self._stop.is_set() else "stopped" if sup.stopped else "completed"
-        error = f"{block.failed} of {block.sent} requests failed" if block.failed else None
-        now = datetime.now(UTC)
-        self._writer.add(RunClose(key, now, status, sup.peak_rss_bytes or None, error))
-        if block.probe_opened:
-            self._writer.add(RunClose(probe_key, now, status, sup.peak_rss_bytes or None))
-        self._progress(
-            f"block {index} {status}: {block.sent - block.failed}/{block.sent} requests ok"
+
+    def _open_block(
+        self, sup: ServerSupervisor, block: _Block, deadline: float, concurrency: int, index: int
+    ) -> None:
+        """The block's requests at the plan's arrivals (drawn per block from the soak's seed),
+        until its time is up; at most `concurrency` in flight. A server that cannot be
+        recovered ends the dispatch, as it ends a closed-loop worker."""
+        assert self._plan.arrival is not None
+        spec = replace(self._plan.arrival, max_concurrency=concurrency)
+        remaining = max(0.0, deadline - time.monotonic())
+        # More arrivals than the block can hold (a Poisson draw runs ahead of its mean): the
+        # deadline, not the count, ends the block.
+        tasks = [block.cycle.next() for _ in range(math.ceil(2 * spec.rate * remaining) + 8)]
+        halted = threading.Event()
+
+        def send(_client: object, task: Task, *, seq: int, origin: float) -> RequestSample:
+            del seq
+            if not self._send(sup, block, task, origin=origin):
+                halted.set()
+            return RequestSample(task.id, task.category, -1, datetime.now(UTC))
+
+        def expired(sample: RequestSample) -> None:
+            if sample.expired:
+                self._record(block, block.key, replace(sample, seq=block.next_seq(False)))
+
+        run_open_loop(
+            None,  # type: ignore[arg-type]  # `send` talks to the supervisor's current server
+            tasks,
+            spec,
+            request=send,
+            stream=index,
+            on_sample=expired,
+            should_stop=lambda: (
+                self._stop.is_set()
+                or halted.is_set()
+                or sup.stopped
+                or time.monotonic() >= deadline
+            ),
         )
 
     def _worker(
@@ -329,33 +392,53 @@ class SoakLoop:
         if delay and self._stop.wait(delay):
             return
         while not self._stop.is_set() and time.monotonic() < deadline and not sup.stopped:
-            gen, url = sup.current()
-            client = self._clients.get(sup.profile, gen, url)
-            probe = block.claim_probe(self._soak.probe_interval_s, self._writer, sup.argv)
-            key = block.probe_key if probe else block.key
-            task = self._plan.probe if probe else block.cycle.next()
-            sample = chat(
-                client,
-                task,
-                seq=block.next_seq(probe),
-                temperature=0.0,
-                top_logprobs=2 if probe else 0,
-                seed=self._plan.seed,
-                sampling=None if probe else self._plan.sampler(sup.profile),
-            )
-            self._writer.add(SampleRecord(key, sample))
-            block.count(sample)
-            with self._lock:
-                if sample.ok:
-                    self._completed += 1
-                else:
-                    self._failed += 1
-            if self._on_sample is not None:
-                self._on_sample(key, sample)
-            if sample.error is not None:
-                self._failed_request(sup, key, sample)
-                if not sup.recover(gen):
-                    return
+            if not self._send(sup, block, None):
+                return
+
+    def _send(
+        self,
+        sup: ServerSupervisor,
+        block: _Block,
+        task: Task | None,
+        *,
+        origin: float | None = None,
+    ) -> bool:
+        """One request of the block (the probe instead, when one is due), recorded. False:
+        the server failed and could not be recovered, so the caller sends no more."""
+        gen, url = sup.current()
+        client = self._clients.get(sup.profile, gen, url)
+        probe = block.claim_probe(self._soak.probe_interval_s, self._writer, sup.argv)
+        key = block.probe_key if probe else block.key
+        if probe:
+            task = self._plan.probe
+        elif task is None:
+            task = block.cycle.next()
+        sample = chat(
+            client,
+            task,
+            seq=block.next_seq(probe),
+            temperature=0.0,
+            top_logprobs=2 if probe else 0,
+            seed=self._plan.seed,
+            sampling=None if probe else self._plan.sampler(sup.profile),
+            origin=origin,
+        )
+        self._record(block, key, sample)
+        if sample.error is not None:
+            self._failed_request(sup, key, sample)
+            return sup.recover(gen)
+        return True
+
+    def _record(self, block: _Block, key: RunKey, sample: RequestSample) -> None:
+        self._writer.add(SampleRecord(key, sample))
+        block.count(sample)
+        with self._lock:
+            if sample.ok:
+                self._completed += 1
+            else:
+                self._failed += 1
+        if self._on_sample is not None:
+            self._on_sample(key, sample)
 
     def _failed_request(self, sup: ServerSupervisor, key: RunKey, sample: RequestSample) -> None:
         if not (sample.error or "").startswith("timeout"):

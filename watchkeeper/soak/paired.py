@@ -30,9 +30,8 @@ from typing import Any
 import numpy as np
 from scipy import stats as scipy_stats
 
-from watchkeeper.analysis.stats import classify
-from watchkeeper.nightly.ratios import VERDICTS
-from watchkeeper.store.soak_store import IncidentView, SoakSampleView
+from watchkeeper.analysis.stats import SERIES_VERDICTS, classify
+from watchkeeper.soak.views import IncidentView, SoakSampleView
 
 MIN_CYCLES = 4
 """Judged replicates (process pairs; cycles when the servers never restart) needed for a CI."""
@@ -175,35 +174,12 @@ def reference_ratios(
         arms = (profile, ref["arm"])
         warm_up = {block // length for arm, block in cold if arm in arms}
         for conc in params.get("concurrency") or ():
-            by_cycle: dict[int, dict[str, tuple[int, float]]] = defaultdict(dict)
-            for (arm, c, block), value in medians.items():
-                if c != conc or arm not in arms:
-                    continue
-                by_cycle[block // length][arm] = (block, value)
-            complete = sorted(k for k, v in by_cycle.items() if len(v) == 2)
-            cycles = [
-                _Cycle(
-                    k,
-                    by_cycle[k][profile][1],
-                    by_cycle[k][ref["arm"]][1],
-                    by_cycle[k][profile][0] < by_cycle[k][ref["arm"]][0],
-                )
-                for k in complete
-            ]
+            cycles = _paired_cycles(medians, profile, ref["arm"], conc, length)
+            complete = [c.index for c in cycles]
             skipped = set(complete[:WARMUP_CYCLES]) | (warm_up & set(complete))
-            segment, segments = 0, {}
-            for cycle in cycles:
-                if cycle.index in skipped:
-                    segment += 1
-                else:
-                    segments[cycle.index] = segment
+            segments = _process_pairs(cycles, skipped)
             judged, unbalanced = _balanced([c for c in cycles if c.index not in skipped])
-            units: dict[int, list[float]] = defaultdict(list)
-            for cycle in judged:
-                # Without planned restarts the pair lives all night: its cycles are the units
-                # (and the pair's own offset is invisible to them: hence a high threshold).
-                units[segments[cycle.index] if by_pair else cycle.index].append(cycle.log_ratio)
-            values = [float(np.mean(v)) for _, v in sorted(units.items())]
+            values = _replicates(judged, segments, by_pair=by_pair)
             entry: dict[str, Any] = {
                 "profile": profile,
                 "concurrency": conc,
@@ -212,49 +188,111 @@ def reference_ratios(
                 "aa": bool(ref.get("aa")),
                 "host_fingerprint": ref.get("host_fingerprint", ""),
                 "threshold": threshold,
-                "cycles": [
-                    {
-                        "cycle": c.index,
-                        "current_tps": c.current_tps,
-                        "reference_tps": c.reference_tps,
-                        "ratio": c.current_tps / c.reference_tps,
-                        "current_first": c.current_first,
-                        "judged": c in judged,
-                        "process_pair": segments.get(c.index),
-                    }
-                    for c in cycles
-                ],
+                "cycles": _cycle_rows(cycles, judged, segments),
                 "warmup_cycles": sorted(skipped),
                 "unbalanced_dropped": unbalanced,
                 "n_cycles": len(judged),
                 "n_pairs": len(values),
             }
-            if len(values) < MIN_CYCLES:
-                estimate = math.exp(float(np.mean(values))) if values else None
-                entry.update(estimate=estimate, ci95=None, verdict="insufficient data")
-                out.append(entry)
-                continue
-            interval = ar1_t_interval(values, floor=autocorrelation_floor)
-            estimate, low, high = (
-                math.exp(v) for v in (interval.mean, interval.low, interval.high)
-            )
-            verdict = VERDICTS[classify(estimate, low, high, threshold)]
-            half = len(values) // 2
-            halves = [_geomean_logs(values[:half]), _geomean_logs(values[half:])]
-            entry.update(
-                estimate=estimate,
-                ci95=[low, high],
-                half_width=math.sqrt(high / low) - 1.0,
-                autocorrelation={"estimate": interval.r_estimate, "used": interval.r_used},
-                n_eff=interval.n_eff,
-                verdict=verdict,
-                halves=halves,
-                # Both halves beyond the threshold on their own: the drop is not one bad hour.
-                confirmed=verdict == "regression"
-                and all(h is not None and h < 1.0 - threshold for h in halves),
-            )
+            entry.update(_ratio_verdict(values, threshold, autocorrelation_floor))
             out.append(entry)
     return out
+
+
+def _paired_cycles(
+    medians: dict[tuple[str, int, int], float],
+    profile: str,
+    reference: str,
+    conc: int,
+    length: int,
+) -> list[_Cycle]:
+    """The cycles, in order, where both the current arm and its reference ran a block at this
+    concurrency: a cycle with one side missing has no ratio."""
+    arms = (profile, reference)
+    by_cycle: dict[int, dict[str, tuple[int, float]]] = defaultdict(dict)
+    for (arm, c, block), value in medians.items():
+        if c != conc or arm not in arms:
+            continue
+        by_cycle[block // length][arm] = (block, value)
+    return [
+        _Cycle(
+            k,
+            by_cycle[k][profile][1],
+            by_cycle[k][reference][1],
+            by_cycle[k][profile][0] < by_cycle[k][reference][0],
+        )
+        for k in sorted(k for k, v in by_cycle.items() if len(v) == 2)
+    ]
+
+
+def _process_pairs(cycles: Sequence[_Cycle], skipped: set[int]) -> dict[int, int]:
+    """Cycle index -> the process pair it ran on, for the cycles judged: every warm-up cycle
+    marks a (re)start, so the count of warm-ups before a cycle numbers its pair."""
+    segment, segments = 0, {}
+    for cycle in cycles:
+        if cycle.index in skipped:
+            segment += 1
+        else:
+            segments[cycle.index] = segment
+    return segments
+
+
+def _replicates(
+    judged: Sequence[_Cycle], segments: dict[int, int], *, by_pair: bool
+) -> list[float]:
+    """The values the interval runs over, in time order: each process pair's mean log ratio,
+    or each cycle's where the servers never restart."""
+    units: dict[int, list[float]] = defaultdict(list)
+    for cycle in judged:
+        # Without planned restarts the pair lives all night: its cycles are the units
+        # (and the pair's own offset is invisible to them: hence a high threshold).
+        units[segments[cycle.index] if by_pair else cycle.index].append(cycle.log_ratio)
+    return [float(np.mean(v)) for _, v in sorted(units.items())]
+
+
+def _cycle_rows(
+    cycles: Sequence[_Cycle], judged: Sequence[_Cycle], segments: dict[int, int]
+) -> list[dict[str, Any]]:
+    """Every paired cycle as the report shows it, judged or set aside."""
+    return [
+        {
+            "cycle": c.index,
+            "current_tps": c.current_tps,
+            "reference_tps": c.reference_tps,
+            "ratio": c.current_tps / c.reference_tps,
+            "current_first": c.current_first,
+            "judged": c in judged,
+            "process_pair": segments.get(c.index),
+        }
+        for c in cycles
+    ]
+
+
+def _ratio_verdict(
+    values: Sequence[float], threshold: float, autocorrelation_floor: float
+) -> dict[str, Any]:
+    """The estimate, its interval and the verdict; `insufficient data` below MIN_CYCLES
+    replicates, and a regression is `confirmed` only when both halves show it alone."""
+    if len(values) < MIN_CYCLES:
+        estimate = math.exp(float(np.mean(values))) if values else None
+        return {"estimate": estimate, "ci95": None, "verdict": "insufficient data"}
+    interval = ar1_t_interval(values, floor=autocorrelation_floor)
+    estimate, low, high = (math.exp(v) for v in (interval.mean, interval.low, interval.high))
+    verdict = SERIES_VERDICTS[classify(estimate, low, high, threshold)]
+    half = len(values) // 2
+    halves = [_geomean_logs(values[:half]), _geomean_logs(values[half:])]
+    return {
+        "estimate": estimate,
+        "ci95": [low, high],
+        "half_width": math.sqrt(high / low) - 1.0,
+        "autocorrelation": {"estimate": interval.r_estimate, "used": interval.r_used},
+        "n_eff": interval.n_eff,
+        "verdict": verdict,
+        "halves": halves,
+        # Both halves beyond the threshold on their own: the drop is not one bad hour.
+        "confirmed": verdict == "regression"
+        and all(h is not None and h < 1.0 - threshold for h in halves),
+    }
 
 
 def _geomean_logs(logs: Sequence[float]) -> float | None:

@@ -18,6 +18,7 @@ from typing import Any, Unpack
 
 from sqlalchemy import select
 
+from watchkeeper.analysis.latency import Slo, slo_of
 from watchkeeper.store.campaigns import CampaignRows
 from watchkeeper.store.db import Database
 from watchkeeper.store.findings import FindingChanges, FindingStore, NewFinding, StoredFinding
@@ -51,6 +52,7 @@ class SampleFacts:
     completion_tokens: int | None
     draft_n: int | None
     draft_n_accepted: int | None
+    latency_ms: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +76,9 @@ class RunRecord:
     samples: tuple[SampleFacts, ...]
     checks: tuple[tuple[str, str], ...]
     """(category, verdict) of every identity check where this run was the candidate."""
+    slo: Slo | None = None
+    """The service levels its campaign judged requests by (`[load]` when it ran); None for a
+    campaign from before they were recorded: it has no good-fraction series point."""
 
 
 def _aware(value: datetime) -> datetime:
@@ -131,6 +136,7 @@ class History:
                             r.completion_tokens,
                             r.draft_n,
                             r.draft_n_accepted,
+                            r.latency_ms,
                         )
                     )
                 for c in s.scalars(
@@ -159,6 +165,7 @@ class History:
                         peak_rss_bytes=run.peak_rss_bytes,
                         samples=tuple(samples[int(run.id)]),
                         checks=tuple(checks[int(run.id)]),
+                        slo=slo_of((campaign.params or {}).get("slo")),
                     )
                 )
             return out

@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
-from watchkeeper.load.records import RequestSample, RunResult, TokenLogprob
+from watchkeeper.load.records import RequestSample, RunGpuCost, RunResult, TokenLogprob
 from watchkeeper.store.db import Database
 from watchkeeper.store.schema import Profile, RequestSampleRow, Run
 from watchkeeper.store.upsert import first_or_add
@@ -115,6 +115,15 @@ def close_run(
         run.excluded_reason = "soak block with errors"
 
 
+def save_gpu_cost(run: Run, cost: RunGpuCost | None) -> None:
+    """The run's GPU columns; all NULL without a measurement (no NVML), never 0."""
+    run.gpu_peak_vram_bytes = cost.peak_vram_bytes if cost else None
+    run.gpu_steady_vram_bytes = cost.steady_vram_bytes if cost else None
+    run.gpu_utilization_percent = cost.utilization_percent if cost else None
+    run.gpu_power_watts = cost.power_watts if cost else None
+    run.gpu_energy_joules = cost.energy_joules if cost else None
+
+
 class RunRows:
     """Whole runs in and out; every method is one transaction."""
 
@@ -141,6 +150,7 @@ class RunRows:
             run.status = "failed" if result.error else "completed"
             run.server_argv = list(result.server_argv)
             run.peak_rss_bytes = result.peak_rss_bytes
+            save_gpu_cost(run, result.gpu)
             run.metrics_before = result.metrics_before or None
             run.metrics_after = result.metrics_after or None
             run.error = result.error

@@ -8,44 +8,57 @@ is read whole and never queried into (argv, metrics snapshots, token logprobs).
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import (
     JSON,
     BigInteger,
     Boolean,
-    DateTime,
     Float,
     ForeignKey,
     Integer,
-    MetaData,
     String,
     Text,
     UniqueConstraint,
 )
-from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.orm import Mapped, mapped_column
 
-NAMING = {
-    "ix": "ix_%(column_0_label)s",
-    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
-    "ck": "ck_%(table_name)s_%(constraint_name)s",
-    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
-    "pk": "pk_%(table_name)s",
-}
+from watchkeeper.store.schema_base import Base, utcnow
+from watchkeeper.store.schema_figures import (
+    AcceptancePosition,
+    LatencyStat,
+    NoiseFloorRow,
+    RaceArmRow,
+)
 
-
-def utcnow() -> datetime:
-    return datetime.now(UTC)
-
-
-class Base(DeclarativeBase):
-    metadata = MetaData(naming_convention=NAMING)
-    type_annotation_map = {  # noqa: RUF012  (SQLAlchemy reads this class attribute)
-        datetime: DateTime(timezone=True),
-        dict[str, Any]: JSON,
-        list[Any]: JSON,
-    }
+__all__ = [
+    "AcceptancePosition",
+    "Base",
+    "Campaign",
+    "Finding",
+    "Host",
+    "Incident",
+    "JobRun",
+    "LatencyStat",
+    "Model",
+    "NightlyRatio",
+    "NoiseFloorRow",
+    "OutputCheck",
+    "PrReview",
+    "Profile",
+    "RaceArmRow",
+    "Reference",
+    "Report",
+    "RequestSampleRow",
+    "ResourceSample",
+    "Run",
+    "SeriesReset",
+    "ServerBuild",
+    "TrackerItem",
+]
+"""Every table, with the ones `store.schema_figures` holds: importing this module puts them all
+on `Base.metadata` (what Alembic's env.py and `create_all` read), so import tables from here."""
 
 
 class Host(Base):
@@ -131,6 +144,12 @@ class Run(Base):
     status: Mapped[str] = mapped_column(String(32))
     server_argv: Mapped[list[Any]]
     peak_rss_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    # The run's GPU cost (analysis/gpu_cost.py); NULL where NVML measured nothing, never 0.
+    gpu_peak_vram_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    gpu_steady_vram_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    gpu_utilization_percent: Mapped[float | None] = mapped_column(Float)
+    gpu_power_watts: Mapped[float | None] = mapped_column(Float)
+    gpu_energy_joules: Mapped[float | None] = mapped_column(Float)
     metrics_before: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     metrics_after: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     error: Mapped[str | None] = mapped_column(Text)
@@ -399,37 +418,3 @@ class NightlyRatio(Base):
     """Current identical to the reference: any flag on this night is a false alarm."""
     confirmed: Mapped[bool] = mapped_column(Boolean, default=False)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
-
-
-class AcceptancePosition(Base):
-    """One point of a speculative arm's acceptance curve in one campaign (store/racing_store.py):
-    steps with at least position + 1 tokens accepted over the arm's measured requests, from
-    the /metrics deltas, and the drafts they are divided by."""
-
-    __tablename__ = "acceptance_position"
-    __table_args__ = (UniqueConstraint("campaign_id", "arm", "position"),)
-    id: Mapped[int] = mapped_column(primary_key=True)
-    campaign_id: Mapped[int] = mapped_column(ForeignKey("campaign.id", ondelete="CASCADE"))
-    arm: Mapped[str] = mapped_column(String(255))
-    position: Mapped[int] = mapped_column(Integer)
-    accepted_steps: Mapped[float] = mapped_column(Float)
-    drafts: Mapped[float] = mapped_column(Float)
-    rate: Mapped[float] = mapped_column(Float)
-
-
-class RaceArmRow(Base):
-    """How one arm of a racing sweep ended (store/racing_store.py): the rounds it was measured,
-    and for a dropped arm the round, the rule and the reason. Its runs stay in `run`."""
-
-    __tablename__ = "race_arm"
-    __table_args__ = (UniqueConstraint("campaign_id", "arm"),)
-    id: Mapped[int] = mapped_column(primary_key=True)
-    campaign_id: Mapped[int] = mapped_column(ForeignKey("campaign.id", ondelete="CASCADE"))
-    arm: Mapped[str] = mapped_column(String(255))
-    status: Mapped[str] = mapped_column(String(32))
-    """'survived' or 'dropped'."""
-    rounds: Mapped[int] = mapped_column(Integer)
-    dropped_round: Mapped[int | None] = mapped_column(Integer)
-    rule: Mapped[str | None] = mapped_column(String(32))
-    reason: Mapped[str | None] = mapped_column(Text)
-    error: Mapped[float | None] = mapped_column(Float)

@@ -1,5 +1,5 @@
 """Database side of the soak: idempotent batch writes keyed on natural keys, and the reads
-the verdicts and resume need, as plain dataclasses.
+the verdicts and resume need, as the plain dataclasses of `soak/views.py`.
 
 Every write here may be repeated (a spool replay after an outage, a resume after SIGTERM, a
 commit whose acknowledgement was lost with the connection): runs are found by
@@ -11,7 +11,6 @@ fingerprint) are written by `store.findings`.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -21,6 +20,7 @@ from sqlalchemy.orm import Session
 
 from watchkeeper.errors import StoreError
 from watchkeeper.load.records import RunPurpose
+from watchkeeper.server.endpoints import SPEC_PREFIX
 from watchkeeper.soak.records import (
     IncidentRecord,
     Item,
@@ -29,6 +29,13 @@ from watchkeeper.soak.records import (
     RunKey,
     RunOpen,
     SampleRecord,
+)
+from watchkeeper.soak.views import (
+    BlockView,
+    IncidentView,
+    ResourceView,
+    SoakData,
+    SoakSampleView,
 )
 from watchkeeper.store.campaigns import CampaignRows
 from watchkeeper.store.db import Database, masked
@@ -40,76 +47,6 @@ from watchkeeper.store.schema import (
     ResourceSample,
     Run,
 )
-
-SPEC_PREFIX = "llamacpp:spec_decode"
-"""The speculative counters a resource view keeps, for the acceptance curve."""
-
-
-@dataclass(frozen=True, slots=True)
-class SoakSampleView:
-    """One stored request, as the verdicts read it."""
-
-    profile: str
-    concurrency: int
-    is_probe: bool
-    task_id: str
-    started_at: datetime
-    latency_s: float | None
-    completion_tokens: int | None
-    decode_tps: float | None
-    draft_n: int | None
-    draft_n_accepted: int | None
-    error: str | None
-    output_text: str
-    block: int = -1
-    """The block (run round) the request belongs to: the soak's unit of replication."""
-
-
-@dataclass(frozen=True, slots=True)
-class ResourceView:
-    taken_at: datetime
-    profile: str | None
-    rss_bytes: int | None
-    server_pid: int | None
-    counters: dict[str, float] = field(default_factory=dict)
-    """The server's speculative counters at that moment (`llamacpp:spec_decode_*`, labels
-    folded into the key): cumulative per process, so a process's acceptance curve is the
-    delta between its first and last sample."""
-
-
-@dataclass(frozen=True, slots=True)
-class IncidentView:
-    kind: str
-    occurred_at: datetime
-    profile: str | None
-    detail: str
-    evidence: dict[str, Any]
-
-
-@dataclass(frozen=True, slots=True)
-class BlockView:
-    arm: str
-    round: int
-    concurrency: int
-    started_at: datetime
-    finished_at: datetime | None
-    status: str
-    purpose: str = RunPurpose.MEASURED
-
-    @property
-    def is_probe(self) -> bool:
-        return self.purpose == RunPurpose.PROBE
-
-
-@dataclass(frozen=True, slots=True)
-class SoakData:
-    campaign_id: int
-    params: dict[str, Any]
-    status: str
-    blocks: tuple[BlockView, ...]
-    samples: tuple[SoakSampleView, ...]
-    resources: tuple[ResourceView, ...]
-    incidents: tuple[IncidentView, ...]
 
 
 def _spec_counters(metrics: dict[str, Any]) -> dict[str, float]:

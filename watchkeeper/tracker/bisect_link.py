@@ -25,7 +25,7 @@ from watchkeeper.errors import TrackerError
 from watchkeeper.store.tracker_store import TrackedIssue
 from watchkeeper.tracker import escape
 from watchkeeper.tracker.forge import Forge
-from watchkeeper.upgrade.bisect import BisectResult
+from watchkeeper.upgrade.bisect_result import BisectResult
 from watchkeeper.upgrade.releases import tag
 from watchkeeper.upgrade.report import bisect_markdown
 

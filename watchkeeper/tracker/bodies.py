@@ -20,7 +20,7 @@ from watchkeeper.findings.evidence import (
     SeriesEvidence,
     evidence_of,
 )
-from watchkeeper.publish.format import MISSING, fixed
+from watchkeeper.format import MISSING, fixed
 from watchkeeper.store.findings import StoredFinding
 from watchkeeper.tracker import escape
 

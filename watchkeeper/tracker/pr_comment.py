@@ -14,11 +14,11 @@ from dataclasses import dataclass
 
 from watchkeeper.analysis.benchmark import BenchResult, CategoryStats
 from watchkeeper.analysis.stats import RatioCI, wilson
-from watchkeeper.publish.format import MISSING, fixed, speedup
+from watchkeeper.format import MISSING, fixed, speedup
 from watchkeeper.tracker import escape
 from watchkeeper.tracker.forge import PullRequest
 
-VERDICTS = ("identical", "near_tie", "batch_variance", "length_only", "mismatch")
+VERDICTS = ("identical", "near_tie", "batch_variance", "length_only", "unverified", "mismatch")
 
 
 @dataclass(frozen=True, slots=True)

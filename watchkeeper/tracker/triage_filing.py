@@ -1,12 +1,14 @@
 """Triage step 2: a confirmed finding becomes an issue, exactly once.
 
 The database first (a claim row keyed by the issue's marker: of two agents only one files),
-the tracker second (the hidden marker, looked up by search and by a label listing, because
-GitHub's search lags behind creation). A create whose answer was lost is never blindly
-repeated; an issue with our marker that this database did not know is adopted.
+the tracker second (the hidden marker, looked up by search and by the issue listing, because
+a forge's search lags behind its issues). A create whose answer was lost is never blindly
+repeated; an issue with our marker that this database did not know is adopted, silently.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 from watchkeeper.errors import TrackerError, TrackerTransientError
 from watchkeeper.nightly.findings import set_status
@@ -14,19 +16,27 @@ from watchkeeper.store.findings import StoredFinding
 from watchkeeper.store.tracker_store import TrackedIssue
 from watchkeeper.tracker import bodies, escape
 from watchkeeper.tracker.forge import Issue
-from watchkeeper.tracker.triage_run import TriageRun, aware, continued_count, log, minute
-from watchkeeper.tracker.triage_updates import reopen_for, update_existing
+from watchkeeper.tracker.triage_run import TriageRun, log
+from watchkeeper.tracker.triage_updates import update_existing
 
 
-def find_by_marker(run: TriageRun, marker: str) -> Issue | None:
-    """Search first (cheap); on a miss, list the label (consistent where search lags)."""
-    for issue in run.forge.search_issues(marker):
-        if escape.has_marker(issue.body, marker):
-            return issue
-    scope = run.t.labels[:1]
-    for issue in run.forge.list_issues(state="all", labels=scope):
-        if escape.has_marker(issue.body, marker):
-            return issue
+def find_by_marker(run: TriageRun, marker: str, labels: Sequence[str]) -> Issue | None:
+    """The issue carrying `marker`, as the forge holds it *now*.
+
+    A forge's search index runs behind its issues (GitHub's by seconds to minutes; Gitea's
+    indexer is a queue): a search may miss an issue created moments ago, and GitHub answers
+    with the issue as the index last saw it, labels and state from before the latest change
+    (a black-box run with a 30 s lag once adopted an issue by its stale labels and commented
+    on it). So a search hit is only a pointer, read again with `get_issue`; on a miss, the
+    issue listing (current) is walked label by label: the finding's labels all went on at
+    creation, so one a maintainer removed still leaves the others to find it by."""
+    for hit in run.forge.search_issues(marker):
+        if escape.has_marker(hit.body, marker):
+            return run.forge.get_issue(hit.number)
+    for label in labels:
+        for issue in run.forge.list_issues(state="all", labels=[label]):
+            if escape.has_marker(issue.body, marker):
+                return issue
     return None
 
 
@@ -50,7 +60,7 @@ def file(run: TriageRun, f: StoredFinding, cap_left: int) -> int:
         run.progress(f"finding #{f.id}: another run is filing it")
         return 0
     try:
-        issue = find_by_marker(run, ctx.marker)
+        issue = find_by_marker(run, ctx.marker, run.labels_for(f))
         if issue is not None:
             adopt(run, claimed, f, issue)
             return 0
@@ -71,7 +81,7 @@ def create(run: TriageRun, f: StoredFinding, ctx: bodies.IssueContext) -> tuple[
         except TrackerTransientError as exc:
             # The answer may have been lost after the issue was created: look before retrying.
             log.warning("creating the issue for finding #%d: %s", f.id, exc)
-            issue = find_by_marker(run, ctx.marker)
+            issue = find_by_marker(run, ctx.marker, run.labels_for(f))
             if issue is not None:
                 return issue, True
             if attempt == run.t.max_attempts:
@@ -82,20 +92,26 @@ def create(run: TriageRun, f: StoredFinding, ctx: bodies.IssueContext) -> tuple[
 
 def adopt(run: TriageRun, claimed: TrackedIssue, f: StoredFinding, issue: Issue) -> None:
     """An issue with our marker that this database did not know (a new database, another
-    host): link it silently. Only a finding seen since watchkeeper last wrote on the issue
-    is news worth a comment (or a reopen), and never on a silenced issue."""
-    comments = run.forge.comments(issue.number)
-    mine = [c for c in comments if c.author == run.me]
-    said = [c.created_at for c in mine if c.created_at is not None]
-    last_said = max(said) if said else issue.created_at
+    host): linked, and *nothing posted*, whatever its labels and state. What the tracker
+    decided is taken over: an ack or silence its status label records, a close (as the
+    decisions step reads a close: fixed). An occurrence this database saw that the issue does
+    not tell yet is not news worth a comment of its own (judged from a search that may lag,
+    it once produced a false `Seen again`): it is counted in the next recurrence comment, which
+    only a new occurrence writes (`triage_updates.issue_count`)."""
+    mine = [c for c in run.forge.comments(issue.number) if c.author == run.me]
     kept = kept_decision(run, issue)
-    if kept is not None and f.status == "active":
+    if f.status == "active" and kept is not None:
         # Decided (and answered) before this database existed: taken over silently, or
         # the label would be re-applied with a second status comment, and a silence
         # given by `/watchkeeper silence` (label applied by us) would be forgotten.
         name = f"{run.t.status_label_prefix}{kept}"
         f = set_status(run.history, f.id, kept, f"adopted: {name} on issue #{issue.number}")
         run.outcome.decisions.append(f"#{issue.number}: {f.status} (adopted, {name})")
+    elif f.status == "active" and issue.state == "closed":
+        # Closed on the tracker: fixed, as `sync_decisions` reads a close; a finding confirmed
+        # again later is a new finding, which reopens the issue with one comment.
+        f = set_status(run.history, f.id, "fix", f"adopted: issue #{issue.number} is closed")
+        run.outcome.decisions.append(f"#{issue.number}: {f.status} (adopted, closed)")
     record(
         run,
         claimed,
@@ -104,28 +120,6 @@ def adopt(run: TriageRun, claimed: TrackedIssue, f: StoredFinding, issue: Issue)
         adopted=True,
         last_comment_id=max((c.id for c in mine), default=None),
     )
-    seen = aware(f.last_seen_at or f.created_at)
-    told = bodies.reported(issue.body, comments, run.me)
-    count: int | None = None
-    if told is not None:
-        # The issue's own account is the starting point: only an occurrence after the
-        # newest one it reports is news, and the count goes on from the issue's.
-        news = minute(seen) > told.last
-        count = continued_count(
-            told, f, new=f.occurrences if minute(f.created_at) > told.last else 1
-        )
-    else:
-        news = last_said is not None and seen > last_said
-    silenced = f.status == "silenced" or f"{run.t.status_label_prefix}silence" in issue.labels
-    if not news or silenced or f.status != "active":
-        return
-    item = run.store.by_marker(claimed.marker) or claimed
-    if issue.state != "open":
-        reopen_for(run, item, f, issue)
-        return
-    run.forge.comment(issue.number, bodies.recurrence_comment(f, count))
-    run.outcome.commented.append(issue.number)
-    run.progress(f"finding #{f.id}: recurrence noted on issue #{issue.number}")
 
 
 def kept_decision(run: TriageRun, issue: Issue) -> str | None:

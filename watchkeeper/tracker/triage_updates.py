@@ -12,7 +12,7 @@ from watchkeeper.store.tracker_store import TrackedIssue
 from watchkeeper.tracker import bodies
 from watchkeeper.tracker.forge import Issue
 from watchkeeper.tracker.lifecycle import SeriesNights
-from watchkeeper.tracker.triage_run import TriageRun, continued_count
+from watchkeeper.tracker.triage_run import TriageRun, continued_count, minute
 
 
 def update_existing(run: TriageRun, item: TrackedIssue, f: StoredFinding) -> None:
@@ -38,11 +38,21 @@ def update_existing(run: TriageRun, item: TrackedIssue, f: StoredFinding) -> Non
 def issue_count(run: TriageRun, number: int, f: StoredFinding, item: TrackedIssue) -> int:
     """The count a recurrence comment shows: the issue's own last count plus the
     occurrences since it was last told. Equal to the finding's count for an issue this
-    database filed; higher for one adopted after a lost database, which keeps counting."""
-    told = bodies.reported(run.forge.get_issue(number).body, run.forge.comments(number), run.me)
+    database filed; higher for one adopted after a lost database, which keeps counting. A
+    finding first seen (to the minute) after its issue was opened and after the newest
+    occurrence the issue reports (adopted, silently, by a new database) is news in all its
+    occurrences, those before the adoption included."""
+    issue = run.forge.get_issue(number)
+    told = bodies.reported(issue.body, run.forge.comments(number), run.me)
     if told is None:
         return f.occurrences
-    return continued_count(told, f, new=f.occurrences - item.occurrences_synced)
+    # To the minute, as the issue reports: a forge stamps whole seconds, and its clock and
+    # this host's need not agree to the second.
+    first = minute(f.created_at)
+    opened = issue.created_at
+    unseen = opened is not None and first > minute(opened) and first > told.last
+    new = f.occurrences if unseen else f.occurrences - item.occurrences_synced
+    return continued_count(told, f, new=new)
 
 
 def reopen_for(run: TriageRun, item: TrackedIssue, f: StoredFinding, issue: Issue) -> None:

@@ -60,3 +60,14 @@ def latest(versions: list[str]) -> str:
     if not versions:
         raise ConfigError("no llama.cpp releases found")
     return versions[-1]
+
+
+def nearest_outside(versions: list[str], first: str, last: str, n: int = 2) -> list[str]:
+    """The `n` releases just before `first` and the `n` just after `last` (nearest first on
+    each side): where to look when a range's ends measure alike."""
+    if first not in versions or last not in versions:
+        return []
+    lo, hi = versions.index(first), versions.index(last)
+    before = versions[max(0, lo - n) : lo][::-1]
+    after = versions[hi + 1 : hi + 1 + n]
+    return before + after

@@ -1,0 +1,62 @@
+"""The crossover of a load ladder: where the speed-up's CI stops lying above 1."""
+
+from __future__ import annotations
+
+import pytest
+
+from watchkeeper.analysis.crossover import LevelRatios, crossover
+from watchkeeper.analysis.stats import RatioCI
+
+
+def _level(level: float, est: float, low: float, high: float, verdict: str) -> LevelRatios:
+    ci = RatioCI(est, low, high, 9, 3, 3, verdict=verdict)
+    return LevelRatios(level, f"c{level:g}", ci, None, None)
+
+
+def test_pays_until_the_ci_reaches_one_then_keeps_the_baseline() -> None:
+    levels = [
+        _level(1, 1.30, 1.20, 1.40, "faster"),
+        _level(2, 1.15, 1.05, 1.26, "faster"),
+        _level(4, 0.98, 0.90, 1.07, "inconclusive"),
+        _level(8, 0.80, 0.72, 0.89, "slower"),
+    ]
+    c = crossover("smollm2-ngram", list(reversed(levels)))
+    assert c.pays_up_to == 2 and c.first_not_paying == 4
+    assert c.estimate_crosses is not None and 2 < c.estimate_crosses < 4
+    assert c.low_crosses is not None and c.high_crosses is not None
+    assert c.low_crosses < c.estimate_crosses < c.high_crosses
+    assert 2 < c.low_crosses < 4 and 4 < c.high_crosses < 8
+    assert "pays up to 2 concurrent requests" in c.sentence
+    assert "from 4 on no clear difference" in c.sentence
+
+
+def test_an_arm_that_never_pays_and_one_that_always_does() -> None:
+    never = crossover("a", [_level(1, 1.01, 0.97, 1.05, "inconclusive")])
+    assert never.pays_up_to is None and "does not pay even at 1" in never.sentence
+    always = crossover(
+        "b", [_level(1, 1.3, 1.2, 1.4, "faster"), _level(2, 1.2, 1.1, 1.3, "faster")]
+    )
+    assert always.pays_up_to == 2 and always.first_not_paying is None
+    assert always.estimate_crosses is None
+    assert "pays at every load measured" in always.sentence
+
+
+def test_a_ci_above_one_within_the_threshold_does_not_pay() -> None:
+    c = crossover("a", [_level(1, 1.02, 1.01, 1.03, "within threshold")])
+    assert c.pays_up_to is None
+
+
+def test_levels_without_a_ci_read_no_crossover() -> None:
+    ci = RatioCI(1.2, 1.2, 1.2, 2, 2, 2)
+    c = crossover("a", [LevelRatios(1, "c1", ci, None, None)])
+    assert c.levels[0].state == "no CI" and "no level has a CI" in c.sentence
+    assert c.to_json()["levels"][0]["speedup"]["verdict"] == "insufficient replicates"  # type: ignore[index]
+    assert crossover("a", [_level(1, 0.9, 0.85, 0.95, "slower")]).estimate_crosses is None
+
+
+@pytest.mark.parametrize("unit", ["requests/s"])
+def test_the_sentence_names_the_unit(unit: str) -> None:
+    c = crossover(
+        "a", [_level(0.5, 1.3, 1.2, 1.4, "faster"), _level(2, 0.9, 0.8, 0.95, "slower")], unit
+    )
+    assert "pays up to 0.5 requests/s" in c.sentence and "keep the baseline" in c.sentence

@@ -1,0 +1,151 @@
+"""No profiles configured: the nightly and the soak never measure a test model silently. The
+soak takes the sweep's committed recommendation (its arm beside the baseline) and writes its
+report beside the sweep's, whose stability criterion then reads it; the nightly refuses with
+a hint naming the key and the recommended profile."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from watchkeeper.analysis.benchmark import BenchResult
+from watchkeeper.analysis.identity_gate import withheld
+from watchkeeper.analysis.recommend import recommend
+from watchkeeper.campaign.defaults import soak_profiles
+from watchkeeper.commands.nightly import nightly_command
+from watchkeeper.commands.soak import soak_command
+from watchkeeper.config import BenchConfig, Config, ProfileConfig
+from watchkeeper.errors import ConfigError
+from watchkeeper.publish.deliverable import RECORD_NAME, build_record, write_record
+from watchkeeper.publish.soak_report import (
+    BEGIN,
+    END,
+    render,
+    series_rows,
+    splice,
+    stability_line,
+    summary,
+)
+from watchkeeper.soak.views import SoakSampleView
+
+
+def config_in(tmp_path: Path) -> Config:
+    return Config(bench=BenchConfig(reports_dir=str(tmp_path / "reports")))
+
+
+def commit_record(config: Config, result: BenchResult) -> None:
+    rec = recommend(result, withheld=withheld(result))
+    record = build_record(
+        result,
+        rec,
+        chosen=rec.overall.profile or result.baseline.name,
+        profiles={
+            "baseline": ProfileConfig(model="target"),
+            "draft4": ProfileConfig(
+                model="target", draft_model="draft", spec_type="draft-simple", draft_n_max=4
+            ),
+        },
+        report="speculative_benchmark.md",
+        campaign_report="x/report.md",
+    )
+    write_record(config.bench.resolved_reports_dir() / RECORD_NAME, record)
+
+
+def test_an_empty_nightly_refuses_and_names_the_key(tmp_path: Path) -> None:
+    config = config_in(tmp_path)
+    assert config.nightly.profiles == [] and config.soak.profiles == []
+    with pytest.raises(ConfigError) as err:
+        nightly_command(config, progress=lambda _m: None)
+    assert "[nightly] profiles is empty" in err.value.message
+    assert err.value.hint is not None and "[nightly] profiles = [" in err.value.hint
+    with pytest.raises(ConfigError) as soak_err:
+        soak_command(config, progress=lambda _m: None)
+    assert "[soak] profiles is empty" in soak_err.value.message
+
+
+def test_with_a_committed_recommendation_the_soak_takes_it_and_the_nightly_names_it(
+    tmp_path: Path, result: BenchResult
+) -> None:
+    config = config_in(tmp_path)
+    commit_record(config, result)
+    with pytest.raises(ConfigError) as err:
+        nightly_command(config, progress=lambda _m: None)
+    assert err.value.hint is not None and "the sweep recommends draft4" in err.value.hint
+    seen: list[str] = []
+    soaked, names, record = soak_profiles(config, None, None, progress=seen.append)
+    assert names == ["draft4", "baseline"] and record is not None
+    assert soaked.profiles["draft4"].draft_n_max == 4
+    assert "draft4 beside baseline" in seen[0]
+    # Profiles given on the command line win over the recommendation.
+    assert soak_profiles(config, ["mine"], None, progress=seen.append)[1] == ["mine"]
+
+
+def _sample(profile: str, conc: int, tps: float, error: str | None = None) -> SoakSampleView:
+    t = datetime(2026, 11, 27, tzinfo=UTC)
+    return SoakSampleView(profile, conc, False, "t1", t, 1.0, 64, tps, None, None, error, "x")
+
+
+def test_the_soak_report_and_the_sweep_reports_stability_line() -> None:
+    samples = [
+        _sample("draft4", 1, 30.0),
+        _sample("draft4", 1, 32.0),
+        _sample("draft4", 4, 50.0, error="timeout"),
+        _sample("baseline", 1, 25.0),
+        _sample("baseline", 4, 40.0),
+    ]
+    rows = series_rows(samples)
+    assert [(r.profile, r.concurrency, r.requests, r.errors) for r in rows] == [
+        ("baseline", 1, 1, 0),
+        ("baseline", 4, 1, 0),
+        ("draft4", 1, 2, 0),
+        ("draft4", 4, 1, 1),
+    ]
+    verdict = {
+        "campaign_id": 12,
+        "verdict": "stable",
+        "headline": "stable: 5 requests over 0.03h, 1 errors",
+        "reasons": [],
+        "notes": ["5 requests over 0.03h, 1 errors"],
+        "figures": {
+            "requests": 5,
+            "errors": 1,
+            "restarts": 0,
+            "crashes": 0,
+            "rss": [{"profile": "draft4", "slope": 3.2, "ci95": [-1.0, 7.5], "judged": True}],
+            "series": [],
+            "leak_threshold_mb_per_hour": 50.0,
+        },
+    }
+    s = summary(
+        verdict, rows, subject="draft4", baseline="baseline", duration="2m",
+        sweep_campaign=7, command="watchkeeper soak --recommendation r.json",
+    )  # fmt: skip
+    text = render(s)
+    assert (
+        "| draft4 | 1 | 2 | 0 | 31.0 |" in text
+        and "| draft4 | 4 | 1 | 1 | — |" in text
+        and "| baseline (baseline) | 1 |" in text
+    )
+    assert "3.2 MB/h" in text and "soak campaign 12, for sweep campaign 7" in text
+    line = stability_line(s, fallback="unused")
+    assert line.startswith("3. **Stable under sustained load: met.**")
+    assert "concurrency 1, 4: 5 load requests, 1 errors, 0 restarts" in line
+    report = f"head\n{BEGIN}\n3. not yet measured\n{END}\ntail\n"
+    assert splice(report, line) == f"head\n{BEGIN}\n{line}\n{END}\ntail\n"
+    assert stability_line(None, fallback="3. not yet") == "3. not yet"
+
+
+def test_the_soak_cli_refuses_without_profiles_and_its_help_names_the_soak_section(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from watchkeeper.cli.app import main
+
+    config = tmp_path / "wk.toml"
+    config.write_text(f'[bench]\nreports_dir = "{tmp_path / "reports"}"\n')
+    assert main(["soak", "--config", str(config), "--duration", "1m"]) == 2
+    assert "[soak] profiles is empty" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["soak", "--help"])
+    assert "the config's [soak] keys" in capsys.readouterr().out

@@ -1,0 +1,78 @@
+"""A fake OpenAI-compatible chat server over real HTTP on 127.0.0.1 that serves one request at
+a time and stalls each for a fixed time: the server a load generator must not wait for.
+
+It records when each request arrived (a `time.perf_counter` reading, the open-loop runner's
+clock) so a test can check that requests were sent at their scheduled times, not when the
+previous answer came back."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+class SlowServer:
+    def __init__(self, stall_s: float, tokens: int = 4, gap_s: float = 0.01) -> None:
+        self.stall_s, self.tokens, self.gap_s = stall_s, tokens, gap_s
+        self.arrivals: list[float] = []
+        self.finished: list[float] = []
+        self._slot = threading.Lock()
+        self._record = threading.Lock()
+
+    def serve(self, handler: BaseHTTPRequestHandler) -> None:
+        with self._record:
+            self.arrivals.append(time.perf_counter())
+        length = int(handler.headers.get("Content-Length", "0"))
+        handler.rfile.read(length)
+        handler.send_response(200)
+        handler.send_header("Content-Type", "text/event-stream")
+        handler.end_headers()
+        with self._slot:  # one slot: requests queue here, as in a server with --parallel 1
+            time.sleep(self.stall_s)
+            for i in range(self.tokens):
+                self._event(handler, {"choices": [{"delta": {"content": f"t{i} "}}]})
+                time.sleep(self.gap_s)
+            self._event(
+                handler,
+                {
+                    "choices": [{"delta": {}, "finish_reason": "length"}],
+                    "usage": {"completion_tokens": self.tokens, "prompt_tokens": 5},
+                    "timings": {"predicted_n": self.tokens, "predicted_per_second": 100.0},
+                },
+            )
+            handler.wfile.write(b"data: [DONE]\n\n")
+            handler.wfile.flush()
+            with self._record:
+                self.finished.append(time.perf_counter())
+
+    @staticmethod
+    def _event(handler: BaseHTTPRequestHandler, body: dict[str, object]) -> None:
+        handler.wfile.write(f"data: {json.dumps(body)}\n\n".encode())
+        handler.wfile.flush()
+
+
+@contextmanager
+def slow_server(stall_s: float, tokens: int = 4) -> Iterator[tuple[str, SlowServer]]:
+    """(base URL, the server's record) while it runs on a free port of 127.0.0.1."""
+    state = SlowServer(stall_s, tokens)
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # HTTP/1.0: the body ends when the connection closes
+            state.serve(self)
+
+        def log_message(self, format: str, *args: object) -> None:
+            return None
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    httpd.daemon_threads = True
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}", state
+    finally:
+        httpd.shutdown()
+        httpd.server_close()

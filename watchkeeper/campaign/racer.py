@@ -1,0 +1,179 @@
+"""The sweep's racer: a policy that receives each round's runs and answers which arms go on.
+
+`execute_bench` calls it after every measured round (`BenchPlan.after_round`); it feeds the
+runs to the racing rule (`analysis/racing.py`: pure), reports the drops, and says whether
+another round fits the budget, with the identity probes' cost reserved. Before round 1 it drops
+the draft settings whose speed-up at perfect acceptance cannot tie the baseline. Kept out of
+`commands/sweep.py` so the command only composes: the racer is engine, the sweep its one user.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+
+from watchkeeper.analysis.bench_bound import perfect_acceptance_bound
+from watchkeeper.analysis.racing import ceiling_drops, keep_going, race_round, start
+from watchkeeper.analysis.racing_types import (
+    Ceiling,
+    Cell,
+    RaceArm,
+    RaceSettings,
+    Table,
+    arm_cost,
+)
+from watchkeeper.campaign.calibration import Calibration
+from watchkeeper.config import ProfileConfig
+from watchkeeper.load.records import RunResult
+
+Progress = Callable[[str], None]
+Clock = Callable[[], float]
+PROBE_SHARE = 1.2
+"""The identity probes after the last round cost about one uncached round (round 1) of the
+arms they probe (same tasks, logprobs on, every prompt prefilled) plus the replays: reserved
+from the budget before every further round."""
+EXACT_PROBE_SHARE = 3.5
+"""The same in the exact identity mode (`bench.identity_mode = exact`, the default): the probe
+servers run --ubatch-size 1, so every prompt is prefilled a token at a time. Measured
+2026-11-27 (default Qwen sweep, 2 CPU cores, prompts ~300 tokens): the baseline's probes took
+478 s against 190 s for its round 1 (2.5x), draft n 4's 1162 s against 275 s (4.2x, partly
+beside a niced test run). At 1.2 the 40-minute sweep reserved ~40 min for probes that would
+have taken ~2 h."""
+
+
+def probe_share(identity_mode: str) -> float:
+    """What the identity probes cost, in round-1 costs of the arms they probe."""
+    return EXACT_PROBE_SHARE if identity_mode == "exact" else PROBE_SHARE
+
+
+def race_arms(profiles: dict[str, ProfileConfig]) -> list[RaceArm]:
+    """The first profile is the baseline; costs order ties (baseline, n-gram, drafts by n)."""
+    return [
+        RaceArm(n, arm_cost(p.spec_type, p.draft_n_max, p.speculative), baseline=(i == 0))
+        for i, (n, p) in enumerate(profiles.items())
+    ]
+
+
+def cells_of(runs: Sequence[RunResult]) -> list[Cell]:
+    """Measured, clean requests as racing cells (server-reported decode tok/s)."""
+    return [
+        Cell(r.arm, s.task_id, s.category, r.round, s.decode_tps_server)
+        for r in runs
+        if not r.is_warmup
+        for s in r.samples
+        if s.ok and s.decode_tps_server
+    ]
+
+
+def _round_seconds(
+    runs: Sequence[RunResult], arms: Sequence[str], round_index: int | None = None
+) -> float:
+    """What a round (default: the last) cost `arms`: the sum of their requests' latencies."""
+    if not runs:
+        return 0.0
+    which = round_index if round_index is not None else max(r.round for r in runs)
+    return sum(
+        s.latency_s or 0.0 for r in runs if r.round == which and r.arm in arms for s in r.samples
+    )
+
+
+class Racer:
+    """The bench's per-round hook: feeds the measured runs to the racing rule, reports drops,
+    and says whether another round fits the budget."""
+
+    def __init__(
+        self,
+        arms: Sequence[RaceArm],
+        settings: RaceSettings,
+        *,
+        budget_s: float,
+        clock: Clock,
+        progress: Progress,
+        draft_lengths: Mapping[str, int] | None = None,
+        probe_share: float = PROBE_SHARE,
+    ) -> None:
+        self.arms = list(arms)
+        self.probe_share = probe_share
+        self.draft_lengths = dict(draft_lengths or {})
+        """Draft-model arms and their n_max: the ones the ceiling rule can price."""
+        self.settings = settings
+        self.budget_s = budget_s
+        self.clock = clock
+        self.started = clock()
+        self.progress = progress
+        self.state = start(arms)
+        self.stop_reason = ""
+        self.unprobed: dict[str, str] = {}
+        """Surviving arms left out of the identity probes, and why."""
+
+    def __call__(self, runs: Sequence[RunResult]) -> tuple[Sequence[str], bool]:
+        before = len(self.state.drops)
+        self.state = race_round(Table(cells_of(runs)), self.arms, self.state, self.settings)
+        for d in self.state.drops[before:]:
+            self.progress(f"race: dropped {d.arm} after round {d.round} ({d.rule}): {d.reason}")
+        nxt = _round_seconds(runs, self.state.active)
+        probed = self.probe_arms(runs)
+        go, why = keep_going(
+            self.state,
+            self.settings,
+            elapsed_s=self.clock() - self.started,
+            budget_s=self.budget_s,
+            next_round_s=nxt,
+            # Probes prefill every prompt afresh (no prompt cache): priced from round 1's cost.
+            reserve_s=self.probe_share * _round_seconds(runs, probed, 1),
+        )
+        if not go:
+            self.stop_reason = why
+            self.progress(
+                f"race: stop after round {self.state.rounds}: {why}; identity probes for "
+                + ", ".join(probed)
+            )
+            return probed, False
+        return self.state.active, go
+
+    def ceiling(self, costs: Calibration) -> Sequence[str]:
+        """Before round 1: drop the draft settings whose speed-up at perfect acceptance, at the
+        costs just calibrated, cannot tie the baseline (analysis/racing.ceiling_drops)."""
+        found = [c for arm, n in self.draft_lengths.items() if (c := arm_ceiling(arm, n, costs))]
+        for c in found:
+            self.progress(f"race: {c.arm} at perfect acceptance: {c.bound:.2f}x ({c.how})")
+        before = len(self.state.drops)
+        self.state = ceiling_drops(self.state, found, self.settings)
+        for d in self.state.drops[before:]:
+            self.progress(f"race: dropped {d.arm} before round 1 ({d.rule}): {d.reason}")
+        return self.state.active
+
+    def probe_arms(self, runs: Sequence[RunResult]) -> list[str]:
+        """Every arm still in the race that a recommendation could name: the baseline and
+        each surviving draft-model and n-gram arm, except one already called slower than the
+        baseline (95% CI below 1, estimate beyond the threshold): it can be neither
+        recommended nor the closest setting, and its probes would cost the most. The recommendation
+        names only an arm whose identity was checked (analysis/identity_gate.py). The budget
+        reserves the probes' cost (about one uncached round of them) before every round."""
+        base = self.arms[0].name
+        table = Table(cells_of(runs))
+        keep = []
+        for a in self.state.active:
+            ci = table.ratio(a, base, None, self.settings, 0.95) if a != base else None
+            if ci is not None and ci.has_ci and ci.verdict == "slower":
+                self.unprobed[a] = (
+                    f"slower than the baseline ({ci.estimate:.2f}x, 95% CI {ci.low:.2f}-"
+                    f"{ci.high:.2f}): no recommendation can name it"
+                )
+                continue
+            self.unprobed.pop(a, None)
+            keep.append(a)
+        return keep
+
+
+def arm_ceiling(arm: str, draft_length: int, costs: Calibration) -> Ceiling | None:
+    """The arm's bound at perfect acceptance, where both its costs were measured."""
+    draft = costs.draft_cost(arm)
+    verify = costs.verify_cost(arm)
+    if draft.ratio is None or draft.ratio <= 0 or verify.cost is None:
+        return None
+    bound = perfect_acceptance_bound(draft_length, draft.ratio, verify.tokens, verify.cost)
+    how = (
+        f"n {draft_length}: ({draft_length} + 1) / ({draft_length} x draft {draft.ratio:.2f} "
+        f"+ verify {bound.verify_cost:.2f}) target steps"
+    )
+    return Ceiling(arm, bound.predicted_speedup, how)

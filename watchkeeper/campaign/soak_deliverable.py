@@ -1,0 +1,69 @@
+"""The soak of a recommendation, written beside the sweep's report and read by it.
+
+After `watchkeeper soak --recommendation ...` finishes, its figures per arm and concurrency
+(requests, errors, median decode tok/s, throughput drift), the RSS slope per arm, restarts and
+the verdict go to `reports/speculative_soak.md` and `.json`, and the stability criterion of
+`reports/speculative_benchmark.md` is rewritten from them (between its soak markers), so the
+committed acceptance section reads the committed soak.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from watchkeeper.config import Config
+from watchkeeper.publish.deliverable import RecommendationRecord
+from watchkeeper.publish.soak_report import (
+    SOAK_REPORT,
+    SOAK_SUMMARY,
+    render,
+    series_rows,
+    splice,
+    stability_line,
+    summary,
+    write_summary,
+    write_text,
+)
+from watchkeeper.store.db import Database, open_database
+from watchkeeper.store.soak_store import SoakStore
+
+
+def write_soak_deliverable(
+    config: Config,
+    campaign_id: int,
+    verdict: Mapping[str, Any],
+    record: RecommendationRecord,
+    *,
+    names: Sequence[str],
+    duration: str,
+    command: str,
+    progress: Callable[[str], None],
+    database: Database | None = None,
+) -> Path:
+    reports = config.bench.resolved_reports_dir()
+    with open_database(config.database.resolved_url(), given=database) as db:
+        data = SoakStore(db).load(campaign_id)
+    subject = names[0]
+    baseline = record.baseline.name
+    data_summary = summary(
+        dict(verdict),
+        series_rows(data.samples),
+        subject=subject,
+        baseline=baseline,
+        duration=duration,
+        sweep_campaign=record.campaign_id,
+        command=command,
+    )
+    write_summary(reports / SOAK_SUMMARY, data_summary)
+    path = write_text(reports / SOAK_REPORT, render(data_summary))
+    progress(f"soak report: {path}")
+    sweep = reports / record.report
+    if sweep.is_file():
+        text = sweep.read_text(encoding="utf-8")
+        spliced = splice(text, stability_line(data_summary, fallback=""))
+        if spliced != text:
+            write_text(sweep, spliced)
+            progress(f"{sweep}: the stability criterion now reads this soak")
+    return path

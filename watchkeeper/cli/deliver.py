@@ -1,0 +1,327 @@
+"""The long campaigns and what they deliver: `sweep` (the race and its recommendation), `unit`
+(the recommended llama-server unit for this host), `soak` (the overnight load, and the soak of
+a recommendation). Split from `cli/measure.py`, which keeps the short measuring commands."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from rich.markup import escape
+
+from watchkeeper.cli.common import (
+    add_common,
+    add_open_loop_options,
+    add_sampling,
+    out,
+    progress,
+    split,
+)
+from watchkeeper.config import Config
+from watchkeeper.publish.sweep_report import drop_status
+from watchkeeper.store.db import open_database
+
+
+def cmd_sweep(args: argparse.Namespace, config: Config) -> int:
+    from watchkeeper.commands.sweep import sweep_command
+    from watchkeeper.publish.console import print_bench
+
+    with open_database(config.database.resolved_url()) as db:
+        result = sweep_command(
+            config,
+            family=args.family,
+            target=args.target,
+            draft=args.draft,
+            profile=args.profile,
+            rounds=args.rounds,
+            taskset=Path(args.taskset) if args.taskset else None,
+            per_category=args.per_category,
+            service_path=Path(args.service_file),
+            budget_min=args.budget,
+            race=not args.no_race,
+            max_tokens=args.max_tokens,
+            progress=progress,
+            database=db,
+            concurrency=args.concurrency,
+            load=_open_loop(args),
+        )
+    if args.json:
+        out.print_json(json.dumps(result.to_json(), default=str))
+    else:
+        print_bench(out, result.bench)
+        out.print(f"\n[bold]Recommendation:[/bold] {escape(result.recommendation.headline)}")
+        if result.race is not None:
+            for d in result.race.drops:
+                out.print(f"{d.arm}: {drop_status(d)}")
+            for c in result.race.decisions:
+                out.print(f"{c.category}: {c.pick} ({c.status})")
+        out.print(f"service file: {result.service_path}")
+    return 0
+
+
+def _open_loop(args: argparse.Namespace) -> Any:
+    """A sweep's or soak's open-loop load (--rate and its arrivals), or None: the closed
+    loop at --concurrency."""
+    from watchkeeper.campaign.load_shape import LoadShape
+
+    if args.rate is None:
+        return None
+    return LoadShape(
+        rate=args.rate,
+        arrival=args.arrival,
+        burstiness=args.burstiness,
+        queue_deadline_s=args.queue_deadline,
+        max_concurrency=getattr(args, "max_concurrency", None),
+    )
+
+
+def cmd_unit(args: argparse.Namespace, config: Config) -> int:
+    from watchkeeper.commands.unit import unit_command
+
+    result = unit_command(
+        config,
+        recommendation=Path(args.recommendation) if args.recommendation else None,
+        output=Path(args.output) if args.output else None,
+        overrides={
+            "binary": args.binary,
+            "model_dir": args.model_dir,
+            "user": args.user,
+            "group": args.group,
+            "host": args.host,
+            "port": args.port,
+            "reports_url": args.reports_url,
+            "docs_dir": args.docs_dir,
+            "gpu": args.gpu,
+        },
+    )
+    if args.json:
+        out.print_json(json.dumps(result.to_json()))
+    elif result.path is None:
+        print(result.text, end="")  # the unit itself, byte for byte, for a redirect
+    else:
+        what = "speculates" if result.speculates else "keeps the baseline"
+        out.print(f"wrote {result.path}: profile {result.profile} ({what})")
+    return 0
+
+
+def cmd_soak(args: argparse.Namespace, config: Config) -> int:
+    import shlex
+    import sys
+    import threading
+
+    from watchkeeper.campaign.defaults import soak_profiles
+    from watchkeeper.commands.soak import soak_command
+    from watchkeeper.soak.signals import stop_on_signals
+
+    config, profiles, record = soak_profiles(
+        config,
+        split(args.profiles),
+        Path(args.recommendation) if args.recommendation else None,
+        progress=progress,
+    )
+    stop = threading.Event()
+    with stop_on_signals(stop):
+        result = soak_command(
+            config,
+            duration=args.duration,
+            profiles=profiles,
+            concurrency=[int(c) for c in split(args.concurrency) or []] or None,
+            block=args.block,
+            taskset=Path(args.taskset) if args.taskset else None,
+            limit=args.limit,
+            per_category=args.per_category,
+            seed=args.seed,
+            fresh=args.fresh,
+            resume_id=args.resume,
+            against_reference=args.reference,
+            stop=stop,
+            progress=progress,
+            load=_open_loop(args),
+        )
+    if record is not None and result.status == "completed":
+        from watchkeeper.campaign.soak_deliverable import write_soak_deliverable
+
+        write_soak_deliverable(
+            config,
+            result.campaign_id,
+            result.verdict.to_json(),
+            record,
+            names=profiles or [],
+            duration=args.duration or config.soak.duration,
+            command="watchkeeper " + shlex.join(sys.argv[1:]),
+            progress=progress,
+        )
+    if args.json:
+        out.print_json(json.dumps(result.to_json()))
+    else:
+        out.print(f"soak campaign {result.campaign_id} {result.status}: {result.verdict.headline}")
+        out.print(f"  sampling (load requests): {result.sampling.label()}")
+        for line in (*result.verdict.reasons, *result.verdict.notes):
+            out.print(f"  - {escape(line)}")
+    if result.status == "interrupted":
+        return 130
+    return 0 if result.verdict.stable else 1
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "sweep",
+        help="race spec types and draft lengths, recommend per category, write a service file",
+        description="Candidates: the baseline, draft-simple at n_max 4, 8 and 16 (with a draft "
+        "model) and every n-gram type of the installed build. Arms are measured paired, round "
+        "by round; after each round the racing rule stops measuring arms that lost (see "
+        "docs/sweep.md), until every category is decided, --rounds are done or --budget is "
+        "spent. Writes reports/speculative_benchmark.md and a systemd unit for the chosen "
+        "setting.",
+    )
+    add_common(p)
+    models = p.add_mutually_exclusive_group()
+    models.add_argument(
+        "--family",
+        choices=["qwen", "smollm2"],
+        help="built-in target/draft pair to sweep (default: qwen)",
+    )
+    models.add_argument(
+        "--target",
+        metavar="MODEL",
+        help="your own target model: a catalog name, a [models] name or a .gguf path",
+    )
+    models.add_argument(
+        "--profile",
+        metavar="P",
+        help="sweep around this profile: its model and draft model, its other settings kept",
+    )
+    p.add_argument(
+        "--draft",
+        metavar="MODEL",
+        help="draft model for --target (catalog name, [models] name or .gguf path); without "
+        "it only n-gram types are swept",
+    )
+    p.add_argument(
+        "--budget",
+        type=float,
+        default=40.0,
+        metavar="MIN",
+        help="minutes the sweep may take; no round starts that would not fit (default 40)",
+    )
+    p.add_argument(
+        "--rounds",
+        type=int,
+        metavar="N",
+        help="most measured rounds (raced: default 5; --no-race: every arm runs exactly N, "
+        "default bench.rounds)",
+    )
+    p.add_argument(
+        "--no-race",
+        action="store_true",
+        help="measure every arm every round (a full table, e.g. for benchmarks/racing.py)",
+    )
+    p.add_argument(
+        "--taskset", metavar="F", help="JSONL task set (default: jobs/tasksets/standard.jsonl)"
+    )
+    p.add_argument(
+        "--per-category",
+        type=int,
+        default=3,
+        metavar="N",
+        help="tasks per category (default 3: fewer gives a category no CI worth the name)",
+    )
+    p.add_argument(
+        "--max-tokens",
+        type=int,
+        default=64,
+        metavar="N",
+        help="cut every answer at N tokens (default 64, the nightly's cap; 0 keeps the task "
+        "set's own lengths, 96-192 tokens)",
+    )
+    add_open_loop_options(p, "sweep")
+    p.add_argument(
+        "--service-file",
+        default="systemd/llama-server-speculative.service",
+        metavar="PATH",
+        help="where to write the systemd unit (default: systemd/llama-server-speculative.service)",
+    )
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    add_sampling(p)
+    p.set_defaults(handler=cmd_sweep)
+
+    p = sub.add_parser(
+        "unit",
+        help="render the recommended llama-server systemd unit for this host's paths",
+        description="Render the sweep's committed recommendation "
+        "(reports/speculative_recommendation.json) as a systemd unit with this host's "
+        "binary, model directory, user, group, host and port: [service] in the config, "
+        "each overridable here. Prints the unit, or writes it with --output.",
+    )
+    add_common(p)
+    p.add_argument(
+        "--recommendation",
+        metavar="F",
+        help="the sweep's recommendation (default: reports/speculative_recommendation.json)",
+    )
+    p.add_argument("--binary", metavar="PATH", help="llama-server here (default: service.binary)")
+    p.add_argument(
+        "--model-dir", metavar="DIR", help="where the GGUF files are (default: service.model_dir)"
+    )
+    p.add_argument("--user", help="User= (default: service.user)")
+    p.add_argument("--group", help="Group= (default: service.group, else the user)")
+    p.add_argument("--host", help="address to listen on (default: service.host)")
+    p.add_argument("--port", type=int, help="port to listen on (default: service.port)")
+    p.add_argument(
+        "--reports-url",
+        metavar="URL",
+        help="reports repository as a browser sees it; Documentation= is URL/report "
+        "(default: service.reports_url)",
+    )
+    p.add_argument(
+        "--docs-dir", metavar="DIR", help="where the report is copied when there is no URL"
+    )
+    p.add_argument(
+        "--gpu", choices=("auto", "yes", "no"), help="the server needs GPU devices (default: auto)"
+    )
+    p.add_argument("--output", metavar="PATH", help="write the unit here instead of printing it")
+    p.add_argument("--json", action="store_true", help="print the unit and its source as JSON")
+    p.set_defaults(handler=cmd_unit)
+
+    p = sub.add_parser(
+        "soak",
+        help="load for hours (closed loop or --rate): incidents, resources, a verdict",
+        description="Loop the task set against each profile (blocks, reshuffled per pass) "
+        "for --duration; crashes are restarted, an unreachable database is spooled, "
+        "SIGTERM marks the campaign interrupted and a later run of the same command resumes it.",
+    )
+    add_common(p)
+    p.add_argument("--duration", help="e.g. 8h, 30m, 1h30m (default: soak.duration)")
+    p.add_argument(
+        "--profiles",
+        metavar="A,B,...",
+        help="default: soak.profiles; empty: the sweep's committed recommendation, else refused",
+    )
+    p.add_argument(
+        "--recommendation",
+        metavar="F",
+        help="soak the sweep's recommendation (reports/speculative_recommendation.json): its "
+        "arm, or the closest speculative arm when it keeps the baseline, beside the baseline; "
+        "writes reports/speculative_soak.md and fills in the sweep report's stability line",
+    )
+    p.add_argument("--concurrency", metavar="N,M,...", help="e.g. 1,4 (default: soak.concurrency)")
+    p.add_argument("--block", help="time per (profile, concurrency) block (default: soak.block)")
+    p.add_argument("--taskset", metavar="F")
+    p.add_argument("--limit", type=int, metavar="N", help="only the first N tasks")
+    p.add_argument("--per-category", type=int, metavar="N", help="first N tasks of each category")
+    p.add_argument("--seed", type=int, help="shuffle seed (default: random, recorded)")
+    p.add_argument("--fresh", action="store_true", help="never resume an interrupted soak")
+    p.add_argument("--resume", type=int, metavar="ID", help="resume this soak campaign")
+    p.add_argument(
+        "--reference",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="soak each profile beside its pinned nightly reference (blocks alternate, "
+        "throughput judged as the current/reference ratio; default: soak.against_reference)",
+    )
+    p.add_argument("--json", action="store_true", help="print the verdict and figures as JSON")
+    add_open_loop_options(p, "soak")
+    add_sampling(p, seed=False, section="soak")
+    p.set_defaults(handler=cmd_soak)

@@ -1,0 +1,64 @@
+"""`watchkeeper bench`: paired A/B of a baseline profile against speculative profiles.
+
+The command composes: the plan (`campaign.bench_plan`), the execution (`campaign.bench`), the
+recommendation and the report (`campaign.bench_report`). The module is not called `bench.py`
+because the engine it calls was that file before it moved to `campaign/`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from watchkeeper.analysis.benchmark import BenchResult
+from watchkeeper.analysis.fit import fit_section
+from watchkeeper.analysis.recommend import recommend
+from watchkeeper.campaign.bench import execute_bench
+from watchkeeper.campaign.bench_plan import Progress, plan_bench
+from watchkeeper.campaign.bench_report import finish_with_report
+from watchkeeper.campaign.fit import fit_before_bench, with_fit
+from watchkeeper.campaign.load_shape import LoadShape, shape_plan
+from watchkeeper.config import Config
+from watchkeeper.store.db import Database, open_database
+
+
+def bench_command(
+    config: Config,
+    *,
+    profiles: Sequence[str] | None,
+    rounds: int | None,
+    taskset: Path | None,
+    limit: int | None,
+    per_category: int | None,
+    concurrency: int | None,
+    progress: Progress,
+    database: Database | None = None,
+    fit_context: int | None = None,
+    load: LoadShape | None = None,
+) -> BenchResult:
+    """`load`: the request rate, arrivals, tokens and requests per round (campaign/load_shape);
+    None: the closed loop at `concurrency` with the tasks' own lengths."""
+    plan = shape_plan(
+        plan_bench(
+            config,
+            profiles=profiles,
+            rounds=rounds,
+            taskset=taskset,
+            limit=limit,
+            per_category=per_category,
+            concurrency=concurrency,
+        ),
+        config,
+        load,
+    )
+    fit = fit_before_bench(config, plan.profiles, fit_context, progress=progress)
+    with open_database(config.database.resolved_url(), given=database) as db:
+        result = with_fit(execute_bench(config, plan, progress=progress, database=db), fit)
+        return finish_with_report(
+            config,
+            result,
+            progress=progress,
+            recommendation=recommend(result),
+            database=db,
+            sections=fit_section(fit),
+        )

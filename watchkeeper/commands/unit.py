@@ -1,0 +1,69 @@
+"""`watchkeeper unit`: the recommended llama-server unit, rendered for this (or any) host.
+
+The sweep commits its answer as `reports/speculative_recommendation.json`; this command turns
+it into a systemd unit with the installing host's binary, model directory, user, group, host
+and port ([service] in watchkeeper.toml, each overridable on the command line), so the host
+that measured and the host that serves need not be the same machine.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from watchkeeper.config import Config
+from watchkeeper.config.service import ServiceConfig
+from watchkeeper.errors import ConfigError
+from watchkeeper.publish.deliverable import RECORD_NAME, read_record
+from watchkeeper.publish.systemd import UNIT_NAME, render_unit, write_service
+
+
+@dataclass(frozen=True, slots=True)
+class UnitResult:
+    text: str
+    profile: str
+    speculates: bool
+    recommendation: Path
+    path: Path | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "profile": self.profile,
+            "speculates": self.speculates,
+            "recommendation": str(self.recommendation),
+            "path": str(self.path) if self.path else None,
+            "unit": self.text,
+        }
+
+
+def service_settings(config: Config, overrides: Mapping[str, Any]) -> ServiceConfig:
+    """[service] with the command line's values over it, validated as the file's are."""
+    given = {k: v for k, v in overrides.items() if v is not None}
+    try:
+        return ServiceConfig.model_validate({**config.service.model_dump(), **given})
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        key = ".".join(str(p) for p in err["loc"])
+        raise ConfigError(
+            f"service.{key}: {err['msg']}", hint="see [service] in docs/configuration.md"
+        ) from None
+
+
+def unit_command(
+    config: Config,
+    *,
+    recommendation: Path | None = None,
+    output: Path | None = None,
+    overrides: Mapping[str, Any] | None = None,
+) -> UnitResult:
+    source = recommendation or config.bench.resolved_reports_dir() / RECORD_NAME
+    record = read_record(source)
+    service = service_settings(config, overrides or {})
+    text = render_unit(record, service, filename=output.name if output else UNIT_NAME)
+    if output is not None:
+        write_service(output, text)
+    return UnitResult(text, record.chosen.name, record.speculates, source, output)

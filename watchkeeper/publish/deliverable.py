@@ -1,0 +1,364 @@
+"""The sweep's answer as a file a team can act on: `reports/speculative_recommendation.json`.
+
+The report is for reading; this record is what the installing host renders its unit from
+(`watchkeeper unit`) and what the soak takes its arms from (`soak --recommendation`). It holds
+no path of the machine that ran the sweep: server flags keep only the GGUF file names (the
+installing host says where they live, [service] model_dir) and no binary, host or port.
+
+It also carries the plain-words reading of the answer ("on 2 CPU cores a draft step costs
+0.66 of a target step: no draft can win here"), so a unit that keeps the baseline can say
+which setting came closest and what would change the answer, and the report can open with it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from watchkeeper.analysis.benchmark import ALL, ArmSpec, BenchResult
+from watchkeeper.analysis.identity_gate import identity_status
+from watchkeeper.analysis.racing_types import RaceState
+from watchkeeper.analysis.recommend import Recommendation
+from watchkeeper.analysis.stats import RatioCI
+from watchkeeper.config import ProfileConfig
+from watchkeeper.errors import ConfigError
+from watchkeeper.host.info import HostInfo
+
+RECORD_NAME = "speculative_recommendation.json"
+VERSION = 1
+DROPPED_FLAGS = ("--host", "--port")
+"""Flags the installing host sets itself ([service] host, port)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ArmRecipe:
+    """One arm as a host can run it: its profile and its server flags without host paths."""
+
+    name: str
+    profile: dict[str, Any]
+    flags: tuple[str, ...]
+    """The measured argv after the binary, GGUF paths cut to their file names, no host/port."""
+    speculative: bool
+    speedup: str = ""
+    identity: str = ""
+
+    @property
+    def models(self) -> tuple[str, ...]:
+        return tuple(f for f in self.flags if f.endswith(".gguf"))
+
+    @property
+    def spec_flags(self) -> tuple[str, ...]:
+        """The flags that configure speculation (what a baseline unit would add to try it)."""
+        out: list[str] = []
+        flags = list(self.flags)
+        for i, f in enumerate(flags):
+            if f.startswith(("--spec", "--draft", "--model-draft", "-md")):
+                out.append(f)
+                if i + 1 < len(flags) and not flags[i + 1].startswith("-"):
+                    out.append(flags[i + 1])
+        return tuple(out)
+
+
+@dataclass(frozen=True, slots=True)
+class RecommendationRecord:
+    headline: str
+    campaign_id: int
+    report: str
+    """The report's path in the reports directory (speculative_benchmark.md)."""
+    campaign_report: str
+    hardware: str
+    gpu: bool
+    build: str
+    sampler: str
+    models: str
+    chosen: ArmRecipe
+    baseline: ArmRecipe
+    closest: ArmRecipe | None
+    """Keeping the baseline: the speculative arm that came closest (else None)."""
+    meaning: str
+    would_change: tuple[str, ...] = ()
+    load: str = ""
+    """The load the arms were measured under ("one request at a time (closed loop)"): a
+    speed-up holds for that load, not for every load (docs/load.md). Empty: an older record."""
+    version: int = VERSION
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def speculates(self) -> bool:
+        return self.chosen.speculative
+
+    @property
+    def subject(self) -> ArmRecipe | None:
+        """The arm the soak and the acceptance criteria look at: the recommended one when it
+        speculates, else the closest speculative arm."""
+        return self.chosen if self.speculates else self.closest
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> RecommendationRecord:
+        def arm(d: Mapping[str, Any] | None) -> ArmRecipe | None:
+            if d is None:
+                return None
+            return ArmRecipe(
+                d["name"],
+                dict(d["profile"]),
+                tuple(d["flags"]),
+                bool(d["speculative"]),
+                d.get("speedup", ""),
+                d.get("identity", ""),
+            )
+
+        chosen, baseline = arm(data["chosen"]), arm(data["baseline"])
+        assert chosen is not None and baseline is not None
+        return cls(
+            headline=data["headline"],
+            campaign_id=int(data["campaign_id"]),
+            report=data["report"],
+            campaign_report=data.get("campaign_report", ""),
+            hardware=data["hardware"],
+            gpu=bool(data["gpu"]),
+            build=data.get("build", ""),
+            sampler=data.get("sampler", ""),
+            models=data.get("models", ""),
+            chosen=chosen,
+            baseline=baseline,
+            closest=arm(data.get("closest")),
+            meaning=data.get("meaning", ""),
+            would_change=tuple(data.get("would_change", ())),
+            load=str(data.get("load", "")),
+            version=int(data.get("version", VERSION)),
+            extra=dict(data.get("extra", {})),
+        )
+
+
+def portable_flags(argv: Sequence[str]) -> tuple[str, ...]:
+    """The argv after the binary, with GGUF paths cut to file names and host/port dropped."""
+    out: list[str] = []
+    args = list(argv[1:])
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if a in DROPPED_FLAGS:
+            i += 2
+            continue
+        out.append(Path(a).name if a.endswith(".gguf") else a)
+        i += 1
+    return tuple(out)
+
+
+def hardware_text(host: HostInfo) -> str:
+    if host.gpu:
+        return f"{host.gpu} with {host.cpu_count} CPU cores ({host.cpu_model})"
+    return f"{host.cpu_count} CPU cores ({host.cpu_model}), no GPU"
+
+
+def models_text(result: BenchResult) -> str:
+    base = result.baseline
+    drafts = sorted({a.draft_model for a in result.arms if a.draft_model})
+    draft = f"draft model {', '.join(drafts)}" if drafts else "no draft model"
+    return f"target {base.model}, {draft}, n-gram lookup (no model)"
+
+
+def _ci_text(ci: RatioCI | None) -> str:
+    if ci is None:
+        return "not measured"
+    if not ci.has_ci:
+        return f"{ci.estimate:.2f}x (no CI)"
+    return f"{ci.estimate:.2f}x (95% CI {ci.low:.2f}-{ci.high:.2f}, {ci.verdict})"
+
+
+def settle_text(ci: RatioCI | None) -> str:
+    """What would settle an inconclusive speed-up, in plain words; empty otherwise."""
+    if ci is None or not ci.has_ci or ci.verdict != "inconclusive":
+        return ""
+    if ci.rounds_needed:
+        return f"about {ci.rounds_needed} measured rounds (`--rounds {ci.rounds_needed}`)"
+    if ci.settle is not None and ci.settle.add_tasks:
+        n = f"about {ci.settle.tasks} tasks" if ci.settle.tasks else "more tasks"
+        return f"{n} per run (more rounds alone would not: the tasks differ too much)"
+    return ""
+
+
+def closest_arm(result: BenchResult, chosen: str) -> str | None:
+    """The speculative arm with the best overall estimate that was probed (else measured)."""
+    spec = [a.name for a in result.arms if a.role == "candidate" and a.speculative]
+    if chosen in spec:
+        return None
+
+    def est(name: str) -> float:
+        s = result.stats(name, ALL)
+        return s.speedup.estimate if s is not None and s.speedup is not None else 0.0
+
+    probed = [a for a in spec if identity_status(result, a).compared > 0]
+    measured = [a for a in spec if est(a) > 0]
+    pool = probed or measured
+    return max(pool, key=lambda a: (est(a), a)) if pool else None
+
+
+def draft_cost(result: BenchResult) -> float | None:
+    costs = [a.cost_ratio for a in result.arms if a.draft_model and a.cost_ratio]
+    return max(costs) if costs else None
+
+
+def reading(
+    result: BenchResult, rec: Recommendation, chosen: str, closest: str | None
+) -> tuple[str, tuple[str, ...]]:
+    """What the answer means on this hardware, and what would change it."""
+    hw = hardware_text(result.host)
+    if rec.overall.profile is not None:
+        return (
+            f"on {hw}, {chosen} decodes faster than the baseline with its output checked "
+            "against it; the figure is this hardware's and this workload's, so rerun the sweep "
+            "on the hardware that will serve",
+            (),
+        )
+    parts: list[str] = []
+    change: list[str] = []
+    cost = draft_cost(result)
+    drafts = [a for a in result.arms if a.draft_model]
+    if cost is not None and drafts:
+        slower = all(_slower_or_dropped(result, a) for a in drafts)
+        verdict = "no draft length can win here" if slower else "no draft length won here"
+        gpu = (
+            ""
+            if result.host.gpu
+            else "; on a GPU, where a small draft costs a small fraction of a target step, the "
+            "same pair can win"
+        )
+        parts.append(
+            f"on {hw}, a draft step ({drafts[0].draft_model}) costs {cost:.2f} of a target "
+            f"step: {verdict}{gpu}"
+        )
+        if not result.host.gpu:
+            change.append(
+                f"hardware where a draft step is cheap next to a target step (a GPU; here it "
+                f"costs {cost:.2f}): rerun `watchkeeper sweep` there"
+            )
+        accepted = [
+            s.overall.acceptance_rate
+            for s in result.arm_stats
+            if s.arm in {a.name for a in drafts} and s.overall.acceptance_rate is not None
+        ]
+        if accepted:
+            change.append(
+                f"a better-matched draft model (acceptance here at most {max(accepted):.0%})"
+            )
+    else:
+        parts.append(f"on {hw} no speculative setting beat the baseline with confidence")
+    if closest is not None:
+        s = result.stats(closest, ALL)
+        ci = s.speedup if s is not None else None
+        parts.append(f"the closest setting, {closest}, measured {_ci_text(ci)}")
+        settle = settle_text(ci)
+        if settle:
+            change.append(f"for {closest}: {settle} would tell whether its gain is real")
+        if (_spec_type(result, closest) or "").startswith("ngram"):
+            change.append(
+                "a workload whose answers repeat their context (code edits, long structured "
+                "output), where n-gram lookup drafts for free: measure with your own task set "
+                "(`--taskset`)"
+            )
+    parts.append(
+        "keeping the baseline is the answer for this hardware, not a verdict on "
+        "speculative decoding"
+    )
+    return "; ".join(parts), tuple(change)
+
+
+def _spec_type(result: BenchResult, arm: str) -> str | None:
+    return next((a.spec_type for a in result.arms if a.name == arm), None)
+
+
+def _slower_or_dropped(result: BenchResult, arm: ArmSpec) -> bool:
+    s = result.stats(arm.name, ALL)
+    if s is None or s.speedup is None:
+        return True  # dropped before it was measured (the ceiling rule) or never ran
+    return s.speedup.verdict == "slower" or s.speedup.high < 1.0
+
+
+def recipe(result: BenchResult, name: str, profiles: Mapping[str, ProfileConfig]) -> ArmRecipe:
+    arm = next(a for a in result.arms if a.name == name)
+    profile = profiles.get(name)
+    s = result.stats(name, ALL)
+    speculative = arm.role == "candidate" and arm.speculative
+    return ArmRecipe(
+        name,
+        profile.model_dump(exclude_none=True) if profile is not None else {"model": arm.model},
+        portable_flags(arm.argv),
+        speculative,
+        _ci_text(s.speedup if s is not None else None) if speculative else "",
+        identity_status(result, name).text if speculative else "",
+    )
+
+
+def build_record(
+    result: BenchResult,
+    rec: Recommendation,
+    *,
+    chosen: str,
+    profiles: Mapping[str, ProfileConfig],
+    report: str,
+    campaign_report: str,
+    race: RaceState | None = None,
+    load: str = "",
+) -> RecommendationRecord:
+    del race  # reserved: per-category picks
+    closest = closest_arm(result, chosen)
+    meaning, change = reading(result, rec, chosen, closest)
+    return RecommendationRecord(
+        headline=rec.headline,
+        campaign_id=result.campaign_id,
+        report=report,
+        campaign_report=campaign_report,
+        hardware=hardware_text(result.host),
+        gpu=bool(result.host.gpu),
+        build=f"{result.build_version} ({result.build_variant})",
+        sampler=result.method.sampling,
+        models=models_text(result),
+        chosen=recipe(result, chosen, profiles),
+        baseline=recipe(result, result.baseline.name, profiles),
+        closest=recipe(result, closest, profiles) if closest else None,
+        meaning=meaning,
+        would_change=change,
+        load=load,
+    )
+
+
+def write_record(path: Path, record: RecommendationRecord) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(record.to_json(), indent=2) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+    return path
+
+
+def read_record(path: Path) -> RecommendationRecord:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(
+            f"no recommendation at {path}",
+            hint="run `watchkeeper sweep` (it writes reports/" + RECORD_NAME + ") or pass "
+            "--recommendation with the committed file",
+        ) from None
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ConfigError(f"cannot read the recommendation {path}: {exc}") from None
+    try:
+        return RecommendationRecord.from_json(data)
+    except (KeyError, TypeError, ValueError, AssertionError) as exc:
+        raise ConfigError(
+            f"{path} is not a sweep recommendation (missing {exc})",
+            hint="regenerate it with `watchkeeper sweep`",
+        ) from None
+
+
+def record_profiles(record: RecommendationRecord) -> dict[str, ProfileConfig]:
+    """The record's arms as profiles a command can prepare (soak, nightly)."""
+    arms = [record.baseline, record.chosen, *([record.closest] if record.closest else [])]
+    return {a.name: ProfileConfig.model_validate(a.profile) for a in arms}

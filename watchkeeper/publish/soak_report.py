@@ -1,0 +1,260 @@
+"""The soak of the recommendation as a committed report beside the sweep's.
+
+`watchkeeper soak --recommendation ...` soaks the recommended arm (or, when the answer keeps
+the baseline, the closest speculative arm) beside the baseline at each concurrency and writes
+`reports/speculative_soak.md` plus a JSON summary of the same figures. The sweep report's
+acceptance section reads that summary: stability is a criterion of the request, answered by
+the soak that ran, or by the command that would run it. Pure functions of plain data; the
+command writes the files and splices the acceptance line into the sweep report.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from watchkeeper.publish import markdown as md
+from watchkeeper.publish.deliverable import RecommendationRecord
+
+if TYPE_CHECKING:
+    from watchkeeper.soak.views import SoakSampleView
+
+SOAK_REPORT = "speculative_soak.md"
+SOAK_SUMMARY = "speculative_soak.json"
+BEGIN = "<!-- soak:begin -->"
+END = "<!-- soak:end -->"
+
+
+@dataclass(frozen=True, slots=True)
+class SeriesRow:
+    profile: str
+    concurrency: int
+    requests: int
+    errors: int
+    median_tps: float | None
+
+
+def series_rows(samples: Sequence[SoakSampleView]) -> list[SeriesRow]:
+    """Load requests per (profile, concurrency): count, errors, median decode tok/s."""
+    groups: dict[tuple[str, int], list[SoakSampleView]] = {}
+    for s in samples:
+        if not s.is_probe:
+            groups.setdefault((s.profile, s.concurrency), []).append(s)
+    out = []
+    for (profile, conc), rows in sorted(groups.items()):
+        tps = [s.decode_tps for s in rows if s.error is None and s.decode_tps]
+        out.append(
+            SeriesRow(
+                profile,
+                conc,
+                len(rows),
+                sum(1 for s in rows if s.error is not None),
+                statistics.median(tps) if tps else None,
+            )
+        )
+    return out
+
+
+def summary(
+    verdict: Mapping[str, Any],
+    rows: Sequence[SeriesRow],
+    *,
+    subject: str,
+    baseline: str,
+    duration: str,
+    sweep_campaign: int | None,
+    command: str,
+) -> dict[str, Any]:
+    """What the report and the sweep's acceptance section read (JSON-safe)."""
+    figures = verdict.get("figures", {})
+    rss = {e["profile"]: e for e in figures.get("rss", [])}
+    return {
+        "campaign_id": verdict.get("campaign_id"),
+        "sweep_campaign": sweep_campaign,
+        "subject": subject,
+        "baseline": baseline,
+        "duration": duration,
+        "command": command,
+        "verdict": verdict.get("verdict"),
+        "headline": verdict.get("headline"),
+        "reasons": list(verdict.get("reasons", [])),
+        "notes": list(verdict.get("notes", [])),
+        "requests": figures.get("requests"),
+        "errors": figures.get("errors"),
+        "restarts": figures.get("restarts"),
+        "crashes": figures.get("crashes"),
+        "identical_output_rate": figures.get("identical_output_rate"),
+        "series": [asdict(r) for r in rows],
+        "rss": {
+            p: {
+                "slope_mb_per_h": e.get("slope"),
+                "ci95": e.get("ci95"),
+                "judged": e.get("judged", False),
+                "span_s": e.get("span_s"),
+            }
+            for p, e in rss.items()
+        },
+        "drift": [
+            {
+                "profile": s["profile"],
+                "concurrency": s["concurrency"],
+                "change": s["throughput_drift"]["change"],
+                "ci95": s["throughput_drift"]["change_ci95"],
+            }
+            for s in figures.get("series", [])
+            if "throughput_drift" in s
+        ],
+        "leak_threshold_mb_per_hour": figures.get("leak_threshold_mb_per_hour"),
+    }
+
+
+def _pct(ci: Sequence[float] | None) -> str:
+    return f"{ci[0]:+.0%}..{ci[1]:+.0%}" if ci else md.NONE
+
+
+def render(s: Mapping[str, Any]) -> str:
+    subject, baseline = s["subject"], s["baseline"]
+    out = [
+        "# Soak of the recommendation",
+        "",
+        f"**{s['verdict']}**: {md.inline(str(s.get('headline') or ''))}",
+        "",
+        f"{subject} and the baseline {baseline}, each under closed-loop load for "
+        f"{s['duration']} in all, at concurrency "
+        + ", ".join(sorted({str(r["concurrency"]) for r in s["series"]}) or ["—"])
+        + f" (soak campaign {s['campaign_id']}"
+        + (f", for sweep campaign {s['sweep_campaign']}" if s.get("sweep_campaign") else "")
+        + '). The request\'s third criterion, "stable under sustained load overnight", is '
+        "judged here: errors, restarts, memory growth and throughput drift.",
+        "",
+        f"Reproduce: `{s['command']}`",
+        "",
+        "## Per arm and concurrency",
+        "",
+    ]
+    rows = []
+    drift = {(d["profile"], d["concurrency"]): d for d in s.get("drift", [])}
+    for r in s["series"]:
+        d = drift.get((r["profile"], r["concurrency"]))
+        rows.append(
+            [
+                r["profile"] + (" (baseline)" if r["profile"] == baseline else ""),
+                str(r["concurrency"]),
+                str(r["requests"]),
+                str(r["errors"]),
+                md.fixed(r["median_tps"], 1),
+                f"{d['change']:+.1%} ({_pct(d['ci95'])})" if d else "not judged (few blocks)",
+            ]
+        )
+    out.append(
+        md.table(
+            [
+                "arm",
+                "concurrency",
+                "requests",
+                "errors",
+                "median decode tok/s",
+                "throughput drift (95% CI)",
+            ],
+            rows,
+            "lrrrrl",
+        )
+    )
+    out += ["", "## Memory (RSS slope per server process, pooled)", ""]
+    mem = []
+    for profile, e in sorted(s.get("rss", {}).items()):
+        slope = e.get("slope_mb_per_h")
+        mem.append(
+            [
+                profile,
+                md.fixed(slope, 1, " MB/h"),
+                _ci_mb(e.get("ci95")),
+                "judged" if e.get("judged") else f"not judged ({e.get('span_s')} s of history)",
+            ]
+        )
+    out.append(md.table(["arm", "RSS slope", "95% CI", "leak test"], mem, "lrrl"))
+    out += [
+        "",
+        f"Whole soak: {s.get('requests')} requests, {s.get('errors')} errors, "
+        f"{s.get('restarts')} restarts ({s.get('crashes')} crashes); temperature-0 probes "
+        f"identical {md.fixed(_as_pct(s.get('identical_output_rate')), 0, '%')} of the time. "
+        f"A leak is RSS growth above {s.get('leak_threshold_mb_per_hour')} MB/h with its CI "
+        "above 0.",
+        "",
+    ]
+    if s.get("reasons"):
+        out += ["Why unstable:", "", *[f"- {md.inline(x)}" for x in s["reasons"]], ""]
+    if s.get("notes"):
+        out += ["Notes:", "", *[f"- {md.inline(x)}" for x in s["notes"]], ""]
+    return "\n".join(out).rstrip() + "\n"
+
+
+def _as_pct(rate: float | None) -> float | None:
+    return None if rate is None else rate * 100
+
+
+def _ci_mb(ci: Sequence[float] | None) -> str:
+    return f"{ci[0]:.1f}..{ci[1]:.1f}" if ci else md.NONE
+
+
+def stability_line(s: Mapping[str, Any] | None, *, fallback: str) -> str:
+    """Criterion 3 of the sweep report's acceptance section, from the committed soak."""
+    if s is None:
+        return fallback
+    levels = ", ".join(sorted({str(r["concurrency"]) for r in s["series"]}))
+    errors = sum(r["errors"] for r in s["series"])
+    requests = sum(r["requests"] for r in s["series"])
+    slopes = "; ".join(
+        f"{p} {md.fixed(e.get('slope_mb_per_h'), 1, ' MB/h')}"
+        for p, e in sorted(s.get("rss", {}).items())
+    )
+    verdict = "met" if s.get("verdict") == "stable" else f"not met ({s.get('verdict')})"
+    return (
+        f"3. **Stable under sustained load: {verdict}.** Soak campaign {s['campaign_id']}: "
+        f"{s['subject']} beside {s['baseline']}, {s['duration']} at concurrency {levels}: "
+        f"{requests} load requests, {errors} errors, {s.get('restarts')} restarts, RSS slope "
+        f"{slopes or '—'}; [the soak report]({SOAK_REPORT})."
+    )
+
+
+def splice(report: str, line: str) -> str:
+    """The sweep report with its stability criterion replaced (between the soak markers)."""
+    if BEGIN not in report or END not in report:
+        return report
+    head, rest = report.split(BEGIN, 1)
+    _, tail = rest.split(END, 1)
+    return f"{head}{BEGIN}\n{line}\n{END}{tail}"
+
+
+def read_summary(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def summary_for(reports_dir: Path, record: RecommendationRecord) -> dict[str, Any] | None:
+    """The committed soak summary, when it soaked this recommendation's subject arm."""
+    data = read_summary(reports_dir / SOAK_SUMMARY)
+    subject = record.subject
+    if data is None or subject is None or data.get("subject") != subject.name:
+        return None
+    return data
+
+
+def write_text(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+    return path
+
+
+def write_summary(path: Path, data: Mapping[str, Any]) -> Path:
+    return write_text(path, json.dumps(dict(data), indent=2, default=str) + "\n")

@@ -1,0 +1,59 @@
+"""What the sweep's report is rendered from: `SweepView` (the result, the race, the choice,
+the soak and the committed recommendation), and the soak commands the report names. Plain
+data, so `publish.sweep_report` stays pure functions of it.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from watchkeeper.analysis.benchmark import BenchResult
+from watchkeeper.analysis.racing_types import RaceArm, RaceSettings, RaceState
+from watchkeeper.analysis.recommend import Recommendation
+from watchkeeper.config import ProfileConfig
+from watchkeeper.publish.deliverable import RECORD_NAME, RecommendationRecord
+
+SOAK_DURATION = "8h"
+
+
+@dataclass(frozen=True, slots=True)
+class SweepView:
+    result: BenchResult
+    recommendation: Recommendation
+    arms: tuple[RaceArm, ...]
+    settings: RaceSettings
+    race: RaceState | None
+    stop_reason: str
+    budget_min: float | None
+    wall_s: float
+    chosen: str
+    chosen_profile: ProfileConfig | None
+    soak: Mapping[str, Any] | None
+    soak_command: str
+    service_path: Path
+    max_tokens: int = 0
+    """The cap on every answer (0: the task set's own lengths)."""
+    record: RecommendationRecord | None = None
+    """The committed recommendation (publish/deliverable.py): the opening lines read it."""
+    soak_report: Mapping[str, Any] | None = None
+    """The committed soak of the recommendation's subject arm (publish/soak_report.py)."""
+    profiles: Mapping[str, ProfileConfig] = field(default_factory=dict)
+    unprobed: Mapping[str, str] = field(default_factory=dict)
+    """Surviving arms the identity probes left out, and why (commands/sweep.Racer)."""
+
+
+def soak_command(profile: str, duration: str = SOAK_DURATION) -> str:
+    return f"watchkeeper soak --profiles {shlex.quote(profile)} --duration {duration}"
+
+
+def recommendation_soak_command(duration: str = SOAK_DURATION) -> str:
+    """The soak of the committed recommendation: its subject arm beside the baseline, at
+    concurrency 1 and 4, its report written beside this one."""
+    return (
+        f"watchkeeper soak --recommendation reports/{RECORD_NAME} --concurrency 1,4 "
+        f"--duration {duration} --no-reference"
+    )
