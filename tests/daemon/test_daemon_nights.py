@@ -27,13 +27,12 @@ import pytest
 from support.daemon import DaemonProcess, daemon_section, finished, toml_text, wait_for, write_job
 from support.fakeforge import FakeForge
 from support.realnight import (
-    SLOW_PREFIX,
-    SLOW_SUFFIX,
     assert_quiet_aa_night,
     config_data,
     git,
     reports_repo,
     taskset,
+    throttled,
     wrapper,
 )
 
@@ -128,8 +127,8 @@ def test_the_daemon_passes_two_aa_nights_then_files_one_issue_for_a_slower_build
     tasks = taskset(tmp_path)
     good_binary = wrapper(tmp_path, "good-build", server_binary.path)
     good = config_data(good_binary, url, tasks, tmp_path, gh, reports)
-    # Two decode threads pinned to one core (support/realnight SLOW_PREFIX): the slower build.
-    slow_binary = wrapper(tmp_path, "slow-build", server_binary.path, SLOW_PREFIX, SLOW_SUFFIX)
+    # Stopped half of the wall clock (support/realnight.throttled): the slower build.
+    slow_binary = throttled(tmp_path, "slow-build", server_binary.path)
     slow = {**good, "server": {"binary": str(slow_binary)}}
     jobs = tmp_path / "jobs"
     for name, cron in CRON.items():

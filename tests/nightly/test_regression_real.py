@@ -2,7 +2,7 @@
 
 Real SmolLM2 runs on a real llama-server. The first night pins the reference and is an A/A
 night, as is the second; neither may flag anything. Then the "current build" becomes a slower
-one (a wrapper that runs two decode threads pinned to one core, the good build one thread):
+one (a wrapper that stops the server for 20 ms in every 40, `support/realnight.throttled`):
 its first night must flag the regression and the immediate rerun must confirm it, which
 files one confirmed regression finding, which the shipped triage job files as one issue on a
 fake forge; the morning digest in between is committed and pushed. Nothing in this test tunes
@@ -19,13 +19,12 @@ from pathlib import Path
 from sqlalchemy import select
 from support.fakeforge import FakeForge
 from support.realnight import (
-    SLOW_PREFIX,
-    SLOW_SUFFIX,
     assert_quiet_aa_night,
     config_for,
     git,
     reports_repo,
     taskset,
+    throttled,
     wrapper,
 )
 
@@ -65,9 +64,8 @@ def test_shipped_nightly_jobs_judge_aa_nights_quietly_and_file_a_slower_build_on
     remote, reports = reports_repo(tmp_path)
     good_binary = wrapper(tmp_path, "good-build", server_binary.path)
     good = config_for(good_binary, url, tasks, tmp_path, gh, reports)
-    # Two decode threads pinned to one core against the good build's one (support/realnight
-    # SLOW_PREFIX): 0.66x quiet, 0.71x beside a one-core neighbour, measured.
-    slow_binary = wrapper(tmp_path, "slow-build", server_binary.path, SLOW_PREFIX, SLOW_SUFFIX)
+    # Stopped half of the wall clock (support/realnight.throttled): ~0.5x, neighbour or not.
+    slow_binary = throttled(tmp_path, "slow-build", server_binary.path)
     slow = config_for(slow_binary, url, tasks, tmp_path, gh, reports)
 
     # Nights 1 and 2: the first pins the reference; both are A/A nights and file nothing.

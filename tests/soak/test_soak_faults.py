@@ -18,6 +18,7 @@ from pathlib import Path
 import psutil
 import pytest
 from sqlalchemy import select
+from support.realnight import throttled
 from support.soakkit import live_llama_servers, soak_settings, write_taskset
 
 from watchkeeper.commands.soak import SoakCommandResult, soak_command, spool_dir
@@ -271,22 +272,23 @@ def test_sigterm_marks_the_soak_interrupted_and_the_same_command_resumes_it(
     assert 25 <= worked <= 45
 
 
-def cpu_hog(core: int) -> subprocess.Popen[bytes]:
-    """A busy loop pinned to one core: the neighbour that takes half of it."""
-    hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])
-    psutil.Process(hog.pid).cpu_affinity([core])
-    return hog
-
-
-def test_a_server_restarted_on_a_busy_core_halfway_shows_as_throughput_drift(
+def test_a_server_restarted_as_a_slower_build_halfway_shows_as_throughput_drift(
     real_server: tuple[ServerBinary, ModelFile], sqlite_url: str, tmp_path: Path
 ) -> None:
-    """Halfway through, the server is replaced by one pinned to a core it shares with a busy
-    loop, which halves it: a drift big enough that the test fails only when drift detection is
-    broken. Both run one decode thread: with two, the fast server itself collapses when a
-    neighbour takes a core (tests/conftest.py), and the drift could come out inverted."""
+    """Halfway through, the server is replaced by one stopped half of the wall clock
+    (support/realnight.throttled, 20 ms in every 40): a drift big enough (~-50%) that the test
+    fails only when drift detection is broken. The slowness is the wrapper's, not the
+    scheduler's: a server moved to a core shared with a busy loop read only -8% beside a
+    neighbour (the fast server before the switch was slowed too), against the -20% asked here
+    (2026-11-27). Both run one decode thread: two collapse when a neighbour takes a core
+    (tests/conftest.py). 60 s: the request in flight at the switch hangs ~10 s (the old server
+    finishes its shutdown first), and the second half must still fill a third of the blocks."""
     fast_cfg = make_config(sqlite_url, threads=1)
     slow_cfg = make_config(sqlite_url, threads=1)
+    slow_binary = throttled(tmp_path, "slow-build", real_server[0].path)
+    slow_cfg = slow_cfg.model_copy(
+        update={"server": slow_cfg.server.model_copy(update={"binary": str(slow_binary)})}
+    )
     with (
         serve(fast_cfg, prepare(fast_cfg, "s"), log_path=tmp_path / "fast.log") as fast,
         TcpRelay(int(fast.base_url.rsplit(":", 1)[1])) as relay,
@@ -298,40 +300,32 @@ def test_a_server_restarted_on_a_busy_core_halfway_shows_as_throughput_drift(
             drift_threshold=0.05,
         )
         stop = threading.Event()
-        hog: subprocess.Popen[bytes] | None = None
         thread, box = run_in_thread(
             config=config,
-            duration="40s",
-            block="5s",  # eight blocks: the block is the replicate of drift, not the request
+            duration="60s",
+            block="5s",  # twelve blocks: the block is the replicate of drift, not the request
             profiles=["s"],
             taskset=write_taskset(tmp_path, max_tokens=24),
             seed=4,
             stop=stop,
         )
         try:
-            time.sleep(20)
+            time.sleep(25)
             with serve(slow_cfg, prepare(slow_cfg, "s"), log_path=tmp_path / "slow.log") as slow:
-                assert slow.managed is not None and fast.managed is not None
-                slow_pid = slow.managed.info.pid
-                assert slow_pid is not None
-                psutil.Process(slow_pid).cpu_affinity([0])
-                hog = cpu_hog(0)
+                assert fast.managed is not None
                 relay.retarget(int(slow.base_url.rsplit(":", 1)[1]))
                 fast.managed.stop()
                 thread.join(timeout=120)
         finally:
             stop.set()
             thread.join(timeout=60)
-            if hog is not None:
-                hog.kill()
-                hog.wait()
     (result,) = box
     assert isinstance(result, SoakCommandResult), result
     (series,) = result.verdict.figures["series"]
-    shift = series["throughput_shift"]
-    assert shift["change"] < -0.2 and shift["change_ci95"][1] < 0, json.dumps(
-        result.to_json(), indent=1
-    )
+    shift = series.get("throughput_shift")
+    figures = json.dumps(result.to_json(), indent=1)
+    assert shift is not None, figures
+    assert shift["change"] < -0.2 and shift["change_ci95"][1] < 0, figures
     assert any("throughput drifted" in r for r in result.verdict.reasons)
     assert not result.verdict.stable
 

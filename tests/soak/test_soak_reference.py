@@ -14,7 +14,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from sqlalchemy import select
-from support.realnight import SLOW_PREFIX, SLOW_SUFFIX
+from support.realnight import throttled, wrapper
 from support.soakkit import soak_settings, write_taskset
 
 from watchkeeper.commands.nightly import pin_reference
@@ -190,20 +190,12 @@ def test_a_soak_without_references_has_no_paired_series() -> None:
     )
 
 
-def wrapper(tmp_path: Path, name: str, real: Path, prefix: str = "", suffix: str = "") -> Path:
-    script = tmp_path / name / "llama-server"
-    script.parent.mkdir(parents=True)
-    script.write_text(f'#!/bin/sh\nexec {prefix}"{real}" "$@"{suffix}\n', encoding="utf-8")
-    script.chmod(0o755)
-    return script
-
-
 def config_for(binary: Path, db_url: str) -> Config:
     return Config(
         database=DatabaseConfig(url=db_url),
         server=ServerConfig(startup_timeout_s=120, binary=str(binary)),
-        # One thread; the slower build runs two pinned to one core (support/realnight.py
-        # SLOW_PREFIX: 0.66x quiet, 0.71x beside a neighbour, where two unpinned collapse).
+        # One thread (two collapse beside a neighbour, tests/conftest.py); the slower build is
+        # stopped half of the wall clock (support/realnight.throttled).
         profiles={"s": ProfileConfig(model=SMOLLM2, ctx_size=1024, threads=1)},
         # 10%: these 130 s soaks check the mechanics (restarts, warm-up, filing); a 3% band
         # on ~6 pairs of 5 s blocks would make the A/A half a coin toss of the CI's 2.5% tail.
@@ -216,7 +208,7 @@ def test_a_soak_beside_the_reference_files_a_slower_build_and_never_an_identical
 ) -> None:
     binary, _ = real_server
     good = config_for(wrapper(tmp_path, "good", binary.path), sqlite_url)
-    slow = config_for(wrapper(tmp_path, "slow", binary.path, SLOW_PREFIX, SLOW_SUFFIX), sqlite_url)
+    slow = config_for(throttled(tmp_path, "slow", binary.path), sqlite_url)
     db = Database(sqlite_url)
     try:
         ref = pin_reference(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -50,14 +51,58 @@ def wrapper(tmp_path: Path, name: str, real: Path, prefix: str = "", suffix: str
     return script
 
 
-SLOW_PREFIX, SLOW_SUFFIX = "taskset -c 0 ", " --threads 2"
-"""The slower build: two decode threads pinned to one core, spin-waiting on each other,
-against the good build's one thread (the last `--threads` on a command line wins). Measured
-2026-11-27, SmolLM2, 64-token answers: quiet, one thread 90-92 tok/s, two pinned 59-61 (0.66x;
-two unpinned 127-152); beside a one-core neighbour, one thread 83-87, two pinned 60-62
-(0.71x), two unpinned 31-40. Where the neighbour shares the pinned core the slow build only
-gets slower. (Two unpinned threads against two pinned, the old control, inverts beside a
-neighbour: the unpinned pair collapses.)"""
+THROTTLE = """#!/bin/sh
+# llama-server stopped for {off_ms} ms in every {period_ms} (a slower build, whatever the host runs).
+"{real}" "$@" &
+pid=$!
+case " $* " in *" --help "*|*" --version "*) wait $pid; exit $?;; esac
+"{python}" -c '{duty}' $pid $$ &
+loop=$!
+trap 'kill $loop 2>/dev/null; kill -CONT $pid 2>/dev/null; kill -TERM $pid 2>/dev/null' TERM INT
+wait $pid
+wait $pid
+"""
+
+DUTY = (
+    "import os, signal, sys, time\n"
+    "pid, shell = int(sys.argv[1]), int(sys.argv[2])\n"
+    "def done(*_):\n"
+    "    os.kill(pid, signal.SIGCONT)\n"
+    "    sys.exit(0)\n"
+    "signal.signal(signal.SIGTERM, done)\n"
+    "try:\n"
+    "    while os.getppid() == shell:\n"
+    "        os.kill(pid, signal.SIGSTOP)\n"
+    "        time.sleep({off_s})\n"
+    "        os.kill(pid, signal.SIGCONT)\n"
+    "        time.sleep({on_s})\n"
+    "    os.kill(pid, signal.SIGCONT)\n"
+    "    os.kill(pid, signal.SIGKILL)\n"  # the wrapper was killed: take its server with it
+    "except ProcessLookupError:\n"
+    "    pass\n"
+)
+
+
+def throttled(tmp_path: Path, name: str, real: Path, off_ms: int = 20, on_ms: int = 20) -> Path:
+    """The slower build: the real server, stopped (SIGSTOP) for `off_ms` in every
+    `off_ms + on_ms`, so it gets at most that share of the wall clock whatever else the host
+    runs: 20 of 40 ms is about 0.5x on a quiet host and beside a neighbour alike.
+
+    Why not a build that is slow on its own (fewer or pinned threads): its slowness is the
+    scheduler's, and a neighbour moves it. Two decode threads pinned to one core against one
+    thread read 0.66x one quiet run and 0.87x (CI up to 1.01, inconclusive) the next
+    (2026-11-27), so the nightly's positive control failed for the control's sake."""
+    duty = DUTY.format(off_s=off_ms / 1000, on_s=on_ms / 1000)
+    script = tmp_path / name / "llama-server"
+    script.parent.mkdir(parents=True)
+    script.write_text(
+        THROTTLE.format(
+            real=real, python=sys.executable, duty=duty, off_ms=off_ms, period_ms=off_ms + on_ms
+        ),
+        encoding="utf-8",
+    )
+    script.chmod(0o755)
+    return script
 
 
 def config_data(
@@ -69,7 +114,7 @@ def config_data(
         "bench": {"reports_dir": str(root / "reports")},
         "nightly": {"profiles": ["s"], "taskset": str(tasks), "per_category": 6, "rounds": 5},
         # One decode thread: two threads on two cores collapse beside a neighbour (tests/
-        # conftest.py). The slower build is `SLOW_PREFIX`/`SLOW_SUFFIX`.
+        # conftest.py). The slower build is `throttled`.
         "profiles": {"s": {"model": "smollm2-135m-instruct-q4_1", "threads": 1}},
         # The shipped jobs/ (nightly, digest, triage), run exactly as the daemon runs them.
         "daemon": {"host_id": "nightly-test", "metrics_port": -1},
