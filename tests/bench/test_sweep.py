@@ -38,7 +38,7 @@ def test_sweep_recommends_conservatively_and_writes_a_service_file(
 ) -> None:
     tasks = tmp_path / "tasks.jsonl"
     lines = [json.loads(x) for x in Path("jobs/tasksets/standard.jsonl").read_text().splitlines()]
-    picked = [t for t in lines if t["id"] in ("prose-02", "code_edit-02")]
+    picked = [t for t in lines if t["id"] in ("prose-02", "prose-03", "code_edit-02")]
     for t in picked:
         t["max_tokens"] = 32
     tasks.write_text("\n".join(json.dumps(t) for t in picked) + "\n")
@@ -74,6 +74,26 @@ def test_sweep_recommends_conservatively_and_writes_a_service_file(
         stats = result.bench.stats(arm)
         probed = stats is not None and sum(stats.verdicts.values()) > 0
         assert arm == "smollm2-baseline" or probed or f"Not on {arm}: slower" in report_text
+    # ...on the first task of each category (the default `identity_per_category` of 1): the
+    # probes prefill a token at a time in the exact mode, so the sweep probes a subset.
+    with sqlite3.connect(tmp_path / "wk.db") as con:
+        probed_tasks = {
+            task
+            for (task,) in con.execute(
+                "SELECT DISTINCT s.task_id FROM run r JOIN request_sample s ON s.run_id = r.id "
+                "WHERE r.purpose = 'identity'"
+            ).fetchall()
+        }
+        measured_tasks = {
+            task
+            for (task,) in con.execute(
+                "SELECT DISTINCT s.task_id FROM run r JOIN request_sample s ON s.run_id = r.id "
+                "WHERE r.purpose = 'measured'"
+            ).fetchall()
+        }
+    assert probed_tasks == {"prose-02", "code_edit-02"}, probed_tasks
+    assert measured_tasks == {"prose-02", "prose-03", "code_edit-02"}, measured_tasks
+    assert "They ran on 2 of the 3 measured tasks" in report_text
     record = json.loads((tmp_path / "reports" / "speculative_recommendation.json").read_text())
     assert str(tmp_path) not in json.dumps(record) and "/.cache/" not in json.dumps(record)
     # One process per arm for the sweep, reusing its prompt cache: round 2 prefills almost
@@ -126,3 +146,24 @@ def test_unknown_sweep_family_is_a_clear_error(family: str) -> None:
 
     with pytest.raises(ConfigError, match="unknown sweep family 'gpt'; known: qwen, smollm2"):
         sweep_profiles(family, ())
+
+
+def test_identity_probes_on_fewer_than_one_task_per_category_is_a_clear_error(
+    tmp_path: Path,
+) -> None:
+    from watchkeeper.errors import ConfigError
+
+    config_path = tmp_path / "watchkeeper.toml"
+    config_path.write_text(f'[database]\nurl = "sqlite:///{tmp_path / "wk.db"}"\n')
+    with pytest.raises(ConfigError, match="identity_per_category must be at least 1"):
+        sweep_command(
+            load_config(config_path),
+            family="smollm2",
+            rounds=1,
+            taskset=None,
+            per_category=None,
+            identity_per_category=0,
+            service_path=tmp_path / "unit.service",
+            progress=lambda _m: None,
+        )
+    assert not (tmp_path / "unit.service").exists()

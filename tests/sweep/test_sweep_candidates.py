@@ -267,6 +267,21 @@ def test_exact_identity_probes_are_priced_at_their_measured_cost_before_another_
     assert probe_share("exact") == EXACT_PROBE_SHARE > probe_share("batched") == PROBE_SHARE
 
 
+def test_probing_a_third_of_the_tasks_reserves_a_third_of_the_probes_cost() -> None:
+    """The same round 1 (720 s, 100 s spent of 1800 s): exact probes on every task (2520 s)
+    leave no room for round 2; on one task of three per category (840 s) they do."""
+    arms = [RaceArm("base", 0.0, True), RaceArm("ngram", 1.0)]
+    runs = [_run("base", 1, 20.0, 60.0), _run("ngram", 1, 20.2, 60.0)]
+    go = {}
+    for fraction in (1.0, 1 / 3):
+        racer = Racer(
+            arms, RaceSettings(), budget_s=1800.0, clock=iter([0.0, 100.0]).__next__,
+            progress=lambda _m: None, probe_share=probe_share("exact"), probe_fraction=fraction,
+        )  # fmt: skip
+        go[fraction] = racer(runs)[1]
+    assert go == {1.0: False, 1 / 3: True}
+
+
 def test_the_probes_cover_every_survivor_but_one_already_called_slower() -> None:
     arms = [RaceArm("base", 0.0, True), RaceArm("ngram", 1.0), RaceArm("ngram2", 1.1),
             RaceArm("draft16", 18.0)]  # fmt: skip

@@ -220,7 +220,7 @@ def _with_servers(
         config,
         servers,
         [p for p in prepared if p.name in bench.active],
-        plan.tasks,
+        plan.probe_tasks,
         sampling,
         progress,
     )
@@ -255,7 +255,7 @@ def _exact_identity(
         prepared,
         list(measured.active),
         list(measured.speculative),
-        plan.tasks,
+        plan.probe_tasks,
         measured.settings,
         rows,
         ctx.log_dir,
@@ -308,7 +308,7 @@ def _identity_probes(bench: Bench, *, identity_round: int) -> dict[str, RunResul
     return run_probes(
         bench.servers,
         bench.config,
-        bench.plan.tasks,
+        bench.plan.probe_tasks,
         bench.active,
         probe_settings(bench.config, bench.settings),
         identity_round=identity_round,
@@ -322,7 +322,7 @@ def _classify(bench: Bench, probes: Mapping[str, RunResult], *, reason: str) -> 
     speculative = _speculative(bench)
     verdicts = classify_identity(
         bench.servers[bench.baseline].base_url,
-        bench.plan.tasks,
+        bench.plan.probe_tasks,
         probes,
         baseline=bench.baseline,
         speculative=speculative,

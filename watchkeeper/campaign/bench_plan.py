@@ -74,6 +74,16 @@ class BenchPlan:
     slots: int | None = None
     """The servers' parallel slots (`--parallel`), set on every arm watchkeeper starts whose
     profile keeps the default of 1 (campaign/load_shape.py); None: the profiles' own."""
+    identity_tasks: tuple[Task, ...] | None = None
+    """The tasks the identity pass probes (temperature-0 probes, replay, distribution check);
+    None: every measured task. The sweep probes a subset: in the exact mode every probe
+    prompt is prefilled one token at a time, 3.5x a round's cost on two CPU cores, so probing
+    every task of nine arms took longer than the whole budget (campaign/racer.py)."""
+
+    @property
+    def probe_tasks(self) -> tuple[Task, ...]:
+        """What the identity pass runs on."""
+        return self.identity_tasks if self.identity_tasks is not None else self.tasks
 
 
 def plan_bench(
@@ -120,4 +130,9 @@ def plan_params(plan: BenchPlan, sampling: SamplingSettings) -> dict[str, Any]:
         "sampling": sampling.to_json(),
         **({"arrival": plan.arrival.to_json()} if plan.arrival is not None else {}),
         **({"slots": plan.slots} if plan.slots is not None else {}),
+        **(
+            {"identity_tasks": [t.task_id for t in plan.identity_tasks]}
+            if plan.identity_tasks is not None
+            else {}
+        ),
     }

@@ -90,9 +90,13 @@ class Racer:
         progress: Progress,
         draft_lengths: Mapping[str, int] | None = None,
         probe_share: float = PROBE_SHARE,
+        probe_fraction: float = 1.0,
     ) -> None:
         self.arms = list(arms)
         self.probe_share = probe_share
+        self.probe_fraction = probe_fraction
+        """The share of the measured tasks the identity pass probes (the sweep's
+        `--identity-per-category`): the reserve scales with it."""
         self.draft_lengths = dict(draft_lengths or {})
         """Draft-model arms and their n_max: the ones the ceiling rule can price."""
         self.settings = settings
@@ -119,7 +123,7 @@ class Racer:
             budget_s=self.budget_s,
             next_round_s=nxt,
             # Probes prefill every prompt afresh (no prompt cache): priced from round 1's cost.
-            reserve_s=self.probe_share * _round_seconds(runs, probed, 1),
+            reserve_s=self.probe_share * self.probe_fraction * _round_seconds(runs, probed, 1),
         )
         if not go:
             self.stop_reason = why

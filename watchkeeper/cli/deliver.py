@@ -38,6 +38,7 @@ def cmd_sweep(args: argparse.Namespace, config: Config) -> int:
             rounds=args.rounds,
             taskset=Path(args.taskset) if args.taskset else None,
             per_category=args.per_category,
+            identity_per_category=args.identity_per_category or None,
             service_path=Path(args.service_file),
             budget_min=args.budget,
             race=not args.no_race,
@@ -227,6 +228,15 @@ def register(sub: Any) -> None:
         default=3,
         metavar="N",
         help="tasks per category (default 3: fewer gives a category no CI worth the name)",
+    )
+    p.add_argument(
+        "--identity-per-category",
+        type=int,
+        default=1,
+        metavar="N",
+        help="tasks per category the identity probes run on (default 1; 0: every measured "
+        "task). In the exact identity mode a probe prefills its prompt one token at a time, "
+        "several times a round's cost on a CPU",
     )
     p.add_argument(
         "--max-tokens",

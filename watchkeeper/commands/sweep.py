@@ -38,7 +38,7 @@ from watchkeeper.campaign.load_shape import LoadShape, load_text, shape_plan
 from watchkeeper.campaign.racer import Racer, probe_share, race_arms
 from watchkeeper.config import Config, ModelConfig, ProfileConfig
 from watchkeeper.errors import ConfigError
-from watchkeeper.load.tasks import cap_tokens
+from watchkeeper.load.tasks import cap_tokens, select
 from watchkeeper.publish.deliverable import RECORD_NAME, build_record, write_record
 from watchkeeper.publish.report import campaign_folder_name
 from watchkeeper.publish.soak_report import summary_for
@@ -59,6 +59,12 @@ FAMILIES = {"qwen": (QWEN_TARGET, QWEN_DRAFT), "smollm2": (SMOLLM2, SMOLLM2)}
 SPECULATIVE_REPORT = "speculative_benchmark.md"
 DEFAULT_BUDGET_MIN = 40.0
 DEFAULT_MAX_ROUNDS = 5
+DEFAULT_IDENTITY_PER_CATEGORY = 1
+"""The identity pass probes this many tasks of each category, whatever `--per-category`
+measures: every arm the recommendation may name is still probed on every category. In the
+exact mode a probe prefills its prompt a token at a time (`--ubatch-size 1`); on two CPU cores
+probing all 18 tasks of the default sweep's nine arms was priced at ~1.8 h (the baseline's
+probes took 2.5x its round 1, draft n 4's 4.2x), against a 40-minute budget."""
 DEFAULT_MAX_TOKENS = 64
 """Each answer is cut at this many tokens (the nightly's cap; 0 keeps the task set's own,
 96-192, mean 139): the sweep ranks settings by decode speed, which the first tokens show, and
@@ -191,6 +197,7 @@ def sweep_command(
     per_category: int | None,
     service_path: Path,
     progress: Progress,
+    identity_per_category: int | None = DEFAULT_IDENTITY_PER_CATEGORY,
     budget_min: float = DEFAULT_BUDGET_MIN,
     race: bool = True,
     max_tokens: int = DEFAULT_MAX_TOKENS,
@@ -206,9 +213,17 @@ def sweep_command(
     `rounds`: with racing, the most rounds it may run (default 5); without, every arm
     runs exactly that many (default bench.rounds). ``max_tokens``: cap on every answer (0: the
     tasks' own). ``database``: the caller's, else one opened for the sweep.
+    ``identity_per_category``: the identity pass probes the first N measured tasks of each
+    category (None: every measured task); in the exact mode a probe prefills its prompt one
+    token at a time, so probing all 18 tasks of nine arms cost ~1.8 h on two CPU cores.
 
     The steps: the candidate profiles for the installed build, the racer (`campaign/racer.py`),
     the plan, the paired bench, the report with the sweep's sections, the service file."""
+    if identity_per_category is not None and identity_per_category < 1:
+        raise ConfigError(
+            f"identity_per_category must be at least 1 (got {identity_per_category}); "
+            "0 on the command line probes every measured task"
+        )
     started = clock()
     config, generated = _candidates(
         config, family=family, target=target, draft=draft, profile=profile, progress=progress
@@ -235,7 +250,10 @@ def sweep_command(
         max_tokens=max_tokens,
         concurrency=concurrency,
         load=load,
+        identity_per_category=identity_per_category,
     )
+    if racer is not None:
+        racer.probe_fraction = len(plan.probe_tasks) / max(1, len(plan.tasks))
     progress(
         f"sweep: {len(plan.profiles)} profiles x {len(plan.tasks)} tasks "
         f"at {load_text(plan.concurrency, plan.arrival)}, "
@@ -255,6 +273,7 @@ def sweep_command(
             racer,
             {n: config.profiles[n] for n in generated},
             load_text(plan.concurrency, plan.arrival),
+            tuple(t.task_id for t in plan.identity_tasks or ()),
         )
         return _report(
             config,
@@ -310,6 +329,8 @@ class _Outcome:
     """The generated candidates: the recommendation record names their settings."""
     load: str
     """The load the arms were measured under, in words (the record and the unit name it)."""
+    probe_tasks: tuple[str, ...] = ()
+    """The identity pass's tasks where a subset of the measured ones (BenchPlan.identity_tasks)."""
 
 
 def _report(
@@ -364,6 +385,7 @@ def _report(
         soak_report=summary_for(reports, record),
         profiles=outcome.profiles,
         unprobed=dict(racer.unprobed) if racer is not None else {},
+        probe_tasks=outcome.probe_tasks,
     )
     result = finish_with_report(
         config,
@@ -413,8 +435,10 @@ def _sweep_plan(
     max_tokens: int,
     concurrency: int | None = None,
     load: LoadShape | None = None,
+    identity_per_category: int | None = None,
 ) -> BenchPlan:
-    """The bench's plan with the sweep's changes: answers capped, the racer's hooks, and when
+    """The bench's plan with the sweep's changes: answers capped, the racer's hooks, the
+    identity pass on the first `identity_per_category` tasks of each category, and when
     raced one process per arm for the whole sweep, reusing its prompt cache: on two CPU cores
     prefill costs as much as the decode a round measures (docs/sweep.md)."""
     race = racer is not None
@@ -431,9 +455,16 @@ def _sweep_plan(
         config,
         load,
     )
+    tasks = tuple(cap_tokens(plan.tasks, max_tokens))
+    probed = (
+        tuple(select(tasks, per_category=identity_per_category))
+        if identity_per_category is not None
+        else tasks
+    )
     return replace(
         plan,
-        tasks=tuple(cap_tokens(plan.tasks, max_tokens)),
+        tasks=tasks,
+        identity_tasks=probed if len(probed) < len(tasks) else None,
         race=racer,
         ceiling=racer.ceiling if racer is not None else None,
         restart_every=0 if race else plan.restart_every,

@@ -118,9 +118,24 @@ def _race_section(v: SweepView) -> list[str]:
         "Identity probes (temperature 0, every divergence replayed on the baseline) ran on "
         f"every arm a recommendation could name: {', '.join(probed) or 'none'}."
         + "".join(f" Not on {arm}: {md.inline(why)}." for arm, why in v.unprobed.items())
+        + _probe_tasks_text(v)
     )
     out.append("")
     return out
+
+
+def _probe_tasks_text(v: SweepView) -> str:
+    """Which tasks the probes covered, where fewer than were measured: the identity counts
+    below are counts of those probes."""
+    if not v.probe_tasks:
+        return ""
+    measured = v.result.method.tasks
+    return (
+        f" They ran on {len(v.probe_tasks)} of the {measured} measured tasks "
+        f"({', '.join(md.inline(t) for t in v.probe_tasks)}: the first of each category "
+        "by `--identity-per-category`): in the exact identity mode each probe prefills its prompt "
+        "one token at a time, several times a measured request's cost on a CPU."
+    )
 
 
 def _winner_section(v: SweepView) -> list[str]:

@@ -44,6 +44,9 @@ class SweepView:
     profiles: Mapping[str, ProfileConfig] = field(default_factory=dict)
     unprobed: Mapping[str, str] = field(default_factory=dict)
     """Surviving arms the identity probes left out, and why (commands/sweep.Racer)."""
+    probe_tasks: tuple[str, ...] = ()
+    """The tasks the identity probes ran on, where a subset of the measured ones (the
+    sweep's `--identity-per-category`); empty: every measured task."""
 
 
 def soak_command(profile: str, duration: str = SOAK_DURATION) -> str:
