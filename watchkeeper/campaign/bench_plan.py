@@ -131,7 +131,7 @@ def plan_params(plan: BenchPlan, sampling: SamplingSettings) -> dict[str, Any]:
         **({"arrival": plan.arrival.to_json()} if plan.arrival is not None else {}),
         **({"slots": plan.slots} if plan.slots is not None else {}),
         **(
-            {"identity_tasks": [t.task_id for t in plan.identity_tasks]}
+            {"identity_tasks": [t.id for t in plan.identity_tasks]}
             if plan.identity_tasks is not None
             else {}
         ),

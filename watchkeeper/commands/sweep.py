@@ -273,7 +273,7 @@ def sweep_command(
             racer,
             {n: config.profiles[n] for n in generated},
             load_text(plan.concurrency, plan.arrival),
-            tuple(t.task_id for t in plan.identity_tasks or ()),
+            tuple(t.id for t in plan.identity_tasks or ()),
         )
         return _report(
             config,
