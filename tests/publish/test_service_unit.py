@@ -168,6 +168,24 @@ def test_keeping_the_baseline_names_the_closest_setting_and_what_would_change_it
     assert keys(text)["PrivateDevices"] == ["yes"]
 
 
+def test_a_draft_measured_once_is_not_said_unable_to_win(result: BenchResult) -> None:
+    """One round gives no CI (low = high = the estimate): 0.54x then says the draft did not
+    win, not that no draft length can; the same estimate with a CI below 1 says it can't."""
+    once = RatioCI(0.54, 0.54, 0.54, 18, 1, 1)
+    slower = RatioCI(0.54, 0.45, 0.65, 36, 2, 2, verdict="slower")
+    seen = {}
+    for name, ci in (("once", once), ("slower", slower)):
+        base = kept_baseline(result)
+        stats = tuple(
+            replace(s, overall=replace(s.overall, speedup=ci)) if s.arm == "draft4" else s
+            for s in base.arm_stats
+        )
+        seen[name] = record_of(replace(base, arm_stats=stats)).meaning
+    assert "no draft length won here" in seen["once"], seen["once"]
+    assert "can win" not in seen["once"].split(";")[0]
+    assert "no draft length can win here" in seen["slower"], seen["slower"]
+
+
 def test_an_arm_whose_identity_is_unresolved_is_never_recommended(result: BenchResult) -> None:
     # draft4 is faster with confidence, but none of its probes were compared.
     stats = tuple(

@@ -251,7 +251,7 @@ def test_the_racer_drops_a_slow_arm_and_stops_before_a_round_that_would_not_fit(
 def test_exact_identity_probes_are_priced_at_their_measured_cost_before_another_round() -> None:
     """Round 1 cost two arms 6 x 60 s each (720 s); 100 s spent of a 1800 s budget. Batched
     probes (1.2x round 1, 864 s) leave room for a round of 720 s; exact ones (--ubatch-size 1
-    prefills a token at a time: 3.5x, 2520 s) do not, and the stop says what they cost."""
+    prefills a token at a time: 2.6x, 1872 s) do not, and the stop says what they cost."""
     arms = [RaceArm("base", 0.0, True), RaceArm("ngram", 1.0)]
     runs = [_run("base", 1, 20.0, 60.0), _run("ngram", 1, 20.2, 60.0)]
     decisions = {}
@@ -263,13 +263,13 @@ def test_exact_identity_probes_are_priced_at_their_measured_cost_before_another_
         decisions[mode] = (racer(runs)[1], racer.stop_reason)
     assert decisions["batched"] == (True, "")
     go, why = decisions["exact"]
-    assert not go and "the probes (~42.0 min)" in why, why
+    assert not go and "the probes (~31.2 min)" in why, why
     assert probe_share("exact") == EXACT_PROBE_SHARE > probe_share("batched") == PROBE_SHARE
 
 
 def test_probing_a_third_of_the_tasks_reserves_a_third_of_the_probes_cost() -> None:
-    """The same round 1 (720 s, 100 s spent of 1800 s): exact probes on every task (2520 s)
-    leave no room for round 2; on one task of three per category (840 s) they do."""
+    """The same round 1 (720 s, 100 s spent of 1800 s): exact probes on every task (1872 s)
+    leave no room for round 2; on one task of three per category (624 s) they do."""
     arms = [RaceArm("base", 0.0, True), RaceArm("ngram", 1.0)]
     runs = [_run("base", 1, 20.0, 60.0), _run("ngram", 1, 20.2, 60.0)]
     go = {}

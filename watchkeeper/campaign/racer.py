@@ -31,13 +31,15 @@ PROBE_SHARE = 1.2
 """The identity probes after the last round cost about one uncached round (round 1) of the
 arms they probe (same tasks, logprobs on, every prompt prefilled) plus the replays: reserved
 from the budget before every further round."""
-EXACT_PROBE_SHARE = 3.5
+EXACT_PROBE_SHARE = 2.6
 """The same in the exact identity mode (`bench.identity_mode = exact`, the default): the probe
-servers run --ubatch-size 1, so every prompt is prefilled a token at a time. Measured
-2026-11-27 (default Qwen sweep, 2 CPU cores, prompts ~300 tokens): the baseline's probes took
-478 s against 190 s for its round 1 (2.5x), draft n 4's 1162 s against 275 s (4.2x, partly
-beside a niced test run). At 1.2 the 40-minute sweep reserved ~40 min for probes that would
-have taken ~2 h."""
+servers run --ubatch-size 1, so every prompt is prefilled a token at a time. Measured on the
+default Qwen sweep (2 CPU cores, prompts ~300 tokens), quiet: 2026-11-27 04:25, the baseline's
+probes 478 s against 190 s for its round 1 (2.5x); 2026-11-27 12:34, the whole identity pass
+of nine arms on one task per category (servers started, probes, replays, A/A control) 10.3 min
+against 12.1 min of round-1 request time for three per category (2.55x per task). Draft n 4's
+4.2x (1162 s against 275 s) ran partly beside a niced test run and is not a quiet figure; 3.5,
+priced from it, stopped the 12:34 sweep after one round with ~4 min of its budget unused."""
 
 
 def probe_share(identity_mode: str) -> float:

@@ -279,7 +279,8 @@ def _slower_or_dropped(result: BenchResult, arm: ArmSpec) -> bool:
     s = result.stats(arm.name, ALL)
     if s is None or s.speedup is None:
         return True  # dropped before it was measured (the ceiling rule) or never ran
-    return s.speedup.verdict == "slower" or s.speedup.high < 1.0
+    # Without a CI (one round) low and high are the estimate itself: nothing is concluded.
+    return s.speedup.verdict == "slower" or (s.speedup.has_ci and s.speedup.high < 1.0)
 
 
 def recipe(result: BenchResult, name: str, profiles: Mapping[str, ProfileConfig]) -> ArmRecipe:
