@@ -42,6 +42,16 @@ def test_curves_and_raced_arms_round_trip_and_the_latest_soak_is_found(db_url: s
         other = repo.create_campaign(
             kind="soak", host_id=host, build_id=None, params={"profiles": ["qwen-baseline"]}
         )
+        # A newer soak of the profile that was interrupted (or still runs) is not evidence.
+        cut = repo.create_campaign(
+            kind="soak", host_id=host, build_id=None, params={"profiles": ["qwen-ngram"]}
+        )
+        repo.finish_campaign(
+            cut, status="interrupted", summary={"verdict": "stable", "headline": "16 requests"}
+        )
+        repo.create_campaign(
+            kind="soak", host_id=host, build_id=None, params={"profiles": ["qwen-ngram"]}
+        )
         latest = store.latest_soak(HOST.fingerprint, "qwen-ngram")
         assert latest is not None and latest["verdict"] == "stable"
         assert latest["campaign_id"] == other - 1

@@ -212,6 +212,16 @@ def test_the_sweep_sections_name_drops_winners_criteria_and_the_soak_command(
     assert "systemd/llama-server-speculative.service" in text
 
 
+def test_a_speed_up_without_a_ci_is_not_labelled_with_one(result: BenchResult) -> None:
+    """Two rounds give no CI: the criterion says so, without a "(95% CI)" it does not have."""
+    once = RatioCI(1.07, 1.07, 1.07, 36, 18, 2)
+    stats = tuple(replace(s, overall=replace(s.overall, speedup=once)) for s in result.arm_stats)
+    text = render_sweep_sections(_view(replace(result, arm_stats=stats), None))
+    line = next(x for x in text.splitlines() if "Speed-up of 1.5x" in x)
+    assert "not shown (no CI)" in line and "no CI: 2 round(s)" in line, line
+    assert "95% CI" not in line, line
+
+
 def test_a_full_sweep_says_it_was_not_raced(result: BenchResult) -> None:
     text = render_sweep_sections(replace(_view(result, None), stop_reason="every arm ran"))
     assert "Not raced: every arm ran every round." in text

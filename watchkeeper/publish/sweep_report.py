@@ -363,7 +363,8 @@ def _criteria_section(v: SweepView) -> list[str]:
         speed = "not met"
     else:
         speed = "not shown (the CI straddles it)"
-    out.append(f"2. **Speed-up of {REQUEST_SPEEDUP:g}x: {speed}.** Measured {_ci(ci)} (95% CI).")
+    level = " (95% CI)" if ci is not None and ci.has_ci else ""
+    out.append(f"2. **Speed-up of {REQUEST_SPEEDUP:g}x: {speed}.** Measured {_ci(ci)}{level}.")
     if v.soak is not None:
         fallback = (
             f"3. **Stable under sustained load: {md.text(v.soak.get('verdict'))}** (latest "

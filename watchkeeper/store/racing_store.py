@@ -99,13 +99,19 @@ class RacingStore:
             ]
 
     def latest_soak(self, host_fingerprint: str, profile: str) -> dict[str, Any] | None:
-        """The newest soak campaign on this host that soaked `profile`: its id, status, when,
-        and the verdict it stored (None when there is none)."""
+        """The newest *completed* soak campaign on this host that soaked `profile`: its id,
+        status, when, and the verdict it stored (None when there is none). An interrupted or
+        running soak is no evidence of stability: one stopped after a minute had stored
+        "stable" over 16 requests, and the sweep's report quoted it for a 100-minute soak."""
         with self._db.session() as s:
             rows = s.execute(
                 select(Campaign)
                 .join(Host, Host.id == Campaign.host_id)
-                .where(Campaign.kind == "soak", Host.fingerprint == host_fingerprint)
+                .where(
+                    Campaign.kind == "soak",
+                    Campaign.status == "completed",
+                    Host.fingerprint == host_fingerprint,
+                )
                 .order_by(Campaign.id.desc())
             ).scalars()
             for c in rows:
