@@ -254,6 +254,7 @@ def test_the_racer_drops_a_slow_arm_and_stops_before_a_round_that_would_not_fit(
     runs += [_run("base", 3, 20.0), _run("ngram", 3, 26.0)]
     keep, go = racer(runs)  # 1790 s spent: the next round would pass the budget
     assert not go and racer.stop_reason.startswith("budget")
+    assert racer.budget_hint == ""  # three rounds: the CIs exist
     assert list(keep) == ["base", "ngram"]  # every survivor a recommendation could name
     assert cells_of(runs)[0] == Cell("base", "prose-0", "prose", 1, 20.0)
 
@@ -274,6 +275,9 @@ def test_exact_identity_probes_are_priced_at_their_measured_cost_before_another_
     assert decisions["batched"] == (True, "")
     go, why = decisions["exact"]
     assert not go and "the probes (~31.2 min)" in why, why
+    # Stopped after round 1 of the 3 a CI needs: 100 + 2 x 720 + 1872 s = 57 min would reach it.
+    assert "2 round(s) short of the 3 a CI needs" in why, why
+    assert racer.budget_hint.endswith("`--budget 60` would reach them at this pace")
     assert probe_share("exact") == EXACT_PROBE_SHARE > probe_share("batched") == PROBE_SHARE
 
 
