@@ -222,6 +222,17 @@ def test_a_speed_up_without_a_ci_is_not_labelled_with_one(result: BenchResult) -
     assert "95% CI" not in line, line
 
 
+def test_the_control_rows_unverified_divergences_are_explained_too(result: BenchResult) -> None:
+    """The baseline against its own previous round: 2 of 20 diverged, `unverified` (no
+    logprobs on measured requests); the report says what they are, not only mismatches."""
+    base = result.control or next(c for c in result.categories if c.arm != "control")
+    for verdicts, said in (({"identical": 18, "unverified": 2}, True), ({"identical": 20}, False)):
+        control = replace(base, arm="control", verdicts=verdicts)
+        text = render_sweep_sections(_view(replace(result, control=control), None))
+        assert ("The control row's 2 divergence(s) (unverified 2)" in text) is said
+        assert ("not speculation" in text) is said
+
+
 def test_a_full_sweep_says_it_was_not_raced(result: BenchResult) -> None:
     text = render_sweep_sections(replace(_view(result, None), stop_reason="every arm ran"))
     assert "Not raced: every arm ran every round." in text
