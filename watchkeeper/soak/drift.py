@@ -31,6 +31,7 @@ from watchkeeper.soak.trends import (
     level_shift,
     relative_shift,
     theil_sen,
+    thirds,
 )
 from watchkeeper.soak.views import SoakSampleView
 
@@ -207,14 +208,10 @@ def block_requests(cycles: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
     (None below `MIN_BLOCKS` cycles, or for figures stored before the counts were)."""
     if len(cycles) < MIN_BLOCKS or any(c.get("current_requests") is None for c in cycles):
         return None
-    third = len(cycles) // 3
     out: dict[str, Any] = {}
     for arm in ("current", "reference"):
-        counts = [int(c[f"{arm}_requests"]) for c in cycles]
-        out[arm] = {
-            "first": statistics.median(counts[:third]),
-            "last": statistics.median(counts[-third:]),
-        }
+        first, last = thirds([int(c[f"{arm}_requests"]) for c in cycles])
+        out[arm] = {"first": statistics.median(first), "last": statistics.median(last)}
     return out
 
 
@@ -256,9 +253,7 @@ def ratio_spread(ratios: Sequence[float]) -> dict[str, Any] | None:
     the ratio then scatters: an A/A soak read a -51% "drift" with a CI of -98%..-4%."""
     if len(ratios) < MIN_BLOCKS:
         return None
-    third = len(ratios) // 3
-    logs = [math.log(r) for r in ratios]
-    first, last = logs[:third], logs[-third:]
+    first, last = thirds([math.log(r) for r in ratios])
     _, p = levene(first, last, center="median")
     return {
         "first_sd": statistics.stdev(first),
