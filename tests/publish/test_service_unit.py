@@ -186,6 +186,21 @@ def test_a_draft_measured_once_is_not_said_unable_to_win(result: BenchResult) ->
     assert "no draft length can win here" in seen["slower"], seen["slower"]
 
 
+def test_what_the_racer_says_would_change_the_answer_is_listed_last(result: BenchResult) -> None:
+    rec = recommend(kept_baseline(result))
+    hint = "a larger budget: ... `--budget 45` would reach them at this pace"
+    plain = build_record(
+        kept_baseline(result), rec, chosen="baseline", profiles=PROFILES, report="r.md",
+        campaign_report="c/report.md",
+    )  # fmt: skip
+    told = build_record(
+        kept_baseline(result), rec, chosen="baseline", profiles=PROFILES, report="r.md",
+        campaign_report="c/report.md", also_change=(hint,),
+    )  # fmt: skip
+    assert told.would_change == (*plain.would_change, hint)
+    assert hint in render_unit(told, ServiceConfig())
+
+
 def test_an_arm_whose_identity_is_unresolved_is_never_recommended(result: BenchResult) -> None:
     # draft4 is faster with confidence, but none of its probes were compared.
     stats = tuple(

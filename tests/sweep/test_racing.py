@@ -4,6 +4,7 @@ what stays open."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -158,6 +159,26 @@ def test_the_sweep_stops_when_decided_out_of_rounds_or_budget() -> None:
     )
     assert not go and why.startswith("budget")
     assert keep_going(fresh, SETTINGS, elapsed_s=0, budget_s=2400, next_round_s=300)[0]
+
+
+def test_a_budget_stop_before_the_first_ci_says_what_budget_would_reach_it() -> None:
+    """The default Qwen sweep of 2026-11-27 stopped after round 2 of the 3 a CI needs: 22.3
+    min spent, a round ~7.8 min, the probes ~10.8 min, 40 min budget. Its reason says that no
+    arm has a CI and that about 41 min (`--budget 45`) would have given them one."""
+    two = run_race(synthetic(TRUTH, rounds=2), replace(SETTINGS, max_rounds=2))
+    assert two.rounds == 2 and not two.decided
+    go, why = keep_going(
+        two, SETTINGS, elapsed_s=22.3 * 60, budget_s=2400, next_round_s=7.8 * 60,
+        reserve_s=10.8 * 60,
+    )  # fmt: skip
+    assert not go and "1 round(s) short of the 3 a CI needs: no arm has one" in why, why
+    assert "about 41 min, `--budget 45`" in why, why
+    three = run_race(synthetic(TRUTH, rounds=3), replace(SETTINGS, max_rounds=3))
+    assert three.rounds == 3
+    go, why = keep_going(
+        three, SETTINGS, elapsed_s=2300, budget_s=2400, next_round_s=300, reserve_s=200
+    )
+    assert not go and "a CI needs" not in why, why
 
 
 def test_a_replay_uses_fewer_requests_than_the_full_table() -> None:

@@ -222,6 +222,17 @@ def test_a_speed_up_without_a_ci_is_not_labelled_with_one(result: BenchResult) -
     assert "95% CI" not in line, line
 
 
+def test_the_control_rows_unverified_divergences_are_explained_too(result: BenchResult) -> None:
+    """The baseline against its own previous round: 2 of 20 diverged, `unverified` (no
+    logprobs on measured requests); the report says what they are, not only mismatches."""
+    base = result.control or next(c for c in result.categories if c.arm != "control")
+    for verdicts, said in (({"identical": 18, "unverified": 2}, True), ({"identical": 20}, False)):
+        control = replace(base, arm="control", verdicts=verdicts)
+        text = render_sweep_sections(_view(replace(result, control=control), None))
+        assert ("The control row's 2 divergence(s) (unverified 2)" in text) is said
+        assert ("not speculation" in text) is said
+
+
 def test_a_full_sweep_says_it_was_not_raced(result: BenchResult) -> None:
     text = render_sweep_sections(replace(_view(result, None), stop_reason="every arm ran"))
     assert "Not raced: every arm ran every round." in text
@@ -254,6 +265,7 @@ def test_the_racer_drops_a_slow_arm_and_stops_before_a_round_that_would_not_fit(
     runs += [_run("base", 3, 20.0), _run("ngram", 3, 26.0)]
     keep, go = racer(runs)  # 1790 s spent: the next round would pass the budget
     assert not go and racer.stop_reason.startswith("budget")
+    assert racer.budget_hint == ""  # three rounds: the CIs exist
     assert list(keep) == ["base", "ngram"]  # every survivor a recommendation could name
     assert cells_of(runs)[0] == Cell("base", "prose-0", "prose", 1, 20.0)
 
@@ -274,6 +286,9 @@ def test_exact_identity_probes_are_priced_at_their_measured_cost_before_another_
     assert decisions["batched"] == (True, "")
     go, why = decisions["exact"]
     assert not go and "the probes (~31.2 min)" in why, why
+    # Stopped after round 1 of the 3 a CI needs: 100 + 2 x 720 + 1872 s = 57 min would reach it.
+    assert "2 round(s) short of the 3 a CI needs" in why, why
+    assert racer.budget_hint.endswith("`--budget 60` would reach them at this pace")
     assert probe_share("exact") == EXACT_PROBE_SHARE > probe_share("batched") == PROBE_SHARE
 
 

@@ -352,12 +352,41 @@ def keep_going(
     if state.rounds >= settings.max_rounds:
         return False, f"planned rounds ({settings.max_rounds}) done"
     if elapsed_s + next_round_s + reserve_s > budget_s:
+        need = budget_for_ci(state, settings, elapsed_s, next_round_s, reserve_s)
+        short = (
+            f"; {settings.min_rounds - state.rounds} round(s) short of the "
+            f"{settings.min_rounds} a CI needs: no arm has one (about {need / 60:.0f} min, "
+            f"`--budget {budget_text(need)}`, would give them one)"
+            if need is not None
+            else ""
+        )
         return False, (
             f"budget: {elapsed_s / 60:.1f} min spent, another round of {len(state.active)} "
             f"arm(s) (~{next_round_s / 60:.1f} min) and the probes (~{reserve_s / 60:.1f} min) "
-            f"would pass {budget_s / 60:.0f} min"
+            f"would pass {budget_s / 60:.0f} min{short}"
         )
     return True, ""
+
+
+def budget_for_ci(
+    state: RaceState,
+    settings: RaceSettings,
+    elapsed_s: float,
+    next_round_s: float,
+    reserve_s: float,
+) -> float | None:
+    """The budget (seconds) that would have reached the first CI (`min_rounds` rounds) at
+    this pace, where the race has fewer; None when it has them. A sweep stopped short of
+    them answers with estimates alone, and the report should say what would have bought one."""
+    missing = settings.min_rounds - state.rounds
+    if missing <= 0:
+        return None
+    return elapsed_s + missing * next_round_s + reserve_s
+
+
+def budget_text(seconds: float) -> str:
+    """A `--budget` value in minutes that covers `seconds`, rounded up to 5."""
+    return f"{5 * math.ceil(seconds / 300.0):g}"
 
 
 @dataclass(frozen=True, slots=True)

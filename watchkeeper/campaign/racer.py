@@ -12,7 +12,14 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 
 from watchkeeper.analysis.bench_bound import perfect_acceptance_bound
-from watchkeeper.analysis.racing import ceiling_drops, keep_going, race_round, start
+from watchkeeper.analysis.racing import (
+    budget_for_ci,
+    budget_text,
+    ceiling_drops,
+    keep_going,
+    race_round,
+    start,
+)
 from watchkeeper.analysis.racing_types import (
     Ceiling,
     Cell,
@@ -110,6 +117,9 @@ class Racer:
         self.stop_reason = ""
         self.unprobed: dict[str, str] = {}
         """Surviving arms left out of the identity probes, and why."""
+        self.budget_hint = ""
+        """Where the budget stopped the race before any CI existed: what budget would have
+        reached one (the report's "what would change the answer")."""
 
     def __call__(self, runs: Sequence[RunResult]) -> tuple[Sequence[str], bool]:
         before = len(self.state.drops)
@@ -118,17 +128,26 @@ class Racer:
             self.progress(f"race: dropped {d.arm} after round {d.round} ({d.rule}): {d.reason}")
         nxt = _round_seconds(runs, self.state.active)
         probed = self.probe_arms(runs)
+        elapsed = self.clock() - self.started
+        # Probes prefill every prompt afresh (no prompt cache): priced from round 1's cost.
+        reserve = self.probe_share * self.probe_fraction * _round_seconds(runs, probed, 1)
         go, why = keep_going(
             self.state,
             self.settings,
-            elapsed_s=self.clock() - self.started,
+            elapsed_s=elapsed,
             budget_s=self.budget_s,
             next_round_s=nxt,
-            # Probes prefill every prompt afresh (no prompt cache): priced from round 1's cost.
-            reserve_s=self.probe_share * self.probe_fraction * _round_seconds(runs, probed, 1),
+            reserve_s=reserve,
         )
         if not go:
             self.stop_reason = why
+            need = budget_for_ci(self.state, self.settings, elapsed, nxt, reserve)
+            if why.startswith("budget") and need is not None:
+                self.budget_hint = (
+                    f"a larger budget: this sweep stopped after {self.state.rounds} round(s), "
+                    f"short of the {self.settings.min_rounds} a CI needs, so no arm has one; "
+                    f"`--budget {budget_text(need)}` would reach them at this pace"
+                )
             self.progress(
                 f"race: stop after round {self.state.rounds}: {why}; identity probes for "
                 + ", ".join(probed)

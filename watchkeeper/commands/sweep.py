@@ -364,6 +364,7 @@ def _report(
         campaign_report=f"{campaign_folder_name(result)}/report.md",
         race=state,
         load=outcome.load,
+        also_change=(racer.budget_hint,) if racer is not None and racer.budget_hint else (),
     )
     write_record(reports / RECORD_NAME, record)
     view = SweepView(

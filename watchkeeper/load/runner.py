@@ -11,7 +11,7 @@ import queue
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from watchkeeper.load.arrivals import ArrivalSpec
 from watchkeeper.load.client import chat
@@ -48,6 +48,17 @@ class LoadSettings:
     streamed: bool = True
     """False for identity probes (load/probe_client.py): unstreamed, every output token comes
     with its id, draft-accepted and tool-call tokens included. Never for timed requests."""
+
+    def sampler_options(self) -> dict[str, Any]:
+        """The sampler keywords both request functions take (load/client.chat for timed
+        requests, load/probe_client.probe_chat for probes): one place, so the two never
+        drift apart."""
+        return {
+            "temperature": self.temperature,
+            "top_logprobs": self.top_logprobs,
+            "seed": self.seed,
+            "sampling": self.sampling,
+        }
 
 
 def arm_load_settings(
@@ -91,11 +102,8 @@ def run_tasks(
             stream=settings.stream,
             on_sample=on_sample,
             should_stop=should_stop,
-            temperature=settings.temperature,
-            top_logprobs=settings.top_logprobs,
-            seed=settings.seed,
-            sampling=settings.sampling,
             cache_prompt=settings.cache_prompt,
+            **settings.sampler_options(),
         )
     work: queue.Queue[tuple[int, Task]] = queue.Queue()
     for seq, task in enumerate(tasks):
@@ -114,22 +122,11 @@ def run_tasks(
                     client,
                     task,
                     seq=seq,
-                    temperature=settings.temperature,
-                    top_logprobs=settings.top_logprobs,
-                    seed=settings.seed,
-                    sampling=settings.sampling,
                     cache_prompt=settings.cache_prompt,
+                    **settings.sampler_options(),
                 )
                 if settings.streamed
-                else probe_chat(
-                    client,
-                    task,
-                    seq=seq,
-                    top_logprobs=settings.top_logprobs,
-                    temperature=settings.temperature,
-                    seed=settings.seed,
-                    sampling=settings.sampling,
-                )
+                else probe_chat(client, task, seq=seq, **settings.sampler_options())
             )
             with lock:
                 results[seq] = sample

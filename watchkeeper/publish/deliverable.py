@@ -308,10 +308,14 @@ def build_record(
     campaign_report: str,
     race: RaceState | None = None,
     load: str = "",
+    also_change: Sequence[str] = (),
 ) -> RecommendationRecord:
+    """``also_change``: what else would change the answer, from outside the result (the
+    sweep's racer: a budget that would have reached a CI)."""
     del race  # reserved: per-category picks
     closest = closest_arm(result, chosen)
     meaning, change = reading(result, rec, chosen, closest)
+    change = (*change, *also_change)
     return RecommendationRecord(
         headline=rec.headline,
         campaign_id=result.campaign_id,

@@ -293,20 +293,24 @@ def _subject(v: SweepView) -> tuple[str | None, str]:
 
 
 def control_note(v: SweepView) -> list[str]:
-    """What the control row's mismatches are: the baseline against itself, not speculation."""
+    """What the control row's divergences are: the baseline against itself, not speculation.
+    Any that is not `identical` (a mismatch, or `unverified`: nothing to weigh it by)."""
     c = v.result.control
-    n = (c.verdicts.get("mismatch", 0) if c is not None else 0) or 0
-    if c is None or n == 0:
+    if c is None:
         return []
+    odd = {k: n for k, n in c.verdicts.items() if k != "identical" and n}
+    if not odd:
+        return []
+    labels = ", ".join(f"{k} {n}" for k, n in sorted(odd.items()))
     return [
-        f"The control row's {n} mismatch(es) are the baseline against its own previous "
-        "measured round: the same server, which drafts nothing, so they are not speculation. "
-        "Those requests reuse the server's prompt cache (each round prefills a different part "
-        "of the prompt, in a differently sized batch, so the float sums differ in their last "
-        "bits) and carry no logprobs, so a divergence there cannot be replayed or priced and "
-        "is counted as a mismatch. They measure how far one server's greedy output moves "
-        "between two passes. The speculative arms are judged on the probe pass instead: every "
-        "prompt prefilled afresh, with logprobs, each divergence replayed on the baseline.",
+        f"The control row's {sum(odd.values())} divergence(s) ({labels}) are the baseline "
+        "against its own previous measured round: the same server, which drafts nothing, so "
+        "they are not speculation. Those requests reuse the server's prompt cache (each round "
+        "prefills a different part of the prompt, in a differently sized batch, so the float "
+        "sums differ in their last bits) and carry no logprobs, so a divergence there cannot be "
+        "replayed or priced. They measure how far one server's greedy output moves between two "
+        "passes. The speculative arms are judged on the probe pass instead: every prompt "
+        "prefilled afresh, with logprobs, each divergence replayed on the baseline.",
         "",
     ]
 

@@ -31,6 +31,7 @@ from watchkeeper.soak.trends import (
     level_shift,
     relative_shift,
     theil_sen,
+    thirds,
 )
 from watchkeeper.soak.views import SoakSampleView
 
@@ -198,7 +199,49 @@ def pair_drift(entry: dict[str, Any]) -> dict[str, Any]:
             "reference": relative_shift([c["reference_tps"] for c in cycles]),
         },
         "spread": ratio_spread(ratio),
+        "requests": block_requests(cycles),
     }
+
+
+def block_requests(cycles: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
+    """Each arm's median requests per block in the first and the last third of the cycles
+    (None below `MIN_BLOCKS` cycles, or for figures stored before the counts were)."""
+    if len(cycles) < MIN_BLOCKS or any(c.get("current_requests") is None for c in cycles):
+        return None
+    out: dict[str, Any] = {}
+    for arm in ("current", "reference"):
+        first, last = thirds([int(c[f"{arm}_requests"]) for c in cycles])
+        out[arm] = {"first": statistics.median(first), "last": statistics.median(last)}
+    return out
+
+
+FEW_REQUESTS = 2
+"""A block whose median rests on this many requests or fewer is one request's noise."""
+COLLAPSE_FACTOR = 3.0
+"""How many times fewer requests per block, in one third than the other, make a collapse."""
+
+
+def blocks_collapsed(drift: dict[str, Any]) -> str | None:
+    """Why the cycles' blocks stopped being replicates, or None: both arms' blocks held at
+    least 3x fewer requests in one third than in the other, down to `FEW_REQUESTS` or fewer.
+    Then a block's median is one request, and which arm's block a slow request lands in is
+    chance: the 20-minute A/A soak beside a one-core neighbour (2026-11-27) read a -12%
+    paired drift (CI -20%..-3%) from blocks of one request, 15-19 before the neighbour came,
+    which the scatter guard (`host_unshared`) did not catch. Both arms, because one arm that
+    slows alone finishes fewer requests per block too: that is its drift, judged as before."""
+    requests = drift.get("requests")
+    if not requests:
+        return None
+    seen = []
+    for arm in ("current", "reference"):
+        few, many = sorted((requests[arm]["first"], requests[arm]["last"]))
+        if not (few <= FEW_REQUESTS and many >= COLLAPSE_FACTOR * max(few, 1)):
+            return None
+        seen.append(f"{requests[arm]['first']:g} -> {requests[arm]['last']:g}")
+    return (
+        f"both arms' blocks went from a median of {seen[0]} and {seen[1]} requests (first to "
+        "last third): a block of one or two requests is one request's noise, not a replicate"
+    )
 
 
 def ratio_spread(ratios: Sequence[float]) -> dict[str, Any] | None:
@@ -210,9 +253,7 @@ def ratio_spread(ratios: Sequence[float]) -> dict[str, Any] | None:
     the ratio then scatters: an A/A soak read a -51% "drift" with a CI of -98%..-4%."""
     if len(ratios) < MIN_BLOCKS:
         return None
-    third = len(ratios) // 3
-    logs = [math.log(r) for r in ratios]
-    first, last = logs[:third], logs[-third:]
+    first, last = thirds([math.log(r) for r in ratios])
     _, p = levene(first, last, center="median")
     return {
         "first_sd": statistics.stdev(first),
@@ -284,6 +325,13 @@ def pair_lines(drift: dict[str, Any], threshold: float) -> Lines:
             f"{MIN_BLOCKS}: paired throughput drift not judged"
         ]
     notes = [_host_note(name, partner, drift["host"])]
+    collapsed = blocks_collapsed(drift)
+    if collapsed is not None:
+        return [], [
+            *notes,
+            f"{name} beside {partner}: paired throughput drift not judged: {collapsed} (rerun "
+            "on a quieter host, with longer blocks, or with fewer server threads than cores)",
+        ]
     unshared = host_unshared(drift, threshold)
     if unshared is not None:
         return [], [

@@ -96,13 +96,14 @@ def cycle_length(params: dict[str, Any]) -> int:
 
 def _block_medians(
     samples: Sequence[SoakSampleView],
-) -> dict[tuple[str, int, int], float]:
-    """(arm, concurrency, block) -> median decode tok/s of its measured load requests."""
+) -> dict[tuple[str, int, int], tuple[float, int]]:
+    """(arm, concurrency, block) -> median decode tok/s of its measured load requests, and
+    how many there were (a block of one request is one request's noise: soak/drift.py)."""
     values: dict[tuple[str, int, int], list[float]] = defaultdict(list)
     for s in samples:
         if not s.is_probe and s.error is None and s.decode_tps:
             values[(s.profile, s.concurrency, s.block)].append(s.decode_tps)
-    return {key: float(np.median(v)) for key, v in values.items()}
+    return {key: (float(np.median(v)), len(v)) for key, v in values.items()}
 
 
 def _geomean(values: Sequence[float]) -> float | None:
@@ -124,6 +125,8 @@ class _Cycle:
     current_tps: float
     reference_tps: float
     current_first: bool
+    current_requests: int = 0
+    reference_requests: int = 0
 
     @property
     def log_ratio(self) -> float:
@@ -200,7 +203,7 @@ def reference_ratios(
 
 
 def _paired_cycles(
-    medians: dict[tuple[str, int, int], float],
+    medians: dict[tuple[str, int, int], tuple[float, int]],
     profile: str,
     reference: str,
     conc: int,
@@ -209,17 +212,19 @@ def _paired_cycles(
     """The cycles, in order, where both the current arm and its reference ran a block at this
     concurrency: a cycle with one side missing has no ratio."""
     arms = (profile, reference)
-    by_cycle: dict[int, dict[str, tuple[int, float]]] = defaultdict(dict)
-    for (arm, c, block), value in medians.items():
+    by_cycle: dict[int, dict[str, tuple[int, float, int]]] = defaultdict(dict)
+    for (arm, c, block), (value, n) in medians.items():
         if c != conc or arm not in arms:
             continue
-        by_cycle[block // length][arm] = (block, value)
+        by_cycle[block // length][arm] = (block, value, n)
     return [
         _Cycle(
             k,
             by_cycle[k][profile][1],
             by_cycle[k][reference][1],
             by_cycle[k][profile][0] < by_cycle[k][reference][0],
+            by_cycle[k][profile][2],
+            by_cycle[k][reference][2],
         )
         for k in sorted(k for k, v in by_cycle.items() if len(v) == 2)
     ]
@@ -261,6 +266,8 @@ def _cycle_rows(
             "reference_tps": c.reference_tps,
             "ratio": c.current_tps / c.reference_tps,
             "current_first": c.current_first,
+            "current_requests": c.current_requests,
+            "reference_requests": c.reference_requests,
             "judged": c in judged,
             "process_pair": segments.get(c.index),
         }

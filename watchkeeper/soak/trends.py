@@ -13,12 +13,14 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 from scipy import stats
 
 from watchkeeper.soak.views import SoakSampleView
+
+T = TypeVar("T")
 
 MAX_POINTS_PER_SEGMENT = 400
 
@@ -103,6 +105,14 @@ def block_medians(
     return sorted(out)
 
 
+def thirds(values: Sequence[T]) -> tuple[Sequence[T], Sequence[T]]:
+    """The first and the last third of ``values`` (in time order), the middle left out: every
+    first-to-last comparison of the soak (level shift, scatter, requests per block) splits
+    alike, so their figures describe the same stretches."""
+    third = len(values) // 3
+    return values[:third], values[len(values) - third :]
+
+
 def relative_shift(
     values: Sequence[float], *, min_values: int = MIN_BLOCKS, resamples: int = 2000
 ) -> dict[str, Any] | None:
@@ -112,9 +122,9 @@ def relative_shift(
     ``min_values``: not judged."""
     if len(values) < min_values:
         return None
-    third = len(values) // 3
-    first = np.asarray(values[:third], float)
-    last = np.asarray(values[-third:], float)
+    head, tail = thirds(values)
+    first = np.asarray(head, float)
+    last = np.asarray(tail, float)
     rng = np.random.default_rng(0)
     ratios = np.median(rng.choice(last, (resamples, len(last))), axis=1) / np.median(
         rng.choice(first, (resamples, len(first))), axis=1
