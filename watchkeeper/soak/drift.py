@@ -22,6 +22,7 @@ from collections.abc import Collection, Sequence
 from datetime import datetime
 from typing import Any
 
+import numpy as np
 from scipy.stats import levene
 
 from watchkeeper.config import SoakConfig
@@ -251,10 +252,13 @@ def ratio_spread(ratios: Sequence[float]) -> dict[str, Any] | None:
     load changes faster than a block (two decode threads on two cores collapsing 20-40x
     whenever a neighbour takes a core, measured beside a one-core neighbour) breaks that, and
     the ratio then scatters: an A/A soak read a -51% "drift" with a CI of -98%..-4%."""
-    if len(ratios) < MIN_BLOCKS:
-        return None
     first, last = thirds([math.log(r) for r in ratios])
-    _, p = levene(first, last, center="median")
+    if len(first) < 3:
+        # Two values a third: their deviations from the median are equal, so the test's
+        # denominator is 0 (a divide-by-zero warning, and no evidence either way).
+        return None
+    with np.errstate(divide="ignore", invalid="ignore"):
+        _, p = levene(first, last, center="median")
     return {
         "first_sd": statistics.stdev(first),
         "last_sd": statistics.stdev(last),
