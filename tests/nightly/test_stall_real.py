@@ -14,18 +14,34 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from support.realnight import taskset, throttled, wrapper
+from support.realnight import taskset, wrapper
 
 from watchkeeper.commands.nightly import nightly_command, reference_pin
 from watchkeeper.config import Config, parse_config
 from watchkeeper.server.install import ServerBinary
 from watchkeeper.server.models import ModelFile
 
+STALL = """#!/bin/sh
+# llama-server, paused for a second every ten (a build that stalls now and then).
+"{real}" "$@" &
+pid=$!
+case " $* " in *" --help "*|*" --version "*) wait $pid; exit $?;; esac
+( sleep 6; while kill -0 $pid 2>/dev/null; do
+    kill -STOP $pid 2>/dev/null; sleep 1; kill -CONT $pid 2>/dev/null; sleep 9
+  done ) &
+loop=$!
+trap 'kill $loop 2>/dev/null; kill -CONT $pid 2>/dev/null; kill -TERM $pid 2>/dev/null' TERM INT
+wait $pid
+wait $pid
+"""
+
 
 def stalling(tmp_path: Path, real: Path) -> Path:
-    """llama-server paused for a second in every ten from 6 s after its start: a build that
-    stalls now and then (the same wrapper as the nightly's slower build)."""
-    return throttled(tmp_path, "stall-build", real, off_ms=1000, on_ms=9000, delay_ms=6000)
+    script = tmp_path / "stall-build" / "llama-server"
+    script.parent.mkdir(parents=True)
+    script.write_text(STALL.format(real=real), encoding="utf-8")
+    script.chmod(0o755)
+    return script
 
 
 def config(binary: Path, url: str, tasks: Path, root: Path) -> Config:

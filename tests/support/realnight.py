@@ -52,7 +52,7 @@ def wrapper(tmp_path: Path, name: str, real: Path, prefix: str = "", suffix: str
 
 
 THROTTLE = """#!/bin/sh
-# llama-server stopped for {off_ms} ms in every {period_ms}, from {delay_ms} ms after its start.
+# llama-server stopped for {off_ms} ms in every {period_ms} (a slower build, whatever the host runs).
 "{real}" "$@" &
 pid=$!
 case " $* " in *" --help "*|*" --version "*) wait $pid; exit $?;; esac
@@ -70,7 +70,6 @@ DUTY = (
     "    os.kill(pid, signal.SIGCONT)\n"
     "    sys.exit(0)\n"
     "signal.signal(signal.SIGTERM, done)\n"
-    "time.sleep({delay_s})\n"
     "try:\n"
     "    while os.getppid() == shell:\n"
     "        os.kill(pid, signal.SIGSTOP)\n"
@@ -84,35 +83,21 @@ DUTY = (
 )
 
 
-def throttled(
-    tmp_path: Path,
-    name: str,
-    real: Path,
-    off_ms: int = 20,
-    on_ms: int = 20,
-    delay_ms: int = 0,
-) -> Path:
+def throttled(tmp_path: Path, name: str, real: Path, off_ms: int = 20, on_ms: int = 20) -> Path:
     """The slower build: the real server, stopped (SIGSTOP) for `off_ms` in every
-    `off_ms + on_ms` (from `delay_ms` after its start), so it gets at most that share of the
-    wall clock whatever else the host runs: 20 of 40 ms is about 0.5x on a quiet host and
-    beside a neighbour alike. A build that stalls now and then is the same with long periods
-    (tests/nightly/test_stall_real.py: a second in every ten, from 6 s).
+    `off_ms + on_ms`, so it gets at most that share of the wall clock whatever else the host
+    runs: 20 of 40 ms is about 0.5x on a quiet host and beside a neighbour alike.
 
     Why not a build that is slow on its own (fewer or pinned threads): its slowness is the
     scheduler's, and a neighbour moves it. Two decode threads pinned to one core against one
     thread read 0.66x one quiet run and 0.87x (CI up to 1.01, inconclusive) the next
     (2026-11-27), so the nightly's positive control failed for the control's sake."""
-    duty = DUTY.format(off_s=off_ms / 1000, on_s=on_ms / 1000, delay_s=delay_ms / 1000)
+    duty = DUTY.format(off_s=off_ms / 1000, on_s=on_ms / 1000)
     script = tmp_path / name / "llama-server"
     script.parent.mkdir(parents=True)
     script.write_text(
         THROTTLE.format(
-            real=real,
-            python=sys.executable,
-            duty=duty,
-            off_ms=off_ms,
-            period_ms=off_ms + on_ms,
-            delay_ms=delay_ms,
+            real=real, python=sys.executable, duty=duty, off_ms=off_ms, period_ms=off_ms + on_ms
         ),
         encoding="utf-8",
     )
