@@ -26,7 +26,7 @@ STALL = """#!/bin/sh
 "{real}" "$@" &
 pid=$!
 case " $* " in *" --help "*|*" --version "*) wait $pid; exit $?;; esac
-( sleep 6; while kill -0 $pid 2>/dev/null; do
+( sleep 1; while kill -0 $pid 2>/dev/null; do
     kill -STOP $pid 2>/dev/null; sleep 1; kill -CONT $pid 2>/dev/null; sleep 9
   done ) &
 loop=$!
