@@ -116,13 +116,33 @@ def test_the_soak_report_and_the_sweep_reports_stability_line() -> None:
             "rss": [{"profile": "draft4", "slope": 3.2, "ci95": [-1.0, 7.5], "judged": True}],
             "series": [],
             "leak_threshold_mb_per_hour": 50.0,
+            "identical_output_rate": 1.0,
+            "strictly_identical_rate": 0.75,
+            "identical_output": [
+                {
+                    "profile": "draft4",
+                    "concurrency": 4,
+                    "reference_profile": "baseline",
+                    "compared": 4,
+                    "identical": 3,
+                    "near_tie": 1,
+                    "length_only": 0,
+                    "unverified": 0,
+                    "mismatch": 0,
+                    "task_id": "t1",
+                    "rate": 0.75,
+                },
+            ],
         },
     }
     s = summary(
         verdict, rows, subject="draft4", baseline="baseline", duration="2m",
-        sweep_campaign=7, command="watchkeeper soak --recommendation r.json",
+        sweep_campaign=7, command="watchkeeper soak --recommendation r.json", cache_ram_mib=0,
     )  # fmt: skip
     text = render(s)
+    assert "| draft4 | 4 | baseline | 4 | 3 | 1 | 0 | 0 | 0 |" in text
+    assert "consistent with their reference 100% of the time (75% token for token)" in text
+    assert "The servers ran with `--cache-ram 0`" in text
     assert (
         "| draft4 | 1 | 2 | 0 | 31.0 |" in text
         and "| draft4 | 4 | 1 | 1 | — |" in text

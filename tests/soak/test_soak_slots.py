@@ -3,7 +3,10 @@
 A block at concurrency 2 on a one-slot server would queue its second request inside the server
 instead of decoding both in one batch: the soak would call depth 1 with a queue "depth 2". The
 bench matches slots to the load (campaign/load_shape.with_slots); the soak must too. A real
-llama-server, its command line read from the live process while the soak runs."""
+llama-server, its command line read from the live process while the soak runs.
+
+They also run with the host prompt cache off (`soak.cache_ram_mib`, default 0): its growth
+toward its limit is RSS the leak test would read as a leak (campaign/soak_campaign.py)."""
 
 from __future__ import annotations
 
@@ -14,10 +17,13 @@ from pathlib import Path
 import psutil
 from support.soakkit import live_llama_servers, soak_settings, write_taskset
 
+from watchkeeper.campaign.soak_campaign import with_cache_ram
 from watchkeeper.commands.soak import soak_command
 from watchkeeper.config import Config, DatabaseConfig, ProfileConfig, ServerConfig
 from watchkeeper.load.records import RequestSample
+from watchkeeper.server.flags import HelpInfo
 from watchkeeper.server.install import ServerBinary
+from watchkeeper.server.launch import PreparedProfile
 from watchkeeper.server.models import ModelFile
 from watchkeeper.server.profiles import SMOLLM2
 from watchkeeper.soak.records import RunKey
@@ -67,4 +73,32 @@ def test_a_soak_at_concurrency_1_and_2_runs_servers_with_two_slots_each_keeping_
     for argv in seen:
         assert flag(argv, "--parallel") == "2", argv
         assert flag(argv, "--ctx-size") == "2048", argv  # 1024 per slot, as the profile asks
+        assert flag(argv, "--cache-ram") == "0", argv
     assert levels[1] > 0 and levels[2] > 0, levels
+
+
+def prepared(name: str, extra: list[str], flags: frozenset[str]) -> PreparedProfile:
+    profile = ProfileConfig(model=SMOLLM2, extra_args=extra)
+    return PreparedProfile(name, profile, None, None, None, HelpInfo(flags, ()))
+
+
+def test_the_prompt_cache_setting_reaches_every_server_that_has_one_and_no_profile_that_chose() -> (
+    None
+):
+    both = frozenset({"--cache-ram", "--port"})
+    arms = [
+        prepared("plain", [], both),
+        prepared("own", ["--cache-ram", "512"], both),
+        prepared("short", ["-cram=256"], both),
+        prepared("old build", [], frozenset({"--port"})),
+    ]
+    out = {p.name: p.profile.extra_args for p in with_cache_ram(arms, 0)}
+    assert out == {
+        "plain": ["--cache-ram", "0"],
+        "own": ["--cache-ram", "512"],
+        "short": ["-cram=256"],
+        "old build": [],
+    }
+    assert [p.profile.extra_args for p in with_cache_ram(arms, None)] == [
+        [], ["--cache-ram", "512"], ["-cram=256"], []
+    ]  # fmt: skip

@@ -55,6 +55,7 @@ def write_soak_deliverable(
         duration=duration,
         sweep_campaign=record.campaign_id,
         command=command,
+        cache_ram_mib=data.params.get("cache_ram_mib"),
     )
     write_summary(reports / SOAK_SUMMARY, data_summary)
     path = write_text(reports / SOAK_REPORT, render(data_summary))

@@ -240,7 +240,7 @@ def _text_excerpt(text: str, start: int, width: int = 30) -> str:
     return f"{text[max(0, start - width) : start]}⟦{text[start : start + width]}⟧"
 
 
-def _complete(sample: RequestSample) -> bool:
+def is_complete(sample: RequestSample) -> bool:
     """Token logprobs cover the whole output (the end token itself is never streamed)."""
     if sample.tokens is None or sample.completion_tokens is None:
         return False
@@ -257,12 +257,12 @@ def compare_samples(
         "baseline_finish": baseline.finish_reason,
         "candidate_finish": candidate.finish_reason,
     }
-    if _complete(baseline) and _complete(candidate):
+    if is_complete(baseline) and is_complete(candidate):
         assert baseline.tokens is not None and candidate.tokens is not None
         return compare_tokens(
             baseline.tokens, candidate.tokens, near_tie_threshold=near_tie_threshold, **finishes
         )
-    if _complete(baseline):
+    if is_complete(baseline):
         assert baseline.tokens is not None
         return compare_against_baseline_tokens(
             baseline.tokens,

@@ -22,6 +22,7 @@ from watchkeeper.campaign.soak_campaign import (
     open_or_resume,
     plan_signature,
     reference_arms,
+    with_cache_ram,
 )
 from watchkeeper.config import Config
 from watchkeeper.config.durations import parse_duration
@@ -190,6 +191,7 @@ def soak_command(
         # Every server gets as many slots as the deepest level sends at once, as the bench
         # does: a block at concurrency 4 on one slot would queue in the server, not batch.
         prepared = with_slots(prepared + arms, max(shape.levels))
+        prepared = with_cache_ram(prepared, soak.cache_ram_mib)
         repo, store = Repository(db), SoakStore(db)
         campaign_id, resume, resumed, seed = open_or_resume(
             config,
@@ -236,6 +238,7 @@ def _campaign_params(
         "references": references,
         "concurrency": list(shape.levels),
         "slots": max(shape.levels),
+        "cache_ram_mib": soak.cache_ram_mib,
         "tasks": [t.id for t in tasks],
         "probe_task": tasks[0].id,
         "temperature": soak.temperature,
@@ -337,7 +340,9 @@ def _execute(
         )
     journal.close()
     status = "interrupted" if outcome.interrupted else "completed"
-    verdict = judge(store.load(campaign_id), config.soak)
+    verdict = judge(
+        store.load(campaign_id), config.soak, near_tie_threshold=config.bench.near_tie_threshold
+    )
     _record_findings(FindingStore(repo.db), campaign_id, verdict, final=status == "completed")
     if status == "completed":
         _record_ratios(ratios, campaign_id, verdict)

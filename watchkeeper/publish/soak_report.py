@@ -69,8 +69,10 @@ def summary(
     duration: str,
     sweep_campaign: int | None,
     command: str,
+    cache_ram_mib: int | None = None,
 ) -> dict[str, Any]:
-    """What the report and the sweep's acceptance section read (JSON-safe)."""
+    """What the report and the sweep's acceptance section read (JSON-safe). `cache_ram_mib`:
+    the `--cache-ram` the soak's servers ran with (the campaign's params), None: the build's."""
     figures = verdict.get("figures", {})
     rss = {e["profile"]: e for e in figures.get("rss", [])}
     return {
@@ -89,6 +91,12 @@ def summary(
         "restarts": figures.get("restarts"),
         "crashes": figures.get("crashes"),
         "identical_output_rate": figures.get("identical_output_rate"),
+        "strictly_identical_rate": figures.get("strictly_identical_rate"),
+        "probe_totals": figures.get("probe_totals"),
+        "identity": [
+            {k: e.get(k) for k in _IDENTITY_KEYS} for e in figures.get("identical_output", [])
+        ],
+        "cache_ram_mib": cache_ram_mib,
         "series": [asdict(r) for r in rows],
         "rss": {
             p: {
@@ -111,6 +119,78 @@ def summary(
         ],
         "leak_threshold_mb_per_hour": figures.get("leak_threshold_mb_per_hour"),
     }
+
+
+_IDENTITY_KEYS = (
+    "profile",
+    "concurrency",
+    "reference_profile",
+    "compared",
+    "identical",
+    "near_tie",
+    "length_only",
+    "unverified",
+    "mismatch",
+)
+
+
+def _identity_section(s: Mapping[str, Any]) -> list[str]:
+    entries = s.get("identity") or []
+    if not entries:
+        return []
+    rows = [
+        [
+            e["profile"],
+            str(e["concurrency"]),
+            e.get("reference_profile") or md.NONE,
+            *(str(e.get(k) or 0) for k in _IDENTITY_KEYS[3:]),
+        ]
+        for e in entries
+    ]
+    return [
+        "",
+        "## Identical output (temperature-0 probes)",
+        "",
+        "Every few minutes one request of a block is the same task at temperature 0. Each is "
+        "compared, token by token, with the first complete probe of that task at that "
+        "concurrency (its own arm's; for a speculating arm, whose drafted tokens carry no "
+        "logprobs, the baseline's). A *near tie* is a token where the reference's two best "
+        "candidates were within 0.1 nats and the probe took the other: what a probe sharing "
+        "its batches with other requests does on a healthy server, as floats add in another "
+        "order. A *mismatch* is any other difference, and counts against stability.",
+        "",
+        md.table(
+            [
+                "arm",
+                "concurrency",
+                "reference",
+                "compared",
+                "identical",
+                "near ties",
+                "cut by length",
+                "unverified",
+                "mismatches",
+            ],
+            rows,
+            "lrlrrrrrr",
+        ),
+    ]
+
+
+def _memory_intro(s: Mapping[str, Any]) -> list[str]:
+    mib = s.get("cache_ram_mib")
+    if mib == 0:
+        return [
+            "The servers ran with `--cache-ram 0`: the build's host prompt cache (8192 MiB by "
+            "default) keeps the state of every prompt a slot lets go and grows toward its limit "
+            "under any load, which a leak test cannot tell from a leak. The growth below is the "
+            "process's own. In production the default cache adds up to its limit on top of "
+            "it; `--cache-ram` bounds it.",
+            "",
+        ]
+    if mib is None:
+        return []
+    return [f"The servers ran with `--cache-ram {mib}`.", ""]
 
 
 def _pct(ci: Sequence[float] | None) -> str:
@@ -165,7 +245,8 @@ def render(s: Mapping[str, Any]) -> str:
             "lrrrrl",
         )
     )
-    out += ["", "## Memory (RSS slope per server process, pooled)", ""]
+    out += _identity_section(s)
+    out += ["", "## Memory (RSS slope per server process, pooled)", "", *_memory_intro(s)]
     mem = []
     for profile, e in sorted(s.get("rss", {}).items()):
         slope = e.get("slope_mb_per_h")
@@ -182,7 +263,8 @@ def render(s: Mapping[str, Any]) -> str:
         "",
         f"Whole soak: {s.get('requests')} requests, {s.get('errors')} errors, "
         f"{s.get('restarts')} restarts ({s.get('crashes')} crashes); temperature-0 probes "
-        f"identical {md.fixed(_as_pct(s.get('identical_output_rate')), 0, '%')} of the time. "
+        f"consistent with their reference {_share(s.get('identical_output_rate'))} of the time "
+        f"({_share(s.get('strictly_identical_rate'))} token for token). "
         f"A leak is RSS growth above {s.get('leak_threshold_mb_per_hour')} MB/h with its CI "
         "above 0.",
         "",
@@ -194,8 +276,8 @@ def render(s: Mapping[str, Any]) -> str:
     return "\n".join(out).rstrip() + "\n"
 
 
-def _as_pct(rate: float | None) -> float | None:
-    return None if rate is None else rate * 100
+def _share(rate: float | None) -> str:
+    return md.fixed(None if rate is None else rate * 100, 0, "%")
 
 
 def _ci_mb(ci: Sequence[float] | None) -> str:

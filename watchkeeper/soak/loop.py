@@ -6,7 +6,8 @@ combinations, round robin, so drift over the night hits every profile. Inside a 
 flight = concurrency), starting staggered so a block never opens with a burst. The task order
 is reshuffled every pass through the task set, from (seed, block, pass), so any stretch of
 the night can be replayed. Every so often one worker sends the probe task at temperature 0
-instead of its next task: the identical-output rate compares those answers over time.
+instead of its next task, asking for top-2 logprobs: soak/probes.py weighs those answers
+against a reference by tokens, as the bench weighs a divergence.
 
 The workers are one thread pool, and each server one HTTP client (a new one after a restart),
 for the whole soak: however long it runs, the soak holds the same threads and clients instead

@@ -20,6 +20,7 @@ from typing import Any
 from watchkeeper.analysis.acceptance import AcceptanceCurve, curve, explain
 from watchkeeper.config import SoakConfig
 from watchkeeper.config.durations import parse_duration
+from watchkeeper.soak import probes
 from watchkeeper.soak.drift import Lines, pair_drift, pair_lines, paired_arms, series_trends
 from watchkeeper.soak.paired import MIN_CYCLES, cold_blocks, reference_ratios, series_label
 from watchkeeper.soak.trends import MIN_BLOCKS, Trend, block_medians, level_shift, theil_sen
@@ -135,30 +136,6 @@ def acceptance_curves(data: SoakData) -> list[AcceptanceCurve]:
     return out
 
 
-def _identical(samples: Sequence[SoakSampleView]) -> list[dict[str, Any]]:
-    groups: dict[tuple[str, int, str], list[SoakSampleView]] = defaultdict(list)
-    for s in samples:
-        if s.is_probe and s.error is None:
-            groups[(s.profile, s.concurrency, s.task_id)].append(s)
-    out = []
-    for (profile, conc, task), rows in sorted(groups.items()):
-        reference = rows[0].output_text
-        same = sum(1 for r in rows[1:] if r.output_text == reference)
-        compared = len(rows) - 1
-        out.append(
-            {
-                "profile": profile,
-                "concurrency": conc,
-                "task_id": task,
-                "probes": len(rows),
-                "compared": compared,
-                "identical": same,
-                "rate": same / compared if compared else None,
-            }
-        )
-    return out
-
-
 # -- the rules: each looks at one thing and returns its reason (or None), as checks/guards.py
 
 
@@ -247,24 +224,44 @@ def _leak_reasons(leaks: Sequence[dict[str, Any]], cfg: SoakConfig) -> list[str]
 
 
 def _identity_rule(identical: Sequence[dict[str, Any]], cfg: SoakConfig) -> Lines:
-    compared = sum(i["compared"] for i in identical)
-    same = sum(i["identical"] for i in identical)
-    if not compared:
+    t = probes.totals(identical)
+    if not t["compared"]:
         return [], ["fewer than 2 probes per series: identical-output rate not judged"]
-    rate = same / compared
-    if rate < cfg.min_identical_rate:
-        return [f"temperature-0 probes identical {rate:.0%} of the time ({same}/{compared})"], []
-    return [], []
+    notes = [
+        f"temperature-0 probes: {t['compared']} compared with their reference, "
+        f"{t['identical']} identical, {t['near_tie']} near ties, {t['length_only']} cut by "
+        f"length, {t['unverified']} unverified, {t['mismatch']} mismatches"
+    ]
+    if t["unverified"]:
+        notes.append(
+            f"{t['unverified']} probe(s) differ in text with no token data to weigh the "
+            "difference: shown, not judged"
+        )
+    rate = probes.consistent_rate(identical)
+    if rate is not None and rate < cfg.min_identical_rate:
+        judged = t["compared"] - t["unverified"]
+        where = ", ".join(
+            f"{e['profile']} at concurrency {e['concurrency']}: {e['mismatch']}"
+            for e in identical
+            if e["mismatch"]
+        )
+        return [
+            f"temperature-0 probes answered differently {1 - rate:.0%} of the time "
+            f"({t['mismatch']}/{judged} beyond a near tie; {where})"
+        ], notes
+    return [], notes
 
 
 def identical_rate(identical: Sequence[dict[str, Any]]) -> float | None:
-    compared = sum(i["compared"] for i in identical)
-    return sum(i["identical"] for i in identical) / compared if compared else None
+    """Share of the probes whose answer is consistent with their reference (identical, a near
+    tie or a length cut), of those that could be judged."""
+    return probes.consistent_rate(identical)
 
 
-def judge(data: SoakData, cfg: SoakConfig) -> SoakVerdict:
+def judge(data: SoakData, cfg: SoakConfig, *, near_tie_threshold: float = 0.1) -> SoakVerdict:
     """The verdict and its figures for a whole campaign (every block, every resume): the
-    rules above, in the order their reasons read."""
+    rules above, in the order their reasons read. `near_tie_threshold`: the bench's
+    (`bench.near_tie_threshold`), for the probes' divergences (soak/probes.py)."""
     samples = data.samples
     if not samples:
         return SoakVerdict(data.campaign_id, False, ("no request was stored",), (), {})
@@ -287,7 +284,7 @@ def judge(data: SoakData, cfg: SoakConfig) -> SoakVerdict:
     )
     rss, leaks, rss_notes = _rss_trends(data, origin, cfg)
     curves = acceptance_curves(data)
-    identical = _identical(samples)
+    identical = probes.judge_probes(samples, near_tie_threshold=near_tie_threshold)
     reference_reasons, reference_notes = _reference_lines(paired)
     pair_reasons, pair_notes = _pair_drift_lines(drifts, cfg)
     identity_reasons, identity_notes = _identity_rule(identical, cfg)
@@ -323,6 +320,8 @@ def judge(data: SoakData, cfg: SoakConfig) -> SoakVerdict:
         "db_outages": kinds["db_outage"],
         "incidents": dict(kinds),
         "identical_output_rate": identical_rate(identical),
+        "strictly_identical_rate": probes.identical_rate(identical),
+        "probe_totals": probes.totals(identical),
         "identical_output": identical,
         "series": series,
         "reference": paired,

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from watchkeeper.load.records import RunPurpose
+from watchkeeper.load.records import RunPurpose, TokenLogprob
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,6 +34,10 @@ class SoakSampleView:
     output_text: str
     block: int = -1
     """The block (run round) the request belongs to: the soak's unit of replication."""
+    finish_reason: str | None = None
+    tokens: tuple[TokenLogprob, ...] | None = None
+    """A probe's token ids and top-2 logprobs (soak/probes.py weighs a divergence by them);
+    None for load requests, which never ask for logprobs."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,7 +19,7 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
 from watchkeeper.errors import StoreError
-from watchkeeper.load.records import RunPurpose
+from watchkeeper.load.records import RunPurpose, TokenLogprob
 from watchkeeper.server.endpoints import SPEC_PREFIX
 from watchkeeper.soak.records import (
     IncidentRecord,
@@ -55,6 +55,10 @@ def _spec_counters(metrics: dict[str, Any]) -> dict[str, float]:
         for k, v in metrics.items()
         if k.startswith(SPEC_PREFIX) and isinstance(v, int | float)
     }
+
+
+def _tokens(stored: list[Any] | None) -> tuple[TokenLogprob, ...] | None:
+    return tuple(TokenLogprob.from_json(t) for t in stored) if stored is not None else None
 
 
 def _utc(value: datetime) -> datetime:
@@ -223,6 +227,8 @@ class SoakStore:
                             row.error,
                             row.output_text if probe else "",
                             run.round,
+                            row.finish_reason if probe else None,
+                            _tokens(row.output_tokens) if probe else None,
                         )
                     )
             samples.sort(key=lambda v: v.started_at)

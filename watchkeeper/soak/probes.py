@@ -1,0 +1,148 @@
+"""The soak's temperature-0 probes, judged as the bench judges a divergence.
+
+A probe is the same task at temperature 0, sent every `soak.probe_interval_s`; the question is
+whether the server still answers it the same way hours later. Plain text equality cannot be the
+test: at concurrency 4 the probe shares the server's batches with three load requests, and a
+batch of a different size adds its floats in a different order, so two healthy probes can part
+at a token whose top-2 logprobs are within rounding of each other. The soak of the 27 Nov
+recommendation read "identical 51% of the time" and called the night unstable for exactly that.
+
+So each probe is compared, by token ids and top-2 logprobs (`checks.identity`), with a reference
+probe of the same task and concurrency:
+
+- the arm's own first probe, when its token data covers the whole output;
+- else the first complete probe of another arm at that task and concurrency: llama-server
+  returns no logprobs for tokens it accepted from a draft, so a speculating arm's probes are
+  never complete, and the non-speculating arm's probe is the reference that can weigh them
+  (that is the sweep's identity claim as well: speculation must not change the greedy answer);
+- else the arm's first probe as text, where a difference is `unverified`.
+
+A `near_tie` (the reference's top-2 margin at the first differing token below
+`bench.near_tie_threshold`, and the probe took the runner-up) or `length_only` is consistent; a
+`mismatch` is a token the reference did not nearly tie with: what a corrupted cache, a broken
+draft verification or a server that lost its state would produce. `unverified` is shown and
+never judged.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Sequence
+from typing import Any
+
+from watchkeeper.checks.identity import IdentityResult, Verdict, compare_samples, is_complete
+from watchkeeper.load.records import RequestSample
+from watchkeeper.soak.views import SoakSampleView
+
+CONSISTENT = (Verdict.IDENTICAL, Verdict.NEAR_TIE, Verdict.LENGTH_ONLY)
+"""Verdicts that say the server answers as it did."""
+
+
+def as_request(s: SoakSampleView) -> RequestSample:
+    """The fields `checks.identity` reads, from a stored probe."""
+    return RequestSample(
+        s.task_id,
+        "",
+        -1,
+        s.started_at,
+        completion_tokens=s.completion_tokens,
+        finish_reason=s.finish_reason,
+        output_text=s.output_text,
+        tokens=s.tokens,
+    )
+
+
+def _references(
+    groups: dict[tuple[str, int, str], list[SoakSampleView]],
+) -> dict[tuple[str, int, str], tuple[SoakSampleView, str]]:
+    """Per group, its reference probe and where it came from ('own', 'other arm', 'text')."""
+    complete_anywhere: dict[tuple[int, str], SoakSampleView] = {}
+    for (_profile, conc, task), rows in sorted(groups.items()):
+        for row in rows:
+            if is_complete(as_request(row)):
+                earliest = complete_anywhere.get((conc, task))
+                if earliest is None or row.started_at < earliest.started_at:
+                    complete_anywhere[(conc, task)] = row
+                break
+    out = {}
+    for key, rows in groups.items():
+        own = next((r for r in rows if is_complete(as_request(r))), None)
+        if own is not None:
+            out[key] = (own, "own")
+        elif (other := complete_anywhere.get((key[1], key[2]))) is not None:
+            out[key] = (other, "other arm")
+        else:
+            out[key] = (rows[0], "text")
+    return out
+
+
+def judge_probes(
+    samples: Sequence[SoakSampleView], *, near_tie_threshold: float
+) -> list[dict[str, Any]]:
+    """One entry per (arm, concurrency, probe task): how many probes were compared with the
+    reference and what each comparison found, plus the first mismatch's excerpts."""
+    groups: dict[tuple[str, int, str], list[SoakSampleView]] = defaultdict(list)
+    for s in samples:
+        if s.is_probe and s.error is None:
+            groups[(s.profile, s.concurrency, s.task_id)].append(s)
+    references = _references(groups)
+    out = []
+    for key, rows in sorted(groups.items()):
+        reference, basis = references[key]
+        counts: Counter[str] = Counter()
+        first_mismatch: IdentityResult | None = None
+        for row in rows:
+            if row is reference:
+                continue
+            result = compare_samples(
+                as_request(reference), as_request(row), near_tie_threshold=near_tie_threshold
+            )
+            counts[result.verdict] += 1
+            if result.verdict == Verdict.MISMATCH and first_mismatch is None:
+                first_mismatch = result
+        compared = sum(counts.values())
+        profile, conc, task = key
+        entry: dict[str, Any] = {
+            "profile": profile,
+            "concurrency": conc,
+            "task_id": task,
+            "reference": basis,
+            "reference_profile": reference.profile,
+            "probes": len(rows),
+            "compared": compared,
+            "identical": counts[Verdict.IDENTICAL],
+            "near_tie": counts[Verdict.NEAR_TIE],
+            "length_only": counts[Verdict.LENGTH_ONLY],
+            "unverified": counts[Verdict.UNVERIFIED],
+            "mismatch": counts[Verdict.MISMATCH],
+            "rate": counts[Verdict.IDENTICAL] / compared if compared else None,
+        }
+        if first_mismatch is not None:
+            entry["first_mismatch"] = {
+                "token": first_mismatch.first_divergence,
+                "margin": first_mismatch.margin,
+                "reference": first_mismatch.baseline_excerpt,
+                "probe": first_mismatch.candidate_excerpt,
+            }
+        out.append(entry)
+    return out
+
+
+def totals(entries: Sequence[dict[str, Any]]) -> dict[str, int]:
+    keys = ("compared", "identical", "near_tie", "length_only", "unverified", "mismatch")
+    return {k: sum(int(e[k]) for e in entries) for k in keys}
+
+
+def consistent_rate(entries: Sequence[dict[str, Any]]) -> float | None:
+    """Share of the judged comparisons (all but `unverified`) that are consistent."""
+    t = totals(entries)
+    judged = t["compared"] - t["unverified"]
+    if not judged:
+        return None
+    return (t["identical"] + t["near_tie"] + t["length_only"]) / judged
+
+
+def identical_rate(entries: Sequence[dict[str, Any]]) -> float | None:
+    """Share of all comparisons whose outputs are the same token for token."""
+    t = totals(entries)
+    return t["identical"] / t["compared"] if t["compared"] else None
