@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 from collections import Counter
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import psutil
@@ -20,7 +21,7 @@ from support.soakkit import live_llama_servers, soak_settings, write_taskset
 from watchkeeper.campaign.soak_campaign import with_cache_ram
 from watchkeeper.commands.soak import soak_command
 from watchkeeper.config import Config, DatabaseConfig, ProfileConfig, ServerConfig
-from watchkeeper.load.records import RequestSample
+from watchkeeper.load.records import RequestSample, RunPurpose
 from watchkeeper.server.flags import HelpInfo
 from watchkeeper.server.install import ServerBinary
 from watchkeeper.server.launch import PreparedProfile
@@ -52,9 +53,11 @@ def test_a_soak_at_concurrency_1_and_2_runs_servers_with_two_slots_each_keeping_
     )
     seen: list[list[str]] = []
     levels: Counter[int] = Counter()
+    requests: list[tuple[RunKey, RequestSample]] = []
 
     def on_sample(key: RunKey, sample: RequestSample) -> None:
         levels[key.concurrency] += sample.ok
+        requests.append((key, sample))
         if not seen:
             seen.extend(live_server_argvs())
 
@@ -75,6 +78,16 @@ def test_a_soak_at_concurrency_1_and_2_runs_servers_with_two_slots_each_keeping_
         assert flag(argv, "--ctx-size") == "2048", argv  # 1024 per slot, as the profile asks
         assert flag(argv, "--cache-ram") == "0", argv
     assert levels[1] > 0 and levels[2] > 0, levels
+
+    # Each level's probe went alone: no load request was in flight while it ran.
+    def span(sample: RequestSample) -> tuple[datetime, datetime]:
+        return sample.started_at, sample.started_at + timedelta(seconds=sample.latency_s or 0)
+
+    probes = [span(r) for k, r in requests if k.purpose == RunPurpose.PROBE]
+    load = [span(r) for k, r in requests if k.purpose != RunPurpose.PROBE]
+    assert len(probes) == 2, probes  # one per concurrency level
+    for start, end in probes:
+        assert not [(a, b) for a, b in load if a < end and b > start], (start, end)
 
 
 def prepared(name: str, extra: list[str], flags: frozenset[str]) -> PreparedProfile:

@@ -329,7 +329,8 @@ class SoakConfig(_Strict):
     """0: server.request_timeout_s."""
     sample_interval_s: Annotated[float, Field(gt=0.0)] = 5.0
     probe_interval_s: Annotated[float, Field(gt=0.0)] = 300.0
-    """How often a temperature-0 probe (the same task every time) replaces a load request."""
+    """How often each (arm, concurrency) gets a temperature-0 probe (the same task every time),
+    sent alone before one of its blocks starts (soak/loop.py)."""
     stuck_after_s: Annotated[float, Field(ge=0.0)] = 0.0
     """A slot busy with one task longer than this is stuck; 0: 2 x the request timeout."""
     unresponsive_after: Annotated[int, Field(ge=1)] = 3
