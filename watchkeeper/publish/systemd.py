@@ -82,6 +82,12 @@ def notes(record: RecommendationRecord, service: ServiceConfig) -> list[str]:
             f"Speculation: {shlex.join(record.chosen.spec_flags)} ({record.chosen.speedup}; "
             f"identity: {record.chosen.identity})."
         )
+    out += _comment(
+        "Memory: beyond the model and its context, a build with --cache-ram (the 11434 build "
+        "and later) keeps the prompts its slots let go in host memory, up to 8192 MiB by "
+        "default; add --cache-ram N (MiB; 0: off) to ExecStart to bound it. The soak "
+        "(speculative_soak.md) measures the server's own RSS growth with it off."
+    )
     models = ", ".join(record.chosen.models)
     out += _comment(
         f"This host: {service.binary} (the sweep's build: {record.build}), {models} in "
