@@ -118,6 +118,14 @@ def test_the_soak_report_and_the_sweep_reports_stability_line() -> None:
             "leak_threshold_mb_per_hour": 50.0,
             "identical_output_rate": 1.0,
             "strictly_identical_rate": 0.75,
+            "probe_totals": {
+                "compared": 4,
+                "identical": 3,
+                "near_tie": 1,
+                "length_only": 0,
+                "unverified": 0,
+                "mismatch": 0,
+            },
             "identical_output": [
                 {
                     "profile": "draft4",
@@ -152,6 +160,8 @@ def test_the_soak_report_and_the_sweep_reports_stability_line() -> None:
     line = stability_line(s, fallback="unused")
     assert line.startswith("3. **Stable under sustained load: met.**")
     assert "concurrency 1, 4: 5 load requests, 1 errors, 0 restarts" in line
+    assert "RSS slope (prompt cache off) draft4 3.2 MB/h" in line
+    assert "probes consistent 100% (3 of 4 identical, 0 mismatches)" in line
     report = f"head\n{BEGIN}\n3. not yet measured\n{END}\ntail\n"
     assert splice(report, line) == f"head\n{BEGIN}\n{line}\n{END}\ntail\n"
     assert stability_line(None, fallback="3. not yet") == "3. not yet"

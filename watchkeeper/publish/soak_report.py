@@ -151,13 +151,15 @@ def _identity_section(s: Mapping[str, Any]) -> list[str]:
         "",
         "## Identical output (temperature-0 probes)",
         "",
-        "Every few minutes one request of a block is the same task at temperature 0. Each is "
-        "compared, token by token, with the first complete probe of that task at that "
-        "concurrency (its own arm's; for a speculating arm, whose drafted tokens carry no "
-        "logprobs, the baseline's). A *near tie* is a token where the reference's two best "
-        "candidates were within 0.1 nats and the probe took the other: what a probe sharing "
-        "its batches with other requests does on a healthy server, as floats add in another "
-        "order. A *mismatch* is any other difference, and counts against stability.",
+        "Before a block's load starts (at most once per arm and concurrency every "
+        "`soak.probe_interval_s`), the same task goes to the arm's server alone, at "
+        "temperature 0. Each probe is compared, token by token, with the first complete probe "
+        "of that task at that concurrency: its own arm's, or for a speculating arm, whose "
+        "drafted tokens carry no logprobs, the baseline's. A *near tie* is a token where the "
+        "reference's two best candidates were within 0.1 nats and the probe took the other "
+        "(a speculating arm verifies drafted tokens in a batch, whose floats add in another "
+        "order than the baseline's one-token steps). A *mismatch* is any other difference, "
+        "and counts against stability.",
         "",
         md.table(
             [
@@ -296,11 +298,20 @@ def stability_line(s: Mapping[str, Any] | None, *, fallback: str) -> str:
         for p, e in sorted(s.get("rss", {}).items())
     )
     verdict = "met" if s.get("verdict") == "stable" else f"not met ({s.get('verdict')})"
+    cache = " (prompt cache off)" if s.get("cache_ram_mib") == 0 else ""
+    probes = s.get("probe_totals") or {}
+    consistent = (
+        f", temperature-0 probes consistent {_share(s.get('identical_output_rate'))} "
+        f"({probes.get('identical', 0)} of {probes.get('compared', 0)} identical, "
+        f"{probes.get('mismatch', 0)} mismatches)"
+        if probes.get("compared")
+        else ""
+    )
     return (
         f"3. **Stable under sustained load: {verdict}.** Soak campaign {s['campaign_id']}: "
         f"{s['subject']} beside {s['baseline']}, {s['duration']} at concurrency {levels}: "
-        f"{requests} load requests, {errors} errors, {s.get('restarts')} restarts, RSS slope "
-        f"{slopes or '—'}; [the soak report]({SOAK_REPORT})."
+        f"{requests} load requests, {errors} errors, {s.get('restarts')} restarts, RSS slope"
+        f"{cache} {slopes or '—'}{consistent}; [the soak report]({SOAK_REPORT})."
     )
 
 
