@@ -56,6 +56,7 @@ def write_soak_deliverable(
         sweep_campaign=record.campaign_id,
         command=command,
         cache_ram_mib=data.params.get("cache_ram_mib"),
+        drift_threshold=config.soak.drift_threshold,
     )
     write_summary(reports / SOAK_SUMMARY, data_summary)
     path = write_text(reports / SOAK_REPORT, render(data_summary))

@@ -70,6 +70,7 @@ def summary(
     sweep_campaign: int | None,
     command: str,
     cache_ram_mib: int | None = None,
+    drift_threshold: float = 0.10,
 ) -> dict[str, Any]:
     """What the report and the sweep's acceptance section read (JSON-safe). `cache_ram_mib`:
     the `--cache-ram` the soak's servers ran with (the campaign's params), None: the build's."""
@@ -118,7 +119,30 @@ def summary(
             if "throughput_drift" in s
         ],
         "leak_threshold_mb_per_hour": figures.get("leak_threshold_mb_per_hour"),
+        "drift_threshold": drift_threshold,
     }
+
+
+def unresolved_drift(s: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Series whose throughput-drift CI reaches past the threshold on the losing side without
+    lying wholly beyond it: the soak did not run long enough to say whether they drift. A
+    `stable` verdict does not cover them."""
+    threshold = float(s.get("drift_threshold") or 0.10)
+    return [d for d in s.get("drift", []) if d["ci95"] and d["ci95"][0] < -threshold < d["ci95"][1]]
+
+
+def _unresolved_text(s: Mapping[str, Any]) -> str:
+    threshold = float(s.get("drift_threshold") or 0.10)
+    items = "; ".join(
+        f"{d['profile']} at concurrency {d['concurrency']} {d['change']:+.0%} "
+        f"(95% CI {_pct(d['ci95'])})"
+        for d in unresolved_drift(s)
+    )
+    return (
+        f"throughput drift not resolved in {s.get('duration')}: {items} reaches past the "
+        f"-{threshold:.0%} threshold; a longer soak settles it (docs/soak.md, "
+        '"Soaking the sweep\'s recommendation")'
+    )
 
 
 _IDENTITY_KEYS = (
@@ -247,6 +271,9 @@ def render(s: Mapping[str, Any]) -> str:
             "lrrrrl",
         )
     )
+    if unresolved_drift(s):
+        text = _unresolved_text(s)
+        out += ["", f"{text[0].upper()}{text[1:]}."]
     out += _identity_section(s)
     out += ["", "## Memory (RSS slope per server process, pooled)", "", *_memory_intro(s)]
     mem = []
@@ -298,6 +325,10 @@ def stability_line(s: Mapping[str, Any] | None, *, fallback: str) -> str:
         for p, e in sorted(s.get("rss", {}).items())
     )
     verdict = "met" if s.get("verdict") == "stable" else f"not met ({s.get('verdict')})"
+    unresolved = ""
+    if s.get("verdict") == "stable" and unresolved_drift(s):
+        verdict = "met where resolved"
+        unresolved = f"; {_unresolved_text(s)}"
     cache = " (prompt cache off)" if s.get("cache_ram_mib") == 0 else ""
     probes = s.get("probe_totals") or {}
     consistent = (
@@ -311,7 +342,7 @@ def stability_line(s: Mapping[str, Any] | None, *, fallback: str) -> str:
         f"3. **Stable under sustained load: {verdict}.** Soak campaign {s['campaign_id']}: "
         f"{s['subject']} beside {s['baseline']}, {s['duration']} at concurrency {levels}: "
         f"{requests} load requests, {errors} errors, {s.get('restarts')} restarts, RSS slope"
-        f"{cache} {slopes or '—'}{consistent}; [the soak report]({SOAK_REPORT})."
+        f"{cache} {slopes or '—'}{consistent}{unresolved}; [the soak report]({SOAK_REPORT})."
     )
 
 
