@@ -29,6 +29,7 @@ from watchkeeper.publish.soak_report import (
     stability_line,
     summary,
 )
+from watchkeeper.soak.probes import totals
 from watchkeeper.soak.views import SoakSampleView
 
 
@@ -103,6 +104,19 @@ def test_the_soak_report_and_the_sweep_reports_stability_line() -> None:
         ("draft4", 1, 2, 0),
         ("draft4", 4, 1, 1),
     ]
+    probed = {
+        "profile": "draft4",
+        "concurrency": 4,
+        "reference_profile": "baseline",
+        "compared": 4,
+        "identical": 3,
+        "near_tie": 1,
+        "length_only": 0,
+        "unverified": 0,
+        "mismatch": 0,
+        "task_id": "t1",
+        "rate": 0.75,
+    }
     verdict = {
         "campaign_id": 12,
         "verdict": "stable",
@@ -119,29 +133,8 @@ def test_the_soak_report_and_the_sweep_reports_stability_line() -> None:
             "leak_threshold_mb_per_hour": 50.0,
             "identical_output_rate": 1.0,
             "strictly_identical_rate": 0.75,
-            "probe_totals": {
-                "compared": 4,
-                "identical": 3,
-                "near_tie": 1,
-                "length_only": 0,
-                "unverified": 0,
-                "mismatch": 0,
-            },
-            "identical_output": [
-                {
-                    "profile": "draft4",
-                    "concurrency": 4,
-                    "reference_profile": "baseline",
-                    "compared": 4,
-                    "identical": 3,
-                    "near_tie": 1,
-                    "length_only": 0,
-                    "unverified": 0,
-                    "mismatch": 0,
-                    "task_id": "t1",
-                    "rate": 0.75,
-                },
-            ],
+            "probe_totals": totals([probed]),
+            "identical_output": [probed],
         },
     }
     s = summary(

@@ -127,17 +127,25 @@ def unresolved_drift(s: Mapping[str, Any]) -> list[dict[str, Any]]:
     """Series whose throughput-drift CI reaches past the threshold on the losing side without
     lying wholly beyond it: the soak did not run long enough to say whether they drift. A
     `stable` verdict does not cover them."""
-    threshold = float(s.get("drift_threshold") or 0.10)
+    threshold = _drift_threshold(s)
     return [d for d in s.get("drift", []) if d["ci95"] and d["ci95"][0] < -threshold < d["ci95"][1]]
 
 
-def _unresolved_text(s: Mapping[str, Any]) -> str:
-    threshold = float(s.get("drift_threshold") or 0.10)
+def _drift_threshold(s: Mapping[str, Any]) -> float:
+    return float(s.get("drift_threshold") or 0.10)
+
+
+def _unresolved_text(s: Mapping[str, Any]) -> str | None:
+    """The sentence that names the unresolved series; None when every series is resolved."""
+    unresolved = unresolved_drift(s)
+    if not unresolved:
+        return None
     items = "; ".join(
         f"{d['profile']} at concurrency {d['concurrency']} {d['change']:+.0%} "
         f"(95% CI {_pct(d['ci95'])})"
-        for d in unresolved_drift(s)
+        for d in unresolved
     )
+    threshold = _drift_threshold(s)
     return (
         f"throughput drift not resolved in {s.get('duration')}: {items} reaches past the "
         f"-{threshold:.0%} threshold; a longer soak settles it (docs/soak.md, "
@@ -271,8 +279,7 @@ def render(s: Mapping[str, Any]) -> str:
             "lrrrrl",
         )
     )
-    if unresolved_drift(s):
-        text = _unresolved_text(s)
+    if (text := _unresolved_text(s)) is not None:
         out += ["", f"{text[0].upper()}{text[1:]}."]
     out += _identity_section(s)
     out += ["", "## Memory (RSS slope per server process, pooled)", "", *_memory_intro(s)]
@@ -326,9 +333,9 @@ def stability_line(s: Mapping[str, Any] | None, *, fallback: str) -> str:
     )
     verdict = "met" if s.get("verdict") == "stable" else f"not met ({s.get('verdict')})"
     unresolved = ""
-    if s.get("verdict") == "stable" and unresolved_drift(s):
+    if s.get("verdict") == "stable" and (text := _unresolved_text(s)) is not None:
         verdict = "met where resolved"
-        unresolved = f"; {_unresolved_text(s)}"
+        unresolved = f"; {text}"
     cache = " (prompt cache off)" if s.get("cache_ram_mib") == 0 else ""
     probes = s.get("probe_totals") or {}
     consistent = (

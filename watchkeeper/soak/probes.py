@@ -1,11 +1,12 @@
 """The soak's temperature-0 probes, judged as the bench judges a divergence.
 
-A probe is the same task at temperature 0, sent every `soak.probe_interval_s`; the question is
-whether the server still answers it the same way hours later. Plain text equality cannot be the
-test: at concurrency 4 the probe shares the server's batches with three load requests, and a
-batch of a different size adds its floats in a different order, so two healthy probes can part
-at a token whose top-2 logprobs are within rounding of each other. The soak of the 27 Nov
-recommendation read "identical 51% of the time" and called the night unstable for exactly that.
+A probe is the same task at temperature 0, sent alone before a block's load (soak/loop.py); the
+question is whether the server still answers it the same way hours later. Plain text equality
+cannot be the test: a speculating arm verifies drafted tokens in a batch, whose floats add in
+another order than the baseline's one-token steps, so two healthy answers can part at a token
+whose top-2 logprobs are within rounding of each other. (The soak of the 27 Nov recommendation,
+whose probes also shared their batches with load requests, read "identical 51% of the time"
+and called the night unstable for exactly that.)
 
 So each probe is compared, by token ids and top-2 logprobs (`checks.identity`), with a reference
 probe of the same task and concurrency:
@@ -56,20 +57,21 @@ def _references(
     groups: dict[tuple[str, int, str], list[SoakSampleView]],
 ) -> dict[tuple[str, int, str], tuple[SoakSampleView, str]]:
     """Per group, its reference probe and where it came from ('own', 'other arm', 'text')."""
-    complete_anywhere: dict[tuple[int, str], SoakSampleView] = {}
-    for (_profile, conc, task), rows in sorted(groups.items()):
-        for row in rows:
-            if is_complete(as_request(row)):
-                earliest = complete_anywhere.get((conc, task))
-                if earliest is None or row.started_at < earliest.started_at:
-                    complete_anywhere[(conc, task)] = row
-                break
+    own = {
+        key: next((r for r in rows if is_complete(as_request(r))), None)
+        for key, rows in groups.items()
+    }
+    earliest: dict[tuple[int, str], SoakSampleView] = {}
+    for (_profile, conc, task), row in own.items():
+        if row is not None and (
+            (conc, task) not in earliest or row.started_at < earliest[(conc, task)].started_at
+        ):
+            earliest[(conc, task)] = row
     out = {}
     for key, rows in groups.items():
-        own = next((r for r in rows if is_complete(as_request(r))), None)
-        if own is not None:
-            out[key] = (own, "own")
-        elif (other := complete_anywhere.get((key[1], key[2]))) is not None:
+        if (mine := own[key]) is not None:
+            out[key] = (mine, "own")
+        elif (other := earliest.get((key[1], key[2]))) is not None:
             out[key] = (other, "other arm")
         else:
             out[key] = (rows[0], "text")
@@ -89,13 +91,14 @@ def judge_probes(
     out = []
     for key, rows in sorted(groups.items()):
         reference, basis = references[key]
+        baseline = as_request(reference)
         counts: Counter[str] = Counter()
         first_mismatch: IdentityResult | None = None
         for row in rows:
             if row is reference:
                 continue
             result = compare_samples(
-                as_request(reference), as_request(row), near_tie_threshold=near_tie_threshold
+                baseline, as_request(row), near_tie_threshold=near_tie_threshold
             )
             counts[result.verdict] += 1
             if result.verdict == Verdict.MISMATCH and first_mismatch is None:
@@ -139,7 +142,7 @@ def consistent_rate(entries: Sequence[dict[str, Any]]) -> float | None:
     judged = t["compared"] - t["unverified"]
     if not judged:
         return None
-    return (t["identical"] + t["near_tie"] + t["length_only"]) / judged
+    return sum(t[v] for v in CONSISTENT) / judged
 
 
 def identical_rate(entries: Sequence[dict[str, Any]]) -> float | None:
