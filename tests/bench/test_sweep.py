@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from watchkeeper.commands.sweep import sweep_command, sweep_profiles
+from watchkeeper.campaign.sweep_plan import sweep_profiles
+from watchkeeper.commands.sweep import sweep_command
 from watchkeeper.config import load_config
 from watchkeeper.server.install import ServerBinary
 from watchkeeper.server.models import ModelFile

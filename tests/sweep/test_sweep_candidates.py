@@ -33,8 +33,8 @@ from watchkeeper.campaign.racer import (
     probe_share,
     race_arms,
 )
+from watchkeeper.campaign.sweep_plan import candidate_profiles, resolve_candidates, sweep_profiles
 from watchkeeper.cli.app import build_parser
-from watchkeeper.commands.sweep import candidate_profiles, resolve_candidates, sweep_profiles
 from watchkeeper.config import Config, ProfileConfig
 from watchkeeper.errors import ConfigError
 from watchkeeper.load.records import RequestSample, RunResult

@@ -18,44 +18,38 @@ the expected, honest answer.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, replace
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from watchkeeper.analysis.benchmark import BenchResult
 from watchkeeper.analysis.identity_gate import withheld
-from watchkeeper.analysis.racing_types import (
-    RaceArm,
-    RaceSettings,
-    RaceState,
-)
+from watchkeeper.analysis.racing_types import RaceArm, RaceSettings, RaceState
 from watchkeeper.analysis.recommend import Recommendation, recommend
 from watchkeeper.campaign.bench import execute_bench
-from watchkeeper.campaign.bench_plan import BenchPlan, plan_bench
 from watchkeeper.campaign.bench_report import finish_with_report
-from watchkeeper.campaign.load_shape import LoadShape, load_text, shape_plan
-from watchkeeper.campaign.racer import Racer, probe_share, race_arms
-from watchkeeper.config import Config, ModelConfig, ProfileConfig
+from watchkeeper.campaign.load_shape import LoadShape, load_text
+from watchkeeper.campaign.racer import Racer, race_arms
+from watchkeeper.campaign.sweep_plan import (
+    race_records,
+    sweep_candidates,
+    sweep_plan,
+    sweep_racer,
+)
+from watchkeeper.config import Config, ProfileConfig
 from watchkeeper.errors import ConfigError
-from watchkeeper.load.tasks import cap_tokens, select
 from watchkeeper.publish.deliverable import RECORD_NAME, build_record, write_record
 from watchkeeper.publish.report import campaign_folder_name
 from watchkeeper.publish.soak_report import summary_for
 from watchkeeper.publish.sweep_report import preface, render_sweep_sections
 from watchkeeper.publish.sweep_view import SweepView, soak_command
 from watchkeeper.publish.systemd import render_unit, write_service
-from watchkeeper.server.flags import LEARNS_ACROSS_REQUESTS, read_help
-from watchkeeper.server.install import ensure_binary
-from watchkeeper.server.models import CATALOG
-from watchkeeper.server.profiles import QWEN_DRAFT, QWEN_TARGET, SMOLLM2, get_profile
 from watchkeeper.store.db import Database, open_database
-from watchkeeper.store.racing_store import RaceArmRecord, RacingStore
+from watchkeeper.store.racing_store import RacingStore
 
 Progress = Callable[[str], None]
 Clock = Callable[[], float]
-DRAFT_LENGTHS = (4, 8, 16)
-FAMILIES = {"qwen": (QWEN_TARGET, QWEN_DRAFT), "smollm2": (SMOLLM2, SMOLLM2)}
 SPECULATIVE_REPORT = "speculative_benchmark.md"
 DEFAULT_BUDGET_MIN = 40.0
 DEFAULT_MAX_ROUNDS = 5
@@ -104,87 +98,6 @@ class SweepResult:
         }
 
 
-@dataclass(frozen=True, slots=True)
-class Candidates:
-    """Where the sweep's arms come from: a name prefix, a baseline profile and a draft."""
-
-    prefix: str
-    baseline: ProfileConfig
-    draft: str | None
-
-
-def sweep_profiles(family: str, spec_types: tuple[str, ...]) -> dict[str, ProfileConfig]:
-    """Baseline first, then draft-simple lengths, then the build's n-gram types."""
-    if family not in FAMILIES:
-        raise ConfigError(f"unknown sweep family {family!r}; known: {', '.join(FAMILIES)}")
-    target, draft = FAMILIES[family]
-    return candidate_profiles(Candidates(family, ProfileConfig(model=target), draft), spec_types)
-
-
-def candidate_profiles(c: Candidates, spec_types: tuple[str, ...]) -> dict[str, ProfileConfig]:
-    """The baseline (no speculation), draft-simple at each length where there is a draft, and
-    every n-gram type of the build. Every other setting of the baseline is kept."""
-    plain = c.baseline.model_copy(
-        update={"draft_model": None, "spec_type": None, "draft_n_max": None, "description": ""}
-    )
-    profiles = {f"{c.prefix}-baseline": plain}
-    if c.draft and "draft-simple" in spec_types:
-        for n in DRAFT_LENGTHS:
-            profiles[f"{c.prefix}-sweep-draft{n}"] = plain.model_copy(
-                update={"draft_model": c.draft, "spec_type": "draft-simple", "draft_n_max": n}
-            )
-    for spec in spec_types:
-        if spec.startswith("ngram"):
-            profiles[f"{c.prefix}-sweep-{spec}"] = plain.model_copy(update={"spec_type": spec})
-    return profiles
-
-
-def _model_ref(config: Config, ref: str) -> tuple[Config, str]:
-    """A catalog or configured model name as it is; a GGUF path becomes a user model named
-    after its file (the file is hashed when the sweep prepares it)."""
-    if ref in config.models or ref in CATALOG:
-        return config, ref
-    path = Path(ref).expanduser()
-    if path.suffix != ".gguf" and not path.is_file():
-        known = ", ".join(sorted({*CATALOG, *config.models}))
-        raise ConfigError(f"unknown model {ref!r}: neither a catalog name ({known}) nor a .gguf")
-    name = path.stem
-    models = {**config.models, name: ModelConfig(path=str(path.resolve()))}
-    return config.model_copy(update={"models": models}), name
-
-
-def resolve_candidates(
-    config: Config,
-    *,
-    family: str | None,
-    target: str | None,
-    draft: str | None,
-    profile: str | None,
-) -> tuple[Config, Candidates]:
-    """One of --family, --target [--draft], --profile; the config gains any user model."""
-    chosen = [x for x in (family, target, profile) if x]
-    if len(chosen) > 1:
-        raise ConfigError("sweep takes one of --family, --target (with --draft) or --profile")
-    if draft and not target:
-        raise ConfigError("--draft needs --target (the model it drafts for)")
-    if target:
-        config, target_name = _model_ref(config, target)
-        draft_name = None
-        if draft:
-            config, draft_name = _model_ref(config, draft)
-        # A file's quantisation suffix (".Q4_K_M") is not part of a readable arm name.
-        prefix = target_name if target_name == target else target_name.split(".")[0]
-        return config, Candidates(prefix, ProfileConfig(model=target_name), draft_name)
-    if profile:
-        base = get_profile(config, profile)
-        return config, Candidates(profile, base, base.draft_model)
-    name = family or "qwen"
-    if name not in FAMILIES:
-        raise ConfigError(f"unknown sweep family {name!r}; known: {', '.join(FAMILIES)}")
-    t, d = FAMILIES[name]
-    return config, Candidates(name, ProfileConfig(model=t), d)
-
-
 def sweep_command(
     config: Config,
     *,
@@ -225,7 +138,7 @@ def sweep_command(
             "0 on the command line probes every measured task"
         )
     started = clock()
-    config, generated = _candidates(
+    config, generated = sweep_candidates(
         config, family=family, target=target, draft=draft, profile=profile, progress=progress
     )
     max_rounds = rounds or (DEFAULT_MAX_ROUNDS if race else config.bench.rounds)
@@ -234,13 +147,13 @@ def sweep_command(
     )
     arms = race_arms({n: config.profiles[n] for n in generated})
     racer = (
-        _racer(
+        sweep_racer(
             config, generated, arms, settings, budget_min=budget_min, clock=clock, progress=progress
         )
         if race
         else None
     )
-    plan = _sweep_plan(
+    plan = sweep_plan(
         config,
         generated,
         racer,
@@ -286,34 +199,6 @@ def sweep_command(
             max_tokens=max_tokens,
             progress=progress,
         )
-
-
-def _racer(
-    config: Config,
-    generated: Mapping[str, ProfileConfig],
-    arms: Sequence[RaceArm],
-    settings: RaceSettings,
-    *,
-    budget_min: float,
-    clock: Clock,
-    progress: Progress,
-) -> Racer:
-    """The racer over the generated arms, in a budget of seconds, told each draft profile's
-    draft length (the ceiling rule drops a draft no acceptance can make pay before round 1)."""
-    drafts = {
-        n: p.draft_n_max
-        for n in generated
-        if (p := config.profiles[n]).draft_model and p.draft_n_max
-    }
-    return Racer(
-        arms,
-        settings,
-        budget_s=budget_min * 60.0,
-        clock=clock,
-        progress=progress,
-        draft_lengths=drafts,
-        probe_share=probe_share(config.bench.identity_mode),
-    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -402,90 +287,3 @@ def _report(
     progress(f"service file: {service_path} (profile {chosen})")
     wall_s = clock() - started
     return SweepResult(result, rec, service_path, state, view.stop_reason, wall_s=wall_s)
-
-
-def _candidates(
-    config: Config,
-    *,
-    family: str | None,
-    target: str | None,
-    draft: str | None,
-    profile: str | None,
-    progress: Progress,
-) -> tuple[Config, dict[str, ProfileConfig]]:
-    """The config with the candidate profiles added (a user's own profile of the same name
-    wins, as everywhere else), and the candidates: every spec type the installed build
-    accepts."""
-    config, source = resolve_candidates(
-        config, family=family, target=target, draft=draft, profile=profile
-    )
-    binary = ensure_binary(config.server, progress=progress)
-    info = read_help(binary, config.server.resolved_cache_dir())
-    generated = candidate_profiles(source, info.spec_types)
-    return config.model_copy(update={"profiles": {**generated, **config.profiles}}), generated
-
-
-def _sweep_plan(
-    config: Config,
-    generated: Mapping[str, ProfileConfig],
-    racer: Racer | None,
-    *,
-    rounds: int,
-    taskset: Path | None,
-    per_category: int | None,
-    max_tokens: int,
-    concurrency: int | None = None,
-    load: LoadShape | None = None,
-    identity_per_category: int | None = None,
-) -> BenchPlan:
-    """The bench's plan with the sweep's changes: answers capped, the racer's hooks, the
-    identity pass on the first `identity_per_category` tasks of each category, and when
-    raced one process per arm for the whole sweep, reusing its prompt cache: on two CPU cores
-    prefill costs as much as the decode a round measures (docs/sweep.md)."""
-    race = racer is not None
-    plan = shape_plan(
-        plan_bench(
-            config,
-            profiles=list(generated),
-            rounds=rounds,
-            taskset=taskset,
-            limit=None,
-            per_category=per_category,
-            concurrency=concurrency,
-        ),
-        config,
-        load,
-    )
-    tasks = tuple(cap_tokens(plan.tasks, max_tokens))
-    probed = (
-        tuple(select(tasks, per_category=identity_per_category))
-        if identity_per_category is not None
-        else tasks
-    )
-    return replace(
-        plan,
-        tasks=tasks,
-        identity_tasks=probed if len(probed) < len(tasks) else None,
-        race=racer,
-        ceiling=racer.ceiling if racer is not None else None,
-        restart_every=0 if race else plan.restart_every,
-        renew_each_round=frozenset(
-            n for n in generated if config.profiles[n].spec_type in LEARNS_ACROSS_REQUESTS
-        )
-        if race
-        else frozenset(),
-        reuse_prompts=race,
-    )
-
-
-def race_records(state: RaceState, arms: Sequence[RaceArm]) -> list[RaceArmRecord]:
-    dropped = {d.arm: d for d in state.drops}
-    out = []
-    for a in arms:
-        d = dropped.get(a.name)
-        rounds = state.rounds_by_arm.get(a.name, 0)
-        if d is None:
-            out.append(RaceArmRecord(a.name, "survived", rounds))
-        else:
-            out.append(RaceArmRecord(a.name, "dropped", rounds, d.round, d.rule, d.reason, d.error))
-    return out
