@@ -23,7 +23,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from watchkeeper.commands.nightly import pin_reference
+from watchkeeper.campaign.night import pin_reference
 from watchkeeper.commands.soak import soak_command
 from watchkeeper.config import Config, DatabaseConfig, ProfileConfig, ServerConfig, SoakConfig
 from watchkeeper.host import info as hostinfo

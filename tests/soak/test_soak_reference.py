@@ -17,7 +17,7 @@ from sqlalchemy import select
 from support.realnight import throttled, wrapper
 from support.soakkit import soak_settings, write_taskset
 
-from watchkeeper.commands.nightly import pin_reference
+from watchkeeper.campaign.night import pin_reference
 from watchkeeper.commands.soak import soak_command
 from watchkeeper.config import Config, DatabaseConfig, ProfileConfig, ServerConfig
 from watchkeeper.host import info as hostinfo

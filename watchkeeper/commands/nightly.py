@@ -12,23 +12,22 @@ from __future__ import annotations
 
 import getpass
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
-from pathlib import Path
+from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from watchkeeper.analysis.acceptance import result_curves
-from watchkeeper.analysis.benchmark import ALL, BenchResult
 from watchkeeper.analysis.stats import MIN_TASKS
-from watchkeeper.campaign.bench import execute_bench
-from watchkeeper.campaign.bench_plan import BenchPlan
-from watchkeeper.campaign.bench_report import finish_with_report
 from watchkeeper.campaign.defaults import no_profiles
+from watchkeeper.campaign.night import (
+    Night,
+    confirm_regressions,
+    file_findings,
+    pin_reference,
+    tonights_reference,
+)
 from watchkeeper.campaign.nightly_findings import (
     family_false_alarms,
-    finding_evidence,
-    finding_series,
-    finding_title,
     with_confirmed,
 )
 from watchkeeper.campaign.references import reference_profile
@@ -36,29 +35,16 @@ from watchkeeper.config import Config
 from watchkeeper.config.model import NightlyConfig
 from watchkeeper.errors import ConfigError
 from watchkeeper.host import info as hostinfo
-from watchkeeper.load.tasks import cap_tokens, load_taskset, select
 from watchkeeper.nightly.night_checks import SeriesCheck, series_checks
 from watchkeeper.nightly.ratios import (
-    CONFIRM_WINDOW,
     FLAGS,
     FalseAlarms,
-    confirmed_series,
-    judge_night,
-    night_noise,
-    night_ratios,
-    prior_night_sd,
-    tail_records,
-    with_night_noise,
 )
 from watchkeeper.nightly.reference import (
     identify,
-    snapshot_binary,
-    snapshot_model,
-    snapshot_root,
 )
-from watchkeeper.server.launch import PreparedProfile, prepare
+from watchkeeper.server.launch import prepare
 from watchkeeper.store.db import Database, open_database
-from watchkeeper.store.findings import FindingStore, NewFinding
 from watchkeeper.store.references import RatioRecord, ReferenceRecord, ReferenceStore
 
 Progress = Callable[[str], None]
@@ -142,78 +128,6 @@ class NightlyOutcome:
         }
 
 
-def pin_reference(
-    config: Config,
-    store: ReferenceStore,
-    prepared: PreparedProfile,
-    *,
-    host_fingerprint: str,
-    by: str,
-    reason: str,
-) -> ReferenceRecord:
-    """Snapshot the prepared system's files by content hash and make it the reference."""
-    ident = identify(prepared, host_fingerprint)
-    assert prepared.binary is not None and prepared.model is not None
-    root = snapshot_root(config.server.resolved_cache_dir())
-    binary = snapshot_binary(prepared.binary, root)
-    model = snapshot_model(prepared.model, root)
-    draft = snapshot_model(prepared.draft, root) if prepared.draft else None
-    return store.pin(
-        host_fingerprint=host_fingerprint,
-        profile=prepared.name,
-        identity=ident.digest,
-        binary_sha256=ident.binary_sha256,
-        binary_version=prepared.binary.identity,
-        model_sha256=ident.model_sha256,
-        draft_sha256=ident.draft_sha256,
-        config_hash=ident.config_hash,
-        config=prepared.profile.model_dump(mode="json"),
-        binary_path=str(binary),
-        model_path=str(model),
-        draft_path=str(draft) if draft else None,
-        pinned_by=by,
-        reason=reason,
-    )
-
-
-def _bench(
-    config: Config,
-    current: PreparedProfile,
-    ref_arm: PreparedProfile,
-    *,
-    kind: str,
-    progress: Progress,
-    database: Database,
-) -> BenchResult:
-    n = config.nightly
-    taskset = Path(n.taskset) if n.taskset else config.bench.resolved_taskset()
-    tasks = cap_tokens(
-        select(load_taskset(taskset), limit=None, per_category=n.per_category), n.max_tokens
-    )
-    plan = BenchPlan(
-        profiles=(ref_arm.name, current.name),
-        tasks=tuple(tasks),
-        rounds=n.rounds,
-        warmup_rounds=config.bench.warmup_rounds,
-        warmup_tasks=min(2, len(tasks)),
-        concurrency=1,
-        restart_every=n.restart_every,
-    )
-    bench_config = config.model_copy(
-        update={"bench": config.bench.model_copy(update={"min_effect": n.min_effect})}
-    )
-    result = execute_bench(
-        bench_config,
-        plan,
-        kind=kind,
-        progress=progress,
-        prepared=[ref_arm, current],
-        drift_only=True,
-        database=database,
-    )
-    return finish_with_report(bench_config, result, progress=progress, database=database)
-
-
 def run_night(
     config: Config,
     db: Database,
@@ -229,13 +143,15 @@ def run_night(
     host = hostinfo.collect()
     current = prepare(config, profile, progress=progress)
     ident = identify(current, host.fingerprint)
-    ref, pinned_now = _reference(config, store, current, host.fingerprint, profile, progress)
+    ref, pinned_now = tonights_reference(
+        config, store, current, host.fingerprint, profile, progress
+    )
     aa = ref.identity == ident.digest
     progress(
         f"{profile}: current vs reference #{ref.id} (pinned {ref.pinned_at:%Y-%m-%d} by "
         f"{ref.pinned_by}){' — A/A night: they are identical' if aa else ''}"
     )
-    night = _Night(
+    night = Night(
         config,
         db,
         store,
@@ -250,13 +166,13 @@ def run_night(
     result = night.bench("nightly")
     ratios = night.ratios_of(result)
     checks = series_checks(result, current_arm=current.name)
-    confirmed, rerun_id, rerun_ratios = _confirm(night, result, ratios, now)
+    confirmed, rerun_id, rerun_ratios = confirm_regressions(night, result, ratios, now)
     stored = [with_confirmed(r, r.series in confirmed and r.verdict in FLAGS) for r in ratios]
     store.add_ratios(stored)
     store.add_ratios(rerun_ratios)
     tails = night.tails_of(result)
     store.add_ratios(tails)
-    findings = [] if aa else _file_findings(night, result, stored, checks, rerun_id)
+    findings = [] if aa else file_findings(night, result, stored, checks, rerun_id)
     return PairedNight(
         profile,
         result.campaign_id,
@@ -272,144 +188,6 @@ def run_night(
         tuple(c.to_json() for c in result_curves(result)),
         tuple(tails),
     )
-
-
-def _reference(
-    config: Config,
-    store: ReferenceStore,
-    current: PreparedProfile,
-    host_fingerprint: str,
-    profile: str,
-    progress: Progress,
-) -> tuple[ReferenceRecord, bool]:
-    """The active reference on this host, or tonight's system pinned as the first one (True)."""
-    ref = store.active(host_fingerprint, profile)
-    if ref is not None:
-        return ref, False
-    retired = [r for r in store.history(profile) if r.host_fingerprint == host_fingerprint]
-    reason = f"after #{retired[-1].id} ({retired[-1].reason})" if retired else "first nightly run"
-    progress(f"{profile}: no active reference on this host; pinning tonight's system")
-    pinned = pin_reference(
-        config,
-        store,
-        current,
-        host_fingerprint=host_fingerprint,
-        by="watchkeeper nightly",
-        reason=reason,
-    )
-    return pinned, True
-
-
-@dataclass(frozen=True, slots=True)
-class _Night:
-    """What every step of one profile's night shares."""
-
-    config: Config
-    db: Database
-    store: ReferenceStore
-    profile: str
-    current: PreparedProfile
-    ref: ReferenceRecord
-    ref_arm: PreparedProfile
-    host_fingerprint: str
-    aa: bool
-    progress: Progress
-
-    def bench(self, kind: str) -> BenchResult:
-        return _bench(
-            self.config,
-            self.current,
-            self.ref_arm,
-            kind=kind,
-            progress=self.progress,
-            database=self.db,
-        )
-
-    def _series(self) -> dict[str, Any]:
-        """What places tonight's ratios in their series (the same for every metric)."""
-        return {
-            "current_arm": self.current.name,
-            "profile": self.profile,
-            "reference_id": self.ref.id,
-            "host_fingerprint": self.host_fingerprint,
-            "aa": self.aa,
-            "threshold": self.config.nightly.min_effect,
-        }
-
-    def tails_of(self, bench: BenchResult) -> list[RatioRecord]:
-        """The night's p90-TTFT and goodput series, floored by their own A/A nights."""
-        records = tail_records(bench, reference_arm=self.ref_arm.name, **self._series())
-        prior = prior_night_sd(self.config.nightly)
-        return [
-            with_night_noise(r, night_noise(self.store.series_history(r.series), prior))
-            for r in records
-        ]
-
-    def ratios_of(self, bench: BenchResult) -> list[RatioRecord]:
-        records = night_ratios(bench, **self._series())
-        prior = prior_night_sd(self.config.nightly)
-        return judge_night(
-            bench,
-            records,
-            current_arm=self.current.name,
-            noise=lambda r: night_noise(self.store.series_history(r.series), prior),
-        )
-
-
-def _confirm(
-    night: _Night, result: BenchResult, ratios: list[RatioRecord], now: datetime | None
-) -> tuple[set[str], int | None, list[RatioRecord]]:
-    """The regressions confirmed by the previous night within the window or, for the overall
-    series, by an immediate rerun: (confirmed series, the rerun's campaign, its ratios)."""
-    flagged = [r for r in ratios if r.verdict == "regression"]
-    since = (now or datetime.now(UTC)) - CONFIRM_WINDOW
-
-    def previous(r: RatioRecord) -> RatioRecord | None:
-        return night.store.previous(r.series, night.ref.id, result.campaign_id, since=since)
-
-    confirmed = confirmed_series(flagged, previous)
-    pending = [r for r in flagged if r.series not in confirmed and r.category == ALL]
-    if not (pending and night.config.nightly.confirm_rerun):
-        return confirmed, None, []
-    night.progress(f"{night.profile}: {len(pending)} regression candidate(s); rerunning to confirm")
-    rerun = night.bench("nightly-rerun")
-    rerun_ratios = night.ratios_of(rerun)
-    again = {r.series for r in rerun_ratios if r.verdict == "regression"}
-    confirmed |= confirmed_series(flagged, previous, again)
-    return confirmed, rerun.campaign_id, rerun_ratios
-
-
-def _file_findings(
-    night: _Night,
-    result: BenchResult,
-    stored: list[RatioRecord],
-    checks: dict[str, SeriesCheck],
-    rerun_id: int | None,
-) -> list[int]:
-    """One finding per confirmed regression (not per series that shows it), with the night's
-    checks of its category in the evidence."""
-    recorded = FindingStore(night.db)
-    findings = []
-    for r, also in finding_series(stored):
-        built = night.current.binary.identity if night.current.binary else None
-        evidence = finding_evidence(r, night.ref, result, rerun_id, also, built)
-        check = checks.get(r.category)
-        if check is not None:
-            evidence = replace(evidence, checks=check.to_json())
-        findings.append(
-            recorded.record_recurring(
-                NewFinding(
-                    campaign_id=result.campaign_id,
-                    fingerprint=f"nightly:{r.series}"[:64],
-                    kind="regression",
-                    label="regression",
-                    severity="high",
-                    title=finding_title(night.profile, r, check),
-                    evidence=evidence.to_json(),
-                )
-            )
-        )
-    return findings
 
 
 def check_per_category(nightly: NightlyConfig) -> None:
