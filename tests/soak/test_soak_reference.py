@@ -25,8 +25,8 @@ from watchkeeper.server.install import ServerBinary
 from watchkeeper.server.launch import prepare
 from watchkeeper.server.models import ModelFile
 from watchkeeper.server.profiles import SMOLLM2
-from watchkeeper.soak.loop import SoakPlan
 from watchkeeper.soak.paired import MIN_CYCLES, reference_ratios
+from watchkeeper.soak.plan import SoakPlan
 from watchkeeper.soak.views import SoakSampleView
 from watchkeeper.store.db import Database
 from watchkeeper.store.references import ReferenceStore

@@ -22,7 +22,7 @@ from watchkeeper.server.install import ServerBinary
 from watchkeeper.server.models import ModelFile
 from watchkeeper.server.profiles import SMOLLM2
 from watchkeeper.soak import loop
-from watchkeeper.soak.loop import SoakPlan
+from watchkeeper.soak.plan import SoakPlan
 from watchkeeper.store.db import Database
 from watchkeeper.store.schema import Campaign
 

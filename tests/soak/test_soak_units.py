@@ -16,7 +16,7 @@ from watchkeeper.cli.app import main
 from watchkeeper.config.durations import format_duration, parse_duration
 from watchkeeper.load.records import RequestSample, Task, TokenLogprob
 from watchkeeper.soak.clients import ServerClients
-from watchkeeper.soak.loop import TaskCycle
+from watchkeeper.soak.plan import TaskCycle
 from watchkeeper.soak.records import (
     IncidentRecord,
     ResourcePoint,

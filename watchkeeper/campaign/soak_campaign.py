@@ -26,7 +26,7 @@ from watchkeeper.load.records import Task
 from watchkeeper.load.sampling import SamplingSettings, soak_sampling
 from watchkeeper.nightly.reference import identify
 from watchkeeper.server.launch import PreparedProfile
-from watchkeeper.soak.loop import ResumePoint
+from watchkeeper.soak.plan import ResumePoint
 from watchkeeper.soak.views import SoakData
 from watchkeeper.store.db import Database
 from watchkeeper.store.references import ReferenceStore

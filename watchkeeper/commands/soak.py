@@ -35,7 +35,8 @@ from watchkeeper.load.sampling import SamplingSettings, soak_sampling
 from watchkeeper.load.tasks import load_taskset, select
 from watchkeeper.nightly.ratios import series_name
 from watchkeeper.server.launch import PreparedProfile, prepare
-from watchkeeper.soak.loop import OnSample, ResumePoint, SoakLoop, SoakOutcome, SoakPlan
+from watchkeeper.soak.loop import OnSample, SoakLoop
+from watchkeeper.soak.plan import ResumePoint, SoakOutcome, SoakPlan
 from watchkeeper.soak.spool import Journal, SpoolingWriter
 from watchkeeper.soak.supervisor import ServerSupervisor
 from watchkeeper.soak.verdicts import SoakVerdict, judge
