@@ -12,12 +12,12 @@ import pytest
 from sqlalchemy import select
 from support.soakkit import soak_settings, write_taskset
 
-from watchkeeper.campaign.load_shape import LoadShape
 from watchkeeper.cli.app import build_parser
 from watchkeeper.cli.common import apply_sampling
 from watchkeeper.commands.soak import soak_command
 from watchkeeper.config import Config, DatabaseConfig, ProfileConfig, ServerConfig
 from watchkeeper.load.sampling import SamplingSettings, soak_sampling
+from watchkeeper.load.shape import LoadShape
 from watchkeeper.server.install import ServerBinary
 from watchkeeper.server.models import ModelFile
 from watchkeeper.server.profiles import SMOLLM2

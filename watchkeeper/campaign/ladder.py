@@ -24,12 +24,13 @@ from watchkeeper.analysis.latency import ratio_over_rounds, result_latency
 from watchkeeper.campaign.bench import execute_bench
 from watchkeeper.campaign.bench_plan import BenchPlan, Progress, plan_bench
 from watchkeeper.campaign.campaigns import run_profile
-from watchkeeper.campaign.load_shape import LoadShape, shape_plan, with_slots
+from watchkeeper.campaign.load_shape import shape_plan, with_slots
 from watchkeeper.config import Config
 from watchkeeper.config.paths import runs_log_dir
 from watchkeeper.errors import BenchError, ConfigError
 from watchkeeper.load.records import Task
 from watchkeeper.load.runner import LoadSettings
+from watchkeeper.load.shape import LoadShape
 from watchkeeper.load.tasks import repeat_tasks
 from watchkeeper.server.launch import PreparedProfile, prepare
 from watchkeeper.store.db import Database, open_database

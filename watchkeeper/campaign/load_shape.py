@@ -6,10 +6,8 @@ bench's orchestration stays wiring."""
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
-from pathlib import Path
+from dataclasses import replace
 
 from watchkeeper.analysis.benchmark import BenchResult
 from watchkeeper.analysis.latency import (
@@ -22,35 +20,13 @@ from watchkeeper.analysis.latency import (
 )
 from watchkeeper.campaign.bench_plan import BenchPlan
 from watchkeeper.config import Config
-from watchkeeper.errors import ConfigError
 from watchkeeper.load.arrivals import ArrivalSpec
-from watchkeeper.load.records import RunResult, Task
+from watchkeeper.load.records import RunResult
+from watchkeeper.load.shape import LoadShape
 from watchkeeper.load.tasks import cap_tokens, repeat_tasks
-from watchkeeper.load.traffic import load_trace
 from watchkeeper.server.launch import PreparedProfile
 from watchkeeper.store.db import Database
 from watchkeeper.store.load_store import LoadStore
-
-
-@dataclass(frozen=True, slots=True)
-class LoadShape:
-    """What the command line says about the load beyond `--concurrency`."""
-
-    rate: float | None = None
-    """Requests per second, open loop; None: the closed loop."""
-    arrival: str | None = None
-    burstiness: float | None = None
-    queue_deadline_s: float | None = None
-    max_concurrency: int | None = None
-    max_tokens: int = 0
-    """Cap on every task's max_tokens (0: the tasks' own), both arms alike."""
-    requests: int | None = None
-    """Requests per arm and round: the tasks repeated up to it (None: each task once; a
-    closed loop at concurrency c sends at least 2 x c so every chunk is full)."""
-    trace: Sequence[float] | None = None
-    """A trace's arrival offsets (load/traffic.py), replayed at `rate` x its own speed."""
-    trace_tasks: tuple[Task, ...] | None = None
-    """The trace's requests, in arrival order: they replace the task set."""
 
 
 def with_slots(prepared: Sequence[PreparedProfile], slots: int | None) -> list[PreparedProfile]:
@@ -166,29 +142,3 @@ def shape_plan(plan: BenchPlan, config: Config, shape: LoadShape | None) -> Benc
         tasks = repeat_tasks(tasks, wanted)
     shaped = replace(plan, tasks=tuple(tasks), arrival=arrival)
     return replace(shaped, slots=plan_slots(shaped))
-
-
-def load_shape_from_args(args: argparse.Namespace) -> LoadShape:
-    """The CLI's load options (cli/load_options.py) as a `LoadShape`; a trace's arrival
-    offsets come with it (its tasks replace the task set: campaign/bench.py)."""
-    trace: list[float] | None = None
-    trace_tasks: tuple[Task, ...] | None = None
-    if getattr(args, "trace", None):
-        tasks, trace = load_trace(Path(args.trace))
-        if trace is None:
-            raise ConfigError(
-                f"{args.trace}: not every request has an arrival time: nothing to replay",
-                hint="add arrival_s to every line, or import it as a task set (import-tasks)",
-            )
-        trace_tasks = tuple(tasks)
-    return LoadShape(
-        rate=args.rate,
-        arrival=args.arrival,
-        burstiness=args.burstiness,
-        queue_deadline_s=args.queue_deadline,
-        max_concurrency=args.max_concurrency,
-        max_tokens=args.max_tokens or 0,
-        requests=args.requests,
-        trace=trace,
-        trace_tasks=trace_tasks,
-    )

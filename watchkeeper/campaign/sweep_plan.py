@@ -14,10 +14,11 @@ from pathlib import Path
 
 from watchkeeper.analysis.racing_types import RaceArm, RaceSettings, RaceState
 from watchkeeper.campaign.bench_plan import BenchPlan, plan_bench
-from watchkeeper.campaign.load_shape import LoadShape, shape_plan
+from watchkeeper.campaign.load_shape import shape_plan
 from watchkeeper.campaign.racer import Racer, probe_share
 from watchkeeper.config import Config, ModelConfig, ProfileConfig
 from watchkeeper.errors import ConfigError
+from watchkeeper.load.shape import LoadShape
 from watchkeeper.load.tasks import cap_tokens, select
 from watchkeeper.server.flags import LEARNS_ACROSS_REQUESTS, read_help
 from watchkeeper.server.install import ensure_binary

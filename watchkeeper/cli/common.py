@@ -7,10 +7,17 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 
 from watchkeeper.config import Config
+from watchkeeper.errors import ConfigError
+
+if TYPE_CHECKING:
+    from watchkeeper.load.records import Task
+    from watchkeeper.load.shape import LoadShape
 
 console = Console(stderr=True, highlight=False)
 out = Console(highlight=False)
@@ -162,4 +169,33 @@ def add_load_options(p: argparse.ArgumentParser) -> None:
         metavar="F",
         help="replay a JSONL trace at its own arrival times (--rate: speed factor, default 1); "
         "its prompts are the task set",
+    )
+
+
+def load_shape_from_args(args: argparse.Namespace) -> LoadShape:
+    """The CLI's load options (`add_load_options`) as a `LoadShape`; a trace's arrival
+    offsets come with it (its tasks replace the task set: campaign/bench.py)."""
+    from watchkeeper.load.shape import LoadShape
+    from watchkeeper.load.traffic import load_trace
+
+    trace: list[float] | None = None
+    trace_tasks: tuple[Task, ...] | None = None
+    if getattr(args, "trace", None):
+        tasks, trace = load_trace(Path(args.trace))
+        if trace is None:
+            raise ConfigError(
+                f"{args.trace}: not every request has an arrival time: nothing to replay",
+                hint="add arrival_s to every line, or import it as a task set (import-tasks)",
+            )
+        trace_tasks = tuple(tasks)
+    return LoadShape(
+        rate=args.rate,
+        arrival=args.arrival,
+        burstiness=args.burstiness,
+        queue_deadline_s=args.queue_deadline,
+        max_concurrency=args.max_concurrency,
+        max_tokens=args.max_tokens or 0,
+        requests=args.requests,
+        trace=trace,
+        trace_tasks=trace_tasks,
     )

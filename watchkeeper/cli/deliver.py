@@ -21,33 +21,30 @@ from watchkeeper.cli.common import (
 )
 from watchkeeper.config import Config
 from watchkeeper.publish.sweep_report import drop_status
-from watchkeeper.store.db import open_database
 
 
 def cmd_sweep(args: argparse.Namespace, config: Config) -> int:
     from watchkeeper.commands.sweep import sweep_command
     from watchkeeper.publish.console import print_bench
 
-    with open_database(config.database.resolved_url()) as db:
-        result = sweep_command(
-            config,
-            family=args.family,
-            target=args.target,
-            draft=args.draft,
-            profile=args.profile,
-            rounds=args.rounds,
-            taskset=Path(args.taskset) if args.taskset else None,
-            per_category=args.per_category,
-            identity_per_category=args.identity_per_category or None,
-            service_path=Path(args.service_file),
-            budget_min=args.budget,
-            race=not args.no_race,
-            max_tokens=args.max_tokens,
-            progress=progress,
-            database=db,
-            concurrency=args.concurrency,
-            load=_open_loop(args),
-        )
+    result = sweep_command(
+        config,
+        family=args.family,
+        target=args.target,
+        draft=args.draft,
+        profile=args.profile,
+        rounds=args.rounds,
+        taskset=Path(args.taskset) if args.taskset else None,
+        per_category=args.per_category,
+        identity_per_category=args.identity_per_category or None,
+        service_path=Path(args.service_file),
+        budget_min=args.budget,
+        race=not args.no_race,
+        max_tokens=args.max_tokens,
+        progress=progress,
+        concurrency=args.concurrency,
+        load=_open_loop(args),
+    )
     if args.json:
         out.print_json(json.dumps(result.to_json(), default=str))
     else:
@@ -65,7 +62,7 @@ def cmd_sweep(args: argparse.Namespace, config: Config) -> int:
 def _open_loop(args: argparse.Namespace) -> Any:
     """A sweep's or soak's open-loop load (--rate and its arrivals), or None: the closed
     loop at --concurrency."""
-    from watchkeeper.campaign.load_shape import LoadShape
+    from watchkeeper.load.shape import LoadShape
 
     if args.rate is None:
         return None
@@ -112,22 +109,15 @@ def cmd_soak(args: argparse.Namespace, config: Config) -> int:
     import sys
     import threading
 
-    from watchkeeper.campaign.defaults import soak_profiles
     from watchkeeper.commands.soak import soak_command
     from watchkeeper.soak.signals import stop_on_signals
 
-    config, profiles, record = soak_profiles(
-        config,
-        split(args.profiles),
-        Path(args.recommendation) if args.recommendation else None,
-        progress=progress,
-    )
     stop = threading.Event()
     with stop_on_signals(stop):
         result = soak_command(
             config,
             duration=args.duration,
-            profiles=profiles,
+            profiles=split(args.profiles),
             concurrency=[int(c) for c in split(args.concurrency) or []] or None,
             block=args.block,
             taskset=Path(args.taskset) if args.taskset else None,
@@ -140,19 +130,9 @@ def cmd_soak(args: argparse.Namespace, config: Config) -> int:
             stop=stop,
             progress=progress,
             load=_open_loop(args),
-        )
-    if record is not None and result.status == "completed":
-        from watchkeeper.campaign.soak_deliverable import write_soak_deliverable
-
-        write_soak_deliverable(
-            config,
-            result.campaign_id,
-            result.verdict.to_json(),
-            record,
-            names=profiles or [],
-            duration=args.duration or config.soak.duration,
-            command="watchkeeper " + shlex.join(sys.argv[1:]),
-            progress=progress,
+            recommendation=Path(args.recommendation) if args.recommendation else None,
+            committed_default=True,
+            command_line="watchkeeper " + shlex.join(sys.argv[1:]),
         )
     if args.json:
         out.print_json(json.dumps(result.to_json()))

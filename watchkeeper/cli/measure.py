@@ -14,6 +14,7 @@ from watchkeeper.cli.common import (
     add_common,
     add_load_options,
     add_sampling,
+    load_shape_from_args,
     out,
     progress,
     split,
@@ -61,7 +62,6 @@ def cmd_run(args: argparse.Namespace, config: Config) -> int:
 
 
 def cmd_bench(args: argparse.Namespace, config: Config) -> int:
-    from watchkeeper.campaign.load_shape import load_shape_from_args
     from watchkeeper.commands.benchmark import bench_command
     from watchkeeper.publish.console import print_bench
 

@@ -17,8 +17,9 @@ from watchkeeper.campaign.bench import execute_bench
 from watchkeeper.campaign.bench_plan import Progress, plan_bench
 from watchkeeper.campaign.bench_report import finish_with_report
 from watchkeeper.campaign.fit import fit_before_bench, with_fit
-from watchkeeper.campaign.load_shape import LoadShape, shape_plan
+from watchkeeper.campaign.load_shape import shape_plan
 from watchkeeper.config import Config
+from watchkeeper.load.shape import LoadShape
 from watchkeeper.store.db import Database, open_database
 
 

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from watchkeeper.campaign.campaigns import register_profile
-from watchkeeper.campaign.defaults import no_profiles
-from watchkeeper.campaign.load_shape import LoadShape, arrival_from, with_slots
+from watchkeeper.campaign.defaults import no_profiles, soak_profiles
+from watchkeeper.campaign.load_shape import arrival_from, with_slots
 from watchkeeper.campaign.soak_campaign import (
     interleaved,
     open_or_resume,
@@ -24,16 +24,17 @@ from watchkeeper.campaign.soak_campaign import (
     reference_arms,
     with_cache_ram,
 )
+from watchkeeper.campaign.soak_deliverable import write_soak_deliverable
+from watchkeeper.campaign.soak_findings import record_findings, record_ratios
 from watchkeeper.config import Config
 from watchkeeper.config.durations import parse_duration
 from watchkeeper.config.paths import data_dir, runs_log_dir
 from watchkeeper.errors import ServerError, SoakError, StoreError
-from watchkeeper.findings.evidence import SoakRatioEvidence
 from watchkeeper.load.arrivals import ArrivalSpec
 from watchkeeper.load.records import Task
 from watchkeeper.load.sampling import SamplingSettings, soak_sampling
+from watchkeeper.load.shape import LoadShape
 from watchkeeper.load.tasks import load_taskset, select
-from watchkeeper.nightly.ratios import series_name
 from watchkeeper.server.launch import PreparedProfile, prepare
 from watchkeeper.soak.loop import OnSample, SoakLoop
 from watchkeeper.soak.plan import ResumePoint, SoakOutcome, SoakPlan
@@ -41,8 +42,8 @@ from watchkeeper.soak.spool import Journal, SpoolingWriter
 from watchkeeper.soak.supervisor import ServerSupervisor
 from watchkeeper.soak.verdicts import SoakVerdict, judge
 from watchkeeper.store.db import Database, masked, open_database
-from watchkeeper.store.findings import FindingStore, NewFinding
-from watchkeeper.store.references import RatioRecord, ReferenceStore
+from watchkeeper.store.findings import FindingStore
+from watchkeeper.store.references import ReferenceStore
 from watchkeeper.store.repository import Repository
 from watchkeeper.store.soak_store import SoakStore
 
@@ -157,11 +158,64 @@ def soak_command(
     against_reference: bool | None = None,
     database: Database | None = None,
     load: LoadShape | None = None,
+    recommendation: Path | None = None,
+    committed_default: bool = False,
+    command_line: str = "",
 ) -> SoakCommandResult:
     """Run (or resume) a soak and judge it. `against_reference` (default: the config's
     soak.against_reference) soaks each profile beside its pinned nightly reference. `load`:
     open-loop arrivals (`--rate`) in every block, the block's concurrency then the cap on
-    requests in flight; None: the closed loop."""
+    requests in flight; None: the closed loop.
+
+    `recommendation`: soak a sweep's recommendation (its arm beside the baseline) and, once
+    the soak completes, write its deliverable beside the sweep's report (`command_line` is
+    the command it names); `committed_default`: with no profiles given or configured, soak
+    the committed recommendation (the CLI's default; a job names its profiles)."""
+    record = None
+    if recommendation is not None or committed_default:
+        config, profiles, record = soak_profiles(
+            config, profiles, recommendation, progress=progress
+        )
+    result = _soak(
+        config, duration=duration, profiles=profiles, concurrency=concurrency, block=block,
+        taskset=taskset, limit=limit, per_category=per_category, seed=seed, fresh=fresh,
+        resume_id=resume_id, stop=stop, progress=progress, on_sample=on_sample,
+        against_reference=against_reference, database=database, load=load,
+    )  # fmt: skip
+    if record is not None and result.status == "completed":
+        write_soak_deliverable(
+            config,
+            result.campaign_id,
+            result.verdict.to_json(),
+            record,
+            names=profiles or [],
+            duration=duration or config.soak.duration,
+            command=command_line,
+            progress=progress,
+        )
+    return result
+
+
+def _soak(
+    config: Config,
+    *,
+    duration: str | None = None,
+    profiles: list[str] | None = None,
+    concurrency: list[int] | None = None,
+    block: str | None = None,
+    taskset: Path | None = None,
+    limit: int | None = None,
+    per_category: int | None = None,
+    seed: int | None = None,
+    fresh: bool = False,
+    resume_id: int | None = None,
+    stop: threading.Event | None = None,
+    progress: Progress = lambda _m: None,
+    on_sample: OnSample | None = None,
+    against_reference: bool | None = None,
+    database: Database | None = None,
+    load: LoadShape | None = None,
+) -> SoakCommandResult:
     stop = stop or threading.Event()
     soak = config.soak
     shape = _shape(config, duration, profiles, concurrency, block)
@@ -344,96 +398,10 @@ def _execute(
     verdict = judge(
         store.load(campaign_id), config.soak, near_tie_threshold=config.bench.near_tie_threshold
     )
-    _record_findings(FindingStore(repo.db), campaign_id, verdict, final=status == "completed")
+    record_findings(FindingStore(repo.db), campaign_id, verdict, final=status == "completed")
     if status == "completed":
-        _record_ratios(ratios, campaign_id, verdict)
+        record_ratios(ratios, campaign_id, verdict)
     repo.finish_campaign(campaign_id, status=status, summary=verdict.to_json())
     return SoakCommandResult(
         campaign_id, status, resumed, database, outcome, verdict, plan.sampling
     )
-
-
-def _record_findings(
-    findings: FindingStore, campaign_id: int, verdict: SoakVerdict, *, final: bool
-) -> None:
-    """Stopped profiles at once; a leak only on a finished soak (a resume may still clear it)."""
-    for profile in verdict.figures.get("profiles_stopped", []):
-        findings.add_once(
-            NewFinding(
-                campaign_id=campaign_id,
-                fingerprint=f"soak-stopped:{profile}",
-                kind="soak_profile_stopped",
-                severity="high",
-                title=f"{profile} crashed repeatedly during the soak and was stopped",
-                evidence={"incidents": verdict.figures.get("incidents", {})},
-                label="stability",
-            )
-        )
-    if not final:
-        return
-    for entry in verdict.figures.get("reference", []):
-        if entry["aa"] or not entry.get("confirmed"):
-            continue
-        label = f"{entry['profile']} c{entry['concurrency']}"
-        evidence = SoakRatioEvidence.from_verdict(entry)
-        findings.add_once(
-            NewFinding(
-                campaign_id=campaign_id,
-                fingerprint=f"soak-regression:{entry['profile']}:c{entry['concurrency']}",
-                kind="regression",
-                severity="high",
-                title=f"{label}: decode tok/s {evidence.delta_text()} against the reference "
-                f"through the soak (95% CI {evidence.ci_text()})",
-                evidence=evidence.to_json(),
-                label="stability",
-            )
-        )
-    for leak in verdict.leaks:
-        findings.add_once(
-            NewFinding(
-                campaign_id=campaign_id,
-                fingerprint=f"soak-leak:{leak['profile']}",
-                kind="soak_memory_leak",
-                severity="high",
-                title=f"{leak['profile']}: RSS grows {leak['slope']:.0f} MB/h during the soak",
-                evidence=leak,
-                label="stability",
-            )
-        )
-
-
-def _record_ratios(ratios: ReferenceStore, campaign_id: int, verdict: SoakVerdict) -> None:
-    """The soak's paired ratios join the nightly series (digest table, A/A false-alarm rate).
-
-    Only a finished soak: a resumed one is judged again as a whole and stored once."""
-    if ratios.ratios_of(campaign_id):
-        return
-    rows = []
-    for entry in verdict.figures.get("reference", []):
-        if entry.get("estimate") is None:
-            continue
-        ci = entry.get("ci95")
-        host = entry["host_fingerprint"]
-        category = f"soak c{entry['concurrency']}"
-        rows.append(
-            RatioRecord(
-                campaign_id=campaign_id,
-                reference_id=entry["reference_id"],
-                series=series_name(host, entry["profile"], category),
-                host_fingerprint=host,
-                profile=entry["profile"],
-                category=category,
-                metric="decode_tps",
-                estimate=entry["estimate"],
-                low=ci[0] if ci else None,
-                high=ci[1] if ci else None,
-                n_pairs=entry["n_cycles"],
-                n_tasks=1,
-                n_rounds=entry["n_pairs"],
-                threshold=entry["threshold"],
-                verdict=entry["verdict"],
-                aa=entry["aa"],
-                confirmed=bool(entry.get("confirmed")),
-            )
-        )
-    ratios.add_ratios(rows)

@@ -29,7 +29,7 @@ from watchkeeper.analysis.racing_types import RaceArm, RaceSettings, RaceState
 from watchkeeper.analysis.recommend import Recommendation, recommend
 from watchkeeper.campaign.bench import execute_bench
 from watchkeeper.campaign.bench_report import finish_with_report
-from watchkeeper.campaign.load_shape import LoadShape, load_text
+from watchkeeper.campaign.load_shape import load_text
 from watchkeeper.campaign.racer import Racer, race_arms
 from watchkeeper.campaign.sweep_plan import (
     race_records,
@@ -39,6 +39,7 @@ from watchkeeper.campaign.sweep_plan import (
 )
 from watchkeeper.config import Config, ProfileConfig
 from watchkeeper.errors import ConfigError
+from watchkeeper.load.shape import LoadShape
 from watchkeeper.publish.deliverable import RECORD_NAME, build_record, write_record
 from watchkeeper.publish.report import campaign_folder_name
 from watchkeeper.publish.soak_report import summary_for
