@@ -101,6 +101,24 @@ def test_no_command_group_of_the_cli_imports_another() -> None:
     assert not graph["watchkeeper.cli.common"] & groups
 
 
+def test_the_cli_only_parses_and_calls_commands() -> None:
+    """Every step a job could need lives in commands/ or below, so the daemon can do whatever
+    the CLI does: a cli/ module imports no store/ module (it opens no database, queries no
+    table) and no campaign/ module (it runs no engine step)."""
+    graph = _graph()
+    cli = {m for m in MODULES if m.startswith("watchkeeper.cli.")}
+    assert cli, "no CLI modules: the rule checks nothing"
+    reaching = {
+        m: sorted(
+            i for i in graph[m] if i.startswith(("watchkeeper.store", "watchkeeper.campaign"))
+        )
+        for m in cli
+    }
+    assert {m: i for m, i in reaching.items() if i} == {}, (
+        "move the step into watchkeeper/commands/ and call it from the CLI"
+    )
+
+
 def test_no_command_module_imports_another() -> None:
     """A command composes the engine (`campaign/`) and the stages; what two commands share is
     engine, and lives below them, so no command's change reaches into another's."""

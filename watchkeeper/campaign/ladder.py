@@ -1,13 +1,7 @@
-"""`watchkeeper bench --load-ladder 1,2,4,8`: the paired bench at increasing load, and the
-load where speculation stops paying.
-
-Each level is a paired bench of its own (a campaign of kind `ladder`, speed only: no cost
-calibration, no identity probes) with the servers' slots matched to the level, so a closed
-loop at 4 in flight runs on servers with 4 slots; the arms stay paired round by round within
-each level. The models are resolved once. Per arm and level the result keeps the speed-up
-(per-request decode tok/s, the bench's paired CI), the goodput and output tok/s ratios
-(paired by round) and the latency distributions; `analysis.crossover` reads where the
-speed-up's CI crosses 1.
+"""The load ladder's engine: each rung's plan (slots matched to a concurrency, or the arrivals
+at a rate), the baseline's saturation rate that `auto` rates are fractions of, and the ratios
+a level hands to `analysis.crossover`. The command that climbs the ladder is
+`commands/ladder.py`.
 """
 
 from __future__ import annotations
@@ -15,14 +9,11 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import replace
-from pathlib import Path
 
 from watchkeeper.analysis.benchmark import BenchResult
-from watchkeeper.analysis.crossover import LevelRatios, crossover
-from watchkeeper.analysis.ladder import LadderLevel, LadderResult
+from watchkeeper.analysis.crossover import LevelRatios
 from watchkeeper.analysis.latency import ratio_over_rounds, result_latency
-from watchkeeper.campaign.bench import execute_bench
-from watchkeeper.campaign.bench_plan import BenchPlan, Progress, plan_bench
+from watchkeeper.campaign.bench_plan import BenchPlan, Progress
 from watchkeeper.campaign.campaigns import run_profile
 from watchkeeper.campaign.load_shape import shape_plan, with_slots
 from watchkeeper.config import Config
@@ -32,9 +23,7 @@ from watchkeeper.load.records import Task
 from watchkeeper.load.runner import LoadSettings
 from watchkeeper.load.shape import LoadShape
 from watchkeeper.load.tasks import repeat_tasks
-from watchkeeper.server.launch import PreparedProfile, prepare
-from watchkeeper.store.db import Database, open_database
-from watchkeeper.store.repository import Repository
+from watchkeeper.server.launch import PreparedProfile
 
 KIND = "ladder"
 SATURATION_FRACTIONS = (0.25, 0.5, 0.75, 1.0)
@@ -82,78 +71,7 @@ def level_ratios(level: float, load: str, result: BenchResult, arm: str) -> Leve
     )
 
 
-def ladder_command(
-    config: Config,
-    *,
-    profiles: Sequence[str] | None,
-    levels: Sequence[float],
-    rates: bool,
-    rounds: int | None,
-    taskset: Path | None,
-    limit: int | None,
-    per_category: int | None,
-    concurrency: int | None,
-    shape: LoadShape,
-    progress: Progress,
-    database: Database | None = None,
-) -> LadderResult:
-    """`levels` are concurrencies (closed loop) or, with `rates`, requests per second (open
-    loop, the servers' slots from `concurrency`); no levels with `rates`: 25, 50, 75 and 100%
-    of the baseline's saturation rate, measured first (`saturation_rate`)."""
-    auto = not levels
-    _check_levels(levels, rates=rates)
-    started = time.monotonic()
-    with open_database(config.database.resolved_url(), given=database) as db:
-        repo = Repository(db)
-        first = plan_bench(
-            config,
-            profiles=profiles,
-            rounds=rounds,
-            taskset=taskset,
-            limit=limit,
-            per_category=per_category,
-            concurrency=concurrency,
-        )
-        prepared = [prepare(config, name, progress=progress) for name in first.profiles]
-        if auto:
-            levels = _saturation_levels(config, first, prepared[0], shape, progress)
-        done: list[LadderLevel] = []
-        for index, level in enumerate(sorted(levels), start=1):
-            plan = _level_plan(config, first, shape, level, rates=rates)
-            load = f"{level:g} req/s" if rates else f"c{int(level)}"
-            progress(
-                f"ladder {index}/{len(levels)}: {load} ({len(plan.tasks)} requests per arm and "
-                f"round, {plan.slots} slot(s) per server)"
-            )
-            result = execute_bench(
-                config, plan, kind=KIND, progress=progress, prepared=prepared, database=db
-            )
-            repo.finish_campaign(
-                result.campaign_id, status="completed", summary={"ladder_level": level}
-            )
-            done.append(
-                LadderLevel(level, load, result.campaign_id, result_latency(result), result)
-            )
-    baseline = first.profiles[0]
-    candidates = first.profiles[1:]
-    unit = "concurrent requests" if not rates else "requests/s"
-    crossovers = tuple(
-        crossover(arm, [level_ratios(lv.level, lv.load, lv.result, arm) for lv in done], unit)
-        for arm in candidates
-    )
-    slo = done[0].latency[0].slo if done and done[0].latency else ""
-    return LadderResult(
-        "rate" if rates else "concurrency",
-        baseline,
-        tuple(first.profiles),
-        tuple(done),
-        crossovers,
-        time.monotonic() - started,
-        slo,
-    )
-
-
-def _check_levels(levels: Sequence[float], *, rates: bool) -> None:
+def check_levels(levels: Sequence[float], *, rates: bool) -> None:
     """Refuse a ladder that cannot run before any server starts: auto levels are rates, and
     concurrencies are positive whole numbers."""
     auto = not levels
@@ -165,7 +83,7 @@ def _check_levels(levels: Sequence[float], *, rates: bool) -> None:
         raise ConfigError("concurrency levels are whole numbers; use --ladder-rates for rates")
 
 
-def _saturation_levels(
+def saturation_levels(
     config: Config,
     first: BenchPlan,
     baseline: PreparedProfile,
@@ -184,7 +102,7 @@ def _saturation_levels(
     return levels
 
 
-def _level_plan(
+def level_plan(
     config: Config, first: BenchPlan, shape: LoadShape, level: float, *, rates: bool
 ) -> BenchPlan:
     """One rung's plan, speed only: at a concurrency the servers get that many slots; at a

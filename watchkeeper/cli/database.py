@@ -10,15 +10,10 @@ from watchkeeper.config import Config
 
 
 def cmd_db(args: argparse.Namespace, config: Config) -> int:
-    from watchkeeper.store.db import downgrade, masked, upgrade
+    from watchkeeper.commands.database import migrate
 
-    url = config.database.resolved_url()
-    if args.db_command == "upgrade":
-        upgrade(url, args.revision)
-        out.print(f"database {masked(url)} upgraded to {args.revision}")
-    else:
-        downgrade(url, args.revision)
-        out.print(f"database {masked(url)} downgraded to {args.revision}")
+    shown = migrate(config, direction=args.db_command, revision=args.revision)
+    out.print(f"database {shown} {args.db_command}d to {args.revision}")
     return 0
 
 

@@ -20,7 +20,6 @@ from watchkeeper.cli.common import (
     split,
 )
 from watchkeeper.config import Config
-from watchkeeper.store.db import open_database
 
 
 def cmd_setup(args: argparse.Namespace, config: Config) -> int:
@@ -68,20 +67,18 @@ def cmd_bench(args: argparse.Namespace, config: Config) -> int:
     shape = load_shape_from_args(args)
     if args.load_ladder:
         return _bench_ladder(args, config, shape)
-    with open_database(config.database.resolved_url()) as db:
-        result = bench_command(
-            config,
-            profiles=split(args.profiles),
-            rounds=args.rounds,
-            taskset=Path(args.taskset) if args.taskset else None,
-            limit=args.limit,
-            per_category=args.per_category,
-            concurrency=args.concurrency,
-            progress=progress,
-            database=db,
-            fit_context=args.fit_context,
-            load=shape,
-        )
+    result = bench_command(
+        config,
+        profiles=split(args.profiles),
+        rounds=args.rounds,
+        taskset=Path(args.taskset) if args.taskset else None,
+        limit=args.limit,
+        per_category=args.per_category,
+        concurrency=args.concurrency,
+        progress=progress,
+        fit_context=args.fit_context,
+        load=shape,
+    )
     if args.json:
         out.print_json(json.dumps(result.to_json()))
     else:
@@ -95,34 +92,29 @@ def cmd_bench(args: argparse.Namespace, config: Config) -> int:
 
 
 def _bench_ladder(args: argparse.Namespace, config: Config, shape: Any) -> int:
-    from watchkeeper.campaign.ladder import ladder_command
-    from watchkeeper.publish.ladder_report import write_ladder_report
+    from watchkeeper.commands.ladder import ladder_command
 
-    with open_database(config.database.resolved_url()) as db:
-        result = ladder_command(
-            config,
-            profiles=split(args.profiles),
-            levels=[]
-            if args.load_ladder == "auto"
-            else [float(v) for v in split(args.load_ladder) or []],
-            rates=args.ladder_rates,
-            rounds=args.rounds,
-            taskset=Path(args.taskset) if args.taskset else None,
-            limit=args.limit,
-            per_category=args.per_category,
-            concurrency=args.concurrency,
-            shape=shape,
-            progress=progress,
-            database=db,
-        )
-    path = write_ladder_report(result, config.bench.resolved_reports_dir())
-    progress(f"report: {path}")
+    result = ladder_command(
+        config,
+        profiles=split(args.profiles),
+        levels=[]
+        if args.load_ladder == "auto"
+        else [float(v) for v in split(args.load_ladder) or []],
+        rates=args.ladder_rates,
+        rounds=args.rounds,
+        taskset=Path(args.taskset) if args.taskset else None,
+        limit=args.limit,
+        per_category=args.per_category,
+        concurrency=args.concurrency,
+        shape=shape,
+        progress=progress,
+    )
     if args.json:
-        out.print_json(json.dumps({**result.to_json(), "report": str(path)}))
+        out.print_json(json.dumps(result.to_json()))
     else:
         for c in result.crossovers:
             out.print(escape(c.sentence))
-        out.print(f"wall time {result.wall_s / 60:.1f} min; report: {path}")
+        out.print(f"wall time {result.wall_s / 60:.1f} min; report: {result.report_path}")
     return 0
 
 

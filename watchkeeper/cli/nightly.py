@@ -13,7 +13,6 @@ from watchkeeper.cli.common import add_common, add_sampling, out, progress, spli
 from watchkeeper.config import Config
 from watchkeeper.errors import ConfigError
 from watchkeeper.format import share
-from watchkeeper.store.db import open_database
 
 
 def _date(text: str) -> date:
@@ -47,44 +46,26 @@ def cmd_digest(args: argparse.Namespace, config: Config) -> int:
 
 
 def cmd_findings(args: argparse.Namespace, config: Config) -> int:
-    from watchkeeper.nightly.findings import set_status
-    from watchkeeper.store.findings import OPEN_STATUSES
-    from watchkeeper.store.history import History
+    from watchkeeper.commands.findings import findings_decide, findings_list
 
-    with open_database(config.database.resolved_url()) as db:
-        history = History(db)
-        if args.action != "list":
-            if args.id is None:
-                raise ConfigError(f"`findings {args.action}` needs a finding id")
-            f = set_status(history, args.id, args.action, args.note or "")
-            out.print(f"finding #{f.id} is now {f.status}: {f.title}")
-            return 0
-        statuses = split(args.status) if args.status else list(OPEN_STATUSES)
-        found = history.findings(statuses=None if args.status == "all" else statuses)
-        rows: list[dict[str, Any]] = [
-            {
-                "id": f.id,
-                "kind": f.kind,
-                "label": f.label,
-                "status": f.status,
-                "confirmed": f.confirmed_at is not None,
-                "occurrences": f.occurrences,
-                "created_at": f.created_at.isoformat(),
-                "title": f.title,
-            }
-            for f in found
-        ]
-        if args.json:
-            out.print_json(json.dumps(rows))
-        elif not rows:
-            out.print("no findings")
-        for r in rows if not args.json else []:
-            state = "confirmed" if r["confirmed"] else "candidate"
-            out.print(
-                f"#{r['id']:<5} {r['status']:<12} {r['kind']:<18} {state:<9} x{r['occurrences']}"
-                f"  {r['title']}"
-            )
+    if args.action != "list":
+        if args.id is None:
+            raise ConfigError(f"`findings {args.action}` needs a finding id")
+        f = findings_decide(config, action=args.action, finding_id=args.id, note=args.note or "")
+        out.print(f"finding #{f.id} is now {f.status}: {f.title}")
         return 0
+    rows = findings_list(config, statuses=split(args.status))
+    if args.json:
+        out.print_json(json.dumps(rows))
+    elif not rows:
+        out.print("no findings")
+    for r in rows if not args.json else []:
+        state = "confirmed" if r["confirmed"] else "candidate"
+        out.print(
+            f"#{r['id']:<5} {r['status']:<12} {r['kind']:<18} {state:<9} x{r['occurrences']}"
+            f"  {r['title']}"
+        )
+    return 0
 
 
 def cmd_aa(args: argparse.Namespace, config: Config) -> int:
@@ -166,8 +147,7 @@ def cmd_nightly(args: argparse.Namespace, config: Config) -> int:
 
 
 def cmd_reference(args: argparse.Namespace, config: Config) -> int:
-    from watchkeeper.commands.nightly import reference_pin
-    from watchkeeper.store.references import ReferenceStore
+    from watchkeeper.commands.nightly import reference_history, reference_pin
 
     if args.action == "pin":
         if not args.profile:
@@ -177,26 +157,7 @@ def cmd_reference(args: argparse.Namespace, config: Config) -> int:
         )
         out.print(f"reference #{ref.id} of {ref.profile} pinned by {ref.pinned_by}")
         return 0
-    with open_database(config.database.resolved_url()) as db:
-        refs = ReferenceStore(db).history(args.profile)
-    if args.action == "show":
-        refs = [r for r in refs if r.active]
-    rows = [
-        {
-            "id": r.id,
-            "profile": r.profile,
-            "active": r.active,
-            "pinned_at": r.pinned_at.isoformat(),
-            "pinned_by": r.pinned_by,
-            "reason": r.reason,
-            "binary": f"{r.binary_version} sha256 {r.binary_sha256}",
-            "model_sha256": r.model_sha256,
-            "draft_sha256": r.draft_sha256,
-            "config_hash": r.config_hash,
-            "host": r.host_fingerprint,
-        }
-        for r in refs
-    ]
+    rows = reference_history(config, profile=args.profile, active_only=args.action == "show")
     if args.json:
         out.print_json(json.dumps(rows))
     elif not rows:

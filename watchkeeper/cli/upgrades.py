@@ -9,7 +9,6 @@ from typing import Any
 
 from watchkeeper.cli.common import add_common, out, progress, split
 from watchkeeper.config import Config
-from watchkeeper.store.db import open_database
 
 
 def cmd_cache(args: argparse.Namespace, config: Config) -> int:
@@ -34,38 +33,26 @@ def cmd_cache(args: argparse.Namespace, config: Config) -> int:
     return 0
 
 
-def _settings(args: argparse.Namespace, config: Config) -> Any:
-    from watchkeeper.campaign.release_runs import settings_from
-
-    return settings_from(config, per_category=args.per_category, max_tokens=args.max_tokens)
-
-
 def cmd_bisect(args: argparse.Namespace, config: Config) -> int:
     from watchkeeper.commands.bisect import bisect_command
     from watchkeeper.upgrade.report import steps_text
 
-    if not (args.profile or config.nightly.profiles):
-        from watchkeeper.campaign.defaults import no_profiles
-
-        raise no_profiles("[nightly] profiles", config, flag="--profile P")
-    profile = args.profile or config.nightly.profiles[0]
-    with open_database(config.database.resolved_url()) as db:
-        run = bisect_command(
-            config,
-            good=args.good,
-            bad=args.bad,
-            profile=profile,
-            settings=_settings(args, config),
-            progress=progress,
-            sdists=Path(args.sdists) if args.sdists else None,
-            state_path=Path(args.state) if args.state else None,
-            rounds=args.rounds,
-            max_rounds=args.max_rounds,
-            max_ranges=args.max_ranges,
-            jobs=args.jobs,
-            database=db,
-            finding=args.finding,
-        )
+    run = bisect_command(
+        config,
+        good=args.good,
+        bad=args.bad,
+        profile=args.profile,
+        per_category=args.per_category,
+        max_tokens=args.max_tokens,
+        progress=progress,
+        sdists=Path(args.sdists) if args.sdists else None,
+        state_path=Path(args.state) if args.state else None,
+        rounds=args.rounds,
+        max_rounds=args.max_rounds,
+        max_ranges=args.max_ranges,
+        jobs=args.jobs,
+        finding=args.finding,
+    )
     result = run.result
     failed = result.status == "inconclusive" or run.link.failed
     if args.json:
@@ -103,21 +90,20 @@ def cmd_upgrade_check(args: argparse.Namespace, config: Config) -> int:
 
     from watchkeeper.commands.upgrade_check import upgrade_check_command
 
-    with open_database(config.database.resolved_url()) as db:
-        check = upgrade_check_command(
-            config,
-            to=args.to,
-            profiles=[args.profile] if args.profile else None,
-            settings=_settings(args, config),
-            rounds=args.rounds or config.nightly.rounds,
-            now=datetime.now(UTC),
-            progress=progress,
-            sdists=Path(args.sdists) if args.sdists else None,
-            jobs=args.jobs,
-            database=db,
-            commit=args.commit or args.push,
-            push=args.push,
-        )
+    check = upgrade_check_command(
+        config,
+        to=args.to,
+        profiles=[args.profile] if args.profile else None,
+        per_category=args.per_category,
+        max_tokens=args.max_tokens,
+        rounds=args.rounds or config.nightly.rounds,
+        now=datetime.now(UTC),
+        progress=progress,
+        sdists=Path(args.sdists) if args.sdists else None,
+        jobs=args.jobs,
+        commit=args.commit or args.push,
+        push=args.push,
+    )
     for v in check.verdicts:
         out.print(f"{v.profile}: {v.verdict} — {v.reason}")
         for line in v.flags.lines():

@@ -18,7 +18,13 @@ from pathlib import Path
 from typing import Any
 
 from watchkeeper.analysis.stats import Pair
-from watchkeeper.campaign.release_runs import MeasureSettings, ReleaseBuilds, paired_pairs
+from watchkeeper.campaign.defaults import no_profiles
+from watchkeeper.campaign.release_runs import (
+    MeasureSettings,
+    ReleaseBuilds,
+    paired_pairs,
+    settings_from,
+)
 from watchkeeper.config import Config
 from watchkeeper.config.paths import data_dir
 from watchkeeper.errors import ConfigError, WatchkeeperError
@@ -177,11 +183,13 @@ def bisect_command(
     *,
     good: str,
     bad: str,
-    profile: str,
-    settings: MeasureSettings,
+    profile: str | None,
+    settings: MeasureSettings | None = None,
     progress: Progress,
     sdists: Path | None = None,
     state_path: Path | None = None,
+    per_category: int | None = None,
+    max_tokens: int | None = None,
     rounds: int = 3,
     max_rounds: int = 12,
     max_ranges: int = 4,
@@ -195,7 +203,15 @@ def bisect_command(
 ) -> BisectRun:
     """``finding``: the regression finding whose issue gets the result (default: every open
     one whose releases bracket the range); ``record_findings``: findings written into the
-    state file before anything is built (the daemon's once-per-finding record)."""
+    state file before anything is built (the daemon's once-per-finding record). ``profile``
+    None: the first of `[nightly] profiles`; ``settings`` None: the nightly's, with
+    ``per_category`` and ``max_tokens`` where given."""
+    if profile is None:
+        if not config.nightly.profiles:
+            raise no_profiles("[nightly] profiles", config, flag="--profile P")
+        profile = config.nightly.profiles[0]
+    if settings is None:
+        settings = settings_from(config, per_category=per_category, max_tokens=max_tokens)
     get_profile(config, profile)  # an unknown profile fails before any build
     if finding is not None:  # so does an unknown --finding
         with open_database(config.database.resolved_url(), given=database) as db:

@@ -240,3 +240,33 @@ def reference_pin(
             by=by or getpass.getuser(),
             reason=reason,
         )
+
+
+def reference_history(
+    config: Config,
+    *,
+    profile: str | None,
+    active_only: bool,
+    database: Database | None = None,
+) -> list[dict[str, Any]]:
+    """The pinned references (of `profile`, else every profile's), oldest first, as plain
+    rows; `active_only`: the one each profile is measured against now."""
+    with open_database(config.database.resolved_url(), given=database) as db:
+        refs = ReferenceStore(db).history(profile)
+    return [
+        {
+            "id": r.id,
+            "profile": r.profile,
+            "active": r.active,
+            "pinned_at": r.pinned_at.isoformat(),
+            "pinned_by": r.pinned_by,
+            "reason": r.reason,
+            "binary": f"{r.binary_version} sha256 {r.binary_sha256}",
+            "model_sha256": r.model_sha256,
+            "draft_sha256": r.draft_sha256,
+            "config_hash": r.config_hash,
+            "host": r.host_fingerprint,
+        }
+        for r in refs
+        if r.active or not active_only
+    ]

@@ -26,6 +26,7 @@ from watchkeeper.campaign.release_runs import (
     paired_pairs,
     release_arm,
     release_server,
+    settings_from,
 )
 from watchkeeper.config import Config, ProfileConfig
 from watchkeeper.errors import WatchkeeperError
@@ -297,7 +298,7 @@ def upgrade_check_command(
     *,
     to: str,
     profiles: list[str] | None,
-    settings: MeasureSettings,
+    settings: MeasureSettings | None = None,
     rounds: int,
     now: datetime,
     progress: Progress,
@@ -307,9 +308,14 @@ def upgrade_check_command(
     database: Database | None = None,
     commit: bool = False,
     push: bool = False,
+    per_category: int | None = None,
+    max_tokens: int | None = None,
 ) -> UpgradeCheck:
     """`commit`/`push`: the report goes to the reports repository like the digest (the
-    report file is written first, so a failed push loses nothing)."""
+    report file is written first, so a failed push loses nothing). ``settings`` None: the
+    nightly's, with ``per_category`` and ``max_tokens`` where given."""
+    if settings is None:
+        settings = settings_from(config, per_category=per_category, max_tokens=max_tokens)
     if to == "latest":
         candidate = releases.latest(
             versions or releases.available(config.server.package_index, sdists)
