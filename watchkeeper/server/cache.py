@@ -20,7 +20,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from watchkeeper.server.build import MARKER, build_lock
+from watchkeeper.server.build import build_lock
+from watchkeeper.server.identity import MARKER
 from watchkeeper.server.sdist import version_key
 
 LAST_USED = "last_used"

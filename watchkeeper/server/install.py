@@ -7,8 +7,8 @@ sdist's metadata by running its build backend — which compiles all of llama.cp
 per-version cache directory; a cached build is reused and never rebuilt.
 
 The steps live in their own modules: `binary` (what an installed server is), `sdist` (the
-source archive: on disk first, else the index) and `build` (cmake and the build record); this
-module decides which of them a request needs.
+source archive: on disk first, else the index), `build` (cmake, the lock, the swap) and
+`identity` (what the build is, and its build.json); this module runs them in order.
 """
 
 from __future__ import annotations
@@ -27,18 +27,14 @@ from watchkeeper.config import ServerConfig
 from watchkeeper.errors import InstallError
 from watchkeeper.server.binary import ServerBinary
 from watchkeeper.server.build import (
-    MARKER,
     build_lock,
-    build_record,
-    cmake_compiler,
     cmake_configure_command,
-    cuda_architectures,
-    release_defines,
     run_build,
     swap_into_place,
 )
 from watchkeeper.server.cache import mark_used
-from watchkeeper.server.sdist import ensure_source, file_sha256, sdist_commit
+from watchkeeper.server.identity import MARKER, build_identity, build_record, release_defines
+from watchkeeper.server.sdist import ensure_source, file_sha256
 
 __all__ = ["ServerBinary", "build_dir", "cached_binary", "ensure_binary", "probe_binary"]
 
@@ -111,25 +107,18 @@ def cached_binary(server: ServerConfig) -> ServerBinary | None:
 def _with_build_record(
     binary: ServerBinary, recorded: dict[str, object], root: Path, server: ServerConfig
 ) -> ServerBinary:
-    """The binary with what its build.json says about it. Markers written before these fields
-    existed are completed from the build tree (CMake's own record of the compiler and CUDA
-    architectures) and the unpacked sdist, never by rebuilding."""
-
-    def text(key: str) -> str:
-        value = recorded.get(key)
-        return str(value) if value is not None else ""
-
-    compiler = text("compiler") or cmake_compiler(root / "build")
+    """The binary with what its build.json says about it (`identity.build_identity`: a marker
+    written before a field existed is completed from the build tree, never by rebuilding)."""
+    ident = build_identity(server, root, recorded)
     seconds = recorded.get("seconds")
     return replace(
         binary,
         build_seconds=float(seconds) if isinstance(seconds, (int, float)) else None,
-        llama_cpp_version=text("llama_cpp_version") or server.llama_cpp_version,
-        source_commit=text("source_commit") or sdist_commit(root / "src"),
-        cuda_architectures=text("cuda_architectures")
-        or (cuda_architectures(root) if server.cuda else ""),
-        cuda_version=text("cuda_version"),
-        compiler=compiler,
+        llama_cpp_version=ident.llama_cpp_version,
+        source_commit=ident.source_commit,
+        cuda_architectures=ident.cuda_architectures,
+        cuda_version=ident.cuda_version,
+        compiler=ident.compiler,
     )
 
 
@@ -148,7 +137,9 @@ def ensure_binary(
     percent: Percent = _quiet,
     jobs: int | None = None,
 ) -> ServerBinary:
-    """Configured binary, else cached build, else download the sdist and build it."""
+    """Configured binary, else cached build, else download the sdist and build it: resolve
+    (`resolve_binary`), lock (one build of a release at a time), then `_build`'s steps:
+    source, build, record, swap, probe."""
     found = resolve_binary(server)
     if found is not None:
         if found.variant != "user":
@@ -204,20 +195,11 @@ def _build(
 ) -> ServerBinary:
     """Build in a staging folder and swap the finished tree into place: a rebuild of a release
     that is in use (to name it, or with other cmake arguments) never leaves its path without a
-    working binary."""
+    working binary. The steps: source, build, record (build.json goes into the tree that is
+    swapped), swap, probe."""
     staging = staging_dir(root)
-    source = staging / "src" / "llama.cpp"
     defines = release_defines(server.llama_cpp_version)
-    extra = None if not server.cmake_args else list(server.cmake_args)
-    command = [*cmake_configure_command(source, cuda=server.cuda, extra=extra), *defines]
-    if _staged_command(staging) == command and (source / "CMakeLists.txt").is_file():
-        # An interrupted build of the same release and flags: make picks up where it stopped.
-        progress(f"resuming the interrupted build in {staging}")
-    else:
-        shutil.rmtree(staging, ignore_errors=True)
-        staging.mkdir(parents=True)
-        _source_into(server, root, staging, progress)
-        (staging / STAGED).write_text(json.dumps(command), encoding="utf-8")
+    command = _stage_source(server, root, staging, defines, progress)
     variant = "cuda" if server.cuda else "cpu"
     started = time.monotonic()
     built = probe_binary(
@@ -233,3 +215,22 @@ def _build(
     binary = probe_binary(root / "build" / "bin" / "llama-server", variant=variant)
     progress(f"built {binary.path} ({binary.version}) in {elapsed:.0f}s")
     return _with_build_record(binary, record, root, server)
+
+
+def _stage_source(
+    server: ServerConfig, root: Path, staging: Path, defines: list[str], progress: Progress
+) -> list[str]:
+    """The release's source in the staging folder (kept when an interrupted build of the same
+    release and flags left it there: make picks up where it stopped); returns the configure
+    command, the release's defines included."""
+    source = staging / "src" / "llama.cpp"
+    extra = None if not server.cmake_args else list(server.cmake_args)
+    command = [*cmake_configure_command(source, cuda=server.cuda, extra=extra), *defines]
+    if _staged_command(staging) == command and (source / "CMakeLists.txt").is_file():
+        progress(f"resuming the interrupted build in {staging}")
+        return command
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    _source_into(server, root, staging, progress)
+    (staging / STAGED).write_text(json.dumps(command), encoding="utf-8")
+    return command

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import re
 import shutil
 import tarfile
 from collections.abc import Callable
@@ -46,18 +45,6 @@ def file_sha256(path: Path) -> str:
         while chunk := handle.read(1 << 20):
             digest.update(chunk)
     return digest.hexdigest()
-
-
-def sdist_commit(src: Path) -> str:
-    """The commit an unpacked sdist records for itself (setuptools-scm's `_version.py`)."""
-    for path in sorted(src.glob("src/*/_version.py")):
-        try:
-            match = re.search(r"commit_id\s*=\s*'([^']+)'", path.read_text(encoding="utf-8"))
-        except OSError:
-            continue
-        if match:
-            return match.group(1)
-    return ""
 
 
 def ensure_source(server: ServerConfig, root: Path, progress: Progress) -> Path:
