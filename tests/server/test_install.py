@@ -257,7 +257,7 @@ def test_identity_names_release_variant_and_compiler(tmp_path: Path) -> None:
 def test_build_record_carries_variant_toolchain_and_release(tmp_path: Path) -> None:
     server = ServerConfig(cache_dir=str(tmp_path), llama_cpp_version="7.7.7")
     root = install.build_dir(server)
-    record = identity.build_record(server, root, ["cmake"], "version: x", 1.0)
+    record = identity.build_record(server, root, ["cmake"], "version: x", 1.0).record
     assert record["variant"] == "cpu"
     assert record["llama_cpp_version"] == "7.7.7"
     assert record["cuda_version"] == "" and record["cuda_architectures"] == ""
@@ -298,7 +298,7 @@ def test_cuda_architectures_are_what_cmake_really_used(tmp_path: Path) -> None:
     cache.write_text(cache.read_text() + "\nCMAKE_CUDA_ARCHITECTURES:STRING=86-real;89-real\n")
     assert identity.cuda_architectures(root) == "86-real;89-real"  # given as -D: the cache's
     server = ServerConfig(cache_dir=str(tmp_path), cuda=True)
-    record = identity.build_record(server, root, ["cmake"], "version: x", 1.0)
+    record = identity.build_record(server, root, ["cmake"], "version: x", 1.0).record
     assert record["cuda_architectures"] == "86-real;89-real"
     assert identity.cuda_architectures(tmp_path / "nothing") == ""
 

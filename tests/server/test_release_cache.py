@@ -40,7 +40,7 @@ def _fake_build(server: ServerConfig, *, named: bool, used: datetime | None = No
         f"version: {number} (unknown)",
         1.0,
         defines=identity.release_defines(server.llama_cpp_version),
-    )
+    ).record
     if not named:  # a build.json written before builds named their release
         del record["release_defines"], record["build_number"]
     (root / identity.MARKER).write_text(json.dumps(record), encoding="utf-8")

@@ -11,6 +11,7 @@ says.
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
@@ -71,6 +72,16 @@ def build_identity(
     )
 
 
+@dataclass(frozen=True, slots=True)
+class RecordedBuild:
+    """A build's build.json, read or about to be written: its identity and build time."""
+
+    identity: BuildIdentity
+    seconds: float | None
+    record: dict[str, object]
+    """build.json's content."""
+
+
 def build_record(
     server: ServerConfig,
     root: Path,
@@ -79,17 +90,41 @@ def build_record(
     seconds: float,
     *,
     defines: list[str] | None = None,
-) -> dict[str, object]:
-    """What build.json records with the binary: how it was configured, what it printed for
-    `--version`, how long it took, and its identity. `configure` is the command without the
-    release's own -D arguments (`release_defines`, recorded as `release_defines`)."""
-    return {
+) -> RecordedBuild:
+    """What build.json records with a build that just finished: how it was configured, what
+    it printed for `--version`, how long it took, and its identity. `configure` is the
+    command without the release's own -D arguments (`release_defines`, recorded as
+    `release_defines`)."""
+    ident = build_identity(server, root)
+    record: dict[str, object] = {
         "configure": configure,
         "release_defines": list(defines or []),
         "version": version,
         "seconds": round(seconds, 1),
-        **build_identity(server, root).to_json(),
+        **ident.to_json(),
     }
+    return RecordedBuild(ident, round(seconds, 1), record)
+
+
+def recorded_build(server: ServerConfig, root: Path, configure: list[str]) -> RecordedBuild | None:
+    """A cached build's build.json, when it belongs to this config: None when it is missing or
+    unreadable, was made with other cmake arguments, or predates builds that name their
+    release (such a build is rebuilt once, then reused). Its identity is completed from the
+    tree where the record lacks a field."""
+    try:
+        recorded = json.loads((root / MARKER).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(recorded, dict) or recorded.get("configure") != configure:
+        return None
+    if recorded.get("release_defines") != release_defines(server.llama_cpp_version):
+        return None
+    seconds = recorded.get("seconds")
+    return RecordedBuild(
+        build_identity(server, root, recorded),
+        float(seconds) if isinstance(seconds, (int, float)) else None,
+        recorded,
+    )
 
 
 def release_number(version: str) -> int | None:

@@ -33,7 +33,13 @@ from watchkeeper.server.build import (
     swap_into_place,
 )
 from watchkeeper.server.cache import mark_used
-from watchkeeper.server.identity import MARKER, build_identity, build_record, release_defines
+from watchkeeper.server.identity import (
+    MARKER,
+    RecordedBuild,
+    build_record,
+    recorded_build,
+    release_defines,
+)
 from watchkeeper.server.sdist import ensure_source, file_sha256
 
 __all__ = ["ServerBinary", "build_dir", "cached_binary", "ensure_binary", "probe_binary"]
@@ -86,34 +92,24 @@ def cached_binary(server: ServerConfig) -> ServerBinary | None:
     other cmake arguments (the marker file records them) or does not name its release."""
     root = build_dir(server)
     candidate = root / "build" / "bin" / "llama-server"
-    marker = root / MARKER
-    if not candidate.is_file() or not marker.is_file():
+    if not candidate.is_file():
         return None
-    try:
-        recorded = json.loads(marker.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    recorded = recorded_build(server, root, configure_command(server))
+    if recorded is None:
         return None
-    if not isinstance(recorded, dict) or recorded.get("configure") != configure_command(server):
-        return None
-    if recorded.get("release_defines") != release_defines(server.llama_cpp_version):
-        return None  # built before builds named their release: rebuilt once, then reused
     try:
         binary = probe_binary(candidate, variant="cuda" if server.cuda else "cpu")
     except InstallError:
         return None
-    return _with_build_record(binary, recorded, root, server)
+    return _identified(binary, recorded)
 
 
-def _with_build_record(
-    binary: ServerBinary, recorded: dict[str, object], root: Path, server: ServerConfig
-) -> ServerBinary:
-    """The binary with what its build.json says about it (`identity.build_identity`: a marker
-    written before a field existed is completed from the build tree, never by rebuilding)."""
-    ident = build_identity(server, root, recorded)
-    seconds = recorded.get("seconds")
+def _identified(binary: ServerBinary, recorded: RecordedBuild) -> ServerBinary:
+    """The binary with what its build.json says it is."""
+    ident = recorded.identity
     return replace(
         binary,
-        build_seconds=float(seconds) if isinstance(seconds, (int, float)) else None,
+        build_seconds=recorded.seconds,
         llama_cpp_version=ident.llama_cpp_version,
         source_commit=ident.source_commit,
         cuda_architectures=ident.cuda_architectures,
@@ -207,14 +203,14 @@ def _build(
         variant=variant,
     )
     elapsed = time.monotonic() - started
-    record = build_record(
+    recorded = build_record(
         server, staging, configure_command(server), built.version, elapsed, defines=defines
     )
-    (staging / MARKER).write_text(json.dumps(record, indent=2), encoding="utf-8")
+    (staging / MARKER).write_text(json.dumps(recorded.record, indent=2), encoding="utf-8")
     swap_into_place(staging, root)
     binary = probe_binary(root / "build" / "bin" / "llama-server", variant=variant)
     progress(f"built {binary.path} ({binary.version}) in {elapsed:.0f}s")
-    return _with_build_record(binary, record, root, server)
+    return _identified(binary, recorded)
 
 
 def _stage_source(
