@@ -184,7 +184,8 @@ def register(sub: Any) -> None:
         "--profile",
         action="append",
         metavar="NAME",
-        help="fetch the models this profile needs (repeatable; default: smollm2-baseline)",
+        help="fetch the models this profile needs (repeatable; default: the config's own "
+        "profiles, else smollm2-baseline)",
     )
     p.set_defaults(handler=cmd_setup)
 
