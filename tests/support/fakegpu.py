@@ -31,7 +31,7 @@ def stand_in_smi(directory: Path) -> Path:
 @dataclass
 class Proc:
     pid: int
-    usedGpuMemory: int | None  # noqa: N815  (NVML's own field name)
+    usedGpuMemory: int | None  # NVML's own field name
 
 
 @dataclass

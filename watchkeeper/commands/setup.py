@@ -8,7 +8,6 @@ from dataclasses import dataclass
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from watchkeeper.config import Config
-from watchkeeper.errors import GpuError
 from watchkeeper.host import gpu
 from watchkeeper.nightly.reference import prune_snapshots, snapshot_root
 from watchkeeper.server.binary import ServerBinary
@@ -41,11 +40,8 @@ def require_nvml(config: Config) -> None:
     """On the GPU path (server.cuda) with a GPU listed, NVML must answer: without it every
     VRAM, power and energy figure of a GPU run is n/a. Refused before a five-minute build, in
     one line with the fix. A build box with nvcc but no GPU is left alone."""
-    if not config.server.cuda or not gpu.devices():
-        return
-    problem = gpu.nvml_problem()
-    if problem is not None:
-        raise GpuError(f"a GPU is listed but {problem}", hint=gpu.NVML_FIX)
+    if config.server.cuda:
+        gpu.require_nvml()
 
 
 def default_setup_models(config: Config) -> list[str]:
@@ -78,9 +74,7 @@ def run_setup(
         )
     wanted = list(models or [])
     if not wanted:
-        wanted = (
-            models_for_profiles(config, profiles) if profiles else default_setup_models(config)
-        )
+        wanted = models_for_profiles(config, profiles) if profiles else default_setup_models(config)
     store = ModelStore(config, progress=progress)
     result = SetupResult(binary, tuple(store.ensure(name) for name in wanted))
     prune_reference_snapshots(config, progress)

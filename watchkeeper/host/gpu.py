@@ -23,6 +23,8 @@ from typing import Any
 
 import psutil
 
+from watchkeeper.errors import GpuError
+
 _lock = threading.Lock()
 _state: dict[str, Any] = {}
 
@@ -366,6 +368,16 @@ def nvml_problem() -> str | None:
     except ImportError:
         return "NVML's Python binding (nvidia-ml-py, the `gpu` extra) is not installed"
     return "NVML is installed but did not initialise or lists no GPU (is the driver loaded?)"
+
+
+def require_nvml() -> None:
+    """Where a GPU is listed, NVML must answer: refused in one line with the fix (GpuError,
+    exit 2) before anything slow runs. A host that lists no GPU (a build box) passes."""
+    if not devices():
+        return
+    problem = nvml_problem()
+    if problem is not None:
+        raise GpuError(f"a GPU is listed but {problem}", hint=NVML_FIX)
 
 
 def vram_since(before_bytes: int | None) -> int | None:
