@@ -7,12 +7,16 @@ the answer rests on the context the server reports and its RAM.
 
 from __future__ import annotations
 
+import struct
 from pathlib import Path
+
+import pytest
 
 from watchkeeper.analysis.fit import FitCheck, fit_section, parse_n_ctx, props_n_ctx
 from watchkeeper.campaign.fit import fit_at_context
 from watchkeeper.config import Config, ProfileConfig, ServerConfig
 from watchkeeper.server.binary import ServerBinary
+from watchkeeper.server.gguf import GgufError, read_context_length
 from watchkeeper.server.launch import prepare
 from watchkeeper.server.models import ModelFile
 
@@ -43,6 +47,49 @@ def test_the_answer_names_the_numbers_and_says_what_was_not_measured() -> None:
     )
     assert fit_section([]) == ""
     assert "- fit draft4 at 32768 tokens" in fit_section([gpu])
+
+
+def test_a_model_shorter_than_asked_is_said_apart_from_memory() -> None:
+    # SmolLM2 trains at 8192: asked 32768 on the H100, the server came up with 8192.
+    capped = FitCheck("selfdraft", 32768, 8192, 901 << 20, 400 << 20, 81559 << 20,
+                      model_context=8192)  # fmt: skip
+    assert capped.limited_by_model and capped.measured_context == 8192 and capped.fits
+    assert capped.line() == (
+        "fit selfdraft at 32768 tokens (KV f16/f16): the model's context is 8192, shorter than "
+        "asked; in memory at 8192: yes (got 8192; VRAM 901 MiB of 81559; RAM 400 MiB)"
+    )
+    # The old reading of the same start: a memory "no" that was a statement about the model.
+    assert not FitCheck("selfdraft", 32768, 8192, 901 << 20, 400 << 20).fits
+    oom = FitCheck("big", 131072, None, None, None, model_context=131072, error="out of memory")
+    assert not oom.limited_by_model and not oom.fits
+    assert oom.line().endswith("(KV f16/f16): no: did not start: out of memory")
+    short = FitCheck("x", 32768, 4096, None, 1 << 30, model_context=8192)
+    assert not short.fits and "in memory at 8192: no (got 4096" in short.line()
+    by_device = FitCheck("d", 4096, 4096, 901 << 20, None, vram_source="device memory before/after")
+    assert "VRAM 901 MiB, device memory before/after; RAM n/a" in by_device.line()
+
+
+def _tiny_gguf(path: Path, key: str, kind: int, value: bytes) -> None:
+    def string(text: str) -> bytes:
+        return struct.pack("<Q", len(text)) + text.encode()
+
+    kv = string("general.name") + struct.pack("<I", 8) + string("tiny")
+    kv += string("llama.rope.scaling.original_context_length") + struct.pack("<II", 4, 1)
+    kv += string(key) + struct.pack("<I", kind) + value
+    path.write_bytes(b"GGUF" + struct.pack("<IQQ", 3, 0, 3) + kv)
+
+
+def test_the_models_context_is_read_from_its_gguf(tmp_path: Path) -> None:
+    path = tmp_path / "m.gguf"
+    _tiny_gguf(path, "llama.context_length", 4, struct.pack("<I", 8192))
+    assert read_context_length(path) == 8192
+    _tiny_gguf(path, "qwen2.context_length", 10, struct.pack("<Q", 32768))
+    assert read_context_length(path) == 32768
+    _tiny_gguf(path, "llama.block_count", 4, struct.pack("<I", 30))
+    assert read_context_length(path) is None
+    path.write_bytes(b"GGML")
+    with pytest.raises(GgufError):
+        read_context_length(path)
 
 
 def test_real_servers_started_at_the_asked_context_on_a_cpu_host(

@@ -304,7 +304,7 @@ class GpuReading:
 
 
 BY_PROCESS = "NVML, by process"
-BY_DEVICE = "device memory before/after the start (NVML lists no process of it)"
+BY_DEVICE = "device memory before/after its start; NVML lists no process of it"
 
 
 def attribute_vram(pid: int, before_bytes: int | None) -> tuple[int | None, str]:
