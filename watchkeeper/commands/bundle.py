@@ -169,7 +169,15 @@ echo "next: cd $DEST && .venv/bin/watchkeeper setup --cuda, or make gpu-check"
 """
 
 
-def _seal(root: Path, meta: Mapping[str, object]) -> Bundle:
+def write_install_script(root: Path, extras: str) -> Path:
+    """`root/install.sh`, installing `watchkeeper[extras]` (the checkout, else the wheel)."""
+    path = root / "install.sh"
+    path.write_text(INSTALL_SH.replace("EXTRAS", extras), encoding="utf-8")
+    path.chmod(0o755)
+    return path
+
+
+def seal(root: Path, meta: Mapping[str, object]) -> Bundle:
     """SHA256SUMS and manifest.json over every file (themselves excepted)."""
     files = tuple(
         BundleFile(str(p.relative_to(root)), p.stat().st_size, _sha256(p))
@@ -214,8 +222,7 @@ def build_bundle(
             shutil.copy2(path, out / "sdist" / path.name)
     _models(models, out / "models", progress)
     _ggufs(ggufs, out / "gguf", progress)
-    (out / "install.sh").write_text(INSTALL_SH.replace("EXTRAS", extras), encoding="utf-8")
-    (out / "install.sh").chmod(0o755)
+    write_install_script(out, extras)
     meta = {
         "watchkeeper": __version__,
         "extras": extras,
@@ -226,4 +233,4 @@ def build_bundle(
         "platforms": list(target.platforms) or ["this machine's"],
         "install": "sh install.sh [DEST]",
     }
-    return _seal(out, meta)
+    return seal(out, meta)
