@@ -108,19 +108,28 @@ def test_real_servers_started_at_the_asked_context_on_a_cpu_host(
         server=ServerConfig(startup_timeout_s=60),
     )
     said: list[str] = []
+    # 32768 asked of SmolLM2, trained at 8192: each arm is measured at 8192 and said so.
     checks = fit_at_context(
         config,
         [prepare(config, "base"), prepare(config, "q8kv")],
-        8192,
+        32768,
         tmp_path,
         progress=said.append,
     )
     assert [c.arm for c in checks] == ["base", "q8kv"]
     for check in checks:
         assert check.fits and check.got_context == 8192
+        assert check.limited_by_model and check.model_context == 8192
         assert check.vram_bytes is None  # absent on this host, never 0
         assert check.rss_bytes is not None and check.rss_bytes > 50 << 20
         assert "VRAM not measured (no NVML)" in check.line()
     assert checks[1].cache_types == "q8_0/q8_0"
-    assert any(line.startswith("fit q8kv at 8192 tokens (KV q8_0/q8_0): yes") for line in said)
-    assert "n_ctx_slot = 8192" in (tmp_path / "base-fit-8192.log").read_text()
+    assert "fit q8kv: starting at 8192 tokens of context (the model's maximum; 32768 asked)" in said
+    assert any(
+        line.startswith(
+            "fit q8kv at 32768 tokens (KV q8_0/q8_0): the model's context is 8192, shorter than "
+            "asked; in memory at 8192: yes"
+        )
+        for line in said
+    )
+    assert "n_ctx_slot = 8192" in (tmp_path / "base-fit-32768.log").read_text()
