@@ -271,7 +271,8 @@ def run_gpu_check(
     previous = signal.signal(signal.SIGALRM, _alarm)
     signal.alarm(int(budget_s) + 60)
     try:
-        progress(f"gpu-check: {'; '.join(plan.devices)}; expected {plan.expected_s:.0f} s")
+        for line in plan_lines(plan, budget_s):
+            progress(f"gpu-check plan: {line}")
         binary = ensure_binary(config.server, progress=progress)
         ModelStore(config, progress=progress).ensure(SMOLLM2)
         progress(f"gpu-check: {binary.version} ({binary.variant}) after {clock() - started:.0f} s")
