@@ -21,7 +21,6 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
-import subprocess
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,7 +29,7 @@ from watchkeeper import __version__
 from watchkeeper.config import Config
 from watchkeeper.config.paths import project_root
 from watchkeeper.errors import ConfigError, InstallError
-from watchkeeper.host.pip import Target, pip
+from watchkeeper.host.pip import Target, archive_head, pip
 from watchkeeper.server.models import CATALOG
 from watchkeeper.server.profiles import SMOLLM2
 from watchkeeper.server.sdist import locate_sdist
@@ -95,14 +94,7 @@ def _source(root: Path, out: Path, progress: Progress) -> None:
     out.mkdir(parents=True, exist_ok=True)
     target = out / f"watchkeeper-{__version__}.tar.gz"
     progress(f"bundle: this checkout's HEAD as {target.name}")
-    result = subprocess.run(
-        ["git", "-C", str(root), "archive", "--format=tar.gz", "-o", str(target), "HEAD"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if result.returncode != 0:
-        raise InstallError(f"git archive failed: {result.stderr.strip()[-300:]}")
+    archive_head(root, target)
 
 
 def _models(names: Sequence[str], out: Path, progress: Progress) -> None:

@@ -1,6 +1,7 @@
-"""pip, run as this interpreter's module: the one place the offline bundle asks the package
-index for wheels (`pip download`, `pip wheel`). Its failures become one `InstallError` with the
-tail of pip's own message, so a bundle that cannot be built says which requirement failed.
+"""The processes the offline bundle runs: pip as this interpreter's module, the one place the
+bundle asks the package index for wheels (`pip download`, `pip wheel`), and `git archive` of
+the checkout. Failures become one `InstallError` with the tail of the tool's own message, so a
+bundle that cannot be built says which step failed.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ import subprocess
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from watchkeeper.errors import InstallError
 
@@ -43,3 +45,15 @@ def pip(args: Sequence[str], *, what: str) -> None:
             f"pip could not {what}: {' '.join(lines[-3:])[-500:]}",
             hint="build the bundle where the package index answers (pip config list)",
         )
+
+
+def archive_head(root: Path, target: Path) -> None:
+    """`git archive HEAD` of the checkout at `root` as a .tar.gz (committed files only)."""
+    result = subprocess.run(
+        ["git", "-C", str(root), "archive", "--format=tar.gz", "-o", str(target), "HEAD"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if result.returncode != 0:
+        raise InstallError(f"git archive failed: {result.stderr.strip()[-300:]}")
