@@ -14,21 +14,27 @@ help:
 	@echo "make test-fast   lint + every test that needs no llama-server (pytest -m 'not server')"
 	@echo "make test-clock  the scheduling and digest unit tests under three faked clocks (faketime)"
 	@echo "make setup       only the venv, the llama-server build and the SmolLM2 test model"
-	@echo "make gpu-check   on a GPU host: CUDA build + short SmolLM2 bench; offload, VRAM, energy, speed-ups"
+	@echo "make gpu-check   on a GPU host: CUDA build + short SmolLM2 bench; offload, VRAM, energy, speed-ups, identity (ARGS=--dry-run: the plan)"
+
+# A host where nvidia-smi lists a GPU gets the `gpu` extra (nvidia-ml-py: NVML's binding, for
+# VRAM, power and energy) with the venv; `make gpu-check` adds it to a venv made without it.
+# Offline: `make venv PIP_NO_INDEX=1 PIP_FIND_LINKS=/path/to/bundle/wheels` (README, GPU hosts).
+comma    := ,
+HAS_GPU  := $(shell nvidia-smi -L 2>/dev/null | grep -q '^GPU' && echo yes)
+EXTRAS   := dev$(if $(HAS_GPU),$(comma)gpu)
 
 venv: $(VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/pip install --quiet --upgrade pip || true
+	$(BIN)/pip install --quiet -e '.[$(EXTRAS)]'
 	touch $@
 
 setup: venv ccache
 	$(WK) setup
 
 # nvcc and a GPU: the CUDA build (examples/quickstart-gpu.toml); a GPU without nvcc: one line how.
-HAS_GPU  := $(shell nvidia-smi -L 2>/dev/null | grep -q '^GPU' && echo yes)
 HAS_NVCC := $(shell command -v nvcc >/dev/null 2>&1 && echo yes)
 QS_CUDA  := $(if $(and $(HAS_GPU),$(HAS_NVCC)),--config examples/quickstart-gpu.toml,)
 
@@ -37,8 +43,11 @@ quickstart: venv ccache
 	$(WK) setup $(if $(QS_CUDA),--cuda,) $(QS_CUDA) --profile qwen-baseline --profile qwen-draft4 --profile qwen-ngram
 	$(WK) bench $(QS_CUDA) --profiles $(QUICKSTART_PROFILES) --per-category 1
 
+# The GPU path's own check (watchkeeper gpu-check): refuses in one line on a host without a GPU;
+# `make gpu-check ARGS=--dry-run` prints the plan anywhere.
 gpu-check: venv
-	$(BIN)/python benchmarks/gpu_check.py
+	@$(if $(HAS_GPU),$(BIN)/python -c 'import pynvml' 2>/dev/null || $(BIN)/pip install --quiet 'nvidia-ml-py' || true,true)
+	$(WK) gpu-check $(ARGS)
 
 bench: quickstart
 

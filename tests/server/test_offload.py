@@ -176,6 +176,23 @@ def test_without_nvml_the_real_log_passes_but_says_it_did_not_measure() -> None:
     assert "PID namespace" in verify_offload(ProfileConfig(model="t"), hidden, cuda=True).detail
 
 
+def test_in_a_container_the_devices_growth_over_the_start_verifies_full_offload() -> None:
+    """NVML lists no process of the server (a PID namespace): the device's used memory grew by
+    901 MiB over its start, which clears the weights, and the verdict says how it was seen."""
+    from watchkeeper.host.gpu import BY_DEVICE
+
+    evidence = OffloadEvidence(
+        parse_offload(_real("server_default.log")), H100, 901 << 20, 63 << 20,
+        vram_source=BY_DEVICE,
+    )  # fmt: skip
+    verdict = verify_offload(ProfileConfig(model="t"), evidence, cuda=True)
+    assert verdict.seen == "full"
+    assert verdict.detail == (
+        "server holds 901 MiB of VRAM >= 63 MiB of weights (device memory before/after its "
+        "start; NVML lists no process of it)"
+    )
+
+
 def test_less_vram_than_the_weights_is_a_partial_offload_naming_both_sizes() -> None:
     """A 14B Q4_K_M target (8.4 GiB on the GPU when fully offloaded) holding 3.2 GiB."""
     evidence = OffloadEvidence(

@@ -40,7 +40,11 @@ def props_n_ctx(props: dict[str, Any]) -> int | None:
 
 @dataclass(frozen=True, slots=True)
 class FitCheck:
-    """One arm started at the asked context."""
+    """One arm started at the asked context, or at its model's own maximum where that is
+    shorter: llama-server caps a slot's context at the model's training context (SmolLM2:
+    8192), so asking past it says something about the model, not about memory. The two
+    answers are kept apart: `limited_by_model` (the model's context is shorter than asked)
+    and `fits` (the start at `measured_context` came up with all of it: memory)."""
 
     arm: str
     context: int
@@ -54,29 +58,55 @@ class FitCheck:
     """K/V cache types the arm runs with (a q8_0 cache takes about half of f16's room)."""
     error: str | None = None
     """Why the start failed (its first line), e.g. a CUDA out-of-memory."""
+    model_context: int | None = None
+    """The target model's training context from its GGUF (None: the file does not say)."""
+    vram_source: str = ""
+    """How the VRAM was attributed (`host/gpu.attribute_vram`): by process or by the device's
+    growth over the start; empty: by process, or not measured."""
+
+    @property
+    def limited_by_model(self) -> bool:
+        return self.model_context is not None and self.model_context < self.context
+
+    @property
+    def measured_context(self) -> int:
+        """The context the server was started at: the asked one, or the model's maximum."""
+        limit = self.model_context
+        return limit if limit is not None and limit < self.context else self.context
 
     @property
     def fits(self) -> bool:
+        """Memory: the start at `measured_context` came up with all of it."""
         return (
             self.error is None
             and self.got_context is not None
-            and (self.got_context >= self.context)
+            and (self.got_context >= self.measured_context)
         )
+
+    def _figures(self) -> str:
+        got = f"got {self.got_context}" if self.got_context is not None else "context unknown"
+        if self.vram_bytes is None:
+            vram = "VRAM not measured (no NVML)"
+        else:
+            vram = f"VRAM {self.vram_bytes / MIB:.0f} MiB" + (
+                f" of {self.gpu_total_bytes / MIB:.0f}" if self.gpu_total_bytes else ""
+            )
+            vram += f", {self.vram_source}" if self.vram_source else ""
+        rss = f"RAM {self.rss_bytes / MIB:.0f} MiB" if self.rss_bytes is not None else "RAM n/a"
+        return f"{got}; {vram}; {rss}"
 
     def line(self) -> str:
         answer = "yes" if self.fits else "no"
-        head = f"fit {self.arm} at {self.context} tokens (KV {self.cache_types}): {answer}"
+        head = f"fit {self.arm} at {self.context} tokens (KV {self.cache_types}): "
+        if self.limited_by_model:
+            head += (
+                f"the model's context is {self.model_context}, shorter than asked; "
+                f"in memory at {self.measured_context}: "
+            )
+        head += answer
         if self.error is not None:
             return f"{head}: did not start: {self.error}"
-        got = f"got {self.got_context}" if self.got_context is not None else "context unknown"
-        vram = (
-            f"VRAM {self.vram_bytes / MIB:.0f} MiB"
-            + (f" of {self.gpu_total_bytes / MIB:.0f}" if self.gpu_total_bytes else "")
-            if self.vram_bytes is not None
-            else "VRAM not measured (no NVML)"
-        )
-        rss = f"RAM {self.rss_bytes / MIB:.0f} MiB" if self.rss_bytes is not None else "RAM n/a"
-        return f"{head} ({got}; {vram}; {rss})"
+        return f"{head} ({self._figures()})"
 
 
 def fit_section(checks: tuple[FitCheck, ...] | list[FitCheck]) -> str:
@@ -86,8 +116,10 @@ def fit_section(checks: tuple[FitCheck, ...] | list[FitCheck]) -> str:
     lines = [
         f"## Fit at {checks[0].context} tokens of context",
         "",
-        "Each arm's server was started at this context and asked what it got (/props, its log),",
-        "with the VRAM of its processes (NVML) and its RAM: measured, not estimated.",
+        "Each arm's server was started at this context (or at its model's own maximum where",
+        "that is shorter: llama-server caps a slot's context there) and asked what it got",
+        "(/props, its log), with the VRAM of its processes (NVML) and its RAM: measured, not",
+        "estimated.",
         "",
         *(f"- {c.line()}" for c in checks),
         "",

@@ -16,7 +16,7 @@ completion in `campaign.bench_report`.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
 from watchkeeper.analysis.acceptance import result_curves, with_curves
@@ -165,6 +165,8 @@ class _Measured:
     active: tuple[str, ...]
     speculative: tuple[str, ...]
     settings: LoadSettings
+    offloads: dict[str, dict[str, str]] = field(default_factory=dict)
+    """How each arm's offload was verified (`ServerSet.offloads`)."""
 
 
 def _with_servers(
@@ -234,6 +236,7 @@ def _with_servers(
         active=tuple(bench.active),
         speculative=tuple(_speculative(bench)),
         settings=settings,
+        offloads=servers.offloads(),
     )
 
 
@@ -295,6 +298,8 @@ def _conclude(
         measured.verdicts,
         sampling,
     )
+    if measured.offloads:
+        result = replace(result, extras={**result.extras, "offload": measured.offloads})
     return with_distribution(result, measured.distribution)
 
 

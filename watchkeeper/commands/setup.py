@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from watchkeeper.config import Config
+from watchkeeper.host import gpu
 from watchkeeper.nightly.reference import prune_snapshots, snapshot_root
 from watchkeeper.server.binary import ServerBinary
 from watchkeeper.server.install import ensure_binary
@@ -35,6 +36,23 @@ def models_for_profiles(config: Config, profiles: Sequence[str]) -> list[str]:
     return names
 
 
+def require_nvml(config: Config) -> None:
+    """On the GPU path (server.cuda) with a GPU listed, NVML must answer: without it every
+    VRAM, power and energy figure of a GPU run is n/a. Refused before a five-minute build, in
+    one line with the fix. A build box with nvcc but no GPU is left alone."""
+    if config.server.cuda:
+        gpu.require_nvml()
+
+
+def default_setup_models(config: Config) -> list[str]:
+    """The models `setup` fetches when asked for none: those of the profiles the config
+    defines (the user's own GGUFs need no fetch), else SmolLM2's, the test model. A host with
+    its own models and no network so never insists on fetching SmolLM2."""
+    if config.profiles:
+        return models_for_profiles(config, list(config.profiles))
+    return models_for_profiles(config, DEFAULT_SETUP_PROFILES)
+
+
 def run_setup(
     config: Config,
     *,
@@ -42,6 +60,7 @@ def run_setup(
     profiles: Sequence[str] | None = None,
     progress: Callable[[str], None],
 ) -> SetupResult:
+    require_nvml(config)
     with Progress(
         TextColumn("[bold]llama-server build"),
         BarColumn(),
@@ -55,7 +74,7 @@ def run_setup(
         )
     wanted = list(models or [])
     if not wanted:
-        wanted = models_for_profiles(config, profiles or DEFAULT_SETUP_PROFILES)
+        wanted = models_for_profiles(config, profiles) if profiles else default_setup_models(config)
     store = ModelStore(config, progress=progress)
     result = SetupResult(binary, tuple(store.ensure(name) for name in wanted))
     prune_reference_snapshots(config, progress)

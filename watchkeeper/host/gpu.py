@@ -23,6 +23,8 @@ from typing import Any
 
 import psutil
 
+from watchkeeper.errors import GpuError
+
 _lock = threading.Lock()
 _state: dict[str, Any] = {}
 
@@ -301,8 +303,30 @@ class GpuReading:
     device_memory_used_bytes: int | None = None
 
 
-def read_for_tree(pid: int, at: datetime) -> GpuReading | None:
-    """One reading for the process tree rooted at `pid`; None without NVML."""
+BY_PROCESS = "NVML, by process"
+BY_DEVICE = "device memory before/after its start; NVML lists no process of it"
+
+
+def attribute_vram(pid: int, before_bytes: int | None) -> tuple[int | None, str]:
+    """The VRAM of the process tree rooted at `pid` and how it was attributed: NVML's
+    per-process figures, else the device's growth since `before_bytes` (read just before the
+    server started), else NVML's answer as it is (0: it lists no process; None: no NVML)
+    with no source."""
+    by_process = process_tree_vram_bytes(pid)
+    if by_process:
+        return by_process, BY_PROCESS
+    grown = vram_since(before_bytes)
+    if grown:
+        return grown, BY_DEVICE
+    return by_process, ""
+
+
+def read_for_tree(
+    pid: int, at: datetime, *, fallback_vram_bytes: int | None = None
+) -> GpuReading | None:
+    """One reading for the process tree rooted at `pid`; None without NVML. Where NVML lists
+    none of the tree's PIDs, its VRAM is `fallback_vram_bytes` (the device's growth over the
+    server's start, `vram_since`), else None."""
     nvml = _nvml()
     if nvml is None:
         return None
@@ -315,7 +339,7 @@ def read_for_tree(pid: int, at: datetime) -> GpuReading | None:
         at=at,
         power_watts=sum(powers) if powers else None,
         utilization_percent=sum(utils) / len(utils) if utils else None,
-        tree_vram_bytes=vram or None,
+        tree_vram_bytes=vram or fallback_vram_bytes,
         device_memory_used_bytes=sum(used) if used else None,
     )
 
@@ -323,6 +347,50 @@ def read_for_tree(pid: int, at: datetime) -> GpuReading | None:
 def nvml_available() -> bool:
     """Whether NVML answers (per-process VRAM, power): the GPU cost is measured only then."""
     return _nvml() is not None
+
+
+NVML_FIX = (
+    "install the NVML binding: pip install 'watchkeeper[gpu]' (nvidia-ml-py; `make venv` "
+    "installs it when nvidia-smi lists a GPU; offline: from the bundle, see the README's GPU "
+    "section)"
+)
+
+
+def nvml_problem() -> str | None:
+    """Why NVML does not answer on a host expected to have a GPU (None when it does): the
+    binding is missing (the `gpu` extra was not installed), or it is there but the driver's
+    library did not initialise or lists no device. Without NVML the VRAM, power and energy of
+    a GPU run are all 'n/a': the GPU path refuses up front instead of measuring without them."""
+    if _nvml() is not None:
+        return None
+    try:
+        importlib.import_module("pynvml")
+    except ImportError:
+        return "NVML's Python binding (nvidia-ml-py, the `gpu` extra) is not installed"
+    return "NVML is installed but did not initialise or lists no GPU (is the driver loaded?)"
+
+
+def require_nvml() -> None:
+    """Where a GPU is listed, NVML must answer: refused in one line with the fix (GpuError,
+    exit 2) before anything slow runs. A host that lists no GPU (a build box) passes."""
+    if not devices():
+        return
+    problem = nvml_problem()
+    if problem is not None:
+        raise GpuError(f"a GPU is listed but {problem}", hint=NVML_FIX)
+
+
+def vram_since(before_bytes: int | None) -> int | None:
+    """The device memory used now less `before_bytes` (read just before a server started):
+    what that server took, where NVML lists no process to attribute it by (a container's PID
+    namespace hides the process from NVML). None without a reading either side or when the
+    figure is not positive (another process freed memory meanwhile: no attribution)."""
+    if before_bytes is None:
+        return None
+    now = memory_used_bytes()
+    if now is None or now <= before_bytes:
+        return None
+    return now - before_bytes
 
 
 def parse_smi_trace(text: str) -> list[GpuReading]:

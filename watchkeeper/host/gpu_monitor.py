@@ -98,8 +98,14 @@ class LiveGpuMonitor:
             self._thread.join(timeout=5)
 
 
-def monitor_for(pid: int) -> LiveGpuMonitor | None:
-    """A started monitor of this process tree where NVML answers, else None."""
+def monitor_for(pid: int, fallback_vram_bytes: int | None = None) -> LiveGpuMonitor | None:
+    """A started monitor of this process tree where NVML answers, else None.
+    `fallback_vram_bytes`: the tree's VRAM where NVML lists none of its PIDs (the device's
+    growth over the server's start: `gpu.vram_since`)."""
     if not gpu.nvml_available():
         return None
-    return LiveGpuMonitor(pid).start()
+
+    def read(pid: int, at: datetime) -> GpuReading | None:
+        return gpu.read_for_tree(pid, at, fallback_vram_bytes=fallback_vram_bytes)
+
+    return LiveGpuMonitor(pid, read=read).start()

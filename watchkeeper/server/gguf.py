@@ -81,6 +81,30 @@ def _skip_value(stream: BinaryIO, kind: int) -> None:
         raise GgufError(f"unknown value type {kind}")
 
 
+_UINTS = {4: "<I", 5: "<i", 10: "<Q", 11: "<q"}
+
+
+def read_context_length(path: Path) -> int | None:
+    """The context the model was trained for (`<architecture>.context_length`; SmolLM2: 8192):
+    llama-server caps a slot's context at it whatever `--ctx-size` asks, so a fit check past
+    it measures the model, not the memory. None when the file does not say."""
+    with path.open("rb") as stream:
+        if _read(stream, 4) != _MAGIC:
+            raise GgufError(f"{path} is not a GGUF file")
+        if _u32(stream) < 2:
+            raise GgufError(f"{path}: GGUF version too old")
+        _u64(stream)
+        for _ in range(_u64(stream)):
+            key = _string(stream)
+            kind = _u32(stream)
+            parts = key.split(".")
+            if len(parts) == 2 and parts[1] == "context_length" and kind in _UINTS:
+                fmt = _UINTS[kind]
+                return int(struct.unpack(fmt, _read(stream, struct.calcsize(fmt)))[0])
+            _skip_value(stream, kind)
+    return None
+
+
 def read_weights(path: Path) -> GgufWeights:
     """The tensor table of a GGUF (v2 or v3) file: where each tensor's data starts."""
     size = path.stat().st_size

@@ -112,6 +112,16 @@ class RunningServer:
     """How the offload check saw this start (None for an external server)."""
     gpu: GpuMonitor | None = None
     """The GPU cost sampler of a CUDA build's process tree where NVML answers (else None)."""
+    vram_before_bytes: int | None = None
+    """The device memory in use just before this server started (a CUDA build): its VRAM is
+    what the device grew by where NVML lists none of its processes (`gpu.attribute_vram`)."""
+
+    def vram(self) -> tuple[int | None, str]:
+        """The VRAM of this server's processes now, and how it was attributed."""
+        pid = self.managed.info.pid if self.managed else None
+        if pid is None:
+            return None, ""
+        return gpu.attribute_vram(pid, self.vram_before_bytes)
 
     def stop_monitor(self) -> None:
         if self.gpu is not None:
@@ -144,13 +154,15 @@ def offload_evidence(prepared: PreparedProfile, running: RunningServer) -> Offlo
         except OSError:
             text = ""
     vram: int | None = None
+    source = ""
     weights: int | None = None
-    pid = running.managed.info.pid if running.managed else None
-    if prepared.cuda and prepared.wants_gpu() and pid is not None and prepared.model:
-        vram = gpu.process_tree_vram_bytes(pid)
+    if prepared.cuda and prepared.wants_gpu() and prepared.model:
+        vram, source = running.vram()
         paths = [prepared.model.path] + ([prepared.draft.path] if prepared.draft else [])
         weights = gpu_weights_bytes(paths)
-    return OffloadEvidence(report, prepared.devices, vram, weights, draft_loaded(text))
+    return OffloadEvidence(
+        report, prepared.devices, vram, weights, draft_loaded(text), vram_source=source
+    )
 
 
 def prepare(config: Config, name: str, *, progress: Progress = _quiet) -> PreparedProfile:
@@ -204,6 +216,7 @@ def start(config: Config, prepared: PreparedProfile, *, log_path: Path) -> Runni
     last_error: ServerError | None = None
     for _ in range(attempts):
         port = explicit or free_port()
+        before = gpu.memory_used_bytes() if prepared.cuda else None
         argv = prepared.args(port).argv
         server = ManagedServer(
             argv, port=port, log_path=log_path, startup_timeout_s=config.server.startup_timeout_s
@@ -217,7 +230,7 @@ def start(config: Config, prepared: PreparedProfile, *, log_path: Path) -> Runni
                 raise
             last_error = exc
             continue
-        running = RunningServer(server.info.base_url, argv, server)
+        running = RunningServer(server.info.base_url, argv, server, vram_before_bytes=before)
         try:
             verdict = verify_offload(
                 prepared.profile,
@@ -229,7 +242,8 @@ def start(config: Config, prepared: PreparedProfile, *, log_path: Path) -> Runni
             server.stop()
             raise
         pid = server.info.pid
-        monitor = monitor_for(pid) if prepared.cuda and pid is not None else None
+        fallback = gpu.vram_since(before) if prepared.cuda else None
+        monitor = monitor_for(pid, fallback) if prepared.cuda and pid is not None else None
         return replace(running, offload_verdict=verdict, gpu=monitor)
     assert last_error is not None
     raise last_error

@@ -85,6 +85,9 @@ class OffloadEvidence:
     """Bytes full offload puts on the GPU, target and draft together (GGUF tensor tables)."""
     draft_loaded: bool = False
     """The log's 'loading draft model' line (printed at the default verbosity)."""
+    vram_source: str = "NVML"
+    """How `vram_bytes` was attributed (`host/gpu.attribute_vram`): by process, or by the
+    device's growth over the start where NVML lists no process of the server."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,7 +183,9 @@ def verify_offload(
                 hint="not enough free VRAM? lower gpu_layers, ctx_size or the KV cache type",
             )
         return OffloadVerdict(
-            "full", f"server holds {_mib(vram)} of VRAM >= {_mib(weights)} of weights (NVML)"
+            "full",
+            f"server holds {_mib(vram)} of VRAM >= {_mib(weights)} of weights "
+            f"({evidence.vram_source or 'NVML'})",
         )
     device = evidence.devices[0].description if evidence.devices else "a GPU"
     why = (

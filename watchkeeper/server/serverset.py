@@ -52,6 +52,8 @@ class ServerSet(Mapping[str, RunningServer]):
         self._argvs: dict[str, tuple[str, ...]] = {}
         self._lives: dict[str, int] = {}
         """Per arm, processes started after its first (names its log: `<arm>-p<n>.log`)."""
+        self._offloads: dict[str, dict[str, str]] = {}
+        """Per arm, how the offload check saw its first start (managed arms that asked)."""
 
     def __enter__(self) -> ServerSet:
         try:
@@ -107,6 +109,7 @@ class ServerSet(Mapping[str, RunningServer]):
             verdict = self._servers[p.name].offload_verdict
             if lives is None and verdict is not None and verdict.seen != "none asked":
                 self._progress(f"{p.name}: {verdict.line()}")
+                self._offloads[p.name] = {"seen": verdict.seen, "detail": verdict.detail}
         self._argvs[p.name] = self._servers[p.name].argv
 
     def restart(self, arms: Collection[str] | None = None) -> None:
@@ -135,6 +138,12 @@ class ServerSet(Mapping[str, RunningServer]):
         with ExitStack() as all_of_them:
             for stack in stacks:
                 all_of_them.push(stack.__exit__)
+
+    def offloads(self) -> dict[str, dict[str, str]]:
+        """Each arm's offload verdict ({seen, detail}) where one was asked for: the result's
+        `extras["offload"]`, so the report and `gpu-check` say how each arm's offload was
+        verified, not only the progress stream."""
+        return dict(self._offloads)
 
     def argvs(self) -> dict[str, tuple[str, ...]]:
         """Each arm's command line (empty for an external server), as the report shows it."""
