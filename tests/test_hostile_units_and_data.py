@@ -1,0 +1,231 @@
+"""Hostile and careless input against the unit, the release commands and the data they touch
+(issue 56): every refusal is exit 2 with one error line (and a hint), no traceback, nothing
+written and nothing lost; what can be rendered safely is rendered so that systemd reads exactly
+the value given, proved with systemd's own parser."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from watchkeeper.cli.app import main
+from watchkeeper.config.service import ServiceConfig
+from watchkeeper.publish.deliverable import read_record
+from watchkeeper.publish.systemd import exec_argv
+
+ROOT = Path(__file__).resolve().parents[1]
+RECOMMENDATION = ROOT / "reports" / "speculative_recommendation.json"
+SYSTEMD = Path("/lib/systemd/systemd")
+
+
+def refused(capsys: pytest.CaptureFixture[str], code: int) -> str:
+    """Exit 2, one `error:` line and at most one `hint:` line, no traceback: the message."""
+    seen = capsys.readouterr()
+    text = seen.out + seen.err
+    lines = [line for line in text.splitlines() if line.strip()]
+    assert code == 2, text
+    assert "Traceback" not in text, text
+    assert lines[0].startswith("error:") and len(lines) <= 2, lines
+    assert all(line.startswith(("error:", "hint:")) for line in lines), lines
+    return lines[0]
+
+
+def executable(path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("#!/bin/sh\nexit 0\n")
+    path.chmod(0o755)
+    return path
+
+
+def tool(name: str) -> str:
+    found = shutil.which(name) or (f"/usr/bin/{name}" if Path(f"/usr/bin/{name}").exists() else "")
+    if not found:
+        pytest.fail(f"{name} is required: install Debian's `systemd` package")
+    return found
+
+
+def verify(unit: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [tool("systemd-analyze"), "verify", str(unit)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        cwd=unit.parent,
+    )
+
+
+@pytest.fixture
+def open_dir() -> Iterator[Path]:
+    """A folder the unprivileged user can read: `systemd --test` runs as nobody when the
+    suite runs as root (the system manager's test mode refuses to run beside no PID 1)."""
+    path = Path(tempfile.mkdtemp(prefix="wk-unit-", dir="/tmp"))
+    path.chmod(0o755)
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path)
+
+
+def parsed_unit(unit: Path, runtime: Path) -> dict[str, str]:
+    """What systemd itself parsed from `unit`: `systemd --test` loads it as the manager would
+    and dumps each setting ("Command Line:" is ExecStart's argv, quoted by systemd)."""
+    runtime.mkdir(mode=0o777, exist_ok=True)
+    runtime.chmod(0o777)
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "XDG_RUNTIME_DIR": str(runtime),
+        "HOME": str(runtime),
+        "SYSTEMD_UNIT_PATH": f"{unit.parent}:",
+    }
+    as_nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+    command = [*(as_nobody if os.geteuid() == 0 else []), str(SYSTEMD), "--test", "--user"]
+    done = subprocess.run(
+        [*command, f"--unit={unit.name}", "--log-target=console"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env=env,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    section = done.stdout.split(f"-> Unit {unit.name}:", 1)[1].split("-> Unit ", 1)[0]
+    settings: dict[str, str] = {}
+    for raw in section.splitlines():
+        key, sep, value = raw.strip().partition(": ")
+        if sep:
+            settings.setdefault(key, value)
+    return settings
+
+
+def systemd_words(line: str) -> list[str]:
+    """Split systemd's own quoting of a command line (double quotes, C escapes)."""
+    escapes = {"t": "\t", "n": "\n", "r": "\r", "a": "\a", "b": "\b", "f": "\f", "v": "\v"}
+    words: list[str] = []
+    i, word, quoted, started = 0, [], False, False
+    while i < len(line):
+        c = line[i]
+        if c == "\\":
+            nxt = line[i + 1]
+            if nxt in escapes:
+                word.append(escapes[nxt])
+                i += 2
+            elif nxt.isdigit():
+                word.append(chr(int(line[i + 1 : i + 4], 8)))
+                i += 4
+            elif nxt == "x":
+                word.append(chr(int(line[i + 2 : i + 4], 16)))
+                i += 4
+            else:
+                word.append(nxt)
+                i += 2
+            started = True
+            continue
+        if c == '"':
+            quoted, started = not quoted, True
+        elif c == " " and not quoted:
+            if started:
+                words.append("".join(word))
+            word, started = [], False
+        else:
+            word.append(c)
+            started = True
+        i += 1
+    if started:
+        words.append("".join(word))
+    return words
+
+
+# --- 1. units -------------------------------------------------------------------------------
+
+
+def test_a_path_with_a_space_and_a_percent_is_read_by_systemd_as_written(
+    open_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The binary and the models live under folders named like `opt 50%`: `systemd-analyze
+    verify` finds the binary (it checks that ExecStart's file is executable, so a misread path
+    fails), and systemd's own dump of the unit gives back exactly the argv and the paths."""
+    binary = executable(open_dir / "opt 50%" / "bin ;é %n" / "llama-server")
+    models = open_dir / "models 100% $HOME ;\\n \"q\" 'q'"
+    unit = open_dir / "llama-server-speculative.service"
+    args = ["unit", "--recommendation", str(RECOMMENDATION), "--output", str(unit)]
+    code = main([*args, "--binary", str(binary), "--model-dir", str(models), "--user", "svc"])
+    assert code == 0, capsys.readouterr()
+    done = verify(unit)
+    assert done.returncode == 0 and not (done.stdout + done.stderr).strip(), done.stderr
+    # A control: the same unit naming a binary that is not there fails verify.
+    wrong = open_dir / "wrong" / unit.name
+    wrong.parent.mkdir()
+    wrong.write_text(unit.read_text().replace('llama-server" ', 'llama-server-missing" ', 1))
+    assert verify(wrong).returncode != 0
+    service = ServiceConfig(binary=str(binary), model_dir=str(models), user="svc")
+    expected = exec_argv(read_record(RECOMMENDATION).chosen, service)
+    parsed = parsed_unit(unit, open_dir / "runtime")
+    # '$' stays doubled until the process starts, where systemd turns '$$' into '$'.
+    argv = [w.replace("$$", "$") for w in systemd_words(parsed["Command Line"])]
+    assert argv == expected
+    assert any("models 100% $HOME ;\\n \"q\" 'q'/" in a for a in argv)
+    assert parsed["ReadOnlyPaths"] == f"{binary.parent} {models}"
+    assert parsed["User"] == "svc"
+
+
+HOSTILE_UNIT = [
+    ("--user", "llama\nExecStartPre=/bin/touch /tmp/x"),
+    ("--user", "llama ExecStartPre=/bin/touch"),
+    ("--user", "root=1"),
+    ("--user", "%n"),
+    ("--user", ""),
+    ("--user", "-rf"),
+    ("--group", "ml\n[Service]"),
+    ("--group", "a b"),
+    ("--host", "127.0.0.1\nExecStartPost=/bin/sh"),
+    ("--host", "0.0.0.0 --api-key-file /etc/shadow"),
+    ("--host", "-h"),
+    ("--port", "0"),
+    ("--port", "70000"),
+    ("--binary", "/opt/llama\n/bin/llama-server"),
+    ("--binary", "relative/llama-server"),
+    ("--binary", "/opt/$HOME/llama-server"),
+    ("--binary", "/opt/../etc/llama-server"),
+    ("--binary", "/opt/it's/llama-server"),
+    ("--model-dir", "/srv/models\rExecStartPre=/bin/true"),
+    ("--docs-dir", "/usr/share/doc/\x00x"),
+    ("--reports-url", "https://user:secret@git.example.com/r"),
+    ("--reports-url", "javascript:alert(1)"),
+    ("--reports-url", "https://git.example.com/a b"),
+    ("--output", "llama.service\\"),
+]
+
+
+@pytest.mark.parametrize(("option", "value"), HOSTILE_UNIT)
+def test_a_hostile_unit_value_is_refused_and_nothing_is_written(
+    option: str, value: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "out" / "llama-server-speculative.service"
+    args = ["unit", "--recommendation", str(RECOMMENDATION)]
+    if option == "--output":
+        out = tmp_path / "out" / value
+        args += ["--output", str(out)]
+    else:
+        args += ["--output", str(out), f"{option}={value}"]
+    message = refused(capsys, main(args))
+    assert "service." in message or "--output" in message, message
+    assert not out.exists() and not out.parent.exists()
+
+
+def test_a_newline_in_the_config_file_user_is_refused_too(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "wk.toml"
+    config.write_text('[service]\nuser = "llama\\nExecStartPre=/bin/touch /tmp/x"\n')
+    out = tmp_path / "u.service"
+    args = ["unit", "--config", str(config), "--recommendation", str(RECOMMENDATION)]
+    message = refused(capsys, main([*args, "--output", str(out)]))
+    assert "service.user" in message and "control character" in message
+    assert not out.exists()
