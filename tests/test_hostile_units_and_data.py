@@ -13,11 +13,16 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from alembic.runtime.migration import MigrationContext
+from sqlalchemy import inspect, text
 
 from watchkeeper.cli.app import main
 from watchkeeper.config.service import ServiceConfig
 from watchkeeper.publish.deliverable import read_record
 from watchkeeper.publish.systemd import exec_argv
+from watchkeeper.store.db import head_revision, make_engine, open_database, upgrade
+from watchkeeper.store.repository import Repository
+from watchkeeper.store.schema import ServerBuild
 
 ROOT = Path(__file__).resolve().parents[1]
 RECOMMENDATION = ROOT / "reports" / "speculative_recommendation.json"
@@ -229,3 +234,94 @@ def test_a_newline_in_the_config_file_user_is_refused_too(
     message = refused(capsys, main([*args, "--output", str(out)]))
     assert "service.user" in message and "control character" in message
     assert not out.exists()
+
+
+# --- 3. destructive operations: db downgrade ------------------------------------------------
+
+MIDDLE = "0008_racing"
+
+INJECT = {
+    "sqlite": [
+        "CREATE TRIGGER wk_inject BEFORE UPDATE ON alembic_version "
+        "WHEN NEW.version_num LIKE '0010%' BEGIN SELECT RAISE(ABORT, 'injected failure'); END"
+    ],
+    "postgresql": [
+        "CREATE FUNCTION wk_inject() RETURNS trigger AS $$ BEGIN "
+        "IF NEW.version_num LIKE '0010%' THEN RAISE EXCEPTION 'injected failure'; END IF; "
+        "RETURN NEW; END $$ LANGUAGE plpgsql",
+        "CREATE TRIGGER wk_inject BEFORE UPDATE ON alembic_version "
+        "FOR EACH ROW EXECUTE FUNCTION wk_inject()",
+    ],
+}
+UNINJECT = {
+    "sqlite": ["DROP TRIGGER wk_inject"],
+    "postgresql": ["DROP TRIGGER wk_inject ON alembic_version", "DROP FUNCTION wk_inject()"],
+}
+
+
+def schema_of(url: str) -> tuple[str | None, set[str]]:
+    """The version table's revision and the tables present (APScheduler's aside)."""
+    engine = make_engine(url)
+    try:
+        with engine.connect() as conn:
+            revision = MigrationContext.configure(conn).get_current_revision()
+            names = {n for n in inspect(conn).get_table_names() if not n.startswith("apsch")}
+        return revision, names - {"alembic_version"}
+    finally:
+        engine.dispose()
+
+
+def execute(url: str, statements: list[str]) -> None:
+    engine = make_engine(url)
+    try:
+        with engine.begin() as conn:
+            for statement in statements:
+                conn.execute(text(statement))
+    finally:
+        engine.dispose()
+
+
+def test_a_downgrade_failing_halfway_leaves_a_consistent_database_and_upgrade_restores_it(
+    db_url: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """SQLite and Postgres: a trigger on the version table fails the third of four downgrade
+    steps (two tables already dropped); the database stays at head with every table, the
+    row in it kept. Then the downgrade runs, and `db upgrade` brings everything back."""
+    monkeypatch.setenv("WATCHKEEPER_DATABASE_URL", db_url)
+    twin = f"sqlite:///{tmp_path / 'middle.db'}"  # what MIDDLE's schema holds, built afresh
+    upgrade(twin, MIDDLE)
+    middle_tables = schema_of(twin)[1]
+    head = head_revision(db_url)
+    with open_database(db_url) as db:
+        Repository(db).ensure_build(None, external_url="http://127.0.0.1:1")
+    at_head = schema_of(db_url)
+    assert at_head[0] == head and middle_tables < at_head[1]
+
+    with pytest.raises(SystemExit) as exited:  # no default: argparse asks for the target
+        main(["db", "downgrade"])
+    assert exited.value.code == 2
+    capsys.readouterr()
+    message = refused(capsys, main(["db", "downgrade", "base"]))
+    assert "drops every table" in message and "server_build" in message
+    assert refused(capsys, main(["db", "downgrade", "0099_nope"])).endswith("'0099_nope'")
+    assert "not below it" in refused(capsys, main(["db", "downgrade", head]))
+    assert schema_of(db_url) == at_head
+
+    dialect = make_engine(db_url).dialect.name
+    execute(db_url, INJECT[dialect])
+    message = refused(capsys, main(["db", "downgrade", MIDDLE]))
+    assert "injected failure" in message and f"is at {head}" in message, message
+    assert schema_of(db_url) == at_head  # version and tables agree: nothing half-dropped
+    execute(db_url, UNINJECT[dialect])
+
+    assert main(["db", "downgrade", MIDDLE]) == 0
+    assert schema_of(db_url) == (MIDDLE, middle_tables)
+    assert main(["db", "upgrade"]) == 0
+    assert schema_of(db_url) == at_head
+    with open_database(db_url) as db, db.session() as session:
+        assert session.query(ServerBuild).count() == 1  # the row came through both ways
+    assert main(["db", "downgrade", "base", "--yes-drop-everything"]) == 0
+    assert schema_of(db_url) == (None, set())

@@ -10,15 +10,13 @@ from watchkeeper.config import Config
 
 
 def cmd_db(args: argparse.Namespace, config: Config) -> int:
-    from watchkeeper.store.db import downgrade, masked, upgrade
+    from watchkeeper.commands.database import downgrade_command, upgrade_command
 
-    url = config.database.resolved_url()
     if args.db_command == "upgrade":
-        upgrade(url, args.revision)
-        out.print(f"database {masked(url)} upgraded to {args.revision}")
+        out.print(upgrade_command(config, args.revision))
     else:
-        downgrade(url, args.revision)
-        out.print(f"database {masked(url)} downgraded to {args.revision}")
+        done = downgrade_command(config, args.revision, drop_everything=args.yes_drop_everything)
+        out.print(f"database {done.url} downgraded from {done.before} to {done.after}")
     return 0
 
 
@@ -29,6 +27,17 @@ def register(sub: Any) -> None:
     dbsub = p.add_subparsers(dest="db_command", required=True, metavar="ACTION")
     up = dbsub.add_parser("upgrade", help="migrate to a revision (default: head)")
     up.add_argument("revision", nargs="?", default="head")
-    down = dbsub.add_parser("downgrade", help="migrate down to a revision (default: base)")
-    down.add_argument("revision", nargs="?", default="base")
+    down = dbsub.add_parser(
+        "downgrade",
+        help="migrate down to REVISION (required; one transaction)",
+        description="Migrate down to an explicit revision, in one transaction: a failing step "
+        "leaves the database at the revision it was at. `base` drops every table; on a "
+        "database holding rows it needs --yes-drop-everything.",
+    )
+    down.add_argument("revision", help="the revision to go down to (an id, or base)")
+    down.add_argument(
+        "--yes-drop-everything",
+        action="store_true",
+        help="confirm that `base` drops every table and the rows in them",
+    )
     p.set_defaults(handler=cmd_db)
