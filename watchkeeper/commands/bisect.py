@@ -18,7 +18,12 @@ from pathlib import Path
 from typing import Any
 
 from watchkeeper.analysis.stats import Pair
-from watchkeeper.campaign.release_runs import MeasureSettings, ReleaseBuilds, paired_pairs
+from watchkeeper.campaign.release_runs import (
+    MeasureSettings,
+    ReleaseBuilds,
+    paired_pairs,
+    refuse_pinned_server,
+)
 from watchkeeper.config import Config
 from watchkeeper.config.paths import data_dir
 from watchkeeper.errors import ConfigError, WatchkeeperError
@@ -196,6 +201,7 @@ def bisect_command(
     """``finding``: the regression finding whose issue gets the result (default: every open
     one whose releases bracket the range); ``record_findings``: findings written into the
     state file before anything is built (the daemon's once-per-finding record)."""
+    refuse_pinned_server("bisect")  # before anything is listed, built or measured
     get_profile(config, profile)  # an unknown profile fails before any build
     if finding is not None:  # so does an unknown --finding
         with open_database(config.database.resolved_url(), given=database) as db:

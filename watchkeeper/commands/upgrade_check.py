@@ -24,6 +24,7 @@ from watchkeeper.campaign.release_runs import (
     MeasureSettings,
     ReleaseBuilds,
     paired_pairs,
+    refuse_pinned_server,
     release_arm,
     release_server,
 )
@@ -310,6 +311,7 @@ def upgrade_check_command(
 ) -> UpgradeCheck:
     """`commit`/`push`: the report goes to the reports repository like the digest (the
     report file is written first, so a failed push loses nothing)."""
+    refuse_pinned_server("upgrade-check")  # before anything is listed, built or measured
     if to == "latest":
         candidate = releases.latest(
             versions or releases.available(config.server.package_index, sdists)
