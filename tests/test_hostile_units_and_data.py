@@ -384,3 +384,58 @@ def test_a_configured_binary_is_said_to_be_unused_for_releases(tmp_path: Path) -
         "server.binary / server.external_url are not used for releases: each release runs "
         "its own build"
     ]
+
+
+# --- 3. outputs never overwrite inputs --------------------------------------------------------
+
+TRACE = '{"prompt": "Write a haiku about tides.", "max_tokens": 32, "arrival_s": 0.5}\n'
+
+
+@pytest.mark.parametrize("link", ["same", "symlink", "hardlink", "dotted"])
+def test_import_tasks_refuses_an_output_that_is_its_input(
+    link: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    trace = tmp_path / "trace.jsonl"
+    trace.write_text(TRACE)
+    out = {
+        "same": trace,
+        "symlink": tmp_path / "link.jsonl",
+        "hardlink": tmp_path / "hard.jsonl",
+        "dotted": tmp_path / "sub" / ".." / "trace.jsonl",
+    }[link]
+    if link == "symlink":
+        out.symlink_to(trace)
+    elif link == "hardlink":
+        os.link(trace, out)
+    elif link == "dotted":
+        (tmp_path / "sub").mkdir()
+    args = ["import-tasks", str(trace), "--format", "trace", "--out", str(out)]
+    assert "is the file being imported" in refused(capsys, main(args))
+    assert trace.read_text() == TRACE
+
+
+def test_import_tasks_writes_all_or_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A source that fails halfway (a bad fifth line) leaves the old task set as it was and
+    no temporary file; a good one replaces it whole."""
+    out = tmp_path / "tasks.jsonl"
+    out.write_text("the old task set\n")
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(TRACE * 4 + "{not json\n")
+    args = ["import-tasks", str(bad), "--format", "trace", "--out", str(out)]
+    assert "invalid JSON" in refused(capsys, main(args))
+    assert out.read_text() == "the old task set\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.jsonl", "tasks.jsonl"]
+    good = tmp_path / "good.jsonl"
+    good.write_text(TRACE * 3)
+    assert main(["import-tasks", str(good), "--format", "trace", "--out", str(out)]) == 0
+    assert len(out.read_text().splitlines()) == 3
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.jsonl", "good.jsonl", "tasks.jsonl"]
+    capsys.readouterr()
+    missing = tmp_path / "nowhere" / "tasks.jsonl"
+    args = ["import-tasks", str(good), "--format", "trace", "--out", str(missing)]
+    assert "does not exist" in refused(capsys, main(args))
+    assert "is a folder" in refused(
+        capsys, main(["import-tasks", str(good), "--format", "trace", "--out", str(tmp_path)])
+    )
