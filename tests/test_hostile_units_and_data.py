@@ -15,13 +15,17 @@ from pathlib import Path
 import pytest
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import inspect, text
+from support.native import fake_build
 
 from watchkeeper.campaign.release_runs import ReleaseBuilds
 from watchkeeper.cli.app import main
 from watchkeeper.config import Config, ServerConfig
 from watchkeeper.config.service import ServiceConfig
+from watchkeeper.errors import InstallError
+from watchkeeper.nightly.reference import snapshot_binary
 from watchkeeper.publish.deliverable import read_record
 from watchkeeper.publish.systemd import exec_argv
+from watchkeeper.server.binary import ServerBinary
 from watchkeeper.store.db import head_revision, make_engine, open_database, upgrade
 from watchkeeper.store.repository import Repository
 from watchkeeper.store.schema import ServerBuild
@@ -439,3 +443,39 @@ def test_import_tasks_writes_all_or_nothing(
     assert "is a folder" in refused(
         capsys, main(["import-tasks", str(good), "--format", "trace", "--out", str(tmp_path)])
     )
+
+
+# --- 3. snapshots copy what they need ---------------------------------------------------------
+
+
+def test_a_reference_snapshot_copies_the_binary_and_its_libraries_not_the_folder(
+    tmp_path: Path,
+) -> None:
+    """llama-server installed in a shared folder (like /usr/local/bin): the snapshot holds the
+    server and the library of its build it loads, nothing else of the folder, and it still
+    starts after the original library is gone."""
+    shared = tmp_path / "usr-local" / "bin"
+    server = fake_build(shared, "7")
+    executable(shared / "llama-cli")
+    (shared / "python3").write_bytes(b"\x7fELF other tool")
+    (shared / "tools").mkdir()
+    (shared / "tools" / "big.bin").write_bytes(b"0" * 4096)
+    root = tmp_path / "snapshots"
+    pinned = snapshot_binary(ServerBinary(server, "v", "cpu", "c" * 64), root)
+    assert sorted(p.name for p in pinned.parent.iterdir()) == ["libggml-base.so.0", "llama-server"]
+    (shared / "libggml-base.so.0").unlink()
+    done = subprocess.run([str(pinned), "--version"], capture_output=True, text=True, check=False)
+    assert done.returncode == 0 and done.stdout == "version: 7 (fake)\n"
+
+
+def test_a_snapshot_that_cannot_start_is_refused_and_nothing_is_kept(tmp_path: Path) -> None:
+    broken = tmp_path / "bin" / "llama-server"
+    broken.parent.mkdir()
+    broken.write_text("#!/bin/sh\necho 'error while loading shared libraries' >&2\nexit 127\n")
+    broken.chmod(0o755)
+    root = tmp_path / "snapshots"
+    with pytest.raises(InstallError) as caught:
+        snapshot_binary(ServerBinary(broken, "v", "cpu", "b" * 64), root)
+    assert "does not start (exit 127: error while loading shared libraries)" in str(caught.value)
+    assert "\n" not in caught.value.message and caught.value.hint
+    assert list((root / "binaries").iterdir()) == []
