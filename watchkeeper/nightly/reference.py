@@ -7,7 +7,8 @@ night is an A/A night, a live measurement of the detector's false alarms.
 
 The reference's binary (with the shared libraries of its build that it loads) and model files
 are kept in the cache by content hash, so a rebuild or an upgrade never destroys what the
-reference runs. Models are hard-linked where the file system allows it (a 1 GB model costs nothing twice).
+reference runs. Models are hard-linked where the file system allows it (a 1 GB model costs
+nothing twice).
 """
 
 from __future__ import annotations
@@ -15,15 +16,14 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 import shutil
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
 from watchkeeper.config import ProfileConfig
 from watchkeeper.errors import ConfigError, InstallError
 from watchkeeper.server.binary import ServerBinary
+from watchkeeper.server.install import needed_files, starts
 from watchkeeper.server.launch import PreparedProfile
 from watchkeeper.server.models import ModelFile
 
@@ -83,64 +83,6 @@ def _link_or_copy(source: Path, target: Path) -> None:
     except OSError:
         shutil.copy2(source, partial)
     os.replace(partial, target)
-
-
-OWN_LIBRARY = re.compile(r"lib(ggml|llama|mtmd)[\w.+-]*\.so(\.[\d.]+)?")
-"""llama.cpp's own shared libraries (an installed build keeps them in /usr/local/lib)."""
-BACKEND = re.compile(r"libggml-[\w.+-]+\.so")
-"""ggml's backends, loaded with dlopen from the binary's folder (GGML_BACKEND_DL builds):
-`ldd` does not list them."""
-_LDD_LINE = re.compile(r"^\s*(\S+)\s+=>\s+(/\S.*?)\s+\(0x[0-9a-f]+\)\s*$")
-
-
-def needed_files(binary: Path) -> list[Path]:
-    """The binary and the shared libraries it loads from its build: those `ldd` resolves in
-    the binary's folder (searched first, as the server is started) or that are llama.cpp's
-    own, plus the ggml backends beside it; never the system's libraries, nor whatever else
-    shares the folder (with /usr/local/bin/llama-server, that is all of /usr/local/bin)."""
-    folder = binary.parent
-    env = {**os.environ, "LD_LIBRARY_PATH": str(folder)}
-    try:
-        done = subprocess.run(
-            ["ldd", str(binary)], capture_output=True, text=True, timeout=30, check=False, env=env
-        )
-        lines = done.stdout.splitlines() if done.returncode == 0 else []
-    except (OSError, subprocess.TimeoutExpired):
-        lines = []  # no ldd: the binary alone (the start check below says if it runs)
-    found: dict[str, Path] = {}
-    for line in lines:
-        match = _LDD_LINE.match(line)
-        if match is None:
-            continue
-        name, path = match.group(1), Path(match.group(2))
-        if path.parent.resolve() == folder.resolve() or OWN_LIBRARY.fullmatch(name):
-            found[name] = path
-    loaded = {p.resolve() for p in found.values()}
-    for backend in sorted(folder.glob("libggml-*.so")):
-        if BACKEND.fullmatch(backend.name) and backend.resolve() not in loaded:
-            found.setdefault(backend.name, backend)
-    return [binary, *found.values()]
-
-
-def starts(binary: Path) -> str | None:
-    """None when `binary --version` runs from its own folder's libraries, else why not."""
-    env = {**os.environ, "LD_LIBRARY_PATH": str(binary.parent)}
-    try:
-        done = subprocess.run(
-            [str(binary), "--version"],
-            capture_output=True,
-            text=True,
-            timeout=30,
-            check=False,
-            env=env,
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return str(exc)
-    text = (done.stdout + done.stderr).strip()
-    if done.returncode != 0 or not any(ln.startswith("version") for ln in text.splitlines()):
-        last = text.splitlines()[-1] if text else "no output"
-        return f"exit {done.returncode}: {last[:200]}"
-    return None
 
 
 def snapshot_binary(binary: ServerBinary, root: Path) -> Path:
