@@ -5,6 +5,7 @@ the value given, proved with systemd's own parser."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -479,3 +480,54 @@ def test_a_snapshot_that_cannot_start_is_refused_and_nothing_is_kept(tmp_path: P
     assert "does not start (exit 127: error while loading shared libraries)" in str(caught.value)
     assert "\n" not in caught.value.message and caught.value.hint
     assert list((root / "binaries").iterdir()) == []
+
+
+HOSTILE_RECORD = [
+    ("chosen.name", "qwen\n[Service]\nExecStartPre=/bin/touch /tmp/x"),
+    ("headline", "fast\nExecStartPre=/bin/touch /tmp/x"),
+    ("hardware", "GPU" + " x\\" * 60),
+    ("build", "b1\x00ExecStartPre=/bin/true"),
+]
+
+
+@pytest.mark.parametrize(("field", "value"), HOSTILE_RECORD)
+def test_a_hostile_recommendation_record_cannot_reach_the_unit(
+    field: str, value: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The record is a file too: a newline, a NUL or a line-continuing backslash in any of
+    its texts is refused (the rendered unit must hold the template's directives only)."""
+    record = json.loads(RECOMMENDATION.read_text())
+    if field == "chosen.name":
+        record["chosen"]["name"] = value
+    else:
+        record[field] = value
+    source = tmp_path / "rec.json"
+    source.write_text(json.dumps(record))
+    out = tmp_path / "out" / "u.service"
+    args = ["unit", "--recommendation", str(source), "--output", str(out)]
+    assert refused(capsys, main(args)).startswith("error: unit:")
+    assert not out.parent.exists()
+
+
+def test_odd_but_harmless_record_texts_are_rendered_faithfully(
+    open_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A '%' in the profile's name and a space in the report's name: Description= and
+    Documentation= read back as written (percent-encoded URL), verify clean."""
+    record = json.loads(RECOMMENDATION.read_text())
+    record["chosen"]["name"] = "qwen 100%n"
+    record["report"] = "speculative benchmark %i.md"
+    source = open_dir / "rec.json"
+    source.write_text(json.dumps(record))
+    binary = executable(open_dir / "bin" / "llama-server")
+    unit = open_dir / "odd.service"
+    args = ["unit", "--recommendation", str(source), "--output", str(unit)]
+    assert main([*args, "--binary", str(binary), "--docs-dir", "/usr/share/doc/a b"]) == 0
+    capsys.readouterr()
+    done = verify(unit)
+    assert done.returncode == 0 and not (done.stdout + done.stderr).strip(), done.stderr
+    parsed = parsed_unit(unit, open_dir / "runtime")
+    assert parsed["Description"].startswith("llama-server, profile qwen 100%n (")
+    assert parsed["Documentation"] == (
+        "file:///usr/share/doc/a%20b/speculative%20benchmark%20%25i.md"
+    )
