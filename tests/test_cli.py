@@ -16,7 +16,7 @@ from sqlalchemy import inspect
 from watchkeeper.cli.app import build_parser, main
 from watchkeeper.server.install import ServerBinary
 from watchkeeper.server.models import ModelFile
-from watchkeeper.store.db import make_engine
+from watchkeeper.store.db import head_revision, make_engine
 
 
 def test_help_lists_every_command(capsys: pytest.CaptureFixture[str]) -> None:
@@ -50,7 +50,7 @@ def test_db_upgrade_and_downgrade_from_the_cli(
     assert main(["db", "downgrade", "base"]) == 0
     assert "request_sample" not in inspect(engine).get_table_names()
     engine.dispose()
-    assert "downgraded to base" in capsys.readouterr().out
+    assert f"downgraded from {head_revision(sqlite_url)} to base" in capsys.readouterr().out
 
 
 def test_database_down_is_one_line_without_the_password(

@@ -3,8 +3,11 @@ reference a nightly regression was measured against. No server: files and a SQLi
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 from pathlib import Path
 
+from support.native import fake_build
 from support.references import pin_reference
 
 from watchkeeper.nightly.findings import set_status
@@ -25,18 +28,18 @@ def test_a_rebuild_does_not_touch_the_snapshot_and_pruning_keeps_what_is_referen
     tmp_path: Path,
 ) -> None:
     build = tmp_path / "build" / "bin"
-    build.mkdir(parents=True)
-    (build / "llama-server").write_bytes(b"old binary")
-    (build / "libggml.so").write_bytes(b"old lib")
+    old = fake_build(build, "old")
+    old_bytes = old.read_bytes()
     model_file = tmp_path / "model.gguf"
     model_file.write_bytes(b"weights")
     root = tmp_path / "snapshots"
-    binary = snapshot_binary(ServerBinary(build / "llama-server", "v", "cpu", "a" * 64), root)
+    binary = snapshot_binary(ServerBinary(old, "v", "cpu", "a" * 64), root)
     model = snapshot_model(ModelFile("m", model_file, "d" * 64, 7), root)
-    (build / "llama-server").write_bytes(b"new binary")  # a rebuild replaces the build
-    (build / "libggml.so").unlink()
-    assert binary.read_bytes() == b"old binary"
-    assert (binary.parent / "libggml.so").read_bytes() == b"old lib"
+    shutil.rmtree(build)
+    fake_build(build, "new")  # a rebuild replaces the build
+    assert binary.read_bytes() == old_bytes
+    done = subprocess.run([str(binary), "--version"], capture_output=True, text=True, check=True)
+    assert done.stdout == "version: old (fake)\n"  # its own library, not the rebuild's
     assert model.read_bytes() == b"weights"
     snapshot_binary(ServerBinary(build / "llama-server", "v2", "cpu", "e" * 64), root)
     removed = prune_snapshots(root, {"a" * 64, "d" * 64})

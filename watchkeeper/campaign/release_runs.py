@@ -11,8 +11,9 @@ feed `analysis.stats.paired_speedup` like the nightly's ratio.
 
 from __future__ import annotations
 
+import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import cast
@@ -59,6 +60,26 @@ def settings_from(
     )
 
 
+PINNING_ENV = ("WATCHKEEPER_SERVER_BINARY", "WATCHKEEPER_SERVER_URL")
+"""Environment overrides that win over every server setting (`ServerConfig.resolved_binary`,
+`resolved_external_url`): under them, each "release" would be the same binary or server."""
+
+
+def refuse_pinned_server(command: str, environ: Mapping[str, str] | None = None) -> None:
+    """A command that compares llama.cpp releases refuses to start under an override that
+    pins the server: it would log "building 1.0.0 ... building 3.0.0", run one binary for
+    each, and give a verdict about releases that never ran."""
+    env = os.environ if environ is None else environ
+    pinned = [name for name in PINNING_ENV if env.get(name)]
+    if pinned:
+        raise ConfigError(
+            f"{command} compares llama.cpp releases, each built from its own source, but "
+            f"{' and '.join(pinned)} pins every release to one server",
+            hint=f"unset {' '.join(pinned)} for this command (server.binary and "
+            "server.external_url in the config are not used by it)",
+        )
+
+
 def release_server(config: Config, version: str, sdists: Path | None = None) -> ServerConfig:
     """The server settings that build `version` (from `sdists` when given), never a
     configured binary or external server."""
@@ -76,11 +97,17 @@ class ReleaseBuilds:
     def __init__(
         self, config: Config, *, sdists: Path | None, jobs: int | None, progress: Progress
     ) -> None:
+        refuse_pinned_server("a release build")
         self._config = config
         self._sdists = sdists
         self._jobs = jobs
         self._progress = progress
         self.binaries: dict[str, ServerBinary] = {}
+        if config.server.binary or config.server.external_url:
+            progress(
+                "server.binary / server.external_url are not used for releases: each release "
+                "runs its own build"
+            )
 
     def __call__(self, version: str) -> Built:
         server = release_server(self._config, version, self._sdists)
@@ -90,6 +117,12 @@ class ReleaseBuilds:
             self._progress(f"building llama.cpp {version} ({tag(version)})")
         binary = cached or ensure_binary(server, progress=self._progress, jobs=self._jobs)
         seconds = None if cached is not None else round(time.monotonic() - started, 1)
+        twin = next((v for v, b in self.binaries.items() if b.path == binary.path), None)
+        if twin is not None and twin != version:
+            raise ConfigError(
+                f"releases {twin} and {version} resolve to the same binary {binary.path}",
+                hint="each release must be its own build; check the build cache and sdists",
+            )
         self.binaries[version] = binary
         return Built(version, str(binary.path), binary.sha256, seconds, binary.identity)
 

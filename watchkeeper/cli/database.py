@@ -10,10 +10,13 @@ from watchkeeper.config import Config
 
 
 def cmd_db(args: argparse.Namespace, config: Config) -> int:
-    from watchkeeper.commands.database import migrate
+    from watchkeeper.commands.database import downgrade_command, upgrade_command
 
-    shown = migrate(config, direction=args.db_command, revision=args.revision)
-    out.print(f"database {shown} {args.db_command}d to {args.revision}")
+    if args.db_command == "upgrade":
+        out.print(upgrade_command(config, args.revision))
+    else:
+        done = downgrade_command(config, args.revision, drop_everything=args.yes_drop_everything)
+        out.print(f"database {done.url} downgraded from {done.before} to {done.after}")
     return 0
 
 
@@ -24,6 +27,17 @@ def register(sub: Any) -> None:
     dbsub = p.add_subparsers(dest="db_command", required=True, metavar="ACTION")
     up = dbsub.add_parser("upgrade", help="migrate to a revision (default: head)")
     up.add_argument("revision", nargs="?", default="head")
-    down = dbsub.add_parser("downgrade", help="migrate down to a revision (default: base)")
-    down.add_argument("revision", nargs="?", default="base")
+    down = dbsub.add_parser(
+        "downgrade",
+        help="migrate down to REVISION (required; one transaction)",
+        description="Migrate down to an explicit revision, in one transaction: a failing step "
+        "leaves the database at the revision it was at. `base` drops every table; on a "
+        "database holding rows it needs --yes-drop-everything.",
+    )
+    down.add_argument("revision", help="the revision to go down to (an id, or base)")
+    down.add_argument(
+        "--yes-drop-everything",
+        action="store_true",
+        help="confirm that `base` drops every table and the rows in them",
+    )
     p.set_defaults(handler=cmd_db)

@@ -161,18 +161,11 @@ def _bench_ladder(args: argparse.Namespace, config: Config, shape: Any) -> int:
 
 
 def cmd_import_tasks(args: argparse.Namespace, config: Config) -> int:
-    from watchkeeper.load.traffic import (
-        category_counts,
-        import_sharegpt,
-        load_trace,
-        taskset_lines,
-    )
+    from watchkeeper.commands.import_tasks import import_tasks_command
 
-    source = Path(args.source)
-    tasks = import_sharegpt(source) if args.format == "sharegpt" else load_trace(source)[0]
-    Path(args.out).write_text(taskset_lines(tasks), encoding="utf-8")
-    counts = ", ".join(f"{k} {v}" for k, v in category_counts(tasks).items())
-    out.print(f"{len(tasks)} tasks ({counts}) written to {args.out}")
+    done = import_tasks_command(Path(args.source), Path(args.out), fmt=args.format)
+    counts = ", ".join(f"{k} {v}" for k, v in done.categories.items())
+    out.print(f"{done.tasks} tasks ({counts}) written to {done.out}")
     return 0
 
 

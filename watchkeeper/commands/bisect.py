@@ -23,6 +23,7 @@ from watchkeeper.campaign.release_runs import (
     MeasureSettings,
     ReleaseBuilds,
     paired_pairs,
+    refuse_pinned_server,
     settings_from,
 )
 from watchkeeper.config import Config
@@ -206,6 +207,7 @@ def bisect_command(
     state file before anything is built (the daemon's once-per-finding record). ``profile``
     None: the first of `[nightly] profiles`; ``settings`` None: the nightly's, with
     ``per_category`` and ``max_tokens`` where given."""
+    refuse_pinned_server("bisect")  # before anything is listed, built or measured
     if profile is None:
         if not config.nightly.profiles:
             raise no_profiles("[nightly] profiles", config, flag="--profile P")

@@ -1,18 +1,22 @@
-"""`watchkeeper db upgrade|downgrade`: Alembic migrations by hand (a new database migrates
-itself when it is first opened)."""
+"""`db upgrade` and `db downgrade`: the CLI's migrations, through the store's guards."""
 
 from __future__ import annotations
 
 from watchkeeper.config import Config
-from watchkeeper.store.db import downgrade, masked, upgrade
+from watchkeeper.store.db import masked, upgrade
+from watchkeeper.store.downgrade import Downgraded, guarded_downgrade
 
 
-def migrate(config: Config, *, direction: str, revision: str) -> str:
-    """Migrate the configured database up or down to `revision`; returns its URL as it may be
-    printed (password masked)."""
+def upgrade_command(config: Config, revision: str) -> str:
+    """Migrate up (one transaction); the line to print."""
     url = config.database.resolved_url()
-    if direction == "upgrade":
-        upgrade(url, revision)
-    else:
-        downgrade(url, revision)
-    return masked(url)
+    upgrade(url, revision)
+    return f"database {masked(url)} upgraded to {revision}"
+
+
+def downgrade_command(config: Config, revision: str, *, drop_everything: bool) -> Downgraded:
+    """Migrate down to an explicit revision; `base` on a database holding rows only with
+    `drop_everything` (`--yes-drop-everything`)."""
+    return guarded_downgrade(
+        config.database.resolved_url(), revision, drop_everything=drop_everything
+    )

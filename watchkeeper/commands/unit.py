@@ -63,6 +63,14 @@ def unit_command(
     source = recommendation or config.bench.resolved_reports_dir() / RECORD_NAME
     record = read_record(source)
     service = service_settings(config, overrides or {})
+    if output is not None and (
+        output.name.endswith("\\") or any(ord(c) < 0x20 or ord(c) == 0x7F for c in str(output))
+    ):
+        raise ConfigError(
+            f"--output {str(output)!r}: a unit's file name is written into its header comment, "
+            "so it holds no control character and does not end in a backslash",
+            hint="name it like llama-server-speculative.service",
+        )
     text = render_unit(record, service, filename=output.name if output else UNIT_NAME)
     if output is not None:
         write_service(output, text)

@@ -24,6 +24,7 @@ from watchkeeper.campaign.release_runs import (
     MeasureSettings,
     ReleaseBuilds,
     paired_pairs,
+    refuse_pinned_server,
     release_arm,
     release_server,
     settings_from,
@@ -314,6 +315,7 @@ def upgrade_check_command(
     """`commit`/`push`: the report goes to the reports repository like the digest (the
     report file is written first, so a failed push loses nothing). ``settings`` None: the
     nightly's, with ``per_category`` and ``max_tokens`` where given."""
+    refuse_pinned_server("upgrade-check")  # before anything is listed, built or measured
     if settings is None:
         settings = settings_from(config, per_category=per_category, max_tokens=max_tokens)
     if to == "latest":

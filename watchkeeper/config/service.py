@@ -8,11 +8,31 @@ recommendation gives a unit for every host, user and port.
 
 from __future__ import annotations
 
+import ipaddress
+import re
 from typing import Annotated, Literal
+from urllib.parse import urlsplit
 
-from pydantic import Field, field_validator
+from pydantic import Field, ValidationInfo, field_validator
 
 from watchkeeper.config.base import Strict
+
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,31}|[0-9]{1,10}")
+"""A user or group name as systemd's relaxed check and useradd agree on (or a numeric id):
+no whitespace, '=', quotes, '%' or control characters that could end the line or the value."""
+_LABEL = re.compile(r"[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?")
+
+
+def _printable(value: str) -> str:
+    """Refuse what no unit line can carry: control characters (a newline starts a new
+    directive) and text that is not UTF-8 (a unit file is)."""
+    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in value):
+        raise ValueError("must not contain a newline or other control character")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError("must be valid UTF-8") from None
+    return value
 
 
 class ServiceConfig(Strict):
@@ -38,9 +58,64 @@ class ServiceConfig(Strict):
     @field_validator("binary", "model_dir", "docs_dir")
     @classmethod
     def _absolute(cls, value: str) -> str:
+        _printable(value)
         if not value.startswith("/"):
             raise ValueError("must be an absolute path (systemd runs the unit from /)")
+        if any(part in (".", "..") for part in value.split("/")):
+            raise ValueError("must be a normalised path (no '.' or '..': systemd refuses them)")
         return value.rstrip("/") or "/"
+
+    @field_validator("binary")
+    @classmethod
+    def _executable_name(cls, value: str) -> str:
+        """systemd refuses an executable whose name holds a quote or a backslash ("special
+        characters"), and reads its path without expanding '$$': no spelling names it."""
+        if any(c in value for c in "$\"'\\"):
+            raise ValueError(
+                "must not contain '$', quotes or backslashes (systemd cannot start an "
+                "executable named so)"
+            )
+        return value
+
+    @field_validator("user", "group")
+    @classmethod
+    def _account(cls, value: str, info: ValidationInfo) -> str:
+        _printable(value)
+        if (value or info.field_name == "user") and not _NAME.fullmatch(value):
+            raise ValueError(
+                "must be a user or group name (letters, digits, '_', '.', '-'; up to 32, not "
+                "starting with a digit or '-') or a numeric id"
+            )
+        return value
+
+    @field_validator("host")
+    @classmethod
+    def _address(cls, value: str) -> str:
+        _printable(value)
+        try:
+            ipaddress.ip_address(value)
+            return value
+        except ValueError:
+            pass
+        labels = value.rstrip(".").split(".")
+        if len(value) > 253 or not all(_LABEL.fullmatch(label) for label in labels):
+            raise ValueError("must be an IP address or a host name (letters, digits, '-', '.')")
+        return value
+
+    @field_validator("reports_url")
+    @classmethod
+    def _url(cls, value: str) -> str:
+        _printable(value)
+        if not value:
+            return value
+        parts = urlsplit(value)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError("must be an http(s) URL with a host")
+        if parts.username or parts.password:
+            raise ValueError("must not carry credentials (the unit file is world-readable)")
+        if any(c in value for c in " \"'\\"):
+            raise ValueError("must not contain spaces, quotes or backslashes (percent-encode)")
+        return value
 
     @property
     def resolved_group(self) -> str:

@@ -5,9 +5,10 @@ draft files (all by sha256), the profile's flags and the host. Tonight's current
 measured against the pinned one inside the same run; when the two identities are equal the
 night is an A/A night, a live measurement of the detector's false alarms.
 
-The reference's binary (with the shared libraries beside it) and model files are kept in the
-cache by content hash, so a rebuild or an upgrade never destroys what the reference runs.
-Models are hard-linked where the file system allows it (a 1 GB model costs nothing twice).
+The reference's binary (with the shared libraries of its build that it loads) and model files
+are kept in the cache by content hash, so a rebuild or an upgrade never destroys what the
+reference runs. Models are hard-linked where the file system allows it (a 1 GB model costs
+nothing twice).
 """
 
 from __future__ import annotations
@@ -20,8 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from watchkeeper.config import ProfileConfig
-from watchkeeper.errors import ConfigError
+from watchkeeper.errors import ConfigError, InstallError
 from watchkeeper.server.binary import ServerBinary
+from watchkeeper.server.install import needed_files, starts
 from watchkeeper.server.launch import PreparedProfile
 from watchkeeper.server.models import ModelFile
 
@@ -84,14 +86,26 @@ def _link_or_copy(source: Path, target: Path) -> None:
 
 
 def snapshot_binary(binary: ServerBinary, root: Path) -> Path:
-    """Copy the binary's folder (it holds the shared libraries) under its sha256."""
+    """Copy the binary and the shared libraries it loads (`needed_files`) under its sha256,
+    and prove the copy starts (`--version`) before it becomes the reference: a snapshot that
+    cannot start is removed and refused."""
     folder = root / "binaries" / binary.sha256
     target = folder / binary.path.name
     if target.is_file():
         return target
     staging = folder.with_name(folder.name + ".partial")
     shutil.rmtree(staging, ignore_errors=True)
-    shutil.copytree(binary.path.parent, staging, symlinks=True)
+    staging.mkdir(parents=True)
+    for source in needed_files(binary.path):
+        shutil.copy2(source, staging / source.name)  # a symlinked soname: its file
+    failure = starts(staging / binary.path.name)
+    if failure is not None:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise InstallError(
+            f"reference pin: the snapshot of {binary.path} does not start ({failure})",
+            hint="pin a llama-server that runs `--version` with the libraries of its build "
+            "beside it (or in llama.cpp's lib folder)",
+        )
     shutil.rmtree(folder, ignore_errors=True)
     os.replace(staging, folder)
     return target

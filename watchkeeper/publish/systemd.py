@@ -10,13 +10,16 @@ what would change the answer, so an operator does not read "no speculation" as "
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import textwrap
 from pathlib import Path
+from urllib.parse import quote
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
 from watchkeeper.config.service import ServiceConfig
+from watchkeeper.errors import ConfigError
 from watchkeeper.publish.deliverable import ArmRecipe, RecommendationRecord
 
 _ENV = Environment(
@@ -35,15 +38,55 @@ def exec_argv(arm: ArmRecipe, service: ServiceConfig) -> list[str]:
     return [service.binary, *flags, "--host", service.host, "--port", str(service.port)]
 
 
-def _unit_quote(argv: list[str]) -> str:
-    """shlex quoting, with systemd's specifiers (%) and variables ($) escaped."""
-    return shlex.join(argv).replace("%", "%%").replace("$", "$$")
+_BARE = re.compile(r"[A-Za-z0-9/._+=:,@-]+")
+"""What a word may hold unquoted in any setting: no whitespace, quote, backslash, ';', '%' or
+'$' (systemd.syntax(7) splits and unquotes; systemd.unit(5) expands '%' specifiers)."""
+
+
+def exec_word(arg: str) -> str:
+    """One ExecStart= argument as systemd reads it (systemd.service(5), "Command lines"):
+    double quotes with C escapes inside, '%%' for '%' (specifiers are expanded first, in the
+    whole line) and '$$' for '$' (variables are expanded in each argument when it runs).
+    Shell quoting is no help: systemd parses no `'"'"'`, and reads `\\` as an escape."""
+    body = []
+    for c in arg:
+        if c in '\\"':
+            body.append("\\" + c)
+        elif ord(c) < 0x20 or ord(c) == 0x7F:
+            body.append(f"\\x{ord(c):02x}")
+        else:
+            body.append({"%": "%%", "$": "$$"}.get(c, c))
+    text = "".join(body)
+    return text if _BARE.fullmatch(arg) else f'"{text}"'
+
+
+def exec_line(argv: list[str]) -> str:
+    return " ".join(exec_word(a) for a in argv)
+
+
+def path_word(path: str) -> str:
+    """One path of ReadOnlyPaths= and its kin (systemd.exec(5)): unquoted without C escapes (a
+    backslash escapes the next character), then specifiers expanded. Control characters have
+    no spelling there; the config refuses them."""
+    text = path.replace("\\", "\\\\").replace('"', '\\"').replace("%", "%%")
+    return text if _BARE.fullmatch(path) else f'"{text}"'
+
+
+def specifiers(text: str) -> str:
+    """A one-line value where systemd expands specifiers (Description=, Documentation=)."""
+    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in text):
+        raise ConfigError(
+            f"unit: {text!r} holds a control character, which no unit line can carry",
+            hint="check the recommendation record and [service] for stray newlines",
+        )
+    return text.replace("%", "%%")
 
 
 def documentation_url(record: RecommendationRecord, service: ServiceConfig) -> str:
+    """Percent-encoded (a space would split the list; systemd wants one URL per word)."""
     if service.reports_url:
-        return f"{service.reports_url.rstrip('/')}/{record.report}"
-    return f"file://{service.docs_dir}/{Path(record.report).name}"
+        return f"{service.reports_url.rstrip('/')}/{quote(record.report)}"
+    return "file://" + quote(f"{service.docs_dir}/{Path(record.report).name}")
 
 
 def _comment(text: str) -> list[str]:
@@ -111,24 +154,63 @@ def render_unit(
     if arm.profile.get("draft_n_max"):
         spec += f", n_max {arm.profile['draft_n_max']}"
     gpu = record.gpu if service.gpu == "auto" else service.gpu == "yes"
-    return _ENV.get_template("llama-server.service.j2").render(
+    text = _ENV.get_template("llama-server.service.j2").render(
         headline=record.headline,
         campaign_id=record.campaign_id,
         report=record.report,
         filename=filename,
         notes=notes(record, service),
-        documentation=documentation_url(record, service),
-        profile=arm.name,
-        spec_summary=spec,
-        user=service.user,
-        group=service.resolved_group,
-        exec_start=_unit_quote(argv),
+        documentation=specifiers(documentation_url(record, service)),
+        profile=specifiers(arm.name),
+        spec_summary=specifiers(spec),
+        user=specifiers(service.user),
+        group=specifiers(service.resolved_group),
+        exec_start=exec_line(argv),
         gpu=gpu,
         read_only_paths=" ".join(
-            f'"{p}"' if " " in p else p
+            path_word(p)
             for p in dict.fromkeys([str(Path(service.binary).parent), service.model_dir])
         ),
     )
+    return checked(text)
+
+
+def checked(text: str) -> str:
+    """The rendered unit holds exactly the template's directives, once each, and no line that
+    continues into the next (a trailing backslash joins lines, even a comment's): anything else
+    means a value escaped its line, and the unit is refused rather than written."""
+    stray = sorted({c for c in text if (ord(c) < 0x20 and c != "\n") or ord(c) == 0x7F})
+    if stray:
+        raise ConfigError(
+            f"unit: the rendered unit holds control characters {stray!r} (from the "
+            "recommendation record or [service]); systemd would read them as line ends",
+            hint="check the recommendation record and [service] for stray control characters",
+        )
+    found: list[str] = []
+    for line in text.split("\n"):
+        if line.rstrip().endswith("\\"):
+            raise ConfigError(
+                f"unit: a line ends in a backslash, which would join it to the next: {line!r}",
+                hint="choose a file name and paths that do not end in '\\'",
+            )
+        if line and not line.startswith(("#", "[")):
+            found.append(line.split("=", 1)[0])
+    if found != _expected_keys():
+        raise ConfigError(
+            "unit: the rendered unit's directives are not the template's",
+            hint="a value reached the unit unescaped; report it with the command you ran",
+        )
+    return text
+
+
+def _expected_keys() -> list[str]:
+    assert _ENV.loader is not None
+    source, _, _ = _ENV.loader.get_source(_ENV, "llama-server.service.j2")
+    return [
+        line.split("=", 1)[0]
+        for line in source.splitlines()
+        if line and not line.startswith(("#", "[", "{"))
+    ]
 
 
 def write_service(path: Path, text: str) -> Path:

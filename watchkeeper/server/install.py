@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import time
@@ -230,3 +231,63 @@ def _stage_source(
     _source_into(server, root, staging, progress)
     (staging / STAGED).write_text(json.dumps(command), encoding="utf-8")
     return command
+
+
+# The libraries a binary loads, and whether a copy of it starts: for the reference snapshot.
+
+OWN_LIBRARY = re.compile(r"lib(ggml|llama|mtmd)[\w.+-]*\.so(\.[\d.]+)?")
+"""llama.cpp's own shared libraries (an installed build keeps them in /usr/local/lib)."""
+BACKEND = re.compile(r"libggml-[\w.+-]+\.so")
+"""ggml's backends, loaded with dlopen from the binary's folder (GGML_BACKEND_DL builds):
+`ldd` does not list them."""
+_LDD_LINE = re.compile(r"^\s*(\S+)\s+=>\s+(/\S.*?)\s+\(0x[0-9a-f]+\)\s*$")
+
+
+def needed_files(binary: Path) -> list[Path]:
+    """The binary and the shared libraries it loads from its build: those `ldd` resolves in
+    the binary's folder (searched first, as the server is started) or that are llama.cpp's
+    own, plus the ggml backends beside it; never the system's libraries, nor whatever else
+    shares the folder (with /usr/local/bin/llama-server, that is all of /usr/local/bin)."""
+    folder = binary.parent
+    env = {**os.environ, "LD_LIBRARY_PATH": str(folder)}
+    try:
+        done = subprocess.run(
+            ["ldd", str(binary)], capture_output=True, text=True, timeout=30, check=False, env=env
+        )
+        lines = done.stdout.splitlines() if done.returncode == 0 else []
+    except (OSError, subprocess.TimeoutExpired):
+        lines = []  # no ldd: the binary alone (the start check below says if it runs)
+    found: dict[str, Path] = {}
+    for line in lines:
+        match = _LDD_LINE.match(line)
+        if match is None:
+            continue
+        name, path = match.group(1), Path(match.group(2))
+        if path.parent.resolve() == folder.resolve() or OWN_LIBRARY.fullmatch(name):
+            found[name] = path
+    loaded = {p.resolve() for p in found.values()}
+    for backend in sorted(folder.glob("libggml-*.so")):
+        if BACKEND.fullmatch(backend.name) and backend.resolve() not in loaded:
+            found.setdefault(backend.name, backend)
+    return [binary, *found.values()]
+
+
+def starts(binary: Path) -> str | None:
+    """None when `binary --version` runs from its own folder's libraries, else why not."""
+    env = {**os.environ, "LD_LIBRARY_PATH": str(binary.parent)}
+    try:
+        done = subprocess.run(
+            [str(binary), "--version"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+            env=env,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return str(exc)
+    text = (done.stdout + done.stderr).strip()
+    if done.returncode != 0 or not any(ln.startswith("version") for ln in text.splitlines()):
+        last = text.splitlines()[-1] if text else "no output"
+        return f"exit {done.returncode}: {last[:200]}"
+    return None

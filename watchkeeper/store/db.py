@@ -218,11 +218,34 @@ def _sqlite_file_lock(engine: Engine) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
+def migration_engine(url: str) -> Engine:
+    """An engine whose transactions hold DDL on SQLite too. Python's sqlite3 driver opens a
+    transaction only before INSERT/UPDATE/DELETE, so each CREATE, DROP or ALTER of a migration
+    committed on its own: a downgrade failing halfway left a table dropped and the version at
+    the old head. SQLite's DDL is transactional; with the driver told to keep out of it and a
+    BEGIN of our own (SQLAlchemy's pysqlite recipe), a failed migration rolls back whole.
+    Postgres has transactional DDL already."""
+    engine = make_engine(url)
+    if engine.dialect.name == "sqlite":
+
+        @event.listens_for(engine, "connect")
+        def _driver_keeps_out(dbapi_conn: Any, _: Any) -> None:
+            dbapi_conn.isolation_level = None
+
+        @event.listens_for(engine, "begin")
+        def _begin(conn: Any) -> None:
+            conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+    return engine
+
+
 def _migrate(url: str, step: Callable[[AlembicConfig], None]) -> None:
     """Run one Alembic step under a lock, so that two processes meeting a fresh database at
     the same moment (two agents, a CLI next to the daemon) migrate it once, not twice: the
-    second waits, then finds the schema at head and does nothing."""
-    engine = shared_engine(url)
+    second waits, then finds the schema at head and does nothing. The whole step is one
+    transaction (see `migration_engine`): it moves the database from one revision to another
+    or, failing, leaves it where it was."""
+    engine = migration_engine(url)
     sqlite = engine.dialect.name == "sqlite"
     try:
         with (
@@ -246,7 +269,7 @@ def upgrade(url: str, revision: str = "head") -> None:
     _migrate(url, lambda cfg: command.upgrade(cfg, revision))
 
 
-def downgrade(url: str, revision: str = "base") -> None:
+def downgrade(url: str, revision: str) -> None:
     _migrate(url, lambda cfg: command.downgrade(cfg, revision))
 
 
