@@ -67,8 +67,9 @@ lint: venv
 typecheck: venv
 	$(BIN)/mypy
 
+# The 15 slowest tests close every run, so drift in the suite's cost shows in every CI log.
 unit: venv postgres ccache
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q --durations=15
 
 # The clock-dependent unit tests under faked clocks: a month/year-end minute, and both
 # Europe/Berlin DST changes (a skipped hour in March, a repeated one in October).
