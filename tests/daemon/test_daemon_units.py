@@ -433,3 +433,23 @@ def test_status_lists_next_and_last_runs_findings_and_spool_depth(
     assert by_name["digest"]["next_run"] is None and by_name["digest"]["last_run"] is None
     assert data["spool_depth"] == 3 == spool_depth(tmp_path / "data" / "spool")
     assert data["daemon"] is None and data["open_findings"] == {}
+
+
+def test_a_soak_job_soaks_a_recommendation_as_the_cli_does(tmp_path: Path) -> None:
+    """`[args] recommendation` reaches the soak command: the job reads the record first (a
+    missing one is the command's one-line error naming the file), as `soak --recommendation`
+    does, instead of refusing for want of profiles."""
+    from watchkeeper.daemon.jobs import soak_job
+
+    record = tmp_path / "nowhere" / "speculative_recommendation.json"
+    write_job(
+        tmp_path,
+        "soak",
+        f'kind = "soak"\ncron = "0 1 * * *"\n[args]\nrecommendation = "{record}"\n',
+    )
+    (job,) = load_jobs(tmp_path)
+    assert job.args.recommendation == str(record)
+    config = Config(database=DatabaseConfig(url=f"sqlite:///{tmp_path / 'wk.db'}"))
+    with pytest.raises(ConfigError) as info:
+        soak_job(config, job.args, JobContext())
+    assert info.value.message == f"no recommendation at {record}"

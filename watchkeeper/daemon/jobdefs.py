@@ -51,6 +51,10 @@ class SoakArgs(_Strict):
     taskset: str | None = None
     limit: Annotated[int, Field(ge=1)] | None = None
     per_category: Annotated[int, Field(ge=1)] | None = None
+    recommendation: str | None = None
+    """A sweep's recommendation record: soak its arm beside the baseline and, once the soak
+    completes, write the soak's deliverable beside the sweep's report (as `soak
+    --recommendation F` does)."""
 
     @field_validator("duration", "block")
     @classmethod

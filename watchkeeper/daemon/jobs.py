@@ -91,6 +91,8 @@ def soak_job(config: Config, args: SoakArgs, ctx: JobContext) -> JobResult:
         stop=ctx.stop,
         progress=ctx.progress,
         database=ctx.db,
+        recommendation=_path(args.recommendation),
+        command_line="watchkeeper daemon (soak job)",
     )
     return JobResult(
         outcome="interrupted" if result.status == "interrupted" else "ok",
