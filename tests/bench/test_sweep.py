@@ -120,9 +120,24 @@ def test_sweep_recommends_conservatively_and_writes_a_service_file(
                 "SELECT arm FROM run WHERE purpose = 'rewarm' AND round = 2"
             ).fetchall()
         }
-    assert renewed == {"smollm2-sweep-ngram-mod", "smollm2-sweep-ngram-cache"}
+    # An arm that drafted nothing in round 1 left the race (the idle rule): the real server
+    # reported no draft token for any of its requests. (Here ngram-mod, learning from three
+    # 32-token answers on a fresh process, drafted nothing; ngram-cache did.)
+    idle = {d.arm for d in result.race.drops if d.rule == "idle"}
+    with sqlite3.connect(tmp_path / "wk.db") as con:
+        for arm in idle:
+            drafted = con.execute(
+                "SELECT COALESCE(SUM(s.draft_n), 0) FROM run r JOIN request_sample s "
+                "ON s.run_id = r.id WHERE r.arm = ? AND r.purpose = 'measured'",
+                (arm,),
+            ).fetchone()[0]
+            assert drafted == 0, (arm, drafted)
+    assert all(result.race.rounds_by_arm[a] == 1 for a in idle)
+    learners = {"smollm2-sweep-ngram-mod", "smollm2-sweep-ngram-cache"}
+    assert renewed == learners - idle and renewed, (renewed, idle)
     logs = {p.name for p in tmp_path.rglob("*.log")}
-    assert "smollm2-sweep-ngram-mod-p1.log" in logs and "smollm2-baseline-p1.log" not in logs
+    assert all(f"{arm}-p1.log" in logs for arm in renewed), logs
+    assert "smollm2-baseline-p1.log" not in logs
     chosen = result.recommendation.overall
     if chosen.profile is not None:
         assert chosen.low is not None and chosen.low > 1.0

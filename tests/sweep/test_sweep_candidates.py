@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from watchkeeper.analysis.benchmark import BenchResult
-from watchkeeper.analysis.racing import ceiling_drops, start
+from watchkeeper.analysis.racing import start
+from watchkeeper.analysis.racing_gates import ceiling_drops
 from watchkeeper.analysis.racing_types import (
     CategoryDecision,
     Ceiling,
@@ -239,10 +240,18 @@ def test_a_full_sweep_says_it_was_not_raced(result: BenchResult) -> None:
 
 
 def _run(arm: str, rnd: int, tps: float, latency: float = 2.0) -> RunResult:
+    """A measured round of `arm`; a speculative arm drafts (else the idle rule drops it)."""
     t0 = datetime(2026, 11, 25, tzinfo=UTC)
+    drafted = None if arm == "base" else 4
     samples = tuple(
         RequestSample(
-            f"{cat}-{i}", cat, i, t0, latency_s=latency, decode_tps_server=tps * (1 + i / 50)
+            f"{cat}-{i}",
+            cat,
+            i,
+            t0,
+            latency_s=latency,
+            decode_tps_server=tps * (1 + i / 50),
+            draft_n=drafted,
         )
         for cat in ("prose", "code_edit")
         for i in range(3)

@@ -52,7 +52,6 @@ from scipy import stats as scipy_stats
 from watchkeeper.analysis.racing_open import Block, unresolved
 from watchkeeper.analysis.racing_types import (
     CategoryDecision,
-    Ceiling,
     Cell,
     Drop,
     RaceArm,
@@ -310,30 +309,6 @@ def race_round(
 
 def start(arms: Sequence[RaceArm]) -> RaceState:
     return RaceState(0, tuple(a.name for a in arms))
-
-
-def ceiling_drops(
-    state: RaceState, ceilings: Sequence[Ceiling], settings: RaceSettings
-) -> RaceState:
-    """Before round 1: the draft settings no acceptance could bring within the threshold of
-    the baseline stop before they are measured (recorded as dropped at round 0)."""
-    cut = settings.ceiling_cut
-    active = list(state.active)
-    drops = list(state.drops)
-    for c in ceilings:
-        if c.arm in active and c.bound < cut:
-            drops.append(
-                Drop(
-                    c.arm,
-                    0,
-                    "ceiling",
-                    f"speed-up at perfect acceptance {c.bound:.2f}x, below {cut:.2f}x "
-                    f"(1/(1 + {settings.min_effect:g}) less {settings.ceiling_slack:.0%} for the "
-                    f"calibration): {c.how}",
-                )
-            )
-            active.remove(c.arm)
-    return replace(state, active=tuple(active), drops=tuple(drops))
 
 
 def keep_going(

@@ -79,7 +79,8 @@ class Drop:
     arm: str
     round: int
     rule: str
-    """'ceiling' (before round 1, from the calibrated costs), 'early' or 'ci'."""
+    """'ceiling' (before round 1, from the calibrated costs), 'early', 'ci' or 'idle' (drafted
+    nothing in a round)."""
     reason: str
     error: float | None = None
     """Early rule: the chance such a drop is wrong (see `early_error`)."""

@@ -15,11 +15,11 @@ from watchkeeper.analysis.bench_bound import perfect_acceptance_bound
 from watchkeeper.analysis.racing import (
     budget_for_ci,
     budget_text,
-    ceiling_drops,
     keep_going,
     race_round,
     start,
 )
+from watchkeeper.analysis.racing_gates import ceiling_drops, idle_drops
 from watchkeeper.analysis.racing_types import (
     Ceiling,
     Cell,
@@ -73,6 +73,23 @@ def cells_of(runs: Sequence[RunResult]) -> list[Cell]:
     ]
 
 
+def drafted_in_round(runs: Sequence[RunResult]) -> dict[str, tuple[int, int]]:
+    """Per arm, in the last measured round: (clean requests, draft tokens). llama-server reports
+    `draft_n` only when drafting ran, so a request without it drafted nothing."""
+    measured = [r for r in runs if not r.is_warmup]
+    if not measured:
+        return {}
+    last = max(r.round for r in measured)
+    out: dict[str, tuple[int, int]] = {}
+    for r in measured:
+        if r.round != last:
+            continue
+        clean = [s for s in r.samples if s.ok]
+        requests, tokens = out.get(r.arm, (0, 0))
+        out[r.arm] = (requests + len(clean), tokens + sum(s.draft_n or 0 for s in clean))
+    return out
+
+
 def _round_seconds(
     runs: Sequence[RunResult], arms: Sequence[str], round_index: int | None = None
 ) -> float:
@@ -124,6 +141,8 @@ class Racer:
     def __call__(self, runs: Sequence[RunResult]) -> tuple[Sequence[str], bool]:
         before = len(self.state.drops)
         self.state = race_round(Table(cells_of(runs)), self.arms, self.state, self.settings)
+        base = next(a.name for a in self.arms if a.baseline)
+        self.state = idle_drops(self.state, drafted_in_round(runs), baseline=base)
         for d in self.state.drops[before:]:
             self.progress(f"race: dropped {d.arm} after round {d.round} ({d.rule}): {d.reason}")
         nxt = _round_seconds(runs, self.state.active)
