@@ -49,7 +49,7 @@ def test_a_ci_above_one_within_the_threshold_does_not_pay() -> None:
 def test_levels_without_a_ci_read_no_crossover() -> None:
     ci = RatioCI(1.2, 1.2, 1.2, 2, 2, 2)
     c = crossover("a", [LevelRatios(1, "c1", ci, None, None)])
-    assert c.levels[0].state == "no CI" and "no level has a CI" in c.sentence
+    assert c.state(c.levels[0]) == "no CI" and "no level has a CI" in c.sentence
     assert c.to_json()["levels"][0]["speedup"]["verdict"] == "insufficient replicates"  # type: ignore[index]
     assert crossover("a", [_level(1, 0.9, 0.85, 0.95, "slower")]).estimate_crosses is None
 

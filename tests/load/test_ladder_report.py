@@ -52,7 +52,7 @@ def test_the_page_has_the_crossover_the_tables_and_both_plots(tmp_path: Path) ->
     path = write_ladder_report(result, tmp_path)
     page = path.read_text()
     assert "ngram pays up to 1 concurrent requests here; from 2 on costs: keep the baseline" in page
-    assert "| ngram | c2 | 0.900 (0.800-0.950) | slower |" in page
+    assert "| ngram | c2 | costs | - | - | - | **0.900 (0.800-0.950) [costs]** | - | - |" in page
     assert "| base | c1 | 100 (90-110) |" in page and "300 (200-400)*" in page
     for name in ("load_ladder_latency.png", "load_ladder_speedup.png"):
         assert (tmp_path / name).read_bytes()[:4] == b"\x89PNG" and f"]({name})" in page

@@ -6,12 +6,16 @@ calibration, no identity probes) with the servers' slots matched to the level, s
 loop at 4 in flight runs on servers with 4 slots; the arms stay paired round by round within
 each level. The models are resolved once. Per arm and level the result keeps the speed-up
 (per-request decode tok/s, the bench's paired CI), the goodput and output tok/s ratios
-(paired by round) and the latency distributions; `analysis.crossover` reads where the
-speed-up's CI crosses 1.
+(paired by round), every metric's reading (analysis/load_compare.py) and the latency
+distributions; `analysis.crossover` reads where the deciding metric's CI crosses no change.
+Each level runs long enough to have a steady state (`LoadShape.level_min_s` and
+`level_min_requests`); an open loop's ramp-up and drain are trimmed from its figures and a
+level the baseline cannot keep up with is flagged oversaturated (analysis/streaming.py).
 """
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Sequence
 from dataclasses import replace
@@ -21,6 +25,7 @@ from watchkeeper.analysis.benchmark import BenchResult
 from watchkeeper.analysis.crossover import LevelRatios, crossover
 from watchkeeper.analysis.ladder import LadderLevel, LadderResult
 from watchkeeper.analysis.latency import ratio_over_rounds, result_latency
+from watchkeeper.analysis.load_compare import CROSSOVER_METRICS, default_metric, level_readings
 from watchkeeper.campaign.bench import execute_bench
 from watchkeeper.campaign.bench_plan import BenchPlan, Progress, plan_bench
 from watchkeeper.campaign.campaigns import run_profile
@@ -71,14 +76,18 @@ def level_ratios(level: float, load: str, result: BenchResult, arm: str) -> Leve
     stats = {s.arm: s for s in result_latency(result)}
     base, cand = stats.get(result.baseline.name), stats.get(arm)
     overall = result.stats(arm)
+    speedup = overall.speedup if overall is not None else None
     return LevelRatios(
         level,
         load,
-        overall.speedup if overall is not None else None,
+        speedup,
         ratio_over_rounds(base.goodput_by_round, cand.goodput_by_round) if base and cand else None,
         ratio_over_rounds(base.output_tps_by_round, cand.output_tps_by_round)
         if base and cand
         else None,
+        level_readings(base, cand, speedup),
+        tuple(s.arm for s in (base, cand) if s is not None and s.oversaturated),
+        result.baseline.name,
     )
 
 
@@ -96,12 +105,21 @@ def ladder_command(
     shape: LoadShape,
     progress: Progress,
     database: Database | None = None,
+    metric: str | None = None,
 ) -> LadderResult:
     """`levels` are concurrencies (closed loop) or, with `rates`, requests per second (open
     loop, the servers' slots from `concurrency`); no levels with `rates`: 25, 50, 75 and 100%
-    of the baseline's saturation rate, measured first (`saturation_rate`)."""
+    of the baseline's saturation rate and each slower candidate's own, measured first
+    (`_saturation_levels`). `metric` decides the crossover (None: `default_metric`)."""
     auto = not levels
     _check_levels(levels, rates=rates)
+    metric = metric or default_metric("rate" if rates else "concurrency")
+    if metric not in CROSSOVER_METRICS:
+        raise ConfigError(
+            f"--crossover-metric {metric}: not a crossover metric",
+            hint=f"use one of {', '.join(CROSSOVER_METRICS)}",
+        )
+    saturation: dict[str, float] = {}
     started = time.monotonic()
     with open_database(config.database.resolved_url(), given=database) as db:
         repo = Repository(db)
@@ -114,9 +132,12 @@ def ladder_command(
             per_category=per_category,
             concurrency=concurrency,
         )
+        if auto:
+            _check_auto_slots(shape.max_concurrency or first.concurrency)
         prepared = [prepare(config, name, progress=progress) for name in first.profiles]
         if auto:
-            levels = _saturation_levels(config, first, prepared[0], shape, progress)
+            saturation = _saturation(config, first, prepared, shape, progress)
+            levels = _saturation_levels(saturation, first.profiles[0], progress)
         done: list[LadderLevel] = []
         for index, level in enumerate(sorted(levels), start=1):
             plan = _level_plan(config, first, shape, level, rates=rates)
@@ -138,7 +159,9 @@ def ladder_command(
     candidates = first.profiles[1:]
     unit = "concurrent requests" if not rates else "requests/s"
     crossovers = tuple(
-        crossover(arm, [level_ratios(lv.level, lv.load, lv.result, arm) for lv in done], unit)
+        crossover(
+            arm, [level_ratios(lv.level, lv.load, lv.result, arm) for lv in done], unit, metric
+        )
         for arm in candidates
     )
     slo = done[0].latency[0].slo if done and done[0].latency else ""
@@ -150,6 +173,8 @@ def ladder_command(
         crossovers,
         time.monotonic() - started,
         slo,
+        metric=metric,
+        saturation=tuple(saturation.items()),
     )
 
 
@@ -165,22 +190,48 @@ def _check_levels(levels: Sequence[float], *, rates: bool) -> None:
         raise ConfigError("concurrency levels are whole numbers; use --ladder-rates for rates")
 
 
-def _saturation_levels(
+def _check_auto_slots(slots: int) -> None:
+    """One slot cannot batch: every request waits for the one before, so the capacity that
+    speculation spends, the effect a ladder is for, cannot show."""
+    if slots <= 1:
+        raise ConfigError(
+            "--load-ladder auto with 1 slot: nothing batches, so the load effect under study "
+            "cannot occur",
+            hint="give the servers slots with --concurrency 4 (or --max-concurrency 4)",
+        )
+
+
+def _saturation(
     config: Config,
     first: BenchPlan,
-    baseline: PreparedProfile,
+    prepared: Sequence[PreparedProfile],
     shape: LoadShape,
     progress: Progress,
-) -> list[float]:
-    """Auto levels: fractions of the rate the baseline saturates at, so the ladder spans
-    light load to flat out on this host whatever its speed."""
+) -> dict[str, float]:
+    """Every arm's saturation rate at the ladder's slots: a candidate that spends capacity on
+    drafts saturates below the baseline, and the load between the two is where it costs."""
     shaped = shape_plan(first, config, shape)
-    peak = saturation_rate(config, baseline, shaped.tasks, max(1, first.concurrency))
+    slots = max(1, shaped.slots or first.concurrency)
+    found = {}
+    for arm in prepared:
+        found[arm.name] = saturation_rate(config, arm, shaped.tasks, slots)
+        progress(f"{arm.name} saturates near {found[arm.name]:.3g} req/s at {slots} slot(s)")
+    return found
+
+
+def _saturation_levels(
+    saturation: dict[str, float], baseline: str, progress: Progress
+) -> list[float]:
+    """Auto levels: fractions of the baseline's saturation rate, so the ladder spans light
+    load to flat out on this host whatever its speed, plus each candidate's own saturation
+    where it lies below the baseline's (and not within 10% of a level already there)."""
+    peak = saturation[baseline]
     levels = [round(f * peak, 3) for f in SATURATION_FRACTIONS]
-    progress(
-        f"{baseline.name} saturates near {peak:.3g} req/s at {first.concurrency} "
-        f"slot(s): ladder rates {', '.join(f'{lv:g}' for lv in levels)}"
-    )
+    for arm, rate in saturation.items():
+        if arm != baseline and rate < peak and all(abs(rate - lv) > 0.1 * lv for lv in levels):
+            levels.append(round(rate, 3))
+    levels.sort()
+    progress(f"ladder rates {', '.join(f'{lv:g}' for lv in levels)} req/s")
     return levels
 
 
@@ -190,6 +241,12 @@ def _level_plan(
     """One rung's plan, speed only: at a concurrency the servers get that many slots; at a
     rate they keep the command's slots and the arrivals come at that rate."""
     plan = replace(first, concurrency=int(level) if not rates else first.concurrency)
+    wanted = max(shape.requests or 0, shape.level_min_requests, len(plan.tasks))
+    if rates:
+        wanted = max(wanted, math.ceil(level * shape.level_min_s))
+    elif level > 1:
+        wanted = max(wanted, 2 * int(level))
+    shape = replace(shape, requests=wanted)
     return replace(
         shape_plan(plan, config, replace(shape, rate=level) if rates else shape),
         speed_only=True,

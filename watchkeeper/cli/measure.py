@@ -114,6 +114,7 @@ def _bench_ladder(args: argparse.Namespace, config: Config, shape: Any) -> int:
             shape=shape,
             progress=progress,
             database=db,
+            metric=args.crossover_metric,
         )
     path = write_ladder_report(result, config.bench.resolved_reports_dir())
     progress(f"report: {path}")
