@@ -100,7 +100,7 @@ ITL_NOTE = (
     "speculating arm's accepted tokens leave together microseconds apart, so pieces closer "
     "than 1 ms are joined into one chunk and `tok/chunk` says how many tokens a chunk carried "
     "(1.0: one token per step). A speculating arm's ITL is then the time between verification "
-    "steps, not per token: compare arms on TPOT, which carries the comparison."
+    "steps, not per token, and TPOT carries the comparison between arms."
 )
 
 
