@@ -14,7 +14,7 @@ from watchkeeper.analysis.latency import Estimate, LatencyStats, Slo, arm_latenc
 from watchkeeper.analysis.stats import RatioCI
 from watchkeeper.load.openloop import FifoCap
 from watchkeeper.load.records import RequestSample, RunResult
-from watchkeeper.publish.ladder_report import write_ladder_report
+from watchkeeper.publish.ladder_report import latency_lines, write_ladder_report
 
 _EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -142,3 +142,14 @@ def test_acceptance_per_arm_and_level_reaches_the_json_the_table_and_a_plot(
     assert found["acceptance_rate"]["estimate"] == pytest.approx(0.6)
     assert found["tokens_per_step"]["rounds"] == 3
     assert "ITL is read per chunk" in page and "TPOT carries the comparison" in page
+
+
+def test_a_speculating_arms_itl_is_read_per_chunk_with_tokens_per_chunk_beside_it() -> None:
+    runs = [_drafting_run("spec", r, 6) for r in range(3)]
+    spec = arm_latency("spec", "c1", runs, Slo())
+    raw, chunked = spec.value("itl_ms", "p50"), spec.chunk_itl.get("p50")
+    # the raw gaps include the 0.1 ms ones inside a verification step's burst
+    assert raw is not None and raw.estimate < 20.0
+    assert chunked is not None and chunked.estimate == pytest.approx(30.0)
+    row = next(line for line in latency_lines([spec]) if line.startswith("| spec |"))
+    assert "| 30.0 (30.0-30.0) | 30.0 (30.0-30.0)* | 5.33 (5.33-5.33) |" in row
