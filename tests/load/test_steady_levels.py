@@ -11,10 +11,10 @@ from watchkeeper.analysis.latency import Slo, arm_latency
 from watchkeeper.analysis.streaming import saturation, trim
 from watchkeeper.campaign.bench_plan import BenchPlan
 from watchkeeper.campaign.ladder import _level_plan, _saturation_levels
-from watchkeeper.campaign.load_shape import LoadShape
 from watchkeeper.cli.app import main
 from watchkeeper.config import Config
 from watchkeeper.load.records import RequestSample, RunResult, Task
+from watchkeeper.load.shape import LoadShape
 
 _EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
 
