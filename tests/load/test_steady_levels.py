@@ -54,10 +54,14 @@ def test_a_level_that_keeps_up_is_steady_and_one_that_falls_behind_is_oversatura
 
 def test_ttft_rising_with_the_arrival_index_flags_the_level() -> None:
     # completions keep pace, but every arrival's TTFT is longer than the last one's
-    rising = [_sample(i, i * 0.1, 0.01 + 0.004 * i, 0.3 + 0.004 * i) for i in range(30)]
+    rising = [_sample(i, i * 0.1, 0.01 + 0.004 * i, 0.04 + 0.004 * i) for i in range(30)]
     found = saturation([rising, rising])
     assert found is not None and found.completed_share > 0.95
     assert found.oversaturated and "TTFT rose" in (found.reason or "")
+    # the same 4x in relative terms, but milliseconds against 300 ms requests: no queue
+    jitter = [_sample(i, i * 0.1, 0.001 + 0.0002 * i, 0.3 + 0.0002 * i) for i in range(30)]
+    calm = saturation([jitter, jitter])
+    assert calm is not None and not calm.oversaturated
 
 
 def test_an_open_loop_round_loses_its_ramp_up_and_drain() -> None:

@@ -34,8 +34,8 @@ step's tokens); a decode step of a 135M model on a GPU still takes a few ms."""
 COMPLETED_SHARE = 0.95
 """Oversaturated below this share of the offered rate completed."""
 TTFT_GROWTH = 2.0
-"""Oversaturated when the last third's median TTFT is this many times the first third's in
-every round (the queue grew through the round)."""
+"""Oversaturated when the last third's median TTFT is this many times the first third's, and
+longer by at least one request's latency, in every round (the queue grew through the round)."""
 
 
 def acceptance(samples: Sequence[RequestSample]) -> tuple[float, float] | None:
@@ -114,13 +114,19 @@ def _round_share(samples: Sequence[RequestSample]) -> float | None:
 
 
 def _round_growth(samples: Sequence[RequestSample]) -> float | None:
+    """Last third's median TTFT over the first third's, by arrival; 1.0 where the rise is
+    shorter than one request's latency (a queue that grew by less than one request: a few
+    milliseconds of jitter on a fast TTFT are no queue)."""
     ordered = sorted((s for s in samples if s.ok and s.ttft_s is not None), key=_arrival)
     third = len(ordered) // 3
     if third < 2:
         return None
     first = statistics.median(s.ttft_s or 0.0 for s in ordered[:third])
     last = statistics.median(s.ttft_s or 0.0 for s in ordered[-third:])
-    return last / first if first > 0 else None
+    service = statistics.median(s.latency_s or 0.0 for s in ordered[:third])
+    if first <= 0:
+        return None
+    return last / first if last - first >= service else min(1.0, last / first)
 
 
 def saturation(rounds: Sequence[Sequence[RequestSample]]) -> Saturation | None:
