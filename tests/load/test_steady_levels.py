@@ -10,9 +10,10 @@ import pytest
 from watchkeeper.analysis.latency import Slo, arm_latency
 from watchkeeper.analysis.streaming import saturation, trim
 from watchkeeper.campaign.bench_plan import BenchPlan
-from watchkeeper.campaign.ladder import _level_plan, _saturation_levels
+from watchkeeper.campaign.ladder import _crossover_metric, _level_plan, _saturation_levels
 from watchkeeper.cli.app import main
 from watchkeeper.config import Config
+from watchkeeper.errors import ConfigError
 from watchkeeper.load.records import RequestSample, RunResult, Task
 from watchkeeper.load.shape import LoadShape
 
@@ -110,3 +111,11 @@ def test_auto_refuses_one_slot_before_any_server_starts(
     assert main([*argv, "--ladder-rates", "--concurrency", "1"]) == 2
     err = capsys.readouterr().err
     assert "--load-ladder auto with 1 slot" in err and "--concurrency 4" in err
+
+
+def test_the_crossover_metric_defaults_by_mode_and_refuses_an_unknown_one() -> None:
+    assert _crossover_metric(None, rates=True) == "goodput"
+    assert _crossover_metric(None, rates=False) == "e2e_p90"
+    assert _crossover_metric("decode", rates=True) == "decode"
+    with pytest.raises(ConfigError, match="--crossover-metric p50: not a crossover metric"):
+        _crossover_metric("p50", rates=False)

@@ -113,12 +113,7 @@ def ladder_command(
     (`_saturation_levels`). `metric` decides the crossover (None: `default_metric`)."""
     auto = not levels
     _check_levels(levels, rates=rates)
-    metric = metric or default_metric("rate" if rates else "concurrency")
-    if metric not in CROSSOVER_METRICS:
-        raise ConfigError(
-            f"--crossover-metric {metric}: not a crossover metric",
-            hint=f"use one of {', '.join(CROSSOVER_METRICS)}",
-        )
+    metric = _crossover_metric(metric, rates=rates)
     saturation: dict[str, float] = {}
     started = time.monotonic()
     with open_database(config.database.resolved_url(), given=database) as db:
@@ -188,6 +183,17 @@ def _check_levels(levels: Sequence[float], *, rates: bool) -> None:
         raise ConfigError("--load-ladder needs positive levels, e.g. 1,2,4,8")
     if not rates and any(lv != int(lv) for lv in levels):
         raise ConfigError("concurrency levels are whole numbers; use --ladder-rates for rates")
+
+
+def _crossover_metric(metric: str | None, *, rates: bool) -> str:
+    """The metric that decides the crossover: the one asked for, else the mode's default."""
+    metric = metric or default_metric("rate" if rates else "concurrency")
+    if metric not in CROSSOVER_METRICS:
+        raise ConfigError(
+            f"--crossover-metric {metric}: not a crossover metric",
+            hint=f"use one of {', '.join(CROSSOVER_METRICS)}",
+        )
+    return metric
 
 
 def _check_auto_slots(slots: int) -> None:
