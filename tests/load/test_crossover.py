@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from watchkeeper.analysis.crossover import LevelRatios, crossover
+from watchkeeper.analysis.load_compare import paired_reading
 from watchkeeper.analysis.stats import RatioCI
 
 
@@ -49,7 +50,7 @@ def test_a_ci_above_one_within_the_threshold_does_not_pay() -> None:
 def test_levels_without_a_ci_read_no_crossover() -> None:
     ci = RatioCI(1.2, 1.2, 1.2, 2, 2, 2)
     c = crossover("a", [LevelRatios(1, "c1", ci, None, None)])
-    assert c.levels[0].state == "no CI" and "no level has a CI" in c.sentence
+    assert c.state(c.levels[0]) == "no CI" and "no level has a CI" in c.sentence
     assert c.to_json()["levels"][0]["speedup"]["verdict"] == "insufficient replicates"  # type: ignore[index]
     assert crossover("a", [_level(1, 0.9, 0.85, 0.95, "slower")]).estimate_crosses is None
 
@@ -60,3 +61,75 @@ def test_the_sentence_names_the_unit(unit: str) -> None:
         "a", [_level(0.5, 1.3, 1.2, 1.4, "faster"), _level(2, 0.9, 0.8, 0.95, "slower")], unit
     )
     assert "pays up to 0.5 requests/s" in c.sentence and "keep the baseline" in c.sentence
+
+
+def test_the_replayed_127_046_098_curve_is_named_non_monotone_not_a_crossing() -> None:
+    # the 2026-11-26 n-gram ladder: reported as "crosses near 2.35"
+    levels = [
+        LevelRatios(
+            1, "c1", RatioCI(1.197, 0.178, 8.066, 9, 3, 3, verdict="inconclusive"), None, None
+        ),
+        LevelRatios(
+            2, "c2", RatioCI(1.272, 0.312, 5.179, 9, 3, 3, verdict="inconclusive"), None, None
+        ),
+        LevelRatios(
+            4, "c4", RatioCI(0.457, 0.204, 1.022, 9, 3, 3, verdict="inconclusive"), None, None
+        ),
+        LevelRatios(
+            8, "c8", RatioCI(0.984, 0.106, 9.141, 9, 3, 3, verdict="inconclusive"), None, None
+        ),
+    ]
+    c = crossover("smollm2-ngram", levels)
+    assert c.non_monotone and c.estimate_crosses is None
+    assert "the curve is non-monotone (1.20 at 1, 1.27 at 2, 0.46 at 4, 0.98 at 8" in c.sentence
+    assert "no single crossover is read" in c.sentence
+    assert "2.35" not in c.sentence and "crosses" not in c.sentence
+    assert c.to_json()["non_monotone"] is True
+    # a curve that only falls is read as before
+    falling = crossover(
+        "a",
+        [
+            _level(1, 1.3, 1.2, 1.4, "faster"),
+            _level(2, 1.2, 1.1, 1.3, "faster"),
+            _level(4, 0.9, 0.8, 0.95, "slower"),
+        ],
+    )
+    assert not falling.non_monotone and falling.estimate_crosses is not None
+
+
+def test_the_first_unresolved_level_says_how_many_rounds_would_resolve_it() -> None:
+    unresolved = RatioCI(1.08, 0.97, 1.2, 9, 3, 3, verdict="inconclusive", rounds_needed=11)
+    c = crossover(
+        "a", [_level(1, 1.3, 1.2, 1.4, "faster"), LevelRatios(2, "c2", unresolved, None, None)]
+    )
+    assert c.rounds_needed == 11
+    assert (
+        "at 2 concurrent requests (first unresolved) about 11 rounds would resolve it" in c.sentence
+    )
+
+
+def test_rounds_needed_on_a_round_paired_reading() -> None:
+    # a ratio 1.10 with a round-to-round spread that 3 rounds cannot resolve
+    cand = {0: 1 / 1.25, 1: 1 / 0.98, 2: 1 / 1.08}
+    r = paired_reading("e2e_p90", cand, {0: 1.0, 1: 1.0, 2: 1.0})
+    assert r is not None and r.state == "no clear difference"
+    assert r.rounds_needed is not None and 4 <= r.rounds_needed <= 20
+    within = paired_reading("e2e_p90", {0: 1.0, 1: 0.99, 2: 1.01}, {0: 1.0, 1: 1.0, 2: 1.0})
+    assert within is not None and within.rounds_needed is None  # inside the 3% threshold
+
+
+def test_an_oversaturated_baseline_keeps_its_level_out_of_the_crossover() -> None:
+    paying = _level(1, 1.3, 1.2, 1.4, "faster")
+    swamped = LevelRatios(
+        2,
+        "c2",
+        RatioCI(0.5, 0.4, 0.6, 9, 3, 3, verdict="slower"),
+        None,
+        None,
+        oversaturated=("base",),
+        baseline="base",
+    )
+    c = crossover("a", [paying, swamped])
+    assert c.pays_up_to == 1 and c.first_not_paying is None
+    assert c.state(swamped) == "oversaturated"
+    assert "left out, baseline oversaturated: 2 concurrent requests" in c.sentence

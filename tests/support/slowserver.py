@@ -16,11 +16,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
 class SlowServer:
-    def __init__(self, stall_s: float, tokens: int = 4, gap_s: float = 0.01) -> None:
+    def __init__(
+        self, stall_s: float, tokens: int = 4, gap_s: float = 0.01, slots: int = 1
+    ) -> None:
         self.stall_s, self.tokens, self.gap_s = stall_s, tokens, gap_s
         self.arrivals: list[float] = []
         self.finished: list[float] = []
-        self._slot = threading.Lock()
+        self._slot = threading.BoundedSemaphore(slots)
         self._record = threading.Lock()
 
     def serve(self, handler: BaseHTTPRequestHandler) -> None:
@@ -31,7 +33,7 @@ class SlowServer:
         handler.send_response(200)
         handler.send_header("Content-Type", "text/event-stream")
         handler.end_headers()
-        with self._slot:  # one slot: requests queue here, as in a server with --parallel 1
+        with self._slot:  # `slots` at a time: the rest queue here, as with --parallel N
             time.sleep(self.stall_s)
             for i in range(self.tokens):
                 self._event(handler, {"choices": [{"delta": {"content": f"t{i} "}}]})
@@ -41,7 +43,10 @@ class SlowServer:
                 {
                     "choices": [{"delta": {}, "finish_reason": "length"}],
                     "usage": {"completion_tokens": self.tokens, "prompt_tokens": 5},
-                    "timings": {"predicted_n": self.tokens, "predicted_per_second": 100.0},
+                    "timings": {
+                        "predicted_n": self.tokens,
+                        "predicted_per_second": 1.0 / self.gap_s,
+                    },
                 },
             )
             handler.wfile.write(b"data: [DONE]\n\n")
@@ -56,9 +61,13 @@ class SlowServer:
 
 
 @contextmanager
-def slow_server(stall_s: float, tokens: int = 4) -> Iterator[tuple[str, SlowServer]]:
-    """(base URL, the server's record) while it runs on a free port of 127.0.0.1."""
-    state = SlowServer(stall_s, tokens)
+def slow_server(
+    stall_s: float, tokens: int = 4, gap_s: float = 0.01, slots: int = 1
+) -> Iterator[tuple[str, SlowServer]]:
+    """(base URL, the server's record) while it runs on a free port of 127.0.0.1: `slots`
+    requests served at once, each `stall_s` then `tokens` pieces `gap_s` apart (its reported
+    decode speed 1 / gap_s, as llama-server's timings say it)."""
+    state = SlowServer(stall_s, tokens, gap_s, slots)
 
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:  # HTTP/1.0: the body ends when the connection closes

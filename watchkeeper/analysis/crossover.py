@@ -1,14 +1,22 @@
 """Where speculation stops paying as load rises: the crossover of a load ladder.
 
 Speculative decoding spends spare compute to cut latency; at low load that compute is spare,
-at high load batched decoding already uses it, so the speed-up shrinks and can invert. A
-ladder measures the paired speed-up (analysis/stats.py: per-request decode tok/s, candidate
-over baseline, tasks x rounds) at each load level, and this module reads where its CI crosses
-1: the arm *pays* at a level when the CI lies above 1 (and the verdict is `faster`), and the
-crossover is the first level from which it no longer does. Between two levels the crossing is
-interpolated in log load, for the estimate and for each CI bound: the estimate's crossing is
-the point figure, the bounds' crossings bracket it (the crossover's own interval, as far as
-the levels measured resolve it). Pure: the ladder's per-level results in, a dataclass out.
+at high load batched decoding already uses it, so the gain shrinks and can invert, mostly
+through lost capacity that users feel as queue wait and missed service levels. A ladder reads
+each level on several metrics (analysis/load_compare.py) and one decides (`metric`: goodput
+for rate ladders, E2E p90 for concurrency ladders): the arm *pays* at a level when that
+reading's CI lies beyond no change and its estimate beyond the threshold, and the crossover is
+the first level from which it no longer does.
+
+What the interval is, and is not: between two levels the crossing is interpolated in log load
+(and log ratio), for the estimate and for each CI bound; the bounds' crossings bracket the
+estimate's. It is pointwise 95% CIs joined by straight lines, not a CI for the crossover by
+construction: its coverage was measured by simulation (analysis/crossover_sim.py, docs/load.md).
+A curve that falls and rises again by more than the threshold (a valley: 1.27, 0.46, 0.98) is
+named non-monotone and no single crossover is read from it. Levels where the baseline could
+not keep up with the offered rate (oversaturated, analysis/streaming.py) are left out: two
+growing queues describe the run's length, not the load. A candidate oversaturated alone stays
+in: that lost capacity is the cost under study.
 """
 
 from __future__ import annotations
@@ -18,8 +26,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 
+from watchkeeper.analysis.crossover_text import sentence
 from watchkeeper.analysis.latency import Estimate
-from watchkeeper.analysis.stats import RatioCI
+from watchkeeper.analysis.load_compare import (
+    ATTAINMENT_THRESHOLD,
+    Reading,
+    decode_reading,
+    reading_of,
+)
+from watchkeeper.analysis.stats import DEFAULT_THRESHOLD, RatioCI
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,24 +46,20 @@ class LevelRatios:
     speedup: RatioCI | None
     goodput: Estimate | None
     output_tps: Estimate | None
+    readings: tuple[Reading, ...] = ()
+    """Every metric's reading (analysis/load_compare.py); decode is built from `speedup`."""
+    oversaturated: tuple[str, ...] = ()
+    """Arms that could not keep up with this level's offered rate (open loop)."""
+    baseline: str = ""
+
+    def reading(self, metric: str) -> Reading | None:
+        found = reading_of(self.readings, metric)
+        return decode_reading(self.speedup) if found is None and metric == "decode" else found
 
     @property
-    def pays(self) -> bool:
-        s = self.speedup
-        return s is not None and s.has_ci and s.low > 1.0 and s.verdict == "faster"
-
-    @property
-    def costs(self) -> bool:
-        s = self.speedup
-        return s is not None and s.has_ci and s.high < 1.0 and s.verdict == "slower"
-
-    @property
-    def state(self) -> str:
-        if self.speedup is None:
-            return "no pairs"
-        if not self.speedup.has_ci:
-            return "no CI"
-        return "pays" if self.pays else "costs" if self.costs else "no clear difference"
+    def excluded(self) -> bool:
+        """Out of the crossover: the baseline was oversaturated here."""
+        return bool(self.baseline) and self.baseline in self.oversaturated
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,31 +71,49 @@ class Crossover:
     first_not_paying: float | None
     """The level after `pays_up_to` (None: it pays at every level measured)."""
     estimate_crosses: float | None
-    """Interpolated load where the speed-up estimate falls through 1 (None: it does not)."""
+    """Interpolated load where the deciding estimate falls through no change (None: it does
+    not, or the curve is non-monotone)."""
     low_crosses: float | None
     high_crosses: float | None
-    """Where the CI's lower and upper bounds fall through 1: the crossover lies between."""
+    """Where the CI's lower and upper bounds fall through no change: the crossover lies
+    between (None: the bound never lay beyond no change / never fell through it)."""
     sentence: str
+    metric: str = "decode"
+    non_monotone: bool = False
+    rounds_needed: int | None = None
+    """At the first level whose reading is unresolved: rounds that would resolve it."""
+
+    def state(self, lv: LevelRatios) -> str:
+        if lv.excluded:
+            return "oversaturated"
+        r = lv.reading(self.metric)
+        return r.state if r is not None else "no pairs"
 
     def to_json(self) -> dict[str, object]:
         return {
             "arm": self.arm,
+            "metric": self.metric,
             "pays_up_to": self.pays_up_to,
             "first_not_paying": self.first_not_paying,
             "estimate_crosses": self.estimate_crosses,
             "crossover_interval": [self.low_crosses, self.high_crosses],
+            "non_monotone": self.non_monotone,
+            "rounds_needed": self.rounds_needed,
             "sentence": self.sentence,
-            "levels": [
-                {
-                    "level": lv.level,
-                    "load": lv.load,
-                    "state": lv.state,
-                    "speedup": _ratio(lv.speedup),
-                    "goodput_ratio": _est(lv.goodput),
-                    "output_tps_ratio": _est(lv.output_tps),
-                }
-                for lv in self.levels
-            ],
+            "levels": [self._level_json(lv) for lv in self.levels],
+        }
+
+    def _level_json(self, lv: LevelRatios) -> dict[str, object]:
+        readings = [lv.reading(m) for m in ("goodput", "e2e_p90", "ttft_p90", "decode")]
+        return {
+            "level": lv.level,
+            "load": lv.load,
+            "state": self.state(lv),
+            "oversaturated": list(lv.oversaturated),
+            "speedup": _ratio(lv.speedup),
+            "goodput_ratio": _est(lv.goodput),
+            "output_tps_ratio": _est(lv.output_tps),
+            "readings": {r.metric: r.to_json() for r in readings if r is not None},
         }
 
 
@@ -100,84 +129,73 @@ def _est(e: Estimate | None) -> dict[str, object] | None:
     return {"estimate": e.estimate, "low": e.low, "high": e.high, "rounds": e.rounds}
 
 
-def _crossing(points: Sequence[tuple[float, float]]) -> float | None:
-    """First load where the value falls from above 1 to 1 or below, interpolated in log load
-    and log value; None when it never does (or starts at or below 1)."""
+def _crossing(points: Sequence[tuple[float, float]], null: float, log_y: bool) -> float | None:
+    """First load where the value falls from above `null` to `null` or below, interpolated in
+    log load (and log value for a ratio); None when it never does (or starts at or below)."""
     for (x0, y0), (x1, y1) in pairwise(points):
-        if y0 > 1.0 >= y1:
-            if x0 <= 0 or x1 <= 0 or y1 <= 0:
+        if y0 > null >= y1:
+            if x0 <= 0 or x1 <= 0 or (log_y and y1 <= 0):
                 return x1
-            t = math.log(y0) / (math.log(y0) - math.log(y1))
+            a, b, n = (math.log(y0), math.log(y1), 0.0) if log_y else (y0, y1, null)
+            t = (a - n) / (a - b)
             return math.exp(math.log(x0) + t * (math.log(x1) - math.log(x0)))
     return None
 
 
+def is_non_monotone(values: Sequence[float], null: float, log_y: bool) -> bool:
+    """A fall followed by a rise, each beyond the threshold (a valley), or more than one
+    crossing of `null`: no single crossover describes such a curve."""
+    if log_y:
+        if any(v <= 0 for v in values):
+            return False
+        ys = [math.log(v) for v in values]
+        step, n = math.log1p(DEFAULT_THRESHOLD), 0.0
+    else:
+        ys, step, n = list(values), ATTAINMENT_THRESHOLD, null
+    peak, trough, fell = ys[0], math.inf, False
+    for y in ys[1:]:
+        if fell and y > trough + step:
+            return True
+        if not fell and y < peak - step:
+            fell = True
+        if fell:
+            trough = min(trough, y)
+        else:
+            peak = max(peak, y)
+    return sum(1 for a, b in pairwise(ys) if (a > n) != (b > n)) > 1
+
+
 def crossover(
-    arm: str, levels: Sequence[LevelRatios], unit: str = "concurrent requests"
+    arm: str,
+    levels: Sequence[LevelRatios],
+    unit: str = "concurrent requests",
+    metric: str = "decode",
 ) -> Crossover:
     ordered = tuple(sorted(levels, key=lambda lv: lv.level))
+    used = [lv for lv in ordered if not lv.excluded]
     pays_up_to: float | None = None
     first_not: float | None = None
-    for lv in ordered:
-        if lv.pays:
+    for lv in used:
+        r = lv.reading(metric)
+        if r is not None and r.state == "pays":
             pays_up_to = lv.level
             continue
         first_not = lv.level
         break
-    with_ci = [lv for lv in ordered if lv.speedup is not None and lv.speedup.has_ci]
-    est = _crossing([(lv.level, lv.speedup.estimate) for lv in with_ci if lv.speedup])
-    low = _crossing([(lv.level, lv.speedup.low) for lv in with_ci if lv.speedup])
-    high = _crossing([(lv.level, lv.speedup.high) for lv in with_ci if lv.speedup])
-    return Crossover(
-        arm,
-        ordered,
-        pays_up_to,
-        first_not,
-        est,
-        low,
-        high,
-        _sentence(arm, ordered, pays_up_to, first_not, est, low, high, unit),
+    points = [(lv.level, r) for lv in used if (r := lv.reading(metric)) is not None and r.has_ci]
+    null = points[0][1].null if points else 1.0
+    log_y = not (points and points[0][1].difference)
+    non_monotone = len(points) >= 3 and is_non_monotone(
+        [r.estimate for _, r in points], null, log_y
     )
-
-
-def _g(x: float) -> str:
-    return f"{x:.3g}"
-
-
-def _sentence(
-    arm: str,
-    ordered: Sequence[LevelRatios],
-    pays_up_to: float | None,
-    first_not: float | None,
-    est: float | None,
-    low: float | None,
-    high: float | None,
-    unit: str,
-) -> str:
-    if not ordered:
-        return f"{arm}: no load level measured"
-    if all(lv.speedup is None or not lv.speedup.has_ci for lv in ordered):
-        return f"{arm}: no level has a CI (3 rounds and 3 tasks needed): no crossover read"
-    where = ""
-    if est is not None:
-        span = (
-            f" (CI bounds cross between {_g(low) if low else '?'} and {_g(high) if high else '?'})"
-            if low is not None or high is not None
-            else ""
-        )
-        where = f"; the speed-up's estimate crosses 1 near {_g(est)} {unit}{span}"
-    if pays_up_to is None:
-        first = ordered[0]
-        later = [_g(lv.level) for lv in ordered if lv.pays]
-        tail = "keep the baseline" if first.costs else "no gain shown"
-        if later:
-            tail += f" (pays at {', '.join(later)} only)"
-        return f"{arm} does not pay even at {_g(first.level)} {unit} ({first.state}): {tail}{where}"
-    if first_not is None:
-        return f"{arm} pays at every load measured, up to {_g(pays_up_to)} {unit}{where}"
-    at = next(lv for lv in ordered if lv.level == first_not)
-    tail = "keep the baseline" if at.costs else "no gain shown"
-    return (
-        f"{arm} pays up to {_g(pays_up_to)} {unit} here; from {_g(first_not)} on "
-        f"{at.state}: {tail}{where}"
+    est = None if non_monotone else _crossing([(x, r.estimate) for x, r in points], null, log_y)
+    low = _crossing([(x, r.low) for x, r in points], null, log_y)
+    high = _crossing([(x, r.high) for x, r in points], null, log_y)
+    unresolved = next((r for _, r in points if r.state == "no clear difference"), None)
+    needed = unresolved.rounds_needed if unresolved is not None else None
+    text = sentence(
+        arm, metric, ordered, pays_up_to, first_not, (est, low, high), non_monotone, unit
+    )
+    return Crossover(
+        arm, ordered, pays_up_to, first_not, est, low, high, text, metric, non_monotone, needed
     )

@@ -34,6 +34,10 @@ class LadderResult:
     wall_s: float
     slo: str
     report_path: str | None = None
+    metric: str = "decode"
+    """The metric that decided every crossover (analysis/load_compare.py)."""
+    saturation: tuple[tuple[str, float], ...] = ()
+    """`auto` rate ladders: each arm's saturation rate (req/s) at the ladder's slots."""
 
     @property
     def unit(self) -> str:
@@ -47,6 +51,8 @@ class LadderResult:
             "wall_s": self.wall_s,
             "slo": self.slo,
             "report": self.report_path,
+            "crossover_metric": self.metric,
+            "saturation_rps": dict(self.saturation),
             "levels": [
                 {
                     "level": lv.level,
@@ -78,6 +84,20 @@ def _stats_json(s: LatencyStats) -> dict[str, Any]:
         "errors": s.errors,
         "expired": s.expired,
         "good_fraction": s.good_fraction,
+        "slo_attainment": est(s.attainment),
+        "acceptance_rate": est(s.acceptance),
+        "tokens_per_step": est(s.tokens_per_step),
+        "tokens_per_chunk": est(s.tokens_per_chunk),
+        "chunk_itl_ms": {k: est(v) for k, v in s.chunk_itl.items()},
+        "trimmed_each_end": s.trimmed,
+        "oversaturated": s.oversaturated,
+        "saturation": None
+        if s.saturation is None
+        else {
+            "completed_share": s.saturation.completed_share,
+            "ttft_growth": s.saturation.ttft_growth,
+            "reason": s.saturation.reason,
+        },
         "goodput_rps": est(s.goodput_rps),
         "output_tps": est(s.output_tps),
         "quantiles": {m: {k: est(v) for k, v in by.items()} for m, by in s.quantiles.items()},

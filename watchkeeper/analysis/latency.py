@@ -32,6 +32,14 @@ from scipy import stats as scipy_stats
 
 from watchkeeper.analysis.bench_types import BenchResult
 from watchkeeper.analysis.stats import CONFIDENCE, log_t_interval
+from watchkeeper.analysis.streaming import (
+    Saturation,
+    acceptance,
+    chunk_gaps,
+    saturation,
+    tokens_per_chunk,
+    trim,
+)
 from watchkeeper.load.records import RequestSample, RunPurpose, RunResult
 
 LATENCY_KEY = "latency"
@@ -101,6 +109,27 @@ class LatencyStats:
     slo: str
     goodput_by_round: dict[int, float] = field(default_factory=dict)
     output_tps_by_round: dict[int, float] = field(default_factory=dict)
+    by_round: dict[str, dict[int, float]] = field(default_factory=dict)
+    """Per-round figures the ladder pairs by round: `attainment` (share of requests good),
+    `ttft_p90`, `e2e_p90`, `acceptance`, `tokens_per_step`, `tokens_per_chunk`."""
+    attainment: Estimate | None = None
+    """Share of the round's requests meeting the SLO, mean over rounds: defined (0) where a
+    round has no good request, unlike goodput's ratio."""
+    acceptance: Estimate | None = None
+    """Accepted over drafted tokens (analysis/streaming.py); None: the arm did not draft."""
+    tokens_per_step: Estimate | None = None
+    """Mean accepted length plus one: output tokens per target decode step."""
+    tokens_per_chunk: Estimate | None = None
+    chunk_itl: dict[str, Estimate] = field(default_factory=dict)
+    """ITL between chunks (pieces closer than 1 ms joined), 'p50'/'p90'/'p99'."""
+    saturation: Saturation | None = None
+    """Open loop only: completed against offered rate, TTFT against arrival index."""
+    trimmed: float = 0.0
+    """Share of each round's arrivals left out at each end (ramp-up, drain) of the figures."""
+
+    @property
+    def oversaturated(self) -> bool:
+        return self.saturation is not None and self.saturation.oversaturated
 
     def value(self, metric: str, stat: str) -> Estimate | None:
         return self.quantiles.get(metric, {}).get(stat)
@@ -238,31 +267,33 @@ _VALUES: dict[str, Callable[[RequestSample], list[float]]] = {
 }
 
 
-def arm_latency(arm: str, load: str, runs: Sequence[RunResult], slo: Slo) -> LatencyStats:
-    """One arm's measured runs (one per round) at one load level."""
+def arm_latency(
+    arm: str, load: str, runs: Sequence[RunResult], slo: Slo, *, trim_fraction: float = 0.0
+) -> LatencyStats:
+    """One arm's measured runs (one per round) at one load level. An open loop's figures
+    leave out `trim_fraction` of each round's arrivals at each end (ramp-up and drain); its
+    saturation is read from every arrival."""
     measured = [r for r in runs if r.arm == arm and r.purpose == RunPurpose.MEASURED]
-    by_round: dict[int, list[RequestSample]] = defaultdict(list)
+    full: dict[int, list[RequestSample]] = defaultdict(list)
     for run in measured:
-        by_round[run.round].extend(run.samples)
+        full[run.round].extend(run.samples)
+    open_loop = any(s.queue_s is not None for r in full.values() for s in r)
+    fraction = trim_fraction if open_loop else 0.0
+    by_round = {rnd: trim(samples, fraction) for rnd, samples in sorted(full.items())}
+    rounds_ok = [[s for s in samples if s.ok] for samples in by_round.values()]
     quantiles: dict[str, dict[str, Estimate]] = {}
     for metric in METRICS:
-        rounds = [
-            [v for s in samples if s.ok for v in _VALUES[metric](s)]
-            for _, samples in sorted(by_round.items())
-        ]
-        found = {f"p{round(q * 100)}": quantile_over_rounds(rounds, q) for q in QUANTILES}
-        quantiles[metric] = {k: v for k, v in found.items() if v is not None}
-    goodput: dict[int, float] = {}
-    output: dict[int, float] = {}
-    good = total = 0
-    for rnd, samples in sorted(by_round.items()):
-        seconds = active_seconds(samples)
-        n_good = sum(is_good(s, slo) for s in samples)
-        good, total = good + n_good, total + len(samples)
-        if seconds > 0:
-            goodput[rnd] = n_good / seconds
-            output[rnd] = sum(s.completion_tokens or 0 for s in samples if s.ok) / seconds
+        quantiles[metric] = _quantiles(
+            [[v for s in ok for v in _VALUES[metric](s)] for ok in rounds_ok]
+        )
+    chunk_itl = _quantiles([[g * 1000.0 for s in ok for g in chunk_gaps(s)] for ok in rounds_ok])
+    per = _per_round(by_round, slo)
     all_samples = [s for samples in by_round.values() for s in samples]
+    good = sum(is_good(s, slo) for s in all_samples)
+
+    def est(key: str) -> Estimate | None:
+        return mean_interval(list(per[key].values())) if per[key] else None
+
     return LatencyStats(
         arm=arm,
         load=load,
@@ -271,19 +302,75 @@ def arm_latency(arm: str, load: str, runs: Sequence[RunResult], slo: Slo) -> Lat
         expired=sum(s.expired for s in all_samples),
         rounds=len(by_round),
         quantiles=quantiles,
-        goodput_rps=mean_interval(list(goodput.values())) if goodput else None,
-        output_tps=mean_interval(list(output.values())) if output else None,
-        good_fraction=good / total if total else None,
+        goodput_rps=est("goodput"),
+        output_tps=est("output_tps"),
+        good_fraction=good / len(all_samples) if all_samples else None,
         slo=slo.label,
-        goodput_by_round=goodput,
-        output_tps_by_round=output,
+        goodput_by_round=per["goodput"],
+        output_tps_by_round=per["output_tps"],
+        by_round={k: v for k, v in per.items() if k not in ("goodput", "output_tps")},
+        attainment=est("attainment"),
+        acceptance=est("acceptance"),
+        tokens_per_step=est("tokens_per_step"),
+        tokens_per_chunk=est("tokens_per_chunk"),
+        chunk_itl=chunk_itl,
+        saturation=saturation(list(full.values())) if open_loop else None,
+        trimmed=fraction,
     )
 
 
+def _quantiles(rounds: Sequence[Sequence[float]]) -> dict[str, Estimate]:
+    found = {f"p{round(q * 100)}": quantile_over_rounds(rounds, q) for q in QUANTILES}
+    return {k: v for k, v in found.items() if v is not None}
+
+
+def _per_round(
+    by_round: Mapping[int, Sequence[RequestSample]], slo: Slo
+) -> dict[str, dict[int, float]]:
+    """Each round's figures, keyed by round so two arms pair by it."""
+    out: dict[str, dict[int, float]] = {
+        k: {}
+        for k in (
+            "goodput",
+            "output_tps",
+            "attainment",
+            "ttft_p90",
+            "e2e_p90",
+            "acceptance",
+            "tokens_per_step",
+            "tokens_per_chunk",
+        )
+    }
+    for rnd, samples in by_round.items():
+        seconds = active_seconds(samples)
+        n_good = sum(is_good(s, slo) for s in samples)
+        if samples:
+            out["attainment"][rnd] = n_good / len(samples)
+        if seconds > 0:
+            out["goodput"][rnd] = n_good / seconds
+            out["output_tps"][rnd] = (
+                sum(s.completion_tokens or 0 for s in samples if s.ok) / seconds
+            )
+        for key, metric in (("ttft_p90", "ttft_ms"), ("e2e_p90", "e2e_ms")):
+            values = [v for s in samples if s.ok for v in _VALUES[metric](s)]
+            if values:
+                out[key][rnd] = float(np.quantile(values, 0.9, method="median_unbiased"))
+        if (acc := acceptance(samples)) is not None:
+            out["acceptance"][rnd], out["tokens_per_step"][rnd] = acc
+        if (chunk := tokens_per_chunk(samples)) is not None:
+            out["tokens_per_chunk"][rnd] = chunk
+    return out
+
+
 def latency_table(
-    runs: Sequence[RunResult], arms: Sequence[str], load: str, slo: Slo
+    runs: Sequence[RunResult],
+    arms: Sequence[str],
+    load: str,
+    slo: Slo,
+    *,
+    trim_fraction: float = 0.0,
 ) -> tuple[LatencyStats, ...]:
-    return tuple(arm_latency(arm, load, runs, slo) for arm in arms)
+    return tuple(arm_latency(arm, load, runs, slo, trim_fraction=trim_fraction) for arm in arms)
 
 
 def result_latency(result: BenchResult) -> tuple[LatencyStats, ...]:

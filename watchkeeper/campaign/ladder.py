@@ -1,11 +1,15 @@
 """The load ladder's engine: each rung's plan (slots matched to a concurrency, or the arrivals
-at a rate), the baseline's saturation rate that `auto` rates are fractions of, and the ratios
-a level hands to `analysis.crossover`. The command that climbs the ladder is
-`commands/ladder.py`.
+at a rate, long enough for a steady state: `LoadShape.level_min_s` and `level_min_requests`),
+every arm's saturation rate that `auto` rates are placed by, the metric that decides the
+crossover, and the readings a level hands to `analysis.crossover` (every metric's:
+analysis/load_compare.py; an open loop's ramp-up and drain trimmed, a level the baseline cannot
+keep up with flagged oversaturated: analysis/streaming.py). The command that climbs the ladder
+is `commands/ladder.py`.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Sequence
 from dataclasses import replace
@@ -13,6 +17,7 @@ from dataclasses import replace
 from watchkeeper.analysis.benchmark import BenchResult
 from watchkeeper.analysis.crossover import LevelRatios
 from watchkeeper.analysis.latency import ratio_over_rounds, result_latency
+from watchkeeper.analysis.load_compare import CROSSOVER_METRICS, default_metric, level_readings
 from watchkeeper.campaign.bench_plan import BenchPlan, Progress
 from watchkeeper.campaign.campaigns import run_profile
 from watchkeeper.campaign.load_shape import shape_plan, with_slots
@@ -60,14 +65,18 @@ def level_ratios(level: float, load: str, result: BenchResult, arm: str) -> Leve
     stats = {s.arm: s for s in result_latency(result)}
     base, cand = stats.get(result.baseline.name), stats.get(arm)
     overall = result.stats(arm)
+    speedup = overall.speedup if overall is not None else None
     return LevelRatios(
         level,
         load,
-        overall.speedup if overall is not None else None,
+        speedup,
         ratio_over_rounds(base.goodput_by_round, cand.goodput_by_round) if base and cand else None,
         ratio_over_rounds(base.output_tps_by_round, cand.output_tps_by_round)
         if base and cand
         else None,
+        level_readings(base, cand, speedup),
+        tuple(s.arm for s in (base, cand) if s is not None and s.oversaturated),
+        result.baseline.name,
     )
 
 
@@ -83,22 +92,59 @@ def check_levels(levels: Sequence[float], *, rates: bool) -> None:
         raise ConfigError("concurrency levels are whole numbers; use --ladder-rates for rates")
 
 
-def saturation_levels(
+def crossover_metric(metric: str | None, *, rates: bool) -> str:
+    """The metric that decides the crossover: the one asked for, else the mode's default."""
+    metric = metric or default_metric("rate" if rates else "concurrency")
+    if metric not in CROSSOVER_METRICS:
+        raise ConfigError(
+            f"--crossover-metric {metric}: not a crossover metric",
+            hint=f"use one of {', '.join(CROSSOVER_METRICS)}",
+        )
+    return metric
+
+
+def check_auto_slots(slots: int) -> None:
+    """One slot cannot batch: every request waits for the one before, so the capacity that
+    speculation spends, the effect a ladder is for, cannot show."""
+    if slots <= 1:
+        raise ConfigError(
+            "--load-ladder auto with 1 slot: nothing batches, so the load effect under study "
+            "cannot occur",
+            hint="give the servers slots with --concurrency 4 (or --max-concurrency 4)",
+        )
+
+
+def arm_saturation(
     config: Config,
     first: BenchPlan,
-    baseline: PreparedProfile,
+    prepared: Sequence[PreparedProfile],
     shape: LoadShape,
     progress: Progress,
-) -> list[float]:
-    """Auto levels: fractions of the rate the baseline saturates at, so the ladder spans
-    light load to flat out on this host whatever its speed."""
+) -> dict[str, float]:
+    """Every arm's saturation rate at the ladder's slots: a candidate that spends capacity on
+    drafts saturates below the baseline, and the load between the two is where it costs."""
     shaped = shape_plan(first, config, shape)
-    peak = saturation_rate(config, baseline, shaped.tasks, max(1, first.concurrency))
+    slots = max(1, shaped.slots or first.concurrency)
+    found = {}
+    for arm in prepared:
+        found[arm.name] = saturation_rate(config, arm, shaped.tasks, slots)
+        progress(f"{arm.name} saturates near {found[arm.name]:.3g} req/s at {slots} slot(s)")
+    return found
+
+
+def saturation_levels(
+    saturation: dict[str, float], baseline: str, progress: Progress
+) -> list[float]:
+    """Auto levels: fractions of the baseline's saturation rate, so the ladder spans light
+    load to flat out on this host whatever its speed, plus each candidate's own saturation
+    where it lies below the baseline's (and not within 10% of a level already there)."""
+    peak = saturation[baseline]
     levels = [round(f * peak, 3) for f in SATURATION_FRACTIONS]
-    progress(
-        f"{baseline.name} saturates near {peak:.3g} req/s at {first.concurrency} "
-        f"slot(s): ladder rates {', '.join(f'{lv:g}' for lv in levels)}"
-    )
+    for arm, rate in saturation.items():
+        if arm != baseline and rate < peak and all(abs(rate - lv) > 0.1 * lv for lv in levels):
+            levels.append(round(rate, 3))
+    levels.sort()
+    progress(f"ladder rates {', '.join(f'{lv:g}' for lv in levels)} req/s")
     return levels
 
 
@@ -108,6 +154,12 @@ def level_plan(
     """One rung's plan, speed only: at a concurrency the servers get that many slots; at a
     rate they keep the command's slots and the arrivals come at that rate."""
     plan = replace(first, concurrency=int(level) if not rates else first.concurrency)
+    wanted = max(shape.requests or 0, shape.level_min_requests, len(plan.tasks))
+    if rates:
+        wanted = max(wanted, math.ceil(level * shape.level_min_s))
+    elif level > 1:
+        wanted = max(wanted, 2 * int(level))
+    shape = replace(shape, requests=wanted)
     return replace(
         shape_plan(plan, config, replace(shape, rate=level) if rates else shape),
         speed_only=True,

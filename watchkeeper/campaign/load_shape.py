@@ -28,6 +28,10 @@ from watchkeeper.server.launch import PreparedProfile
 from watchkeeper.store.db import Database
 from watchkeeper.store.load_store import LoadStore
 
+OPEN_LOOP_TRIM = 0.1
+"""Share of each open-loop round's arrivals left out of its latency figures at each end: the
+first find an empty server (ramp-up), the last an emptying one (drain)."""
+
 
 def with_slots(prepared: Sequence[PreparedProfile], slots: int | None) -> list[PreparedProfile]:
     """Every arm watchkeeper starts gets `slots` parallel slots (`--parallel`), its context
@@ -99,12 +103,14 @@ def plan_slots(plan: BenchPlan) -> int:
 def bench_latency(
     config: Config, plan: BenchPlan, result: BenchResult, runs: Sequence[RunResult]
 ) -> BenchResult:
-    """The bench's latency distributions per arm at its load, in `extras["latency"]`."""
+    """The bench's latency distributions per arm at its load, in `extras["latency"]`; an
+    open loop's ramp-up and drain trimmed (`OPEN_LOOP_TRIM`)."""
     table = latency_table(
         runs,
         [a.name for a in result.arms],
         load_label(plan.concurrency, plan.arrival),
         config_slo(config),
+        trim_fraction=OPEN_LOOP_TRIM if plan.arrival is not None else 0.0,
     )
     return replace(result, extras={**result.extras, LATENCY_KEY: table})
 

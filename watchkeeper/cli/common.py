@@ -165,6 +165,26 @@ def add_load_options(p: argparse.ArgumentParser) -> None:
         help="the --load-ladder levels are requests per second (open loop)",
     )
     g.add_argument(
+        "--crossover-metric",
+        choices=("goodput", "e2e_p90", "ttft_p90", "decode"),
+        help="what decides the ladder's crossover: paired SLO attainment (default for rate "
+        "ladders), E2E or TTFT p90 (E2E: default for concurrency ladders) or per-request "
+        "decode tok/s; the report shows all four",
+    )
+    g.add_argument(
+        "--level-min-s",
+        type=float,
+        metavar="S",
+        help="a rate ladder's level sends at least rate x S requests per arm and round "
+        "(default 10)",
+    )
+    g.add_argument(
+        "--level-min-requests",
+        type=int,
+        metavar="N",
+        help="every ladder level sends at least N requests per arm and round (default 10)",
+    )
+    g.add_argument(
         "--trace",
         metavar="F",
         help="replay a JSONL trace at its own arrival times (--rate: speed factor, default 1); "
@@ -175,7 +195,7 @@ def add_load_options(p: argparse.ArgumentParser) -> None:
 def load_shape_from_args(args: argparse.Namespace) -> LoadShape:
     """The CLI's load options (`add_load_options`) as a `LoadShape`; a trace's arrival
     offsets come with it (its tasks replace the task set: campaign/bench.py)."""
-    from watchkeeper.load.shape import LoadShape
+    from watchkeeper.load.shape import LEVEL_MIN_REQUESTS, LEVEL_MIN_S, LoadShape
     from watchkeeper.load.traffic import load_trace
 
     trace: list[float] | None = None
@@ -198,4 +218,6 @@ def load_shape_from_args(args: argparse.Namespace) -> LoadShape:
         requests=args.requests,
         trace=trace,
         trace_tasks=trace_tasks,
+        level_min_s=getattr(args, "level_min_s", None) or LEVEL_MIN_S,
+        level_min_requests=getattr(args, "level_min_requests", None) or LEVEL_MIN_REQUESTS,
     )

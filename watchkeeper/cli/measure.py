@@ -150,6 +150,7 @@ def _bench_ladder(args: argparse.Namespace, config: Config, shape: Any) -> int:
         concurrency=args.concurrency,
         shape=shape,
         progress=progress,
+        metric=args.crossover_metric,
     )
     if args.json:
         out.print_json(json.dumps(result.to_json()))

@@ -23,7 +23,10 @@ from watchkeeper.campaign.bench import execute_bench
 from watchkeeper.campaign.bench_plan import Progress, plan_bench
 from watchkeeper.campaign.ladder import (
     KIND,
+    arm_saturation,
+    check_auto_slots,
     check_levels,
+    crossover_metric,
     level_plan,
     level_ratios,
     saturation_levels,
@@ -50,13 +53,18 @@ def ladder_command(
     shape: LoadShape,
     progress: Progress,
     database: Database | None = None,
+    metric: str | None = None,
 ) -> LadderResult:
     """`levels` are concurrencies (closed loop) or, with `rates`, requests per second (open
     loop, the servers' slots from `concurrency`); no levels with `rates`: 25, 50, 75 and 100%
-    of the baseline's saturation rate, measured first (`saturation_rate`). The page and its
+    of the baseline's saturation rate and each slower candidate's own, measured first
+    (`campaign.ladder.arm_saturation`). `metric` decides the crossover (None: the mode's
+    default, `analysis.load_compare.default_metric`). The page and its
     plots are written to the reports folder; the result names it (`report_path`)."""
     auto = not levels
     check_levels(levels, rates=rates)
+    metric = crossover_metric(metric, rates=rates)
+    saturation: dict[str, float] = {}
     started = time.monotonic()
     with open_database(config.database.resolved_url(), given=database) as db:
         repo = Repository(db)
@@ -69,9 +77,12 @@ def ladder_command(
             per_category=per_category,
             concurrency=concurrency,
         )
+        if auto:
+            check_auto_slots(shape.max_concurrency or first.concurrency)
         prepared = [prepare(config, name, progress=progress) for name in first.profiles]
         if auto:
-            levels = saturation_levels(config, first, prepared[0], shape, progress)
+            saturation = arm_saturation(config, first, prepared, shape, progress)
+            levels = saturation_levels(saturation, first.profiles[0], progress)
         done: list[LadderLevel] = []
         for index, level in enumerate(sorted(levels), start=1):
             plan = level_plan(config, first, shape, level, rates=rates)
@@ -93,7 +104,9 @@ def ladder_command(
     candidates = first.profiles[1:]
     unit = "concurrent requests" if not rates else "requests/s"
     crossovers = tuple(
-        crossover(arm, [level_ratios(lv.level, lv.load, lv.result, arm) for lv in done], unit)
+        crossover(
+            arm, [level_ratios(lv.level, lv.load, lv.result, arm) for lv in done], unit, metric
+        )
         for arm in candidates
     )
     slo = done[0].latency[0].slo if done and done[0].latency else ""
@@ -105,6 +118,8 @@ def ladder_command(
         crossovers,
         time.monotonic() - started,
         slo,
+        metric=metric,
+        saturation=tuple(saturation.items()),
     )
     path = write_ladder_report(ladder, config.bench.resolved_reports_dir())
     progress(f"report: {path}")

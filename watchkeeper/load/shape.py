@@ -9,6 +9,11 @@ from dataclasses import dataclass
 
 from watchkeeper.load.records import Task
 
+LEVEL_MIN_S = 10.0
+"""Seconds of arrivals per open-loop ladder level and round, at least: a level of 6 arrivals
+is all ramp-up and drain, never the steady state its rate names."""
+LEVEL_MIN_REQUESTS = 10
+
 
 @dataclass(frozen=True, slots=True)
 class LoadShape:
@@ -29,3 +34,7 @@ class LoadShape:
     """A trace's arrival offsets (load/traffic.py), replayed at `rate` x its own speed."""
     trace_tasks: tuple[Task, ...] | None = None
     """The trace's requests, in arrival order: they replace the task set."""
+    level_min_s: float = LEVEL_MIN_S
+    """A ladder's rate level sends at least rate x this many requests per arm and round."""
+    level_min_requests: int = LEVEL_MIN_REQUESTS
+    """A ladder level sends at least this many requests per arm and round."""
