@@ -18,7 +18,7 @@ from watchkeeper.campaign.release_runs import (
 from watchkeeper.commands.upgrade_check import plain_twin
 from watchkeeper.config import Config, DatabaseConfig, ProfileConfig, ServerConfig
 from watchkeeper.errors import ConfigError
-from watchkeeper.server import build, install
+from watchkeeper.server import identity, install
 from watchkeeper.server.binary import ServerBinary
 from watchkeeper.server.launch import PreparedProfile
 from watchkeeper.server.models import ModelFile
@@ -32,18 +32,18 @@ def _cached_release(server: ServerConfig) -> None:
     root = install.build_dir(server)
     binary = root / "build" / "bin" / "llama-server"
     binary.parent.mkdir(parents=True)
-    number = build.release_number(server.llama_cpp_version)
+    number = identity.release_number(server.llama_cpp_version)
     binary.write_text(f"#!/bin/sh\necho 'version: {number} (unknown)'\n")
     binary.chmod(0o755)
-    record = build.build_record(
+    record = identity.build_record(
         server,
         root,
         install.configure_command(server),
         f"version: {number} (unknown)",
         1.0,
-        defines=build.release_defines(server.llama_cpp_version),
-    )
-    (root / build.MARKER).write_text(json.dumps(record), encoding="utf-8")
+        defines=identity.release_defines(server.llama_cpp_version),
+    ).record
+    (root / identity.MARKER).write_text(json.dumps(record), encoding="utf-8")
 
 
 def test_a_release_is_built_from_its_own_sdist_never_from_a_configured_binary(
