@@ -11,6 +11,7 @@ from collections.abc import Callable
 from rich.console import Console
 
 from watchkeeper.config import Config
+from watchkeeper.redaction import redact
 
 console = Console(stderr=True, highlight=False)
 out = Console(highlight=False)
@@ -23,8 +24,9 @@ Handler = Callable[[argparse.Namespace, Config], int]
 
 def progress(message: str) -> None:
     """Progress goes to stderr, so it runs under --json too: stdout stays one JSON document,
-    and a 40-minute sweep with --json still says what it is doing."""
-    console.print(f"[dim]·[/dim] {message}")
+    and a 40-minute sweep with --json still says what it is doing. A progress line may name a
+    URL (an external server, a remote): it goes through the one redactor."""
+    console.print(f"[dim]·[/dim] {redact(message)}")
 
 
 def add_common(parser: argparse.ArgumentParser) -> None:

@@ -28,13 +28,13 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from watchkeeper.config.paths import project_root
 from watchkeeper.errors import StoreError
+from watchkeeper.redaction import redact_url
 
 
 def masked(url: str) -> str:
-    try:
-        return make_url(url).render_as_string(hide_password=True)
-    except ArgumentError:
-        return "<unparseable database URL>"
+    """The URL as it may be printed: through the one redactor, which also masks a URL too
+    mistyped to parse (`postgresql:/u:secret@host`) and libpq's `password=` parameter."""
+    return redact_url(url)
 
 
 def _normalise(url: str) -> str:
@@ -65,7 +65,7 @@ def make_engine(url: str) -> Engine:
     try:
         parsed = make_url(url)
     except ArgumentError as exc:
-        raise StoreError(f"invalid database URL {url!r}: {exc}") from exc
+        raise StoreError(f"invalid database URL {masked(url)}: {exc}") from exc
     kwargs: dict[str, Any] = {"future": True}
     if parsed.get_backend_name() == "sqlite":
         if parsed.database and parsed.database != ":memory:":
