@@ -28,6 +28,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from watchkeeper.config.paths import project_root
 from watchkeeper.errors import StoreError
+from watchkeeper.host.private import private_file
 from watchkeeper.redaction import redact_url
 
 
@@ -69,7 +70,9 @@ def make_engine(url: str) -> Engine:
     kwargs: dict[str, Any] = {"future": True}
     if parsed.get_backend_name() == "sqlite":
         if parsed.database and parsed.database != ":memory:":
-            Path(parsed.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+            # Prompts and outputs live in it: 0600 in a 0700 folder when we create them
+            # (SQLite gives its -wal and -shm files the database file's mode).
+            private_file(Path(parsed.database).expanduser())
         kwargs["connect_args"] = {"timeout": 30}
     else:
         kwargs["pool_pre_ping"] = True
@@ -210,7 +213,7 @@ def _sqlite_file_lock(engine: Engine) -> Iterator[None]:
         yield
         return
     lock_path = Path(database).expanduser().with_name(Path(database).name + ".migrate.lock")
-    with lock_path.open("a") as handle:
+    with private_file(lock_path).open("a") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:
             yield
