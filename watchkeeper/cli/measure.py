@@ -11,9 +11,14 @@ from typing import Any
 from rich.markup import escape
 
 from watchkeeper.cli.common import (
+    CONCURRENCY,
+    COUNT,
+    FIT_CONTEXT,
+    ROUNDS,
     add_common,
     add_load_options,
     add_sampling,
+    names,
     out,
     progress,
     split,
@@ -199,10 +204,10 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--taskset", metavar="F", help="JSONL task set (default: jobs/tasksets/standard.jsonl)"
     )
-    p.add_argument("--limit", type=int, metavar="N", help="only the first N tasks")
+    p.add_argument("--limit", type=COUNT, metavar="N", help="only the first N tasks")
     p.add_argument(
         "--concurrency",
-        type=int,
+        type=CONCURRENCY,
         default=None,
         help="requests in flight (default: bench.concurrency)",
     )
@@ -222,21 +227,22 @@ def register(sub: Any) -> None:
     add_common(p)
     p.add_argument(
         "--profiles",
+        type=names,
         metavar="A,B,...",
         help="comma-separated; the first is the baseline "
         "(default: qwen-baseline,qwen-draft4,qwen-ngram)",
     )
-    p.add_argument("--rounds", type=int, help="measured rounds (default: bench.rounds)")
+    p.add_argument("--rounds", type=ROUNDS, help="measured rounds (default: bench.rounds)")
     p.add_argument("--taskset", metavar="F")
-    p.add_argument("--limit", type=int, metavar="N", help="only the first N tasks")
-    p.add_argument("--per-category", type=int, metavar="N", help="first N tasks of each category")
-    p.add_argument("--concurrency", type=int, default=None)
+    p.add_argument("--limit", type=COUNT, metavar="N", help="only the first N tasks")
+    p.add_argument("--per-category", type=COUNT, metavar="N", help="first N tasks of each category")
+    p.add_argument("--concurrency", type=CONCURRENCY, default=None)
     p.add_argument(
         "--no-control", action="store_true", help="skip the baseline-vs-baseline control run"
     )
     p.add_argument(
         "--fit-context",
-        type=int,
+        type=FIT_CONTEXT,
         metavar="N",
         default=None,
         help="first start each arm at N tokens of context and report whether it fits, with "

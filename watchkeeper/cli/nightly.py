@@ -9,7 +9,16 @@ from typing import Any
 
 from rich.markup import escape
 
-from watchkeeper.cli.common import add_common, add_sampling, out, progress, split
+from watchkeeper.cli.common import (
+    COUNT,
+    POSITIVE_ID,
+    add_common,
+    add_sampling,
+    names,
+    out,
+    progress,
+    split,
+)
 from watchkeeper.config import Config
 from watchkeeper.errors import ConfigError
 from watchkeeper.format import share
@@ -279,7 +288,7 @@ def register(sub: Any) -> None:
         default="list",
         choices=["list", "ack", "dismiss", "silence", "fix", "reopen"],
     )
-    p.add_argument("id", nargs="?", type=int)
+    p.add_argument("id", nargs="?", type=POSITIVE_ID)
     p.add_argument("--note", help="why (stored with the status)")
     p.add_argument(
         "--status", help="comma-separated statuses to list, or 'all' (default: active,acknowledged)"
@@ -296,9 +305,9 @@ def register(sub: Any) -> None:
     )
     add_common(p)
     p.add_argument("--profile", default="smollm2-baseline")
-    p.add_argument("--history-runs", type=int, default=10, metavar="N")
-    p.add_argument("--test-runs", type=int, default=3, metavar="N")
-    p.add_argument("--per-category", type=int, default=5, metavar="N")
-    p.add_argument("--categories", metavar="A,B", help="only these task categories")
+    p.add_argument("--history-runs", type=COUNT, default=10, metavar="N")
+    p.add_argument("--test-runs", type=COUNT, default=3, metavar="N")
+    p.add_argument("--per-category", type=COUNT, default=5, metavar="N")
+    p.add_argument("--categories", type=names, metavar="A,B", help="only these task categories")
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler=cmd_aa)

@@ -35,6 +35,11 @@ def load_token(config: TrackerConfig, environ: dict[str, str] | None = None) -> 
                 f"tracker token file {path}: cannot read it ({exc.strerror})",
                 hint="check tracker.token_file (or $" + config.token_env + "_FILE)",
             ) from exc
+        except UnicodeDecodeError:
+            raise ConfigError(
+                f"tracker token file {path}: not UTF-8 text",
+                hint="check tracker.token_file (or $" + config.token_env + "_FILE)",
+            ) from None
         if value:
             return value
         raise ConfigError(f"tracker token file {path} is empty")
