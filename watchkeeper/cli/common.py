@@ -9,6 +9,7 @@ import argparse
 import math
 import re
 from collections.abc import Callable
+from pathlib import Path
 from typing import NoReturn
 
 from rich.console import Console
@@ -115,6 +116,19 @@ def names(text: str) -> str:
             "separated by commas)"
         )
     return ",".join(parts)
+
+
+def output_file(text: str) -> str:
+    """An argparse type: a file to write, in a folder that exists (checked before anything is
+    read or measured: a typo in the folder costs nothing)."""
+    path = Path(text).expanduser()
+    if not text.strip():
+        raise argparse.ArgumentTypeError("needs a file name")
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text} is a folder; name a file in it")
+    if not path.parent.is_dir():
+        raise argparse.ArgumentTypeError(f"folder {path.parent} does not exist")
+    return text
 
 
 def concurrency_list(text: str) -> str:

@@ -20,6 +20,7 @@ from watchkeeper.cli.common import (
     add_sampling,
     names,
     out,
+    output_file,
     progress,
     split,
 )
@@ -263,7 +264,9 @@ def register(sub: Any) -> None:
     add_common(p)
     p.add_argument("source", metavar="SRC", help="the ShareGPT JSON or the JSONL trace")
     p.add_argument("--format", choices=["sharegpt", "trace"], required=True)
-    p.add_argument("--out", required=True, metavar="F", help="the task set to write (JSONL)")
+    p.add_argument(
+        "--out", required=True, type=output_file, metavar="F", help="the task set to write (JSONL)"
+    )
     p.set_defaults(handler=cmd_import_tasks)
 
     p = sub.add_parser("profiles", help="list built-in and configured server profiles")
