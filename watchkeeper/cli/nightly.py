@@ -24,12 +24,18 @@ from watchkeeper.errors import ConfigError
 from watchkeeper.format import share
 from watchkeeper.store.db import open_database
 
+_FIRST, _LAST = date(1970, 1, 2), date(9999, 12, 30)
+"""The digest's window reaches a day either side of its dates: 0001-01-01 overflowed."""
+
 
 def _date(text: str) -> date:
     try:
-        return date.fromisoformat(text)
+        day = date.fromisoformat(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a date (YYYY-MM-DD): {text!r}") from None
+    if not _FIRST <= day <= _LAST:
+        raise argparse.ArgumentTypeError(f"{text}: a date from {_FIRST} to {_LAST}")
+    return day
 
 
 def cmd_digest(args: argparse.Namespace, config: Config) -> int:
@@ -291,7 +297,9 @@ def register(sub: Any) -> None:
     p.add_argument("id", nargs="?", type=POSITIVE_ID)
     p.add_argument("--note", help="why (stored with the status)")
     p.add_argument(
-        "--status", help="comma-separated statuses to list, or 'all' (default: active,acknowledged)"
+        "--status",
+        type=names,
+        help="comma-separated statuses to list, or 'all' (default: active,acknowledged)",
     )
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler=cmd_findings)
