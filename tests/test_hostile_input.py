@@ -93,6 +93,12 @@ def _loop_config(tmp: Path) -> list[str]:
     return ["profiles", "--config", str(loop)]
 
 
+def _fifo_config(tmp: Path) -> list[str]:
+    (tmp / "in").mkdir(parents=True, exist_ok=True)
+    os.mkfifo(tmp / "in" / "wk.toml")
+    return ["profiles", "--config", str(tmp / "in" / "wk.toml")]
+
+
 def _dir_config(tmp: Path) -> list[str]:
     (tmp / "in" / "conf.d").mkdir(parents=True, exist_ok=True)
     return ["profiles", "--config", str(tmp / "in" / "conf.d")]
@@ -182,6 +188,7 @@ CASES: dict[str, Case] = {
     "config nested 10^5 deep": _cfg_case(["profiles"], _NESTED_TOML, "nested too deeply"),
     "config is a folder": Case(_dir_config, "cannot read config file"),
     "config is a symlink loop": Case(_loop_config, "cannot read config file"),
+    "config is a FIFO": Case(_fifo_config, "not a regular file"),
     "config NaN threshold": _cfg_case(["profiles"], "[bench]\nmin_effect = nan\n", "min_effect"),
     "config inf timeout": _cfg_case(["profiles"], "[daemon]\nstop_timeout_s = inf\n", "stop_t"),
     "config huge rounds": _cfg_case(["profiles"], f"[bench]\nrounds = {2**70}\n", "rounds"),

@@ -58,6 +58,9 @@ def load_config(explicit: str | Path | None = None) -> Config:
     path = find_config_file(explicit)
     if path is None:
         return Config()
+    if path.exists() and not path.is_file() and not path.is_dir():
+        # A FIFO or a device (`--config /dev/stdin` by mistake) would block the read forever.
+        raise ConfigError(f"{path}: not a regular file", hint="--config names a TOML file")
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError as exc:
