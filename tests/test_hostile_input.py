@@ -5,7 +5,8 @@ profile list, a file of random bytes where the database should be, a trace of ne
 brackets, a credential inside a URL) and goes through `watchkeeper.cli.app.main` as it would
 from a shell. Every one must end with exit code 2 and exactly one `error:` line on stderr (plus
 at most the `hint:` line the CLI prints under it), no traceback, no secret in the output, no
-file created or changed anywhere under the test's folder, and no llama-server started.
+file created or changed anywhere under the test's folder, and no llama-server started. The
+redactor and the private files have their own module, tests/test_nothing_leaked.py.
 """
 
 from __future__ import annotations
@@ -23,10 +24,6 @@ import psutil
 import pytest
 
 from watchkeeper.cli.app import build_parser, main
-from watchkeeper.redaction import redact
-from watchkeeper.soak.spool import Journal
-from watchkeeper.store.db import Database
-from watchkeeper.tracker.checkout import Mirror
 
 SECRET = "hunter2-s3cret"
 DEEP = 100_000
@@ -426,72 +423,3 @@ def test_every_numeric_option_of_every_command_is_range_checked() -> None:
     walk(build_parser(), "")
     assert unchecked == []
     assert len(CASES) + len(DB_CASES) + 1 >= 40
-
-
-# -- nothing leaked: the one redactor, and files only their owner reads -------------------
-
-
-@pytest.mark.parametrize(
-    ("text", "shown"),
-    [
-        (f"postgresql://wk:{SECRET}@db.internal/wk", "postgresql://wk:***@db.internal/wk"),
-        (f"postgresql:/wk:{SECRET}@db/wk", "postgresql:/wk:***@db/wk"),
-        (f"https://{SECRET}@github.com/o/r.git", "https://***@github.com/o/r.git"),
-        (f"http://h/api?x=1&access_token={SECRET}&y=2", "http://h/api?x=1&access_token=***&y=2"),
-        (f"host=db password={SECRET} dbname=wk", "host=db password=*** dbname=wk"),
-        (
-            f"git could not fetch https://u:{SECRET}@h/r: 403",
-            "git could not fetch https://u:***@h/r: 403",
-        ),
-        (
-            "max_tokens=64 token_env=WK http://127.0.0.1:8080/v1",
-            "max_tokens=64 token_env=WK http://127.0.0.1:8080/v1",
-        ),
-    ],
-)
-def test_the_one_redactor_masks_credentials_and_nothing_else(text: str, shown: str) -> None:
-    assert redact(text) == shown
-
-
-def test_an_external_server_url_with_a_password_is_never_printed(
-    hostile: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    with socket.socket() as closed:
-        closed.bind(("127.0.0.1", 0))
-        port = closed.getsockname()[1]
-    config = _write(
-        hostile / "in" / "wk.toml",
-        f'[profiles.prod]\nurl = "http://ops:{SECRET}@127.0.0.1:{port}"\n',
-    )
-    capsys.readouterr()
-    code = _run(["run", "--profile", "prod", "--config", str(config)])
-    out, err = capsys.readouterr()
-    assert code == 2 and "Traceback" not in err
-    assert SECRET not in out + err and "ops:***@127.0.0.1" in err
-
-
-def _mode(path: Path) -> int:
-    return stat.S_IMODE(path.stat().st_mode)
-
-
-def test_the_database_the_spool_and_the_mirror_config_are_private(hostile: Path) -> None:
-    """Prompts and outputs (the database, the spool) and clone credentials (the mirror's git
-    config) are 0600 in 0700 folders, under a umask of 022."""
-    db_path = hostile / "data" / "deep" / "wk.db"
-    db = Database(f"sqlite:///{db_path}")
-    db.close()
-    assert _mode(db_path) == 0o600
-    assert _mode(db_path.parent) == 0o700 and _mode(db_path.parent.parent) == 0o700
-
-    journal = Journal(hostile / "spool" / "campaign-1")
-    try:
-        assert _mode(hostile / "spool") == 0o700
-        assert _mode(hostile / "spool" / "campaign-1") == 0o700
-        assert _mode(hostile / "spool" / "campaign-1" / "journal.jsonl") == 0o600
-    finally:
-        journal.close()
-
-    mirror = Mirror(hostile / "review", f"https://ops:{SECRET}@127.0.0.1:1/o/r.git")
-    mirror.repo.close()
-    assert _mode(hostile / "review" / "mirror.git") == 0o700
-    assert _mode(hostile / "review" / "mirror.git" / "config") == 0o600
