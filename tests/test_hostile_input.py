@@ -103,6 +103,7 @@ def _dir_config(tmp: Path) -> list[str]:
 
 _NESTED_TOML = "a = " + "[" * DEEP + "]" * DEEP + "\n"
 _NESTED_JSON = "[" * DEEP + "]" * DEEP + "\n"
+_PASSWD = "root:x:0:0:root:/root:/bin/bash\n"
 _BAD_BYTES = b"\xff\xfe\x00garbage \xc3\x28\n"
 _PROMPT = '"prompt": "hi", "max_tokens": 8'
 _HTTPS = 'kind = "gitea"\napi_url = "https://git.example.com/api/v1"\n'
@@ -155,6 +156,8 @@ CASES: dict[str, Case] = {
     "digest --date 2026-13-45": Case(lambda t: ["digest", "--date", "2026-13-45"], "not a date"),
     "digest --date 0001-01-01": Case(lambda t: ["digest", "--date", "0001-01-01"], "a date from"),
     "findings --status ,": Case(lambda t: ["findings", "--status", ","], "--status"),
+    "soak --duration nan": Case(lambda t: ["soak", "--duration", "nan"], "--duration"),
+    "soak --block 0s": Case(lambda t: ["soak", "--block", "0s"], "--block"),
     "import-tasks --out missing folder": Case(
         lambda t: [
             "import-tasks",
@@ -186,6 +189,19 @@ CASES: dict[str, Case] = {
     "config is a folder": Case(_dir_config, "cannot read config file"),
     "config is a symlink loop": Case(_loop_config, "cannot read config file"),
     "config is a FIFO": Case(_fifo_config, "not a regular file"),
+    "model file is /etc/passwd": Case(
+        lambda t: [
+            "run",
+            "--profile",
+            "p",
+            "--config",
+            _config(
+                f'[models.mine]\npath = "{_write(t / "in" / "x.gguf", _PASSWD)}"\n'
+                '[profiles.p]\nmodel = "mine"\n'
+            )(t),
+        ],
+        "not a GGUF file",
+    ),
     "config NaN threshold": _cfg_case(["profiles"], "[bench]\nmin_effect = nan\n", "min_effect"),
     "config inf timeout": _cfg_case(["profiles"], "[daemon]\nstop_timeout_s = inf\n", "stop_t"),
     "config huge rounds": _cfg_case(["profiles"], f"[bench]\nrounds = {2**70}\n", "rounds"),

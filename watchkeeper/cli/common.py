@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from watchkeeper.config import Config
+from watchkeeper.config.durations import parse_duration
 from watchkeeper.redaction import redact
 
 console = Console(stderr=True, highlight=False)
@@ -116,6 +117,16 @@ def names(text: str) -> str:
             "separated by commas)"
         )
     return ",".join(parts)
+
+
+def duration(text: str) -> str:
+    """An argparse type: a duration (`8h`, `30m`, `1h30m`) given back as typed; `nan`, `0s`,
+    `-5m` and more than a year are refused here, not after the servers are prepared."""
+    try:
+        parse_duration(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
 
 
 def output_file(text: str) -> str:

@@ -23,6 +23,7 @@ from watchkeeper.cli.common import (
     add_open_loop_options,
     add_sampling,
     concurrency_list,
+    duration,
     names,
     out,
     progress,
@@ -312,7 +313,7 @@ def register(sub: Any) -> None:
         "SIGTERM marks the campaign interrupted and a later run of the same command resumes it.",
     )
     add_common(p)
-    p.add_argument("--duration", help="e.g. 8h, 30m, 1h30m (default: soak.duration)")
+    p.add_argument("--duration", type=duration, help="e.g. 8h, 30m, 1h30m (default: soak.duration)")
     p.add_argument(
         "--profiles",
         type=names,
@@ -332,7 +333,9 @@ def register(sub: Any) -> None:
         metavar="N,M,...",
         help="e.g. 1,4 (default: soak.concurrency)",
     )
-    p.add_argument("--block", help="time per (profile, concurrency) block (default: soak.block)")
+    p.add_argument(
+        "--block", type=duration, help="time per (profile, concurrency) block (default: soak.block)"
+    )
     p.add_argument("--taskset", metavar="F")
     p.add_argument("--limit", type=COUNT, metavar="N", help="only the first N tasks")
     p.add_argument("--per-category", type=COUNT, metavar="N", help="first N tasks of each category")
