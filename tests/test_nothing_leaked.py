@@ -94,3 +94,14 @@ def test_the_database_the_spool_and_the_mirror_config_are_private(careless: Path
     mirror.repo.close()
     assert _mode(careless / "review" / "mirror.git") == 0o700
     assert _mode(careless / "review" / "mirror.git" / "config") == 0o600
+
+
+def test_folders_and_files_that_exist_keep_their_mode(careless: Path) -> None:
+    """A database put in a shared folder (`/tmp`, a data disk) must not change that folder:
+    only what watchkeeper creates is made private."""
+    shared = careless / "shared"
+    shared.mkdir(mode=0o755)
+    os.chmod(shared, 0o1777)
+    Database(f"sqlite:///{shared / 'wk.db'}").close()
+    assert _mode(shared) == 0o1777
+    assert _mode(shared / "wk.db") == 0o600
