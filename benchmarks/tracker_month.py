@@ -175,6 +175,7 @@ class Month:
             {
                 "kind": self.forge.dialect,
                 "api_url": self.forge.api_url,
+                "allow_http": True,  # the fake forge: plain http on 127.0.0.1
                 "repository": self.forge.repository,
                 "token_env": TOKEN_ENV,
                 "backoff_s": 0.0,

@@ -1,7 +1,9 @@
 """The one exception tree.
 
 Every library error is converted at the boundary of the module that talks to the external
-system, so the CLI catches only `WatchkeeperError` and prints one line plus a hint. The
+system, so the CLI catches only `WatchkeeperError` and prints one line plus a hint. Every
+message and hint passes through the one redactor (`redaction.py`), so no error shows a
+credential written into a URL. The
 `transient` flag says whether retrying later can help (database down, server busy) or whether
 the input must change first (bad config, missing model).
 
@@ -27,6 +29,8 @@ the input must change first (bad config, missing model).
 
 from __future__ import annotations
 
+from watchkeeper.redaction import redact
+
 
 class WatchkeeperError(Exception):
     """Root of every error watchkeeper raises on purpose."""
@@ -34,9 +38,12 @@ class WatchkeeperError(Exception):
     transient: bool = False
 
     def __init__(self, message: str, *, hint: str | None = None) -> None:
+        # Every message and hint is printed, logged or stored somewhere: a URL with a
+        # password in it (a mistyped database URL, a git remote) is masked here, once.
+        message = redact(message)
         super().__init__(message)
         self.message = message
-        self.hint = hint
+        self.hint = None if hint is None else redact(hint)
 
     def __str__(self) -> str:
         return self.message

@@ -60,9 +60,13 @@ def test_format_duration_is_the_inverse_for_messages() -> None:
 def test_a_bad_duration_on_the_command_line_is_one_clear_line(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    assert main(["soak", "--duration", "8 hours", "--profiles", "smollm2-baseline"]) == 2
+    # Checked by the parser (cli/common.duration), before the profiles are resolved.
+    with pytest.raises(SystemExit) as exit_info:
+        main(["soak", "--duration", "8 hours", "--profiles", "smollm2-baseline"])
+    assert exit_info.value.code == 2
     err = capsys.readouterr().err
-    assert "error: --duration: invalid duration '8 hours'" in err and "Traceback" not in err
+    assert "argument --duration: invalid duration '8 hours'" in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 2  # the error line and its hint
 
 
 def test_restart_backoff_doubles_up_to_the_cap() -> None:

@@ -29,6 +29,7 @@ def tracker_config(forge: FakeForge, **overrides: object) -> TrackerConfig:
     values: dict[str, object] = {
         "kind": forge.dialect,
         "api_url": forge.api_url,
+        "allow_http": True,  # the fake forge is plain http on 127.0.0.1
         "repository": forge.repository,
         "token_env": TOKEN_ENV,
         "backoff_s": 0.5,

@@ -277,7 +277,7 @@ def test_the_cli_names_the_issue_and_exits_1_when_the_comment_could_not_be_poste
     t = config.tracker
     toml.write_text(
         f'[database]\nurl = "{config.database.url}"\n[tracker]\nkind = "{t.kind}"\n'
-        f'api_url = "{t.api_url}"\nrepository = "{t.repository}"\ntoken_env = "{t.token_env}"\n'
+        f'api_url = "{t.api_url}"\nallow_http = true\nrepository = "{t.repository}"\ntoken_env = "{t.token_env}"\n'
     )
     argv = ["bisect", "--config", str(toml), "--good", VERSIONS[0], "--bad", VERSIONS[-1]]
     argv += ["--profile", PROFILE, "--sdists", str(sdists), "--state", str(state)]

@@ -50,7 +50,13 @@ def test_a_forge_that_is_down_is_named_with_its_url(
     monkeypatch.setenv(TOKEN_ENV, "fake-token-0123456789abcdef")
     url = f"http://127.0.0.1:{_free_port()}/api/{'v3' if dialect == 'github' else 'v1'}"
     config = TrackerConfig.model_validate(
-        {"kind": dialect, "api_url": url, "repository": "ops/llm", "token_env": TOKEN_ENV}
+        {
+            "kind": dialect,
+            "api_url": url,
+            "allow_http": True,
+            "repository": "ops/llm",
+            "token_env": TOKEN_ENV,
+        }
     )
     down = open_forge(config, sleep=sleeps)
     try:
@@ -65,7 +71,39 @@ def test_a_forge_that_is_down_is_named_with_its_url(
 def test_an_api_url_without_scheme_or_host_fails_at_config_load(url: str) -> None:
     with pytest.raises(ValidationError, match="http\\(s\\) URL with a host"):
         TrackerConfig.model_validate({"kind": "gitea", "api_url": url, "repository": "o/n"})
-    assert TrackerConfig.model_validate({"kind": "gitea", "api_url": "http://h:3000/api/v1"})
+    assert TrackerConfig.model_validate({"kind": "gitea", "api_url": "https://h:3000/api/v1"})
+
+
+@pytest.mark.parametrize(
+    ("values", "match"),
+    [
+        ({"api_url": "http://git.example.com/api/v1"}, "in clear"),
+        ({"api_url": "http://git.example.com/api/v1", "allow_http": True}, "on this host"),
+        ({"api_url": "https://h/api/v1", "repository": "../evil"}, "owner/name"),
+        ({"api_url": "https://h/api/v1", "repository": "a/b/c"}, "owner/name"),
+        ({"api_url": "https://h/api/v1", "repository": "%2e%2e/x"}, "owner/name"),
+        ({"api_url": "https://h/api/v1", "repository": "ops/.."}, "owner/name"),
+        ({"api_url": "https://h/api/v1", "repository": "ops/ll m"}, "owner/name"),
+    ],
+)
+def test_the_token_goes_only_over_https_and_only_to_a_repository_path(
+    values: dict[str, object], match: str
+) -> None:
+    with pytest.raises(ValidationError, match=match):
+        TrackerConfig.model_validate({"kind": "gitea", **values})
+
+
+def test_a_local_http_forge_needs_the_opt_in() -> None:
+    local = {"kind": "gitea", "api_url": "http://127.0.0.1:3000/api/v1", "repository": "o/n"}
+    with pytest.raises(ValidationError, match="allow_http"):
+        TrackerConfig.model_validate(local)
+    assert TrackerConfig.model_validate({**local, "allow_http": True}).allow_http
+    assert (
+        TrackerConfig.model_validate(
+            {"kind": "github", "repository": "my-org/repo_name.v2"}
+        ).repository
+        == "my-org/repo_name.v2"
+    )
 
 
 def test_a_toml_syntax_error_carries_a_hint(tmp_path: Path) -> None:

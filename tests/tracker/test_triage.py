@@ -253,7 +253,7 @@ def test_the_cli_files_and_reports_in_one_line_and_errors_are_one_line_too(
     config = tmp_path / "wk.toml"
     config.write_text(
         f'[database]\nurl = "{sqlite_url}"\n[tracker]\nkind = "{forge.dialect}"\n'
-        f'api_url = "{forge.api_url}"\nrepository = "{forge.repository}"\n'
+        f'api_url = "{forge.api_url}"\nallow_http = true\nrepository = "{forge.repository}"\n'
         f'token_env = "{TOKEN_ENV}"\n',
         encoding="utf-8",
     )

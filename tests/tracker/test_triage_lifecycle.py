@@ -30,6 +30,7 @@ def _toml(config_path: Path, forge: FakeForge, db_url: str) -> None:
     config_path.write_text(
         f'[database]\nurl = "{db_url}"\n\n'
         f'[tracker]\nkind = "{forge.dialect}"\napi_url = "{forge.api_url}"\n'
+        "allow_http = true\n"
         f'repository = "{forge.repository}"\ntoken_env = "{TOKEN_ENV}"\n'
         "backoff_s = 0.05\nrequest_timeout_s = 10\n",
         encoding="utf-8",

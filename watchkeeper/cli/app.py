@@ -16,7 +16,7 @@ from rich.markup import escape
 
 from watchkeeper import __version__
 from watchkeeper.cli import daemon, database, deliver, measure, nightly, tracker, upgrades
-from watchkeeper.cli.common import apply_sampling, console
+from watchkeeper.cli.common import OneLineParser, apply_sampling, console
 from watchkeeper.config import load_config
 from watchkeeper.errors import WatchkeeperError
 
@@ -24,7 +24,7 @@ GROUPS = (measure, deliver, database, nightly, tracker, daemon, upgrades)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="watchkeeper",
         description="Measure speculative decoding on llama-server honestly: paired benchmarks, "
         "identical-output checks, everything stored in a database.",

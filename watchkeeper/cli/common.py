@@ -6,14 +6,19 @@ It imports none of the command-group modules, so the groups can all import it wi
 from __future__ import annotations
 
 import argparse
+import math
+import re
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 from rich.console import Console
+from rich.markup import escape
 
 from watchkeeper.config import Config
+from watchkeeper.config.durations import parse_duration
 from watchkeeper.errors import ConfigError
+from watchkeeper.redaction import redact
 
 if TYPE_CHECKING:
     from watchkeeper.load.records import Task
@@ -28,10 +33,156 @@ if not out.is_terminal:
 Handler = Callable[[argparse.Namespace, Config], int]
 
 
+# Argument types: every number and list is checked here, at the edge, so `--limit -5`,
+# `--rounds 0`, `--rate nan` or `--profiles ,` stop with one line and exit 2 before a config is
+# read or a server starts, instead of running 43 of 48 tasks or the default bench.
+
+ID_MAX = 2**63 - 1
+"""A database id fits a signed 64-bit column; a larger one is an OverflowError in the driver."""
+SEED_MAX = 2**32 - 1
+"""llama-server's sampling seed is 32 bits."""
+_NAME = re.compile(r"[\w.+:@/-]+")
+"""A profile, category or version name: word characters and . + : @ / - (no spaces, no
+control characters, nothing empty)."""
+
+
+def int_in(low: int, high: int) -> Callable[[str], int]:
+    """An argparse type: an integer from `low` to `high`."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text.strip())
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+        if not low <= value <= high:
+            top = "2^63-1" if high == ID_MAX else str(high)
+            raise argparse.ArgumentTypeError(f"must be an integer from {low} to {top}, got {value}")
+        return value
+
+    parse.__name__ = f"integer from {low} to {high}"
+    return parse
+
+
+def float_in(low: float, high: float, *, open_low: bool = False) -> Callable[[str], float]:
+    """An argparse type: a finite number from `low` (excluded when `open_low`) to `high`."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text.strip())
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+        if not math.isfinite(value) or not (
+            (low < value if open_low else low <= value) and value <= high
+        ):
+            side = "above" if open_low else "from"
+            raise argparse.ArgumentTypeError(
+                f"must be a finite number {side} {low:g} up to {high:g}, got {text.strip()!r}"
+            )
+        return value
+
+    parse.__name__ = f"number from {low:g} to {high:g}"
+    return parse
+
+
+POSITIVE_ID = int_in(1, ID_MAX)
+COUNT = int_in(1, 100_000)
+"""Tasks, requests, runs: at least one."""
+ROUNDS = int_in(1, 1000)
+CONCURRENCY = int_in(1, 256)
+"""The config's bench.concurrency bounds: slots of one llama-server."""
+CAP = int_in(0, 256)
+"""--max-concurrency: 0 is no cap."""
+MAX_TOKENS = int_in(0, 100_000)
+"""0: the tasks' own max_tokens."""
+SEED = int_in(0, SEED_MAX)
+FIT_CONTEXT = int_in(0, 10_000_000)
+"""0: no fit check."""
+PORT = int_in(1, 65535)
+JOBS = int_in(1, 1024)
+TOP_K = int_in(0, 100_000)
+TEMPERATURE = float_in(0.0, 5.0)
+PROBABILITY = float_in(0.0, 1.0)
+RATE = float_in(0.0, 1e6, open_low=True)
+"""Requests per second (or a trace's speed factor)."""
+BURSTINESS = float_in(0.0, 100.0, open_low=True)
+SECONDS = float_in(0.0, 366 * 86400.0)
+MINUTES = float_in(0.0, 366 * 1440.0, open_low=True)
+
+
+def names(text: str) -> str:
+    """An argparse type: a non-empty comma list of names (`--profiles ,` is not "the default"),
+    given back as the same comma list for `split`."""
+    parts = [p.strip() for p in text.split(",")]
+    if not any(parts):
+        raise argparse.ArgumentTypeError(f"needs at least one name, got {text!r}")
+    bad = [p for p in parts if not _NAME.fullmatch(p)]
+    if bad:
+        raise argparse.ArgumentTypeError(
+            f"not a name: {bad[0]!r} (names are letters, digits and . + : @ / - _, "
+            "separated by commas)"
+        )
+    return ",".join(parts)
+
+
+def duration(text: str) -> str:
+    """An argparse type: a duration (`8h`, `30m`, `1h30m`) given back as typed; `nan`, `0s`,
+    `-5m` and more than a year are refused here, not after the servers are prepared."""
+    try:
+        parse_duration(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
+def output_file(text: str) -> str:
+    """An argparse type: a file to write, in a folder that exists (checked before anything is
+    read or measured: a typo in the folder costs nothing)."""
+    path = Path(text).expanduser()
+    if not text.strip():
+        raise argparse.ArgumentTypeError("needs a file name")
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text} is a folder; name a file in it")
+    if not path.parent.is_dir():
+        raise argparse.ArgumentTypeError(f"folder {path.parent} does not exist")
+    return text
+
+
+def concurrency_list(text: str) -> str:
+    """An argparse type: a non-empty comma list of concurrencies (1 to 256), as a comma list."""
+    parts = [p.strip() for p in text.split(",")]
+    if not any(parts):
+        raise argparse.ArgumentTypeError(f"needs at least one concurrency, got {text!r}")
+    return ",".join(str(CONCURRENCY(p)) for p in parts)
+
+
+def ladder_levels(text: str) -> str:
+    """An argparse type: 'auto' or a non-empty comma list of positive load levels."""
+    if text.strip() == "auto":
+        return "auto"
+    parts = [p.strip() for p in text.split(",")]
+    if not any(parts):
+        raise argparse.ArgumentTypeError(f"needs 'auto' or at least one level, got {text!r}")
+    return ",".join(repr(RATE(p)) for p in parts)
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse, with a usage error in the house format: one `error:` line and one `hint:`
+    line, exit 2 (argparse's own prints the whole usage first: a dozen folded lines in a cron
+    mail for one mistyped number). Subparsers inherit the class."""
+
+    def error(self, message: str) -> NoReturn:
+        console.print(
+            "[bold red]error:[/bold red]", escape(f"{self.prog}: {message}"), soft_wrap=True
+        )
+        console.print("[yellow]hint:[/yellow]", f"see `{escape(self.prog)} --help`", soft_wrap=True)
+        raise SystemExit(2)
+
+
 def progress(message: str) -> None:
     """Progress goes to stderr, so it runs under --json too: stdout stays one JSON document,
-    and a 40-minute sweep with --json still says what it is doing."""
-    console.print(f"[dim]·[/dim] {message}")
+    and a 40-minute sweep with --json still says what it is doing. A progress line may name a
+    URL (an external server, a remote): it goes through the one redactor."""
+    console.print(f"[dim]·[/dim] {redact(message)}")
 
 
 def add_common(parser: argparse.ArgumentParser) -> None:
@@ -49,12 +200,12 @@ def add_sampling(
     over the config's [`section`] keys (the soak's are [soak]: load/sampling.soak_sampling).
     `seed` False where the command has a --seed of its own."""
     group = parser.add_argument_group(f"sampling (default: the config's [{section}] keys)")
-    group.add_argument("--temperature", type=float, metavar="T", help="0: greedy")
-    group.add_argument("--top-k", type=int, metavar="K", help="unset: the server's default")
-    group.add_argument("--top-p", type=float, metavar="P", help="unset: the server's default")
-    group.add_argument("--min-p", type=float, metavar="P", help="unset: the server's default")
+    group.add_argument("--temperature", type=TEMPERATURE, metavar="T", help="0: greedy")
+    group.add_argument("--top-k", type=TOP_K, metavar="K", help="unset: the server's default")
+    group.add_argument("--top-p", type=PROBABILITY, metavar="P", help="unset: the server's default")
+    group.add_argument("--min-p", type=PROBABILITY, metavar="P", help="unset: the server's default")
     if seed:
-        group.add_argument("--seed", type=int, help="sampling seed (default: bench.seed)")
+        group.add_argument("--seed", type=SEED, help="sampling seed (default: bench.seed)")
     parser.set_defaults(sampling_seed_flag=seed)
 
 
@@ -80,7 +231,7 @@ def split(text: str | None) -> list[str] | None:
 
 def _rate_options(g: argparse._ArgumentGroup, rate_help: str) -> None:
     """--rate and its arrivals: the open loop's options every measuring command shares."""
-    g.add_argument("--rate", type=float, metavar="R", help=rate_help)
+    g.add_argument("--rate", type=RATE, metavar="R", help=rate_help)
     g.add_argument(
         "--arrival",
         choices=["poisson", "constant"],
@@ -88,13 +239,13 @@ def _rate_options(g: argparse._ArgumentGroup, rate_help: str) -> None:
     )
     g.add_argument(
         "--burstiness",
-        type=float,
+        type=BURSTINESS,
         metavar="G",
         help="gamma shape of Poisson gaps: 1 Poisson, < 1 bursty (default: load.burstiness)",
     )
     g.add_argument(
         "--queue-deadline",
-        type=float,
+        type=SECONDS,
         metavar="S",
         help="open loop: a request unsent S seconds after its arrival is recorded as expired "
         "(default: load.queue_deadline_s)",
@@ -104,7 +255,7 @@ def _rate_options(g: argparse._ArgumentGroup, rate_help: str) -> None:
 def _max_concurrency(g: argparse._ArgumentGroup) -> None:
     g.add_argument(
         "--max-concurrency",
-        type=int,
+        type=CAP,
         metavar="N",
         help="open loop: requests in flight at most (default: load.max_concurrency, 0 none)",
     )
@@ -120,7 +271,7 @@ def add_open_loop_options(p: argparse.ArgumentParser, command: str) -> None:
     if command == "sweep":
         g.add_argument(
             "--concurrency",
-            type=int,
+            type=CONCURRENCY,
             metavar="N",
             help="closed loop: N requests in flight, the servers get N slots (default: "
             "bench.concurrency); the recommendation and the unit name the load",
@@ -141,19 +292,20 @@ def add_load_options(p: argparse.ArgumentParser) -> None:
     _max_concurrency(g)
     g.add_argument(
         "--max-tokens",
-        type=int,
+        type=MAX_TOKENS,
         default=0,
         metavar="N",
         help="cap every task's max_tokens at N, both arms alike (default: the tasks' own)",
     )
     g.add_argument(
         "--requests",
-        type=int,
+        type=COUNT,
         metavar="N",
         help="requests per arm and round, the tasks repeated up to N",
     )
     g.add_argument(
         "--load-ladder",
+        type=ladder_levels,
         metavar="L1,L2,...",
         help="run the paired bench at each load level (concurrencies, or rates with "
         "--ladder-rates; 'auto' with --ladder-rates: 25-100%% of the baseline's saturation "
@@ -173,14 +325,14 @@ def add_load_options(p: argparse.ArgumentParser) -> None:
     )
     g.add_argument(
         "--level-min-s",
-        type=float,
+        type=SECONDS,
         metavar="S",
         help="a rate ladder's level sends at least rate x S requests per arm and round "
         "(default 10)",
     )
     g.add_argument(
         "--level-min-requests",
-        type=int,
+        type=COUNT,
         metavar="N",
         help="every ladder level sends at least N requests per arm and round (default 10)",
     )

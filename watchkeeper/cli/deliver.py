@@ -12,9 +12,19 @@ from typing import Any
 from rich.markup import escape
 
 from watchkeeper.cli.common import (
+    COUNT,
+    MAX_TOKENS,
+    MINUTES,
+    PORT,
+    POSITIVE_ID,
+    ROUNDS,
+    SEED,
     add_common,
     add_open_loop_options,
     add_sampling,
+    concurrency_list,
+    duration,
+    names,
     out,
     progress,
     split,
@@ -182,14 +192,14 @@ def register(sub: Any) -> None:
     )
     p.add_argument(
         "--budget",
-        type=float,
+        type=MINUTES,
         default=40.0,
         metavar="MIN",
         help="minutes the sweep may take; no round starts that would not fit (default 40)",
     )
     p.add_argument(
         "--rounds",
-        type=int,
+        type=ROUNDS,
         metavar="N",
         help="most measured rounds (raced: default 5; --no-race: every arm runs exactly N, "
         "default bench.rounds)",
@@ -204,14 +214,14 @@ def register(sub: Any) -> None:
     )
     p.add_argument(
         "--per-category",
-        type=int,
+        type=COUNT,
         default=3,
         metavar="N",
         help="tasks per category (default 3: fewer gives a category no CI worth the name)",
     )
     p.add_argument(
         "--identity-per-category",
-        type=int,
+        type=MAX_TOKENS,
         default=1,
         metavar="N",
         help="tasks per category the identity probes run on (default 1; 0: every measured "
@@ -220,7 +230,7 @@ def register(sub: Any) -> None:
     )
     p.add_argument(
         "--max-tokens",
-        type=int,
+        type=MAX_TOKENS,
         default=64,
         metavar="N",
         help="cut every answer at N tokens (default 64, the nightly's cap; 0 keeps the task "
@@ -258,7 +268,7 @@ def register(sub: Any) -> None:
     p.add_argument("--user", help="User= (default: service.user)")
     p.add_argument("--group", help="Group= (default: service.group, else the user)")
     p.add_argument("--host", help="address to listen on (default: service.host)")
-    p.add_argument("--port", type=int, help="port to listen on (default: service.port)")
+    p.add_argument("--port", type=PORT, help="port to listen on (default: service.port)")
     p.add_argument(
         "--reports-url",
         metavar="URL",
@@ -283,9 +293,10 @@ def register(sub: Any) -> None:
         "SIGTERM marks the campaign interrupted and a later run of the same command resumes it.",
     )
     add_common(p)
-    p.add_argument("--duration", help="e.g. 8h, 30m, 1h30m (default: soak.duration)")
+    p.add_argument("--duration", type=duration, help="e.g. 8h, 30m, 1h30m (default: soak.duration)")
     p.add_argument(
         "--profiles",
+        type=names,
         metavar="A,B,...",
         help="default: soak.profiles; empty: the sweep's committed recommendation, else refused",
     )
@@ -296,14 +307,21 @@ def register(sub: Any) -> None:
         "arm, or the closest speculative arm when it keeps the baseline, beside the baseline; "
         "writes reports/speculative_soak.md and fills in the sweep report's stability line",
     )
-    p.add_argument("--concurrency", metavar="N,M,...", help="e.g. 1,4 (default: soak.concurrency)")
-    p.add_argument("--block", help="time per (profile, concurrency) block (default: soak.block)")
+    p.add_argument(
+        "--concurrency",
+        type=concurrency_list,
+        metavar="N,M,...",
+        help="e.g. 1,4 (default: soak.concurrency)",
+    )
+    p.add_argument(
+        "--block", type=duration, help="time per (profile, concurrency) block (default: soak.block)"
+    )
     p.add_argument("--taskset", metavar="F")
-    p.add_argument("--limit", type=int, metavar="N", help="only the first N tasks")
-    p.add_argument("--per-category", type=int, metavar="N", help="first N tasks of each category")
-    p.add_argument("--seed", type=int, help="shuffle seed (default: random, recorded)")
+    p.add_argument("--limit", type=COUNT, metavar="N", help="only the first N tasks")
+    p.add_argument("--per-category", type=COUNT, metavar="N", help="first N tasks of each category")
+    p.add_argument("--seed", type=SEED, help="shuffle seed (default: random, recorded)")
     p.add_argument("--fresh", action="store_true", help="never resume an interrupted soak")
-    p.add_argument("--resume", type=int, metavar="ID", help="resume this soak campaign")
+    p.add_argument("--resume", type=POSITIVE_ID, metavar="ID", help="resume this soak campaign")
     p.add_argument(
         "--reference",
         action=argparse.BooleanOptionalAction,

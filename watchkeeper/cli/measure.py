@@ -11,11 +11,17 @@ from typing import Any
 from rich.markup import escape
 
 from watchkeeper.cli.common import (
+    CONCURRENCY,
+    COUNT,
+    FIT_CONTEXT,
+    ROUNDS,
     add_common,
     add_load_options,
     add_sampling,
     load_shape_from_args,
+    names,
     out,
+    output_file,
     progress,
     split,
 )
@@ -271,10 +277,10 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--taskset", metavar="F", help="JSONL task set (default: jobs/tasksets/standard.jsonl)"
     )
-    p.add_argument("--limit", type=int, metavar="N", help="only the first N tasks")
+    p.add_argument("--limit", type=COUNT, metavar="N", help="only the first N tasks")
     p.add_argument(
         "--concurrency",
-        type=int,
+        type=CONCURRENCY,
         default=None,
         help="requests in flight (default: bench.concurrency)",
     )
@@ -294,21 +300,22 @@ def register(sub: Any) -> None:
     add_common(p)
     p.add_argument(
         "--profiles",
+        type=names,
         metavar="A,B,...",
         help="comma-separated; the first is the baseline "
         "(default: qwen-baseline,qwen-draft4,qwen-ngram)",
     )
-    p.add_argument("--rounds", type=int, help="measured rounds (default: bench.rounds)")
+    p.add_argument("--rounds", type=ROUNDS, help="measured rounds (default: bench.rounds)")
     p.add_argument("--taskset", metavar="F")
-    p.add_argument("--limit", type=int, metavar="N", help="only the first N tasks")
-    p.add_argument("--per-category", type=int, metavar="N", help="first N tasks of each category")
-    p.add_argument("--concurrency", type=int, default=None)
+    p.add_argument("--limit", type=COUNT, metavar="N", help="only the first N tasks")
+    p.add_argument("--per-category", type=COUNT, metavar="N", help="first N tasks of each category")
+    p.add_argument("--concurrency", type=CONCURRENCY, default=None)
     p.add_argument(
         "--no-control", action="store_true", help="skip the baseline-vs-baseline control run"
     )
     p.add_argument(
         "--fit-context",
-        type=int,
+        type=FIT_CONTEXT,
         metavar="N",
         default=None,
         help="first start each arm at N tokens of context and report whether it fits, with "
@@ -329,7 +336,9 @@ def register(sub: Any) -> None:
     add_common(p)
     p.add_argument("source", metavar="SRC", help="the ShareGPT JSON or the JSONL trace")
     p.add_argument("--format", choices=["sharegpt", "trace"], required=True)
-    p.add_argument("--out", required=True, metavar="F", help="the task set to write (JSONL)")
+    p.add_argument(
+        "--out", required=True, type=output_file, metavar="F", help="the task set to write (JSONL)"
+    )
     p.set_defaults(handler=cmd_import_tasks)
 
     p = sub.add_parser("profiles", help="list built-in and configured server profiles")

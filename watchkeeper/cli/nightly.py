@@ -9,17 +9,32 @@ from typing import Any
 
 from rich.markup import escape
 
-from watchkeeper.cli.common import add_common, add_sampling, out, progress, split
+from watchkeeper.cli.common import (
+    COUNT,
+    POSITIVE_ID,
+    add_common,
+    add_sampling,
+    names,
+    out,
+    progress,
+    split,
+)
 from watchkeeper.config import Config
 from watchkeeper.errors import ConfigError
 from watchkeeper.format import share
 
+_FIRST, _LAST = date(1970, 1, 2), date(9999, 12, 30)
+"""The digest's window reaches a day either side of its dates: 0001-01-01 overflowed."""
+
 
 def _date(text: str) -> date:
     try:
-        return date.fromisoformat(text)
+        day = date.fromisoformat(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a date (YYYY-MM-DD): {text!r}") from None
+    if not _FIRST <= day <= _LAST:
+        raise argparse.ArgumentTypeError(f"{text}: a date from {_FIRST} to {_LAST}")
+    return day
 
 
 def cmd_digest(args: argparse.Namespace, config: Config) -> int:
@@ -240,10 +255,12 @@ def register(sub: Any) -> None:
         default="list",
         choices=["list", "ack", "dismiss", "silence", "fix", "reopen"],
     )
-    p.add_argument("id", nargs="?", type=int)
+    p.add_argument("id", nargs="?", type=POSITIVE_ID)
     p.add_argument("--note", help="why (stored with the status)")
     p.add_argument(
-        "--status", help="comma-separated statuses to list, or 'all' (default: active,acknowledged)"
+        "--status",
+        type=names,
+        help="comma-separated statuses to list, or 'all' (default: active,acknowledged)",
     )
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler=cmd_findings)
@@ -257,9 +274,9 @@ def register(sub: Any) -> None:
     )
     add_common(p)
     p.add_argument("--profile", default="smollm2-baseline")
-    p.add_argument("--history-runs", type=int, default=10, metavar="N")
-    p.add_argument("--test-runs", type=int, default=3, metavar="N")
-    p.add_argument("--per-category", type=int, default=5, metavar="N")
-    p.add_argument("--categories", metavar="A,B", help="only these task categories")
+    p.add_argument("--history-runs", type=COUNT, default=10, metavar="N")
+    p.add_argument("--test-runs", type=COUNT, default=3, metavar="N")
+    p.add_argument("--per-category", type=COUNT, default=5, metavar="N")
+    p.add_argument("--categories", type=names, metavar="A,B", help="only these task categories")
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler=cmd_aa)

@@ -6,7 +6,7 @@ import argparse
 import json
 from typing import Any
 
-from watchkeeper.cli.common import add_common, add_sampling, out, progress
+from watchkeeper.cli.common import POSITIVE_ID, add_common, add_sampling, out, progress
 from watchkeeper.config import Config
 from watchkeeper.errors import ConfigError
 
@@ -76,7 +76,7 @@ def register(sub: Any) -> None:
         "one comment per PR. A PR already reviewed at its head SHA is skipped.",
     )
     add_common(p)
-    p.add_argument("--pr", type=int, metavar="N", help="review this pull request")
+    p.add_argument("--pr", type=POSITIVE_ID, metavar="N", help="review this pull request")
     p.add_argument("--all-open", action="store_true", help="review every matching open PR")
     p.add_argument("--json", action="store_true")
     add_sampling(p)

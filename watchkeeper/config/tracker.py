@@ -6,21 +6,39 @@ only the names of the environment variable or file they come from.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Annotated, Literal
 from urllib.parse import urlsplit
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from watchkeeper.config.base import Strict as _Strict
 
 GITHUB_API = "https://api.github.com"
 
 
-def _owner_name(value: str) -> str:
-    if value and (value.count("/") != 1 or not all(value.split("/"))):
-        raise ValueError("must be 'owner/name'")
+_OWNER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}/[A-Za-z0-9_.-]{1,100}")
+"""`owner/name` in the characters GitHub and Gitea allow (letters, digits, `-`, `_`, `.`).
+The name goes into the API path with the token attached: `../evil`, `a/b/c` or `%2e%2e`
+would reach another endpoint of the forge, so anything else is refused at load."""
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "::1", "localhost"})
+
+
+def valid_repository(value: str) -> str:
+    """`value` when it is an `owner/name` the forges allow, else ValueError (empty: unset)."""
+    if not value:
+        return value
+    if not _OWNER_NAME.fullmatch(value) or any(part in (".", "..") for part in value.split("/")):
+        raise ValueError(
+            "must be 'owner/name' (letters, digits, '-', '_' and '.'; not '.' or '..'), "
+            f"got {value!r}"
+        )
     return value
+
+
+def _owner_name(value: str) -> str:
+    return valid_repository(value)
 
 
 class TrackerConfig(_Strict):
@@ -37,6 +55,10 @@ class TrackerConfig(_Strict):
     """Environment variable holding the token; `<token_env>_FILE` may name a file instead."""
     token_file: str = ""
     """A file holding the token (read when the environment variable is unset)."""
+    allow_http: bool = False
+    """The API is spoken over https, since every request carries the token. True allows
+    `http://` for a forge on this host only (127.0.0.1, ::1, localhost): a test forge or a
+    local Gitea; any other host stays https whatever this says."""
     labels: list[str] = Field(default_factory=lambda: ["watchkeeper"])
     """Put on every issue watchkeeper opens; the first one also scopes the marker search."""
     kind_labels: bool = True
@@ -86,6 +108,24 @@ class TrackerConfig(_Strict):
                 "https://HOST/api/v3 (GitHub Enterprise) or https://HOST/api/v1 (Gitea)"
             )
         return value
+
+    @model_validator(mode="after")
+    def _token_goes_out_over_https(self) -> TrackerConfig:
+        """The token rides in every request's header: over http anyone on the path reads it."""
+        parts = urlsplit(self.api_url)
+        if parts.scheme != "http":
+            return self
+        if not self.allow_http:
+            raise ValueError(
+                "api_url: http:// would send the token in clear; use https:// (or, for a "
+                "forge on this host, set tracker.allow_http = true)"
+            )
+        if (parts.hostname or "") not in LOOPBACK_HOSTS:
+            raise ValueError(
+                f"api_url: allow_http is for a forge on this host (127.0.0.1, ::1, localhost), "
+                f"not {parts.hostname}: use https://"
+            )
+        return self
 
     def resolved_api_url(self) -> str:
         if self.api_url:

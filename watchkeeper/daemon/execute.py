@@ -24,6 +24,7 @@ from watchkeeper.daemon.logs import get_logger
 from watchkeeper.daemon.memory import release_free_memory
 from watchkeeper.daemon.metrics import DaemonMetrics
 from watchkeeper.errors import WatchkeeperError
+from watchkeeper.redaction import redact
 from watchkeeper.store.db import Database
 from watchkeeper.store.jobs import JobStore
 from watchkeeper.store.runs import RunRows
@@ -151,7 +152,8 @@ class JobRunner:
             outcome = "failed"
             error = exc.message + (f" (hint: {exc.hint})" if exc.hint else "")
         except Exception as exc:  # a bug in a job must not take the daemon down
-            outcome, error = "failed", f"{type(exc).__name__}: {exc}"
+            # Stored and shown by `status`: a library's message may carry a URL's password.
+            outcome, error = "failed", redact(f"{type(exc).__name__}: {exc}")
             log.error("job_crashed", traceback=traceback.format_exc())
         duration = time.monotonic() - started
         details = {**result.details, "summary": result.summary}

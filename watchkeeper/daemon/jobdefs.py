@@ -39,18 +39,25 @@ Scope = Literal["host", "fleet"]
 HOST_KINDS = frozenset({"soak", "bench", "nightly", "health", "upgrade", "bisect"})
 
 
+Profiles = Annotated[list[Annotated[str, Field(pattern=r"^[\w.+:@/-]+$")]], Field(min_length=1)]
+"""A job's own profile list: names, at least one (`profiles = []` is refused rather than read
+as "the default": leave the key out for that)."""
+
+
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class SoakArgs(_Strict):
     duration: str | None = None
-    profiles: list[str] | None = None
-    concurrency: list[Annotated[int, Field(ge=1)]] | None = None
+    profiles: Profiles | None = None
+    concurrency: (
+        Annotated[list[Annotated[int, Field(ge=1, le=256)]], Field(min_length=1)] | None
+    ) = None
     block: str | None = None
     taskset: str | None = None
-    limit: Annotated[int, Field(ge=1)] | None = None
-    per_category: Annotated[int, Field(ge=1)] | None = None
+    limit: Annotated[int, Field(ge=1, le=100_000)] | None = None
+    per_category: Annotated[int, Field(ge=1, le=100_000)] | None = None
     recommendation: str | None = None
     """A sweep's recommendation record: soak its arm beside the baseline and, once the soak
     completes, write the soak's deliverable beside the sweep's report (as `soak
@@ -65,16 +72,16 @@ class SoakArgs(_Strict):
 
 
 class BenchArgs(_Strict):
-    profiles: list[str] | None = None
-    rounds: Annotated[int, Field(ge=1)] | None = None
+    profiles: Profiles | None = None
+    rounds: Annotated[int, Field(ge=1, le=1000)] | None = None
     taskset: str | None = None
-    limit: Annotated[int, Field(ge=1)] | None = None
-    per_category: Annotated[int, Field(ge=1)] | None = None
-    concurrency: Annotated[int, Field(ge=1)] | None = None
+    limit: Annotated[int, Field(ge=1, le=100_000)] | None = None
+    per_category: Annotated[int, Field(ge=1, le=100_000)] | None = None
+    concurrency: Annotated[int, Field(ge=1, le=256)] | None = None
 
 
 class NightlyArgs(_Strict):
-    profiles: list[str] | None = None
+    profiles: Profiles | None = None
     """Default: [nightly] profiles."""
 
 
@@ -86,9 +93,9 @@ class DigestArgs(_Strict):
 
 class UpgradeArgs(_Strict):
     to: str = "latest"
-    profiles: list[str] | None = None
+    profiles: Profiles | None = None
     """Default: [nightly] profiles."""
-    rounds: Annotated[int, Field(ge=3)] | None = None
+    rounds: Annotated[int, Field(ge=3, le=1000)] | None = None
     """Default: [nightly] rounds."""
     commit: bool = False
     """Commit the report to the reports repository ([digest] repo, branch, author)."""
@@ -99,11 +106,11 @@ class BisectArgs(_Strict):
     """The daemon's bisect (`bisect.auto`): the CLI's measuring options, nothing to name (the
     finding, its profile and releases come from the store)."""
 
-    rounds: Annotated[int, Field(ge=1)] = 3
-    max_rounds: Annotated[int, Field(ge=1)] = 12
-    per_category: Annotated[int, Field(ge=1)] | None = None
-    max_tokens: Annotated[int, Field(ge=0)] | None = None
-    jobs: Annotated[int, Field(ge=1)] | None = None
+    rounds: Annotated[int, Field(ge=1, le=1000)] = 3
+    max_rounds: Annotated[int, Field(ge=1, le=1000)] = 12
+    per_category: Annotated[int, Field(ge=1, le=100_000)] | None = None
+    max_tokens: Annotated[int, Field(ge=0, le=100_000)] | None = None
+    jobs: Annotated[int, Field(ge=1, le=1024)] | None = None
 
 
 class NoArgs(_Strict):
@@ -113,7 +120,7 @@ class NoArgs(_Strict):
 class HealthArgs(_Strict):
     url: str = ""
     """The watched llama-server; default: server.external_url. Empty: the database only."""
-    timeout_s: Annotated[float, Field(gt=0)] = 5.0
+    timeout_s: Annotated[float, Field(gt=0, le=3600)] = 5.0
 
 
 ARGS: dict[str, type[_Strict]] = {
@@ -133,7 +140,7 @@ class JobFile(_Strict):
     kind: Kind
     cron: str
     timezone: str = "UTC"
-    misfire_grace_s: Annotated[int, Field(ge=1)] = 3600
+    misfire_grace_s: Annotated[int, Field(ge=1, le=366 * 86400)] = 3600
     coalesce: bool = True
     enabled: bool = True
     scope: Scope | None = None
@@ -277,6 +284,10 @@ def load_jobs(directory: Path) -> list[JobDef]:
             data = tomllib.loads(path.read_text(encoding="utf-8"))
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"{path}: not valid TOML: {exc}", hint=_HINT) from None
+        except RecursionError:
+            raise ConfigError(f"{path}: not valid TOML: nested too deeply", hint=_HINT) from None
+        except UnicodeDecodeError as exc:
+            raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start})", hint=_HINT) from None
         except OSError as exc:
             raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
         jobs.append(parse_job(path.stem, data, source=str(path)))

@@ -13,6 +13,8 @@ from typing import Any, TextIO
 
 import structlog
 
+from watchkeeper.redaction import redact
+
 LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING}
 
 
@@ -24,6 +26,12 @@ def use_json(log_format: str, stream: TextIO) -> bool:
     return not stream.isatty()
 
 
+def redact_event(_logger: Any, _method: str, event: dict[str, Any]) -> dict[str, Any]:
+    """Every string of a log line through the one redactor: a job logs URLs (a server's, the
+    database's, a git remote) and the journal is read by more people than the config file."""
+    return {k: redact(v) if isinstance(v, str) else v for k, v in event.items()}
+
+
 def configure(log_format: str = "auto", level: str = "info", stream: TextIO | None = None) -> None:
     """Route structlog and stdlib logging to `stream` (stderr) in one format."""
     stream = stream or sys.stderr
@@ -32,6 +40,7 @@ def configure(log_format: str = "auto", level: str = "info", stream: TextIO | No
         structlog.stdlib.add_log_level,
         structlog.stdlib.add_logger_name,
         structlog.processors.TimeStamper(fmt="iso", utc=True),
+        redact_event,
     ]
     final: list[Any] = (
         [structlog.processors.format_exc_info, structlog.processors.JSONRenderer()]

@@ -19,6 +19,7 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, make_wsgi_app
 
 from watchkeeper import __version__
+from watchkeeper.errors import ConfigError
 
 DURATION_BUCKETS = (1, 5, 15, 60, 300, 900, 1800, 3600, 7200, 14400, 28800, 43200)
 Health = Callable[[], tuple[bool, dict[str, Any]]]
@@ -144,13 +145,20 @@ class MetricsServer:
 
     def __init__(self, metrics: DaemonMetrics, health: Health, *, host: str, port: int) -> None:
         app = _App(make_wsgi_app(metrics.registry), health)
-        self._server = make_server(
-            host,
-            port,
-            app,
-            server_class=_ThreadingServer6 if ":" in host else _ThreadingServer,
-            handler_class=_QuietHandler,
-        )
+        try:
+            self._server = make_server(
+                host,
+                port,
+                app,
+                server_class=_ThreadingServer6 if ":" in host else _ThreadingServer,
+                handler_class=_QuietHandler,
+            )
+        except OSError as exc:
+            raise ConfigError(
+                f"metrics endpoint {host}:{port}: cannot listen ({exc.strerror or exc})",
+                hint="another daemon (or program) holds the port: stop it, or set [daemon] "
+                "metrics_port (0: any free port, -1: no endpoint)",
+            ) from None
         self.host = host
         self.port = int(self._server.server_address[1])
         self._thread = threading.Thread(
@@ -161,6 +169,10 @@ class MetricsServer:
         self._thread.start()
 
     def stop(self) -> None:
-        self._server.shutdown()
+        """Stop serving and free the port (bound but never started: only the port, since
+        `shutdown` waits for a serving loop that never ran)."""
+        if self._thread.is_alive():
+            self._server.shutdown()
         self._server.server_close()
-        self._thread.join(timeout=5)
+        if self._thread.is_alive():
+            self._thread.join(timeout=5)

@@ -61,6 +61,9 @@ class Daemon:
         self._server: MetricsServer | None = None
         self._refreshed = 0.0
         self._healthy = True
+        self._started = False
+        """Set once start() got through: a start that failed leaves no runtime file to remove
+        (the one there is another daemon's) and logs nothing more than its error."""
 
     # -- signal side: flags only -------------------------------------------------------
     def request_stop(self) -> None:
@@ -74,6 +77,13 @@ class Daemon:
         url = self.config.database.resolved_url()
         jobs = load_jobs(self.config.daemon.resolved_jobs_dir())
         self.jobs = {j.name: j for j in jobs}
+        d = self.config.daemon
+        if d.metrics_port >= 0:
+            # First: a port in use is usually this host's running daemon, whose job runs
+            # `recover` would mark interrupted and whose runtime file `shutdown` would remove.
+            self._server = MetricsServer(
+                self.metrics, self.health, host=d.metrics_host, port=d.metrics_port
+            )
         self._db = Database(url)
         self._store = JobStore(self._db)
         self._lock = make_fleet_lock(
@@ -90,11 +100,7 @@ class Daemon:
             stop=self.job_stop,
         )
         resume = self.recover()
-        d = self.config.daemon
-        if d.metrics_port >= 0:
-            self._server = MetricsServer(
-                self.metrics, self.health, host=d.metrics_host, port=d.metrics_port
-            )
+        if self._server is not None:
             self._server.start()
             self.metrics_port = self._server.port
         self._schedule = Schedule(url, self.host_id, target=self.fire, on_skip=self._skipped)
@@ -105,6 +111,7 @@ class Daemon:
         self._schedule.resume()
         self.metrics.started.set(time.time())
         self._write_runtime_file(url)
+        self._started = True
         self.refresh_gauges()
         log.info(
             "daemon_started",
@@ -229,7 +236,8 @@ class Daemon:
         """Stop firing, let the running job reach its step boundary, release everything."""
         self.job_stop.set()
         running = sorted(self._runner.running()) if self._runner else []
-        log.info("daemon_stopping", running=running)
+        if self._started:
+            log.info("daemon_stopping", running=running)
         if self._schedule:
             self._schedule.shutdown()
         idle = self._runner.wait_idle(self.config.daemon.stop_timeout_s) if self._runner else True
@@ -241,6 +249,8 @@ class Daemon:
             self._lock.close()
         if self._db:
             self._db.close()
+        if not self._started:
+            return 0 if idle else 1
         with contextlib.suppress(OSError):
             self.config.daemon.runtime_file(self.host_id).unlink()
         log.info("daemon_stopped", clean=idle)

@@ -96,6 +96,8 @@ def load_taskset(path: Path) -> list[Task]:
             raise _fail(
                 path, number, "<line>", f"invalid JSON: {exc.msg} at column {exc.colno}"
             ) from exc
+        except RecursionError:
+            raise _fail(path, number, "<line>", "invalid JSON: nested too deeply") from None
         task = parse_task(raw, path=path, line=number)
         if task.id in seen:
             raise _fail(

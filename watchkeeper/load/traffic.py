@@ -17,6 +17,7 @@ Trace: one JSON object a line with `prompt` (or `messages`), `max_tokens` (or
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -27,6 +28,8 @@ from watchkeeper.load.records import Task
 from watchkeeper.load.tasks import CATEGORIES
 
 DEFAULT_MAX_TOKENS = 256
+MAX_TRACE_SPAN_S = 366 * 86400.0
+"""A replay longer than a year is a unit mistake (milliseconds read as seconds), not a trace."""
 MAX_TOKENS_CAP = 2048
 _ROLE = {
     "human": "user",
@@ -144,15 +147,24 @@ def load_trace(path: Path) -> tuple[list[Task], list[float] | None]:
             raw = json.loads(line)
         except json.JSONDecodeError as exc:
             raise TaskSetError(f"{where}: invalid JSON: {exc.msg}") from exc
+        except RecursionError:
+            raise TaskSetError(f"{where}: invalid JSON: nested too deeply") from None
         if not isinstance(raw, dict):
             raise TaskSetError(f"{where}: expected a JSON object")
         rows.append((_arrival(raw, where), number, _trace_task(raw, where, len(rows))))
     if not rows:
         raise TaskSetError(f"{path}: the trace is empty")
     if all(a is not None for a, _, _ in rows):
+        # Out of order is replayed in arrival order (a merged log is still a trace).
         rows.sort(key=lambda r: (r[0], r[1]))
         first = rows[0][0] or 0.0
-        return [t for _, _, t in rows], [float(a or 0.0) - first for a, _, _ in rows]
+        offsets = [float(a or 0.0) - first for a, _, _ in rows]
+        if offsets[-1] > MAX_TRACE_SPAN_S:
+            raise TaskSetError(
+                f"{path}: the arrivals span {offsets[-1]:.3g} s, more than a year",
+                hint="arrival_s is in seconds (milliseconds divided by 1000)",
+            )
+        return [t for _, _, t in rows], offsets
     return [t for _, _, t in rows], None
 
 
@@ -162,7 +174,14 @@ def _arrival(raw: dict[str, Any], where: str) -> float | None:
         return None
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise TaskSetError(f"{where}: arrival_s: expected seconds as a number")
-    return float(value)
+    # JSON's NaN and Infinity parse as floats: a NaN sorts anywhere and turned a replay into
+    # one burst; a negative time is no offset from a start.
+    seconds = float(value) if isinstance(value, float) or abs(value) < 2**63 else math.inf
+    if not math.isfinite(seconds) or seconds < 0:
+        raise TaskSetError(
+            f"{where}: arrival_s: expected a finite number of seconds >= 0, got {seconds!r}"
+        )
+    return seconds
 
 
 def _trace_task(raw: dict[str, Any], where: str, index: int) -> Task:
@@ -190,6 +209,8 @@ def _read_json(path: Path) -> Any:
         raise TaskSetError(f"{path}: file not found") from exc
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise TaskSetError(f"{path}: cannot read JSON: {exc}") from exc
+    except RecursionError:
+        raise TaskSetError(f"{path}: cannot read JSON: nested too deeply") from None
 
 
 def taskset_lines(tasks: Sequence[Task]) -> str:

@@ -352,8 +352,10 @@ def read_record(path: Path) -> RecommendationRecord:
             hint="run `watchkeeper sweep` (it writes reports/" + RECORD_NAME + ") or pass "
             "--recommendation with the committed file",
         ) from None
-    except (OSError, json.JSONDecodeError) as exc:
+    except (OSError, ValueError) as exc:  # JSON and UTF-8 errors are ValueErrors
         raise ConfigError(f"cannot read the recommendation {path}: {exc}") from None
+    except RecursionError:
+        raise ConfigError(f"cannot read the recommendation {path}: nested too deeply") from None
     try:
         return RecommendationRecord.from_json(data)
     except (KeyError, TypeError, ValueError, AssertionError) as exc:

@@ -33,6 +33,7 @@ from typing import Literal
 import git
 from git.remote import PushInfo
 
+from watchkeeper import redaction
 from watchkeeper.errors import PublishError
 
 _CREDENTIALS = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)[^/@\s]+@")
@@ -56,8 +57,9 @@ class PublishResult:
 
 
 def redact(text: str) -> str:
-    """Remove `user:password@` from any URL in the text."""
-    return _CREDENTIALS.sub(r"\g<scheme>", text)
+    """Remove the credentials of any URL in the text: the one redactor (`redaction.py`) first,
+    then any user name left before the host of a remote (`https://user@host` keeps no name)."""
+    return _CREDENTIALS.sub(r"\g<scheme>", redaction.redact(text))
 
 
 def _stderr(exc: git.GitCommandError) -> str:

@@ -41,6 +41,7 @@ from watchkeeper.publish.report_rows import (
     ratio_text,
     summary_rows,
 )
+from watchkeeper.redaction import redact_url
 
 NONE = MISSING
 _fixed = md.fixed
@@ -210,7 +211,8 @@ def _external_lines(arms: Sequence[ArmSpec]) -> list[str]:
         models = ", ".join(ext.get("models") or []) or "unknown"
         lines.append(
             md.inline(
-                f"{arm.name}: {ext.get('url')}: build {ext.get('build_info')}, model "
+                f"{arm.name}: {redact_url(str(ext.get('url')))}: build {ext.get('build_info')}, "
+                f"model "
                 f"{ext.get('model_path')}, n_ctx {ext.get('n_ctx') or 'unknown'}, slots "
                 f"{ext.get('total_slots') or 'unknown'}, {spec}; "
                 f"/v1/models: {models}"

@@ -15,6 +15,7 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from watchkeeper.errors import ServerError
+from watchkeeper.redaction import redact_url
 from watchkeeper.server.endpoints import (
     fetch_models,
     fetch_props,
@@ -56,12 +57,13 @@ class ExternalIdentity:
         spec = {True: "speculative", False: "not speculative", None: "speculation unknown"}
         ctx = UNKNOWN if self.n_ctx is None else str(self.n_ctx)
         return (
-            f"external {self.url}: build {self.build_info}, model {self.model_path}, "
+            f"external {redact_url(self.url)}: build {self.build_info}, model {self.model_path}, "
             f"n_ctx {ctx}, {spec[self.speculative]}"
         )
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
+        data["url"] = redact_url(self.url)  # stored and reported: never a credential
         data["models"] = list(self.models)
         return data
 

@@ -177,6 +177,14 @@ class ModelStore:
         path = Path(spec.path).expanduser()
         if not path.is_file():
             raise ModelError(f"model {name}: file not found: {path}")
+        with path.open("rb") as head:
+            magic = head.read(4)
+        if magic != b"GGUF":
+            # Refused here, not by a llama-server started on it (`--target /etc/passwd`).
+            raise ModelError(
+                f"model {name}: {path} is not a GGUF file (it starts with {magic!r})",
+                hint="name a .gguf model file (llama.cpp's format)",
+            )
         digest = sha256_of(path)
         if spec.sha256 and digest != spec.sha256.lower():
             raise ModelError(

@@ -23,6 +23,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from watchkeeper.errors import StoreError
+from watchkeeper.host.private import private_dir, private_file
 from watchkeeper.soak.records import IncidentRecord, Item, item_from_json, item_to_json
 
 WriteBatch = Callable[[Sequence[Item]], None]
@@ -34,10 +35,11 @@ class Journal:
 
     def __init__(self, directory: Path) -> None:
         self.directory = directory
-        directory.mkdir(parents=True, exist_ok=True)
+        # Prompts and outputs wait here for the database: 0600 files in a 0700 folder.
+        private_dir(directory)
         self._path = directory / "journal.jsonl"
         self._lock = threading.Lock()
-        self._file = self._path.open("a", encoding="utf-8")
+        self._file = private_file(self._path).open("a", encoding="utf-8")
 
     def append(self, items: Iterable[Item]) -> None:
         lines = "".join(json.dumps(item_to_json(i), separators=(",", ":")) + "\n" for i in items)
@@ -54,7 +56,7 @@ class Journal:
             os.fsync(self._file.fileno())
             self._file.close()
             self._path.rename(self.directory / f"pending-{time.time_ns():020d}.jsonl")
-            self._file = self._path.open("a", encoding="utf-8")
+            self._file = private_file(self._path).open("a", encoding="utf-8")
 
     def pending(self) -> list[Path]:
         return sorted(self.directory.glob("pending-*.jsonl"))

@@ -21,20 +21,22 @@ from alembic import command
 from alembic.config import Config as AlembicConfig
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
+from alembic.util import CommandError
 from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError, OperationalError, SQLAlchemyError
+from sqlalchemy.exc import ArgumentError, DatabaseError, OperationalError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from watchkeeper.config.paths import project_root
-from watchkeeper.errors import StoreError
+from watchkeeper.errors import ConfigError, StoreError, WatchkeeperError
+from watchkeeper.host.private import private_file
+from watchkeeper.redaction import redact_url
 
 
 def masked(url: str) -> str:
-    try:
-        return make_url(url).render_as_string(hide_password=True)
-    except ArgumentError:
-        return "<unparseable database URL>"
+    """The URL as it may be printed: through the one redactor, which also masks a URL too
+    mistyped to parse (`postgresql:/u:secret@host`) and libpq's `password=` parameter."""
+    return redact_url(url)
 
 
 def _normalise(url: str) -> str:
@@ -44,10 +46,26 @@ def _normalise(url: str) -> str:
     return url
 
 
+BACKENDS = ("sqlite", "postgresql")
+"""The databases watchkeeper speaks (its migrations and locks are written for these two)."""
+
+
+def _supported(url: str, backend: str) -> str:
+    """`backend` when watchkeeper speaks it; else a one-line refusal, not SQLAlchemy's plugin
+    traceback (`mysql://` needs a driver that is not installed, `foo://` no dialect at all)."""
+    if backend not in BACKENDS:
+        raise ConfigError(
+            f"database URL {masked(url)}: unsupported database {backend!r}",
+            hint="use sqlite:///PATH (embedded) or postgresql://USER@HOST/DB (production); "
+            "set database.url or WATCHKEEPER_DATABASE_URL",
+        )
+    return backend
+
+
 def backend_name(url: str) -> str:
     """'sqlite' or 'postgresql': for callers that choose a mechanism by database (fleet locks)."""
     try:
-        return make_url(_normalise(url)).get_backend_name()
+        return _supported(url, make_url(_normalise(url)).get_backend_name())
     except ArgumentError as exc:
         raise StoreError(f"invalid database URL {masked(url)}: {exc}") from exc
 
@@ -65,11 +83,14 @@ def make_engine(url: str) -> Engine:
     try:
         parsed = make_url(url)
     except ArgumentError as exc:
-        raise StoreError(f"invalid database URL {url!r}: {exc}") from exc
+        raise StoreError(f"invalid database URL {masked(url)}: {exc}") from exc
+    _supported(url, parsed.get_backend_name())
     kwargs: dict[str, Any] = {"future": True}
     if parsed.get_backend_name() == "sqlite":
         if parsed.database and parsed.database != ":memory:":
-            Path(parsed.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+            # Prompts and outputs live in it: 0600 in a 0700 folder when we create them
+            # (SQLite gives its -wal and -shm files the database file's mode).
+            private_file(Path(parsed.database).expanduser())
         kwargs["connect_args"] = {"timeout": 30}
     else:
         kwargs["pool_pre_ping"] = True
@@ -187,12 +208,20 @@ def current_revision(engine: Engine) -> str | None:
         with engine.connect() as conn:
             conn.execution_options(compiled_cache=None)
             return MigrationContext.configure(conn).get_current_revision()
-    except OperationalError as exc:
+    except DatabaseError as exc:
         raise _unreachable(str(engine.url), exc) from exc
 
 
-def _unreachable(url: str, exc: Exception) -> StoreError:
+def _unreachable(url: str, exc: Exception) -> WatchkeeperError:
     detail = str(getattr(exc, "orig", exc)).strip().splitlines()[0]
+    if isinstance(exc, DatabaseError) and not isinstance(exc, OperationalError):
+        # "file is not a database": the URL names a file of something else. Retrying cannot
+        # help, and nothing was written to it.
+        return ConfigError(
+            f"database {masked(url)} cannot be used: {detail}",
+            hint="database.url names a file that is not a watchkeeper SQLite database: "
+            "point it at a new path (nothing was written to this one)",
+        )
     return StoreError(
         f"database {masked(url)} is unreachable: {detail}",
         hint="check database.url / WATCHKEEPER_DATABASE_URL and that the server is running",
@@ -210,7 +239,7 @@ def _sqlite_file_lock(engine: Engine) -> Iterator[None]:
         yield
         return
     lock_path = Path(database).expanduser().with_name(Path(database).name + ".migrate.lock")
-    with lock_path.open("a") as handle:
+    with private_file(lock_path).open("a") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:
             yield
@@ -259,13 +288,34 @@ def _migrate(url: str, step: Callable[[AlembicConfig], None]) -> None:
             cfg = alembic_config(url)
             cfg.attributes["connection"] = conn
             step(cfg)
-    except OperationalError as exc:
+    except DatabaseError as exc:
         raise _unreachable(url, exc) from exc
+    except CommandError as exc:  # an unknown revision: Alembic's words, on one line
+        raise ConfigError(
+            f"database {masked(url)}: {' '.join(str(exc).split())}",
+            hint="name a revision from migrations/versions, or `head`",
+        ) from None
     finally:
         engine.dispose()
 
 
+def known_revision(url: str, revision: str) -> str:
+    """`revision` when the migrations know it (a plain id, `head`, `base`), checked before the
+    database is opened, so a typo creates and changes nothing; relative forms (`+1`, `head-1`)
+    are Alembic's to resolve."""
+    if revision.isidentifier() or revision.isalnum():
+        try:
+            ScriptDirectory.from_config(alembic_config(url)).get_revisions(revision)
+        except CommandError as exc:
+            raise ConfigError(
+                f"unknown database revision {revision!r}: {' '.join(str(exc).split())}",
+                hint="name a revision from migrations/versions, or `head`",
+            ) from None
+    return revision
+
+
 def upgrade(url: str, revision: str = "head") -> None:
+    known_revision(url, revision)
     _migrate(url, lambda cfg: command.upgrade(cfg, revision))
 
 

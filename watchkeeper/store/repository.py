@@ -14,6 +14,7 @@ from sqlalchemy import select
 from watchkeeper.config import ProfileConfig
 from watchkeeper.host.info import HostInfo
 from watchkeeper.load.records import RunResult
+from watchkeeper.redaction import redact_url
 from watchkeeper.server.binary import ServerBinary
 from watchkeeper.server.models import ModelFile
 from watchkeeper.store.campaigns import CampaignRows
@@ -58,7 +59,7 @@ class Repository:
         identity: str | None = None
         build_info: str | None = None
         if binary is None:
-            fingerprint = f"external:{external_url}"[:64]
+            fingerprint = f"external:{redact_url(external_url)}"[:64]
             version, variant, path = "external", "external", None
         else:
             fingerprint, version, variant = binary.sha256, binary.version, binary.variant

@@ -17,6 +17,7 @@ from pathlib import Path
 import git
 
 from watchkeeper.errors import ReviewError
+from watchkeeper.host.private import private_dir, restrict
 from watchkeeper.publish.gitrepo import redact
 
 REFSPECS = ("+refs/heads/*:refs/heads/*", "+refs/pull/*/head:refs/pull/*/head")
@@ -42,10 +43,11 @@ class Mirror:
             if (self.path / "HEAD").is_file():
                 self.repo = git.Repo(self.path)
             else:
-                self.path.mkdir(parents=True, exist_ok=True)
+                private_dir(self.path)  # its config holds the clone URL, credentials and all
                 self.repo = git.Repo.init(self.path, bare=True)
                 self.repo.create_remote("origin", clone_url)
             self.repo.remote("origin").set_url(clone_url)
+            restrict(self.path / "config")
         except (git.GitError, OSError, ValueError) as exc:
             raise _error(f"prepare the mirror in {self.path}", exc) from exc
 

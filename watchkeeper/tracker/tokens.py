@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from watchkeeper.config.tracker import TrackerConfig
+from watchkeeper.config.tracker import TrackerConfig, valid_repository
 from watchkeeper.errors import ConfigError
 from watchkeeper.tracker import gitea, github
 from watchkeeper.tracker.forge import Forge
@@ -35,6 +35,11 @@ def load_token(config: TrackerConfig, environ: dict[str, str] | None = None) -> 
                 f"tracker token file {path}: cannot read it ({exc.strerror})",
                 hint="check tracker.token_file (or $" + config.token_env + "_FILE)",
             ) from exc
+        except UnicodeDecodeError:
+            raise ConfigError(
+                f"tracker token file {path}: not UTF-8 text",
+                hint="check tracker.token_file (or $" + config.token_env + "_FILE)",
+            ) from None
         if value:
             return value
         raise ConfigError(f"tracker token file {path} is empty")
@@ -58,6 +63,10 @@ def open_forge(
     repo = repository or config.repository
     if not repo:
         raise ConfigError("tracker.repository is not set", hint='e.g. repository = "ops/llm"')
+    try:
+        valid_repository(repo)  # the config checked its own; a caller's goes into the path too
+    except ValueError as exc:
+        raise ConfigError(f"tracker repository: {exc}", hint='e.g. repository = "ops/llm"') from exc
     api_url = config.resolved_api_url()
     if not api_url:
         raise ConfigError("tracker.api_url is not set", hint="e.g. https://git.example.com/api/v1")

@@ -129,7 +129,16 @@ def save_state(state: BisectState, path: Path) -> None:
 def load_state(path: Path) -> BisectState | None:
     if not path.is_file():
         return None
-    return BisectState.from_json(json.loads(path.read_text(encoding="utf-8")))
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if not isinstance(data, dict):
+            raise TypeError("not a JSON object")
+        return BisectState.from_json(data)
+    except (OSError, ValueError, TypeError, KeyError, RecursionError) as exc:
+        raise ConfigError(
+            f"{path}: not a bisect state file ({type(exc).__name__}: {exc})"[:300],
+            hint="pass another --state file, or remove this one to start afresh",
+        ) from None
 
 
 def recorded_findings(folder: Path) -> set[int]:
