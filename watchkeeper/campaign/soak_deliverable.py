@@ -15,6 +15,7 @@ from typing import Any
 
 from watchkeeper.config import Config
 from watchkeeper.publish.deliverable import RecommendationRecord
+from watchkeeper.publish.served import served_arm
 from watchkeeper.publish.soak_report import (
     SOAK_REPORT,
     SOAK_SUMMARY,
@@ -28,6 +29,20 @@ from watchkeeper.publish.soak_report import (
 )
 from watchkeeper.store.db import Database, open_database
 from watchkeeper.store.soak_store import SoakStore
+
+UNIT_PATH = "systemd/llama-server-speculative.service"
+
+
+def soaked_unit(
+    config: Config, record: RecommendationRecord, names: Sequence[str]
+) -> dict[str, Any]:
+    """The unit the soak ran: its path in the repository and the ExecStart flags of each arm
+    (the subject's is the unit's; the baseline's is what the unit would run keeping it)."""
+    arms = {a.name: a for a in (record.baseline, record.chosen, record.closest) if a}
+    return {
+        "path": UNIT_PATH,
+        "flags": {n: list(served_arm(arms[n], config.service).flags) for n in names if n in arms},
+    }
 
 
 def write_soak_deliverable(
@@ -57,6 +72,7 @@ def write_soak_deliverable(
         command=command,
         cache_ram_mib=data.params.get("cache_ram_mib"),
         drift_threshold=config.soak.drift_threshold,
+        unit=soaked_unit(config, record, names),
     )
     write_summary(reports / SOAK_SUMMARY, data_summary)
     path = write_text(reports / SOAK_REPORT, render(data_summary))

@@ -92,6 +92,8 @@ def cmd_unit(args: argparse.Namespace, config: Config) -> int:
             "reports_url": args.reports_url,
             "docs_dir": args.docs_dir,
             "gpu": args.gpu,
+            "slots": args.slots,
+            "cache_ram_mib": args.cache_ram,
         },
     )
     if args.json:
@@ -270,6 +272,18 @@ def register(sub: Any) -> None:
     )
     p.add_argument(
         "--gpu", choices=("auto", "yes", "no"), help="the server needs GPU devices (default: auto)"
+    )
+    p.add_argument(
+        "--slots",
+        type=int,
+        help="requests served at once, --parallel (default: service.slots, else the sweep's); "
+        "`soak --recommendation` reads the same key",
+    )
+    p.add_argument(
+        "--cache-ram",
+        type=int,
+        metavar="MIB",
+        help="--cache-ram bound of the host prompt cache, 0 off (default: service.cache_ram_mib)",
     )
     p.add_argument("--output", metavar="PATH", help="write the unit here instead of printing it")
     p.add_argument("--json", action="store_true", help="print the unit and its source as JSON")

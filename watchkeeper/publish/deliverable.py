@@ -361,9 +361,3 @@ def read_record(path: Path) -> RecommendationRecord:
             f"{path} is not a sweep recommendation (missing {exc})",
             hint="regenerate it with `watchkeeper sweep`",
         ) from None
-
-
-def record_profiles(record: RecommendationRecord) -> dict[str, ProfileConfig]:
-    """The record's arms as profiles a command can prepare (soak, nightly)."""
-    arms = [record.baseline, record.chosen, *([record.closest] if record.closest else [])]
-    return {a.name: ProfileConfig.model_validate(a.profile) for a in arms}

@@ -21,6 +21,7 @@ from jinja2 import Environment, PackageLoader, StrictUndefined
 from watchkeeper.config.service import ServiceConfig
 from watchkeeper.errors import ConfigError
 from watchkeeper.publish.deliverable import ArmRecipe, RecommendationRecord
+from watchkeeper.publish.served import served_arm
 
 _ENV = Environment(
     loader=PackageLoader("watchkeeper", "templates"),
@@ -33,8 +34,10 @@ WIDTH = 96
 
 
 def exec_argv(arm: ArmRecipe, service: ServiceConfig) -> list[str]:
-    """The arm's flags on the installing host: its binary, its model directory, its port."""
-    flags = [f"{service.model_dir}/{f}" if f.endswith(".gguf") else f for f in arm.flags]
+    """The arm's flags on the installing host: its binary, its model directory, its port, and
+    the slots and prompt cache [service] ships (publish/served.py: the soak runs the same)."""
+    shipped = served_arm(arm, service).flags
+    flags = [f"{service.model_dir}/{f}" if f.endswith(".gguf") else f for f in shipped]
     return [service.binary, *flags, "--host", service.host, "--port", str(service.port)]
 
 
@@ -125,12 +128,7 @@ def notes(record: RecommendationRecord, service: ServiceConfig) -> list[str]:
             f"Speculation: {shlex.join(record.chosen.spec_flags)} ({record.chosen.speedup}; "
             f"identity: {record.chosen.identity})."
         )
-    out += _comment(
-        "Memory: beyond the model and its context, a build with --cache-ram (the 11434 build "
-        "and later) keeps the prompts its slots let go in host memory, up to 8192 MiB by "
-        "default; add --cache-ram N (MiB; 0: off) to ExecStart to bound it. The soak "
-        "(speculative_soak.md) measures the server's own RSS growth with it off."
-    )
+    out += _comment(_memory_note(service))
     models = ", ".join(record.chosen.models)
     out += _comment(
         f"This host: {service.binary} (the sweep's build: {record.build}), {models} in "
@@ -143,6 +141,23 @@ def notes(record: RecommendationRecord, service: ServiceConfig) -> list[str]:
             f"{service.docs_dir}/ (or set [service] reports_url)."
         )
     return out
+
+
+def _memory_note(service: ServiceConfig) -> str:
+    """What bounds the server's memory beyond the model and its context, as shipped."""
+    cache = (
+        "the build's default, up to 8192 MiB in the 11434 build"
+        if service.cache_ram_mib is None
+        else "off (--cache-ram 0)"
+        if service.cache_ram_mib == 0
+        else f"bounded by --cache-ram {service.cache_ram_mib} (MiB)"
+    )
+    return (
+        "Memory: a build with --cache-ram (the 11434 build and later) keeps the prompts its "
+        f"slots let go in host memory; here {cache} ([service] cache_ram_mib). "
+        "`watchkeeper soak --recommendation` runs exactly this ExecStart's flags, so its "
+        "memory verdict (speculative_soak.md) is the shipped server's."
+    )
 
 
 def render_unit(
