@@ -6,18 +6,26 @@ committed recommendation and for a speculating one, with [service]'s slots and p
 from __future__ import annotations
 
 import shlex
+import shutil
+import subprocess
+import sys
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import Literal
 
 import pytest
+from support.fakegpu import stand_in_smi
 
 from watchkeeper.campaign.defaults import with_recommendation
 from watchkeeper.campaign.soak_campaign import soak_servers
 from watchkeeper.campaign.soak_deliverable import soaked_unit
+from watchkeeper.cli.app import main
 from watchkeeper.commands.soak import soak_command
 from watchkeeper.config import BenchConfig, Config, ProfileConfig
 from watchkeeper.config.service import ServiceConfig
 from watchkeeper.errors import SoakError
+from watchkeeper.host import gpu as host_gpu
 from watchkeeper.publish.deliverable import (
     ArmRecipe,
     RecommendationRecord,
@@ -93,17 +101,36 @@ def speculating(
     return replace(record, chosen=arm, closest=None)
 
 
-@pytest.mark.parametrize(("slots", "cache", "depth"), [(None, 0, 1), (4, 512, 4), (2, None, 1)])
+ALIASES = {
+    "--gpu-layers": "-ngl",
+    "--n-gpu-layers": "-ngl",
+    "--spec-draft-ngl": "-ngld",
+    "--gpu-layers-draft": "-ngld",
+    "--n-gpu-layers-draft": "-ngld",
+}
+"""The unit spells offload as every build does (-ngl, -ngld); the build's argv may use a
+longer spelling of the same flag."""
+
+
+def same_flags(argv: Sequence[str]) -> list[str]:
+    return [ALIASES.get(f, f) for f in portable_flags(argv)]
+
+
+@pytest.mark.parametrize(
+    ("slots", "cache", "depth", "gpu"),
+    [(None, 0, 1, "no"), (4, 512, 4, "no"), (2, None, 1, "no"), (None, 0, 1, "yes")],
+)
 def test_the_soaks_servers_run_exactly_the_units_execstart(
     server_binary: ServerBinary,
     tmp_path: Path,
     slots: int | None,
     cache: int | None,
     depth: int,
+    gpu: Literal["yes", "no"],
 ) -> None:
     config = Config(bench=BenchConfig(reports_dir=str(tmp_path / "reports")))
     info = read_help(server_binary, config.server.resolved_cache_dir())
-    service = ServiceConfig(slots=slots, cache_ram_mib=cache, model_dir="/srv/models")
+    service = ServiceConfig(slots=slots, cache_ram_mib=cache, model_dir="/srv/models", gpu=gpu)
     config = config.model_copy(update={"service": service})
     committed = read_record(COMMITTED)
     for record in (committed, speculating(committed, server_binary, info)):
@@ -119,8 +146,8 @@ def test_the_soaks_servers_run_exactly_the_units_execstart(
             ]  # fmt: skip
             assert all(w.startswith("/srv/models/") for w in words if w.endswith(".gguf"))
             # Binary, model directory, host and port aside, flag for flag and in order.
-            assert portable_flags(words) == portable_flags(argv[arm.name]), arm.name
-            shipped = portable_flags(words)
+            assert same_flags(words) == same_flags(argv[arm.name]), arm.name
+            shipped = same_flags(words)
             parallel = shipped[shipped.index("--parallel") + 1]
             assert parallel == str(slots or 1)
             assert shipped[shipped.index("--ctx-size") + 1] == str(4096 * (slots or 1))
@@ -128,10 +155,15 @@ def test_the_soaks_servers_run_exactly_the_units_execstart(
                 assert "--cache-ram" not in shipped
             else:
                 assert shipped[shipped.index("--cache-ram") + 1] == str(cache)
+            if record is committed:  # no offload of its own: the GPU host's unit adds it
+                assert ("-ngl" in shipped) == (gpu == "yes"), shipped
         if record is not committed:
-            flags = portable_flags(argv["qwen-draft4"])
-            for flag in ("--spec-type", "--threads", "--gpu-layers", "--spec-draft-n-max"):
+            flags = same_flags(argv["qwen-draft4"])
+            for flag in ("--spec-type", "--threads", "-ngl", "--spec-draft-n-max"):
                 assert flag in flags, (flag, flags)
+            # The profile's own gpu_layers = 0 is kept; the draft gets 'all' on a GPU host.
+            assert flags[flags.index("-ngl") + 1] == "0"
+            assert ("-ngld" in flags) == (gpu == "yes")
 
 
 def test_a_soak_deeper_than_the_units_slots_is_refused_before_anything_starts(
@@ -182,3 +214,77 @@ def test_the_soak_report_names_the_unit_it_soaked_and_says_its_verdict_once(
     assert " ".join(portable_flags(exec_start(rendered))) in subject_flags
     # A soak recorded before the unit was: said, not guessed.
     assert "Unit: not recorded" in render({**s, "unit": None})
+
+
+def verify(unit: Path) -> str:
+    """`systemd-analyze verify` as tests/publish/test_service_unit.py runs it: silent when clean."""
+    analyze = shutil.which("systemd-analyze") or "/usr/bin/systemd-analyze"
+    if not Path(analyze).exists():
+        pytest.fail("systemd-analyze is required: install Debian's `systemd` package")
+    done = subprocess.run(
+        [analyze, "verify", str(unit)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        cwd=unit.parent,
+    )
+    assert done.returncode == 0, done.stderr
+    return (done.stdout + done.stderr).strip()
+
+
+def unit_on(
+    host: str, gpu: str, record: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> str:
+    """`watchkeeper unit --gpu GPU` on a host with an H100 (nvidia-smi answers as the real
+    tool does, NVML's binding absent) or without any GPU, written and verified."""
+    bin_dir = tmp_path / host / "bin"
+    bin_dir.mkdir(parents=True)
+    if host == "gpu":
+        stand_in_smi(bin_dir)
+    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
+    monkeypatch.setitem(sys.modules, "pynvml", None)
+    host_gpu.reset()
+    server = bin_dir / "llama-server"
+    server.write_text("#!/bin/sh\nexit 0\n")
+    server.chmod(0o755)
+    out = tmp_path / host / gpu / "llama-server-speculative.service"
+    args = ["unit", "--recommendation", str(record), "--binary", str(server), "--gpu", gpu]
+    try:
+        assert main([*args, "--output", str(out)]) == 0
+    finally:
+        host_gpu.reset()
+    assert verify(out) == ""
+    return out.read_text()
+
+
+@pytest.mark.parametrize(("host", "gpu"), [("gpu", "yes"), ("gpu", "auto"), ("cpu", "yes")])
+def test_a_gpu_hosts_unit_sees_the_gpu_and_offloads_every_arms_layers(
+    server_binary: ServerBinary,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    host: str,
+    gpu: str,
+) -> None:
+    """The committed record was measured on 2 CPU cores: `--gpu yes`, or a GPU found with
+    `--gpu auto`, still gives a unit that sees /dev/nvidia* and offloads target and draft."""
+    config = Config()
+    info = read_help(server_binary, config.server.resolved_cache_dir())
+    committed = read_record(COMMITTED)
+    draft = write_record(tmp_path / "draft.json", speculating(committed, server_binary, info))
+    for record, flags in ((COMMITTED, "--slots -ngl all --cache-ram 0"), (draft, "-ngld all")):
+        text = unit_on(host, gpu, record, tmp_path / record.stem, monkeypatch)
+        assert "PrivateDevices=no" in text and "PrivateDevices=yes" not in text
+        assert flags in " ".join(exec_start(text)), exec_start(text)
+
+
+def test_a_cpu_hosts_unit_keeps_its_devices_private_and_offloads_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for gpu in ("auto", "no"):
+        text = unit_on("cpu", gpu, COMMITTED, tmp_path / gpu, monkeypatch)
+        assert "PrivateDevices=yes" in text
+        assert not {"-ngl", "-ngld", "--gpu-layers"} & set(exec_start(text))
+    # A GPU host told `--gpu no` keeps them private too.
+    text = unit_on("gpu", "no", COMMITTED, tmp_path / "told", monkeypatch)
+    assert "PrivateDevices=yes" in text and "-ngl" not in exec_start(text)

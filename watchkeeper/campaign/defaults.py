@@ -14,6 +14,7 @@ from pathlib import Path
 
 from watchkeeper.config import Config
 from watchkeeper.errors import ConfigError
+from watchkeeper.host import gpu as host_gpu
 from watchkeeper.publish.deliverable import (
     RECORD_NAME,
     RecommendationRecord,
@@ -43,6 +44,11 @@ def no_profiles(key: str, config: Config, *, flag: str) -> ConfigError:
     )
 
 
+def detected_gpu(config: Config) -> bool:
+    """[service] gpu = auto on a host with a GPU: the unit offloads, so the soak does too."""
+    return config.service.gpu == "auto" and bool(host_gpu.devices())
+
+
 def with_recommendation(
     config: Config, path: Path | None
 ) -> tuple[Config, list[str], RecommendationRecord]:
@@ -50,8 +56,9 @@ def with_recommendation(
     speculative arm when it keeps the baseline) and the baseline, as profiles of `config`,
     each as the unit ships it ([service] slots and cache_ram_mib, publish/served.py)."""
     record = read_record(path or config.bench.resolved_reports_dir() / RECORD_NAME)
+    gpu = detected_gpu(config)
     # The record's arms win over same-named profiles of the config: the soak soaks the unit.
-    profiles = {**config.profiles, **shipped_profiles(record, config.service)}
+    profiles = {**config.profiles, **shipped_profiles(record, config.service, detected_gpu=gpu)}
     names = [a.name for a in (record.subject, record.baseline) if a is not None]
     names = list(dict.fromkeys(names))
     return config.model_copy(update={"profiles": profiles}), names, record

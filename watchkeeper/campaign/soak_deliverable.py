@@ -13,9 +13,10 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from watchkeeper.campaign.defaults import detected_gpu
 from watchkeeper.config import Config
 from watchkeeper.publish.deliverable import RecommendationRecord
-from watchkeeper.publish.served import served_arm
+from watchkeeper.publish.served import served_arm, wants_gpu
 from watchkeeper.publish.soak_report import (
     SOAK_REPORT,
     SOAK_SUMMARY,
@@ -39,9 +40,12 @@ def soaked_unit(
     """The unit the soak ran: its path in the repository and the ExecStart flags of each arm
     (the subject's is the unit's; the baseline's is what the unit would run keeping it)."""
     arms = {a.name: a for a in (record.baseline, record.chosen, record.closest) if a}
+    gpu = wants_gpu(record.gpu, config.service, detected=detected_gpu(config))
     return {
         "path": UNIT_PATH,
-        "flags": {n: list(served_arm(arms[n], config.service).flags) for n in names if n in arms},
+        "flags": {
+            n: list(served_arm(arms[n], config.service, gpu=gpu).flags) for n in names if n in arms
+        },
     }
 
 

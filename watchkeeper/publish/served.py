@@ -27,6 +27,10 @@ from watchkeeper.publish.deliverable import ArmRecipe, RecommendationRecord
 CACHE_RAM_FLAGS = ("--cache-ram", "-cram")
 _SLOTS_FLAGS = ("--parallel", "-np")
 _CTX_FLAGS = ("--ctx-size", "-c")
+_NGL: tuple[str, ...] = ("-ngl", "--gpu-layers", "--n-gpu-layers")
+_NGLD: tuple[str, ...] = ("-ngld", "--spec-draft-ngl", "--gpu-layers-draft", "--n-gpu-layers-draft")
+"""Every spelling of -ngl and -ngld (server/flags.py's, old and new builds): `-ngl` and
+`-ngld` are the ones every build has, so a unit rendered without the binary uses those."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,11 +40,22 @@ class Served:
 
     slots: int
     cache_ram_mib: int | None
+    gpu: bool = False
+    """The unit runs on a GPU: its layers are offloaded (-ngl/-ngld, 'all' unless the
+    profile names a number), and systemd lets it see the device nodes."""
 
 
-def served_settings(arm: ArmRecipe, service: ServiceConfig) -> Served:
+def wants_gpu(measured_on_gpu: bool, service: ServiceConfig, *, detected: bool) -> bool:
+    """[service] gpu: yes/no as said; auto: the sweep measured on a GPU, or this host has one
+    (`detected`: host/gpu.py's NVML devices, read by the command)."""
+    if service.gpu != "auto":
+        return service.gpu == "yes"
+    return measured_on_gpu or detected
+
+
+def served_settings(arm: ArmRecipe, service: ServiceConfig, *, gpu: bool = False) -> Served:
     measured = int(arm.profile.get("slots", 1))
-    return Served(service.slots or measured, service.cache_ram_mib)
+    return Served(service.slots or measured, service.cache_ram_mib, gpu)
 
 
 def _own_cache_ram(extra: list[str]) -> bool:
@@ -57,6 +72,10 @@ def served_profile(profile: ProfileConfig, served: Served) -> ProfileConfig:
         update |= {"slots": served.slots, "ctx_size": per_slot * served.slots}
     if served.cache_ram_mib is not None and not _own_cache_ram(profile.extra_args):
         update["extra_args"] = [*profile.extra_args, "--cache-ram", str(served.cache_ram_mib)]
+    if served.gpu and profile.gpu_layers is None:
+        update["gpu_layers"] = "all"
+    if served.gpu and profile.draft_model and profile.draft_gpu_layers is None:
+        update["draft_gpu_layers"] = "all"
     return profile.model_copy(update=update) if update else profile
 
 
@@ -70,17 +89,29 @@ def served_flags(arm: ArmRecipe, served: Served) -> tuple[str, ...]:
         for i, flag in enumerate(flags[:-1]):
             if flag in names:
                 flags[i + 1] = str(value)
+    at = len(flags) - len(profile.extra_args)  # build_argv puts offload before the extras
+    offload: list[tuple[tuple[str, ...], object]] = [
+        (_NGL, shipped.gpu_layers),
+        (_NGLD, shipped.draft_gpu_layers),
+    ]
+    for spellings, layers in offload:
+        found = [i for i, f in enumerate(flags) if f in spellings]
+        if found:
+            at = found[0] + 2
+        elif layers is not None:
+            flags[at:at] = [spellings[0], str(layers)]
+            at += 2
     flags += shipped.extra_args[len(profile.extra_args) :]
     return tuple(flags)
 
 
-def served_arm(arm: ArmRecipe, service: ServiceConfig) -> ArmRecipe:
+def served_arm(arm: ArmRecipe, service: ServiceConfig, *, gpu: bool = False) -> ArmRecipe:
     """The arm with its flags and profile as [service] ships them."""
-    served = served_settings(arm, service)
+    served = served_settings(arm, service, gpu=gpu)
     profile = served_profile(ProfileConfig.model_validate(arm.profile), served)
     return ArmRecipe(
         arm.name,
-        {**arm.profile, **profile.model_dump(include={"slots", "ctx_size", "extra_args"})},
+        profile.model_dump(exclude_none=True),
         served_flags(arm, served),
         arm.speculative,
         arm.speedup,
@@ -89,12 +120,15 @@ def served_arm(arm: ArmRecipe, service: ServiceConfig) -> ArmRecipe:
 
 
 def shipped_profiles(
-    record: RecommendationRecord, service: ServiceConfig
+    record: RecommendationRecord, service: ServiceConfig, *, detected_gpu: bool = False
 ) -> dict[str, ProfileConfig]:
     """The record's arms as the unit would run each of them (the soak's profiles)."""
+    gpu = wants_gpu(record.gpu, service, detected=detected_gpu)
     arms = [record.baseline, record.chosen, *([record.closest] if record.closest else [])]
     return {
-        a.name: served_profile(ProfileConfig.model_validate(a.profile), served_settings(a, service))
+        a.name: served_profile(
+            ProfileConfig.model_validate(a.profile), served_settings(a, service, gpu=gpu)
+        )
         for a in arms
     }
 

@@ -21,7 +21,7 @@ from jinja2 import Environment, PackageLoader, StrictUndefined
 from watchkeeper.config.service import ServiceConfig
 from watchkeeper.errors import ConfigError
 from watchkeeper.publish.deliverable import ArmRecipe, RecommendationRecord
-from watchkeeper.publish.served import served_arm
+from watchkeeper.publish.served import served_arm, wants_gpu
 
 _ENV = Environment(
     loader=PackageLoader("watchkeeper", "templates"),
@@ -33,10 +33,11 @@ UNIT_NAME = "llama-server-speculative.service"
 WIDTH = 96
 
 
-def exec_argv(arm: ArmRecipe, service: ServiceConfig) -> list[str]:
+def exec_argv(arm: ArmRecipe, service: ServiceConfig, *, gpu: bool = False) -> list[str]:
     """The arm's flags on the installing host: its binary, its model directory, its port, and
-    the slots and prompt cache [service] ships (publish/served.py: the soak runs the same)."""
-    shipped = served_arm(arm, service).flags
+    the slots, prompt cache and GPU offload [service] ships (publish/served.py: the soak runs
+    the same)."""
+    shipped = served_arm(arm, service, gpu=gpu).flags
     flags = [f"{service.model_dir}/{f}" if f.endswith(".gguf") else f for f in shipped]
     return [service.binary, *flags, "--host", service.host, "--port", str(service.port)]
 
@@ -161,14 +162,20 @@ def _memory_note(service: ServiceConfig) -> str:
 
 
 def render_unit(
-    record: RecommendationRecord, service: ServiceConfig, *, filename: str = UNIT_NAME
+    record: RecommendationRecord,
+    service: ServiceConfig,
+    *,
+    filename: str = UNIT_NAME,
+    gpu_detected: bool = False,
 ) -> str:
+    """`gpu_detected`: the installing host has a GPU (with [service] gpu = auto, the unit
+    then offloads and sees the device nodes, whatever the sweep's host had)."""
     arm = record.chosen
-    argv = exec_argv(arm, service)
+    gpu = wants_gpu(record.gpu, service, detected=gpu_detected)
+    argv = exec_argv(arm, service, gpu=gpu)
     spec = arm.profile.get("spec_type") or "no speculation"
     if arm.profile.get("draft_n_max"):
         spec += f", n_max {arm.profile['draft_n_max']}"
-    gpu = record.gpu if service.gpu == "auto" else service.gpu == "yes"
     text = _ENV.get_template("llama-server.service.j2").render(
         headline=record.headline,
         campaign_id=record.campaign_id,
