@@ -37,8 +37,10 @@ UNIT_PATH = "systemd/llama-server-speculative.service"
 def soaked_unit(
     config: Config, record: RecommendationRecord, names: Sequence[str]
 ) -> dict[str, Any]:
-    """The unit the soak ran: its path in the repository and the ExecStart flags of each arm
-    (the subject's is the unit's; the baseline's is what the unit would run keeping it)."""
+    """The unit the soak runs: its path in the repository and the ExecStart flags of each arm
+    (the subject's is the unit's; the baseline's is what the unit would run keeping it).
+    Kept in the campaign's params, so a report re-rendered later states what ran then, and
+    a soak from before it ran the unit's flags says so."""
     arms = {a.name: a for a in (record.baseline, record.chosen, record.closest) if a}
     gpu = wants_gpu(record.gpu, config.service, detected=detected_gpu(config))
     return {
@@ -76,7 +78,7 @@ def write_soak_deliverable(
         command=command,
         cache_ram_mib=data.params.get("cache_ram_mib"),
         drift_threshold=config.soak.drift_threshold,
-        unit=soaked_unit(config, record, names),
+        unit=data.params.get("unit"),
     )
     write_summary(reports / SOAK_SUMMARY, data_summary)
     path = write_text(reports / SOAK_REPORT, render(data_summary))

@@ -24,7 +24,7 @@ from watchkeeper.campaign.soak_campaign import (
     reference_arms,
     soak_servers,
 )
-from watchkeeper.campaign.soak_deliverable import write_soak_deliverable
+from watchkeeper.campaign.soak_deliverable import soaked_unit, write_soak_deliverable
 from watchkeeper.campaign.soak_findings import record_findings, record_ratios
 from watchkeeper.config import Config
 from watchkeeper.config.durations import parse_duration
@@ -266,6 +266,7 @@ def _soak(
             seed=seed,
             params=_campaign_params(config, shape, plan_names, references, tasks, signature)
             | _served_params(config, prepared, shipped=shipped is not None)
+            | ({"unit": soaked_unit(config, shipped, shape.names)} if shipped else {})
             | ({"arrival": arrival.to_json()} if arrival is not None else {}),
             progress=progress,
         )
