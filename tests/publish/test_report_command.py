@@ -34,9 +34,9 @@ def config_for(tmp_path: Path, url: str) -> Config:
     reports = tmp_path / "reports"
     reports.mkdir()
     (reports / RECORD_NAME).write_text((ROOT / "reports" / RECORD_NAME).read_text())
-    (reports / "speculative_benchmark.md").write_text(
-        f"# sweep\n{BEGIN}\n3. **Stable under sustained load: not yet measured.**\n{END}\n"
-    )
+    sweep = f"# sweep\n{BEGIN}\n3. **Stable under sustained load: not yet measured.**\n{END}\n"
+    (reports / "speculative_benchmark.md").write_text(sweep)
+    (reports / "latest.md").write_text(sweep)  # the last campaign's report: the sweep's
     return Config(
         bench=BenchConfig(reports_dir=str(reports)),
         database=DatabaseConfig(url=url),
@@ -132,6 +132,7 @@ def test_a_stored_soak_is_rerendered_where_it_was_written_with_todays_renderer(
     # The sweep's stability criterion reads the re-rendered soak.
     sweep = (reports / "speculative_benchmark.md").read_text()
     assert "not yet measured" not in sweep and f"Soak campaign {campaign}" in sweep
+    assert (reports / "latest.md").read_text() == sweep  # its copy reads the same line
     # Again, into another directory: the same report, the original untouched.
     out = tmp_path / "elsewhere"
     again = report_command(config, campaign_id=campaign, out=out)

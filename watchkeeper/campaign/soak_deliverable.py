@@ -86,8 +86,19 @@ def write_soak_deliverable(
     sweep = reports / record.report
     if sweep.is_file():
         text = sweep.read_text(encoding="utf-8")
-        spliced = splice(text, stability_line(data_summary, fallback=""))
-        if spliced != text:
-            write_text(sweep, spliced)
-            progress(f"{sweep}: the stability criterion now reads this soak")
+        line = stability_line(data_summary, fallback="")
+        # latest.md is a copy of the last campaign's report: when that is this sweep's, it
+        # reads the same line (it said "not yet measured" beside a measured soak).
+        latest = reports / "latest.md"
+        copies = [sweep]
+        if latest.is_file():
+            old = latest.read_text(encoding="utf-8")
+            if splice(old, "") == splice(text, ""):
+                copies.append(latest)
+        for copy in copies:
+            before = copy.read_text(encoding="utf-8")
+            spliced = splice(before, line)
+            if spliced != before:
+                write_text(copy, spliced)
+                progress(f"{copy}: the stability criterion now reads this soak")
     return path

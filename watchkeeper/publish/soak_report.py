@@ -245,7 +245,12 @@ def unit_lines(s: Mapping[str, Any]) -> list[str]:
     directory, host or port: the installing host's)."""
     unit = s.get("unit")
     if not unit:
-        return ["Unit: not recorded (a soak from before the soak ran the unit's flags).", ""]
+        return [
+            "Unit: not recorded. This soak ran before `soak --recommendation` started its "
+            "servers with the unit's flags, so it does not show the unit as shipped "
+            "(docs/soak.md, \"The soak of a recommendation soaks the unit\").",
+            "",
+        ]
     out = [
         f"Unit soaked: `{unit['path']}`, as `watchkeeper unit` renders it from the same "
         "recommendation and [service]; each server ran its ExecStart flags:",
