@@ -248,7 +248,7 @@ def unit_lines(s: Mapping[str, Any]) -> list[str]:
         return [
             "Unit: not recorded. This soak ran before `soak --recommendation` started its "
             "servers with the unit's flags, so it does not show the unit as shipped "
-            "(docs/soak.md, \"The soak of a recommendation soaks the unit\").",
+            '(docs/soak.md, "The soak of a recommendation soaks the unit").',
             "",
         ]
     out = [
