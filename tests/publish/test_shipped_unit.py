@@ -288,3 +288,17 @@ def test_a_cpu_hosts_unit_keeps_its_devices_private_and_offloads_nothing(
     # A GPU host told `--gpu no` keeps them private too.
     text = unit_on("gpu", "no", COMMITTED, tmp_path / "told", monkeypatch)
     assert "PrivateDevices=yes" in text and "-ngl" not in exec_start(text)
+
+
+def test_the_unit_commands_slots_and_cache_options_reach_execstart(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = ["unit", "--recommendation", str(COMMITTED), "--gpu", "no"]
+    assert main([*args, "--slots", "4", "--cache-ram", "512"]) == 0
+    words = exec_start(capsys.readouterr().out)
+    assert " ".join(portable_flags(words)).startswith(
+        "--model qwen2.5-coder-1.5b-instruct-q4_k_m.gguf --ctx-size 16384 --parallel 4 "
+    )
+    assert words[-6:-4] == ["--cache-ram", "512"]
+    assert main([*args, "--slots", "0"]) == 2  # refused with the key's message
+    assert "service.slots" in capsys.readouterr().err
