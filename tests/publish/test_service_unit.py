@@ -165,7 +165,7 @@ def test_keeping_the_baseline_names_the_closest_setting_and_what_would_change_it
     assert "--spec-type draft-simple" in flat and "--spec-draft-n-max 4" in flat
     assert "costs 0.18 of a target step" in flat and "What would change the answer:" in flat
     assert "2 CPU cores (AMD EPYC), no GPU" in flat
-    assert "add --cache-ram N (MiB; 0: off) to ExecStart to bound it" in flat
+    assert "here off (--cache-ram 0) ([service] cache_ram_mib)" in flat
     assert keys(text)["PrivateDevices"] == ["yes"]
 
 

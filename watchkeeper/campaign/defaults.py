@@ -14,12 +14,13 @@ from pathlib import Path
 
 from watchkeeper.config import Config
 from watchkeeper.errors import ConfigError
+from watchkeeper.host import gpu as host_gpu
 from watchkeeper.publish.deliverable import (
     RECORD_NAME,
     RecommendationRecord,
     read_record,
-    record_profiles,
 )
+from watchkeeper.publish.served import shipped_profiles
 
 
 def committed_recommendation(config: Config) -> RecommendationRecord | None:
@@ -43,13 +44,21 @@ def no_profiles(key: str, config: Config, *, flag: str) -> ConfigError:
     )
 
 
+def detected_gpu(config: Config) -> bool:
+    """[service] gpu = auto on a host with a GPU: the unit offloads, so the soak does too."""
+    return config.service.gpu == "auto" and bool(host_gpu.devices())
+
+
 def with_recommendation(
     config: Config, path: Path | None
 ) -> tuple[Config, list[str], RecommendationRecord]:
     """The soak of a recommendation: its subject arm (the recommended one, or the closest
-    speculative arm when it keeps the baseline) and the baseline, as profiles of `config`."""
+    speculative arm when it keeps the baseline) and the baseline, as profiles of `config`,
+    each as the unit ships it ([service] slots and cache_ram_mib, publish/served.py)."""
     record = read_record(path or config.bench.resolved_reports_dir() / RECORD_NAME)
-    profiles = {**record_profiles(record), **config.profiles}
+    gpu = detected_gpu(config)
+    # The record's arms win over same-named profiles of the config: the soak soaks the unit.
+    profiles = {**config.profiles, **shipped_profiles(record, config.service, detected_gpu=gpu)}
     names = [a.name for a in (record.subject, record.baseline) if a is not None]
     names = list(dict.fromkeys(names))
     return config.model_copy(update={"profiles": profiles}), names, record

@@ -16,6 +16,7 @@ from dataclasses import replace
 from typing import Any
 
 from watchkeeper.campaign.campaigns import open_campaign
+from watchkeeper.campaign.load_shape import with_slots
 from watchkeeper.campaign.references import reference_profile
 from watchkeeper.config import Config
 from watchkeeper.config.durations import format_duration
@@ -37,6 +38,18 @@ Progress = Callable[[str], None]
 
 
 CACHE_RAM_FLAGS = ("--cache-ram", "-cram")
+
+
+def soak_servers(
+    config: Config, prepared: Sequence[PreparedProfile], depth: int, *, shipped: bool
+) -> list[PreparedProfile]:
+    """The servers a soak starts: `depth` slots each (a block at concurrency 4 on one slot
+    would queue in the server, not batch) and the prompt cache bound. A soak of a
+    recommendation (`shipped`) runs the unit's settings instead: its profiles carry
+    [service]'s slots and cache already (publish/served.py) and its depth is checked against
+    them, so nothing here changes them."""
+    mib = config.service.cache_ram_mib if shipped else config.soak.cache_ram_mib
+    return with_cache_ram(with_slots(prepared, depth), mib)
 
 
 def with_cache_ram(prepared: Sequence[PreparedProfile], mib: int | None) -> list[PreparedProfile]:

@@ -13,8 +13,10 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from watchkeeper.campaign.defaults import detected_gpu
 from watchkeeper.config import Config
 from watchkeeper.publish.deliverable import RecommendationRecord
+from watchkeeper.publish.served import served_arm, wants_gpu
 from watchkeeper.publish.soak_report import (
     SOAK_REPORT,
     SOAK_SUMMARY,
@@ -28,6 +30,25 @@ from watchkeeper.publish.soak_report import (
 )
 from watchkeeper.store.db import Database, open_database
 from watchkeeper.store.soak_store import SoakStore
+
+UNIT_PATH = "systemd/llama-server-speculative.service"
+
+
+def soaked_unit(
+    config: Config, record: RecommendationRecord, names: Sequence[str]
+) -> dict[str, Any]:
+    """The unit the soak runs: its path in the repository and the ExecStart flags of each arm
+    (the subject's is the unit's; the baseline's is what the unit would run keeping it).
+    Kept in the campaign's params, so a report re-rendered later states what ran then, and
+    a soak from before it ran the unit's flags says so."""
+    arms = {a.name: a for a in (record.baseline, record.chosen, record.closest) if a}
+    gpu = wants_gpu(record.gpu, config.service, detected=detected_gpu(config))
+    return {
+        "path": UNIT_PATH,
+        "flags": {
+            n: list(served_arm(arms[n], config.service, gpu=gpu).flags) for n in names if n in arms
+        },
+    }
 
 
 def write_soak_deliverable(
@@ -57,6 +78,7 @@ def write_soak_deliverable(
         command=command,
         cache_ram_mib=data.params.get("cache_ram_mib"),
         drift_threshold=config.soak.drift_threshold,
+        unit=data.params.get("unit"),
     )
     write_summary(reports / SOAK_SUMMARY, data_summary)
     path = write_text(reports / SOAK_REPORT, render(data_summary))
@@ -64,8 +86,19 @@ def write_soak_deliverable(
     sweep = reports / record.report
     if sweep.is_file():
         text = sweep.read_text(encoding="utf-8")
-        spliced = splice(text, stability_line(data_summary, fallback=""))
-        if spliced != text:
-            write_text(sweep, spliced)
-            progress(f"{sweep}: the stability criterion now reads this soak")
+        line = stability_line(data_summary, fallback="")
+        # latest.md is a copy of the last campaign's report: when that is this sweep's, it
+        # reads the same line (it said "not yet measured" beside a measured soak).
+        latest = reports / "latest.md"
+        copies = [sweep]
+        if latest.is_file():
+            old = latest.read_text(encoding="utf-8")
+            if splice(old, "") == splice(text, ""):
+                copies.append(latest)
+        for copy in copies:
+            before = copy.read_text(encoding="utf-8")
+            spliced = splice(before, line)
+            if spliced != before:
+                write_text(copy, spliced)
+                progress(f"{copy}: the stability criterion now reads this soak")
     return path

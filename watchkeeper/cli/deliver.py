@@ -102,6 +102,8 @@ def cmd_unit(args: argparse.Namespace, config: Config) -> int:
             "reports_url": args.reports_url,
             "docs_dir": args.docs_dir,
             "gpu": args.gpu,
+            "slots": args.slots,
+            "cache_ram_mib": args.cache_ram,
         },
     )
     if args.json:
@@ -111,6 +113,23 @@ def cmd_unit(args: argparse.Namespace, config: Config) -> int:
     else:
         what = "speculates" if result.speculates else "keeps the baseline"
         out.print(f"wrote {result.path}: profile {result.profile} ({what})")
+    return 0
+
+
+def cmd_report(args: argparse.Namespace, config: Config) -> int:
+    from watchkeeper.commands.report import report_command
+
+    result = report_command(
+        config,
+        campaign_id=args.campaign,
+        out=Path(args.out) if args.out else None,
+        recommendation=Path(args.recommendation) if args.recommendation else None,
+        progress=(lambda _m: None) if args.json else progress,
+    )
+    if args.json:
+        out.print_json(json.dumps(result.to_json()))
+    else:
+        out.print(f"{result.kind} campaign {result.campaign_id} ({result.verdict}): {result.path}")
     return 0
 
 
@@ -281,6 +300,18 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--gpu", choices=("auto", "yes", "no"), help="the server needs GPU devices (default: auto)"
     )
+    p.add_argument(
+        "--slots",
+        type=int,
+        help="requests served at once, --parallel (default: service.slots, else the sweep's); "
+        "`soak --recommendation` reads the same key",
+    )
+    p.add_argument(
+        "--cache-ram",
+        type=int,
+        metavar="MIB",
+        help="--cache-ram bound of the host prompt cache, 0 off (default: service.cache_ram_mib)",
+    )
     p.add_argument("--output", metavar="PATH", help="write the unit here instead of printing it")
     p.add_argument("--json", action="store_true", help="print the unit and its source as JSON")
     p.set_defaults(handler=cmd_unit)
@@ -333,3 +364,22 @@ def register(sub: Any) -> None:
     add_open_loop_options(p, "soak")
     add_sampling(p, seed=False, section="soak")
     p.set_defaults(handler=cmd_soak)
+
+    p = sub.add_parser(
+        "report",
+        help="re-render a stored campaign's report with the current renderer",
+        description="Rebuild campaign N's report from the database (soak campaigns: judged and "
+        "rendered as `soak --recommendation` does at its end) and write it where the soak "
+        "wrote it, or under --out DIR. Bench and sweep campaigns are refused: their reports "
+        "read the live identity replay, which the store does not keep.",
+    )
+    add_common(p)
+    p.add_argument("--campaign", type=int, required=True, metavar="N", help="the campaign's id")
+    p.add_argument("--out", metavar="DIR", help="write here (default: bench.reports_dir)")
+    p.add_argument(
+        "--recommendation",
+        metavar="F",
+        help="the recommendation it soaked (default: reports/speculative_recommendation.json)",
+    )
+    p.add_argument("--json", action="store_true", help="print what was written as JSON")
+    p.set_defaults(handler=cmd_report)

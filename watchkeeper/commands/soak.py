@@ -16,15 +16,15 @@ from typing import Any
 
 from watchkeeper.campaign.campaigns import register_profile
 from watchkeeper.campaign.defaults import no_profiles, soak_profiles
-from watchkeeper.campaign.load_shape import arrival_from, with_slots
+from watchkeeper.campaign.load_shape import arrival_from
 from watchkeeper.campaign.soak_campaign import (
     interleaved,
     open_or_resume,
     plan_signature,
     reference_arms,
-    with_cache_ram,
+    soak_servers,
 )
-from watchkeeper.campaign.soak_deliverable import write_soak_deliverable
+from watchkeeper.campaign.soak_deliverable import soaked_unit, write_soak_deliverable
 from watchkeeper.campaign.soak_findings import record_findings, record_ratios
 from watchkeeper.config import Config
 from watchkeeper.config.durations import parse_duration
@@ -35,6 +35,8 @@ from watchkeeper.load.records import Task
 from watchkeeper.load.sampling import SamplingSettings, soak_sampling
 from watchkeeper.load.shape import LoadShape
 from watchkeeper.load.tasks import load_taskset, select
+from watchkeeper.publish.deliverable import RecommendationRecord
+from watchkeeper.publish.served import check_depth
 from watchkeeper.server.launch import PreparedProfile, prepare
 from watchkeeper.soak.loop import OnSample, SoakLoop
 from watchkeeper.soak.plan import ResumePoint, SoakOutcome, SoakPlan
@@ -180,7 +182,7 @@ def soak_command(
         config, duration=duration, profiles=profiles, concurrency=concurrency, block=block,
         taskset=taskset, limit=limit, per_category=per_category, seed=seed, fresh=fresh,
         resume_id=resume_id, stop=stop, progress=progress, on_sample=on_sample,
-        against_reference=against_reference, database=database, load=load,
+        against_reference=against_reference, database=database, load=load, shipped=record,
     )  # fmt: skip
     if record is not None and result.status == "completed":
         write_soak_deliverable(
@@ -215,10 +217,15 @@ def _soak(
     against_reference: bool | None = None,
     database: Database | None = None,
     load: LoadShape | None = None,
+    shipped: RecommendationRecord | None = None,
 ) -> SoakCommandResult:
+    """`shipped`: the recommendation whose unit is soaked: its servers run the unit's flags
+    (the profiles carry [service]'s slots and prompt cache), no deeper than its slots."""
     stop = stop or threading.Event()
     soak = config.soak
     shape = _shape(config, duration, profiles, concurrency, block)
+    if shipped is not None:
+        check_depth(shipped, config.service, max(shape.levels))
     arrival = _arrival(config, load)
     tasks = select(
         load_taskset(taskset or config.bench.resolved_taskset()),
@@ -243,10 +250,9 @@ def _soak(
             references,
             arrival=arrival,
         )
-        # Every server gets as many slots as the deepest level sends at once, as the bench
-        # does: a block at concurrency 4 on one slot would queue in the server, not batch.
-        prepared = with_slots(prepared + arms, max(shape.levels))
-        prepared = with_cache_ram(prepared, soak.cache_ram_mib)
+        prepared = soak_servers(
+            config, prepared + arms, max(shape.levels), shipped=shipped is not None
+        )
         repo, store = Repository(db), SoakStore(db)
         campaign_id, resume, resumed, seed = open_or_resume(
             config,
@@ -259,6 +265,8 @@ def _soak(
             fresh=fresh,
             seed=seed,
             params=_campaign_params(config, shape, plan_names, references, tasks, signature)
+            | _served_params(config, prepared, shipped=shipped is not None)
+            | ({"unit": soaked_unit(config, shipped, shape.names)} if shipped else {})
             | ({"arrival": arrival.to_json()} if arrival is not None else {}),
             progress=progress,
         )
@@ -292,14 +300,20 @@ def _campaign_params(
         "profiles": list(plan_names),
         "references": references,
         "concurrency": list(shape.levels),
-        "slots": max(shape.levels),
-        "cache_ram_mib": soak.cache_ram_mib,
         "tasks": [t.id for t in tasks],
         "probe_task": tasks[0].id,
         "temperature": soak.temperature,
         "signature": signature,
         "restart_every": soak.restart_every if references else 0,
     }
+
+
+def _served_params(
+    config: Config, prepared: Sequence[PreparedProfile], *, shipped: bool
+) -> dict[str, Any]:
+    """The slots and prompt cache the servers ran with (a shipped soak's are the unit's)."""
+    mib = config.service.cache_ram_mib if shipped else config.soak.cache_ram_mib
+    return {"slots": max(p.profile.slots for p in prepared), "cache_ram_mib": mib}
 
 
 def _soak_plan(

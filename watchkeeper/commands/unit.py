@@ -18,6 +18,7 @@ from pydantic import ValidationError
 from watchkeeper.config import Config
 from watchkeeper.config.service import ServiceConfig
 from watchkeeper.errors import ConfigError
+from watchkeeper.host import gpu as host_gpu
 from watchkeeper.publish.deliverable import RECORD_NAME, read_record
 from watchkeeper.publish.systemd import UNIT_NAME, render_unit, write_service
 
@@ -71,7 +72,11 @@ def unit_command(
             "so it holds no control character and does not end in a backslash",
             hint="name it like llama-server-speculative.service",
         )
-    text = render_unit(record, service, filename=output.name if output else UNIT_NAME)
+    # auto: a GPU on this host counts, whatever the sweep's host had (NVML, else nvidia-smi).
+    detected = service.gpu == "auto" and bool(host_gpu.devices())
+    text = render_unit(
+        record, service, filename=output.name if output else UNIT_NAME, gpu_detected=detected
+    )
     if output is not None:
         write_service(output, text)
     return UnitResult(text, record.chosen.name, record.speculates, source, output)

@@ -52,8 +52,17 @@ class ServiceConfig(Strict):
     docs_dir: str = "/usr/share/doc/llama-server-speculative"
     """Where the report is copied on the installing host when `reports_url` is empty."""
     gpu: Literal["auto", "yes", "no"] = "auto"
-    """yes: the server needs /dev (GPU device nodes: PrivateDevices=no). auto: as measured
-    (the sweep's host had a GPU)."""
+    """yes: the server runs on a GPU: it sees /dev (PrivateDevices=no) and offloads
+    (-ngl/-ngld all unless the profile names its layers). auto: yes when the sweep's host had
+    a GPU or this host has one (publish/served.py:wants_gpu)."""
+    slots: Annotated[int, Field(ge=1, le=256)] | None = None
+    """Requests the server serves at once (--parallel), each slot with the profile's context.
+    None: the slots the sweep measured at. `soak --recommendation` runs the same slots and
+    refuses a deeper concurrency (publish/served.py)."""
+    cache_ram_mib: Annotated[int, Field(ge=-1)] | None = 0
+    """--cache-ram of the unit and of `soak --recommendation`'s servers: the host prompt cache
+    bound in MiB, 0 off (the soak's memory verdict is judged on the server as shipped).
+    None: the build's default (8192 MiB in the 11434 build)."""
 
     @field_validator("binary", "model_dir", "docs_dir")
     @classmethod

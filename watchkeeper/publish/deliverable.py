@@ -6,7 +6,7 @@ no path of the machine that ran the sweep: server flags keep only the GGUF file 
 installing host says where they live, [service] model_dir) and no binary, host or port.
 
 It also carries the plain-words reading of the answer ("on 2 CPU cores a draft step costs
-0.66 of a target step: no draft can win here"), so a unit that keeps the baseline can say
+0.55 of a target step: no draft length won here"), so a unit that keeps the baseline can say
 which setting came closest and what would change the answer, and the report can open with it.
 """
 
@@ -363,9 +363,3 @@ def read_record(path: Path) -> RecommendationRecord:
             f"{path} is not a sweep recommendation (missing {exc})",
             hint="regenerate it with `watchkeeper sweep`",
         ) from None
-
-
-def record_profiles(record: RecommendationRecord) -> dict[str, ProfileConfig]:
-    """The record's arms as profiles a command can prepare (soak, nightly)."""
-    arms = [record.baseline, record.chosen, *([record.closest] if record.closest else [])]
-    return {a.name: ProfileConfig.model_validate(a.profile) for a in arms}

@@ -71,6 +71,7 @@ def summary(
     command: str,
     cache_ram_mib: int | None = None,
     drift_threshold: float = 0.10,
+    unit: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """What the report and the sweep's acceptance section read (JSON-safe). `cache_ram_mib`:
     the `--cache-ram` the soak's servers ran with (the campaign's params), None: the build's."""
@@ -120,6 +121,7 @@ def summary(
         ],
         "leak_threshold_mb_per_hour": figures.get("leak_threshold_mb_per_hour"),
         "drift_threshold": drift_threshold,
+        "unit": dict(unit) if unit else None,
     }
 
 
@@ -231,12 +233,39 @@ def _pct(ci: Sequence[float] | None) -> str:
     return f"{ci[0]:+.0%}..{ci[1]:+.0%}" if ci else md.NONE
 
 
+def headline_text(s: Mapping[str, Any]) -> str:
+    """`**stable**: 1317 requests ...`: the verdict once (the judge's headline opens with it)."""
+    verdict, headline = str(s.get("verdict")), str(s.get("headline") or "")
+    rest = headline.removeprefix(f"{verdict}:").strip()
+    return f"**{verdict}**: {md.inline(rest)}" if rest else f"**{verdict}**"
+
+
+def unit_lines(s: Mapping[str, Any]) -> list[str]:
+    """The unit the soak soaked: its path and each arm's ExecStart flags (no binary, model
+    directory, host or port: the installing host's)."""
+    unit = s.get("unit")
+    if not unit:
+        return [
+            "Unit: not recorded. This soak ran before `soak --recommendation` started its "
+            "servers with the unit's flags, so it does not show the unit as shipped "
+            '(docs/soak.md, "The soak of a recommendation soaks the unit").',
+            "",
+        ]
+    out = [
+        f"Unit soaked: `{unit['path']}`, as `watchkeeper unit` renders it from the same "
+        "recommendation and [service]; each server ran its ExecStart flags:",
+        "",
+    ]
+    out += [f"- {arm}: `{' '.join(flags)}`" for arm, flags in unit["flags"].items()]
+    return [*out, ""]
+
+
 def render(s: Mapping[str, Any]) -> str:
     subject, baseline = s["subject"], s["baseline"]
     out = [
         "# Soak of the recommendation",
         "",
-        f"**{s['verdict']}**: {md.inline(str(s.get('headline') or ''))}",
+        headline_text(s),
         "",
         f"{subject} and the baseline {baseline}, each under closed-loop load for "
         f"{s['duration']} in all, at concurrency "
@@ -248,6 +277,7 @@ def render(s: Mapping[str, Any]) -> str:
         "",
         f"Reproduce: `{s['command']}`",
         "",
+        *unit_lines(s),
         "## Per arm and concurrency",
         "",
     ]

@@ -379,8 +379,10 @@ def _criteria_section(v: SweepView) -> list[str]:
     else:
         fallback = (
             f"3. **Stable under sustained load: not yet measured** for {arm} beside the "
-            f"baseline on this host. Run `{recommendation_soak_command()}`: it writes "
-            f"[{SOAK_REPORT}]({SOAK_REPORT}) beside this report and fills in this line."
+            f"baseline on this host. Run `{recommendation_soak_command()}` with [service] "
+            "slots = 4 (it soaks the unit as shipped, and refuses a depth beyond the unit's "
+            f"slots): it writes [{SOAK_REPORT}]({SOAK_REPORT}) beside this report and fills in "
+            "this line."
         )
     out += [BEGIN, stability_line(v.soak_report, fallback=fallback), END]
     out.append("")

@@ -21,6 +21,7 @@ from jinja2 import Environment, PackageLoader, StrictUndefined
 from watchkeeper.config.service import ServiceConfig
 from watchkeeper.errors import ConfigError
 from watchkeeper.publish.deliverable import ArmRecipe, RecommendationRecord
+from watchkeeper.publish.served import served_arm, wants_gpu
 
 _ENV = Environment(
     loader=PackageLoader("watchkeeper", "templates"),
@@ -32,9 +33,12 @@ UNIT_NAME = "llama-server-speculative.service"
 WIDTH = 96
 
 
-def exec_argv(arm: ArmRecipe, service: ServiceConfig) -> list[str]:
-    """The arm's flags on the installing host: its binary, its model directory, its port."""
-    flags = [f"{service.model_dir}/{f}" if f.endswith(".gguf") else f for f in arm.flags]
+def exec_argv(arm: ArmRecipe, service: ServiceConfig, *, gpu: bool = False) -> list[str]:
+    """The arm's flags on the installing host: its binary, its model directory, its port, and
+    the slots, prompt cache and GPU offload [service] ships (publish/served.py: the soak runs
+    the same)."""
+    shipped = served_arm(arm, service, gpu=gpu).flags
+    flags = [f"{service.model_dir}/{f}" if f.endswith(".gguf") else f for f in shipped]
     return [service.binary, *flags, "--host", service.host, "--port", str(service.port)]
 
 
@@ -125,12 +129,7 @@ def notes(record: RecommendationRecord, service: ServiceConfig) -> list[str]:
             f"Speculation: {shlex.join(record.chosen.spec_flags)} ({record.chosen.speedup}; "
             f"identity: {record.chosen.identity})."
         )
-    out += _comment(
-        "Memory: beyond the model and its context, a build with --cache-ram (the 11434 build "
-        "and later) keeps the prompts its slots let go in host memory, up to 8192 MiB by "
-        "default; add --cache-ram N (MiB; 0: off) to ExecStart to bound it. The soak "
-        "(speculative_soak.md) measures the server's own RSS growth with it off."
-    )
+    out += _comment(_memory_note(service))
     models = ", ".join(record.chosen.models)
     out += _comment(
         f"This host: {service.binary} (the sweep's build: {record.build}), {models} in "
@@ -145,15 +144,38 @@ def notes(record: RecommendationRecord, service: ServiceConfig) -> list[str]:
     return out
 
 
+def _memory_note(service: ServiceConfig) -> str:
+    """What bounds the server's memory beyond the model and its context, as shipped."""
+    cache = (
+        "the build's default, up to 8192 MiB in the 11434 build"
+        if service.cache_ram_mib is None
+        else "off (--cache-ram 0)"
+        if service.cache_ram_mib == 0
+        else f"bounded by --cache-ram {service.cache_ram_mib} (MiB)"
+    )
+    return (
+        "Memory: a build with --cache-ram (the 11434 build and later) keeps the prompts its "
+        f"slots let go in host memory; here {cache} ([service] cache_ram_mib). "
+        "`watchkeeper soak --recommendation` runs exactly this ExecStart's flags, so its "
+        "memory verdict (speculative_soak.md) is the shipped server's."
+    )
+
+
 def render_unit(
-    record: RecommendationRecord, service: ServiceConfig, *, filename: str = UNIT_NAME
+    record: RecommendationRecord,
+    service: ServiceConfig,
+    *,
+    filename: str = UNIT_NAME,
+    gpu_detected: bool = False,
 ) -> str:
+    """`gpu_detected`: the installing host has a GPU (with [service] gpu = auto, the unit
+    then offloads and sees the device nodes, whatever the sweep's host had)."""
     arm = record.chosen
-    argv = exec_argv(arm, service)
+    gpu = wants_gpu(record.gpu, service, detected=gpu_detected)
+    argv = exec_argv(arm, service, gpu=gpu)
     spec = arm.profile.get("spec_type") or "no speculation"
     if arm.profile.get("draft_n_max"):
         spec += f", n_max {arm.profile['draft_n_max']}"
-    gpu = record.gpu if service.gpu == "auto" else service.gpu == "yes"
     text = _ENV.get_template("llama-server.service.j2").render(
         headline=record.headline,
         campaign_id=record.campaign_id,

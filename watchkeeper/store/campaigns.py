@@ -9,6 +9,7 @@ import-graph test can hold them. Readers may still select from the table where t
 from __future__ import annotations
 
 import uuid as uuidlib
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -18,9 +19,30 @@ from watchkeeper.store.db import Database
 from watchkeeper.store.schema import Campaign, Host
 
 
+@dataclass(frozen=True, slots=True)
+class StoredCampaign:
+    """What `watchkeeper report --campaign N` needs to know of a campaign before rebuilding."""
+
+    id: int
+    kind: str
+    status: str
+    params: dict[str, Any]
+    summary: dict[str, Any] | None
+
+
 class CampaignRows:
     def __init__(self, db: Database) -> None:
         self._db = db
+
+    def read(self, campaign_id: int) -> StoredCampaign | None:
+        """The campaign's row as plain values (None: no such campaign)."""
+        with self._db.session() as s:
+            row = s.get(Campaign, campaign_id)
+            if row is None:
+                return None
+            return StoredCampaign(
+                int(row.id), row.kind, row.status, dict(row.params or {}), row.summary
+            )
 
     def create(
         self, *, kind: str, host_id: int, build_id: int | None, params: dict[str, Any]

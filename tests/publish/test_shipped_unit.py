@@ -1,0 +1,304 @@
+"""What the soak proves is what the unit ships: `soak --recommendation` starts each server with
+the argv `server/flags.py` builds for the installed build from the profiles the soak prepares,
+and that argv is the unit's ExecStart (binary, model directory, host and port aside), for the
+committed recommendation and for a speculating one, with [service]'s slots and prompt cache."""
+
+from __future__ import annotations
+
+import shlex
+import shutil
+import subprocess
+import sys
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Literal
+
+import pytest
+from support.fakegpu import stand_in_smi
+
+from watchkeeper.campaign.defaults import with_recommendation
+from watchkeeper.campaign.soak_campaign import soak_servers
+from watchkeeper.campaign.soak_deliverable import soaked_unit
+from watchkeeper.cli.app import main
+from watchkeeper.commands.soak import soak_command
+from watchkeeper.config import BenchConfig, Config, ProfileConfig
+from watchkeeper.config.service import ServiceConfig
+from watchkeeper.errors import SoakError
+from watchkeeper.host import gpu as host_gpu
+from watchkeeper.publish.deliverable import (
+    ArmRecipe,
+    RecommendationRecord,
+    portable_flags,
+    read_record,
+    write_record,
+)
+from watchkeeper.publish.soak_report import render, summary
+from watchkeeper.publish.systemd import render_unit
+from watchkeeper.server.flags import HelpInfo, build_argv, read_help
+from watchkeeper.server.install import ServerBinary
+from watchkeeper.server.launch import PreparedProfile
+
+ROOT = Path(__file__).resolve().parents[2]
+COMMITTED = ROOT / "reports" / "speculative_recommendation.json"
+
+
+def exec_start(unit: str) -> list[str]:
+    """ExecStart's words as systemd passes them: '%%' and '$$' undone, then its quoting
+    (double quotes with C escapes), which shlex reads the same way for these words."""
+    line = next(x for x in unit.splitlines() if x.startswith("ExecStart="))
+    return shlex.split(line.removeprefix("ExecStart=").replace("%%", "%").replace("$$", "$"))
+
+
+def soak_argv(
+    config: Config, record_path: Path, binary: ServerBinary, info: HelpInfo, depth: int
+) -> dict[str, tuple[str, ...]]:
+    """Each soaked arm's argv, through the soak's own steps: the recommendation's profiles
+    (`with_recommendation`), the soak's server settings (`soak_servers`), the build's argv."""
+    soaked, names, record = with_recommendation(config, record_path)
+    arms = {a.name: a for a in (record.baseline, record.chosen, record.closest) if a}
+    prepared = [PreparedProfile(n, soaked.profiles[n], binary, None, None, info) for n in names]
+    out = {}
+    for p in soak_servers(soaked, prepared, depth, shipped=True):
+        models = [Path("/var/cache/wk/models") / m for m in arms[p.name].models]
+        argv = build_argv(
+            p.profile,
+            info=info,
+            binary=binary.path,
+            model_path=models[0],
+            draft_path=models[1] if len(models) > 1 else None,
+            port=41234,
+            cuda=binary.variant == "cuda",
+        )
+        out[p.name] = argv.argv
+    return out
+
+
+def speculating(
+    record: RecommendationRecord, binary: ServerBinary, info: HelpInfo
+) -> RecommendationRecord:
+    """The committed record as a sweep that recommended a draft arm would write it: the arm's
+    flags are the measured argv (`build_argv` for this build), cut as the sweep cuts them."""
+    profile = ProfileConfig(
+        model="qwen2.5-coder-1.5b-instruct-q4_k_m",
+        draft_model="qwen2.5-coder-0.5b-instruct-q4_k_m",
+        spec_type="draft-simple",
+        draft_n_max=4,
+        threads=2,
+        gpu_layers=0,
+    )
+    argv = build_argv(
+        profile,
+        info=info,
+        binary=binary.path,
+        model_path=Path("/root/.cache/x/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"),
+        draft_path=Path("/root/.cache/x/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"),
+        port=8081,
+    ).argv
+    arm = ArmRecipe(
+        "qwen-draft4", profile.model_dump(exclude_none=True), portable_flags(argv), True
+    )
+    return replace(record, chosen=arm, closest=None)
+
+
+ALIASES = {
+    "--gpu-layers": "-ngl",
+    "--n-gpu-layers": "-ngl",
+    "--spec-draft-ngl": "-ngld",
+    "--gpu-layers-draft": "-ngld",
+    "--n-gpu-layers-draft": "-ngld",
+}
+"""The unit spells offload as every build does (-ngl, -ngld); the build's argv may use a
+longer spelling of the same flag."""
+
+
+def same_flags(argv: Sequence[str]) -> list[str]:
+    return [ALIASES.get(f, f) for f in portable_flags(argv)]
+
+
+@pytest.mark.parametrize(
+    ("slots", "cache", "depth", "gpu"),
+    [(None, 0, 1, "no"), (4, 512, 4, "no"), (2, None, 1, "no"), (None, 0, 1, "yes")],
+)
+def test_the_soaks_servers_run_exactly_the_units_execstart(
+    server_binary: ServerBinary,
+    tmp_path: Path,
+    slots: int | None,
+    cache: int | None,
+    depth: int,
+    gpu: Literal["yes", "no"],
+) -> None:
+    config = Config(bench=BenchConfig(reports_dir=str(tmp_path / "reports")))
+    info = read_help(server_binary, config.server.resolved_cache_dir())
+    service = ServiceConfig(slots=slots, cache_ram_mib=cache, model_dir="/srv/models", gpu=gpu)
+    config = config.model_copy(update={"service": service})
+    committed = read_record(COMMITTED)
+    for record in (committed, speculating(committed, server_binary, info)):
+        path = write_record(tmp_path / f"{record.chosen.name}.json", record)
+        argv = soak_argv(config, path, server_binary, info, depth)
+        subject = record.subject
+        assert subject is not None and set(argv) == {subject.name, record.baseline.name}
+        for arm in (subject, record.baseline):
+            unit = render_unit(replace(record, chosen=arm), service)
+            words = exec_start(unit)
+            assert words[0] == service.binary and words[-4:] == [
+                "--host", "127.0.0.1", "--port", "8080"
+            ]  # fmt: skip
+            assert all(w.startswith("/srv/models/") for w in words if w.endswith(".gguf"))
+            # Binary, model directory, host and port aside, flag for flag and in order.
+            assert same_flags(words) == same_flags(argv[arm.name]), arm.name
+            shipped = same_flags(words)
+            parallel = shipped[shipped.index("--parallel") + 1]
+            assert parallel == str(slots or 1)
+            assert shipped[shipped.index("--ctx-size") + 1] == str(4096 * (slots or 1))
+            if cache is None:
+                assert "--cache-ram" not in shipped
+            else:
+                assert shipped[shipped.index("--cache-ram") + 1] == str(cache)
+            if record is committed:  # no offload of its own: the GPU host's unit adds it
+                assert ("-ngl" in shipped) == (gpu == "yes"), shipped
+        if record is not committed:
+            flags = same_flags(argv["qwen-draft4"])
+            for flag in ("--spec-type", "--threads", "-ngl", "--spec-draft-n-max"):
+                assert flag in flags, (flag, flags)
+            # The profile's own gpu_layers = 0 is kept; the draft gets 'all' on a GPU host.
+            assert flags[flags.index("-ngl") + 1] == "0"
+            assert ("-ngld" in flags) == (gpu == "yes")
+
+
+def test_a_soak_deeper_than_the_units_slots_is_refused_before_anything_starts(
+    tmp_path: Path,
+) -> None:
+    config = Config(bench=BenchConfig(reports_dir=str(tmp_path / "reports")))
+    with pytest.raises(SoakError) as err:
+        soak_command(
+            config,
+            recommendation=COMMITTED,
+            concurrency=[1, 4],
+            database=None,
+            progress=lambda _m: None,
+        )
+    assert "--concurrency 4: the unit serves 1 request(s) at once" in err.value.message
+    assert err.value.hint is not None and "[service] slots = 4" in err.value.hint
+
+
+def test_the_soak_report_names_the_unit_it_soaked_and_says_its_verdict_once(
+    tmp_path: Path,
+) -> None:
+    config = Config(service=ServiceConfig(cache_ram_mib=1024))
+    record = read_record(COMMITTED)
+    names = ["qwen-sweep-ngram-simple", "qwen-baseline"]
+    unit = soaked_unit(config, record, names)
+    verdict = {
+        "campaign_id": 4,
+        "verdict": "stable",
+        "headline": "stable: 5 requests over 0.03h, 0 errors",
+        "figures": {"requests": 5, "errors": 0, "series": []},
+    }
+    s = summary(
+        verdict, [], subject=names[0], baseline=names[1], duration="2m", sweep_campaign=3,
+        command="watchkeeper soak --recommendation r.json", unit=unit,
+    )  # fmt: skip
+    text = render(s)
+    assert "\n**stable**: 5 requests over 0.03h, 0 errors\n" in text
+    assert "stable: 5" not in text
+    assert "Unit soaked: `systemd/llama-server-speculative.service`" in text
+    subject_flags = (
+        "- qwen-sweep-ngram-simple: `--model qwen2.5-coder-1.5b-instruct-q4_k_m.gguf "
+        "--ctx-size 4096 --parallel 1 --metrics --slots --spec-type ngram-simple "
+        "--cache-ram 1024`"
+    )
+    assert subject_flags in text
+    # The same flags as the unit's ExecStart for that arm, binary, paths, host and port aside.
+    rendered = render_unit(replace(record, chosen=record.closest or record.chosen), config.service)
+    assert " ".join(portable_flags(exec_start(rendered))) in subject_flags
+    # A soak recorded before the unit was: said, not guessed.
+    assert "Unit: not recorded" in render({**s, "unit": None})
+
+
+def verify(unit: Path) -> str:
+    """`systemd-analyze verify` as tests/publish/test_service_unit.py runs it: silent when clean."""
+    analyze = shutil.which("systemd-analyze") or "/usr/bin/systemd-analyze"
+    if not Path(analyze).exists():
+        pytest.fail("systemd-analyze is required: install Debian's `systemd` package")
+    done = subprocess.run(
+        [analyze, "verify", str(unit)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        cwd=unit.parent,
+    )
+    assert done.returncode == 0, done.stderr
+    return (done.stdout + done.stderr).strip()
+
+
+def unit_on(
+    host: str, gpu: str, record: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> str:
+    """`watchkeeper unit --gpu GPU` on a host with an H100 (nvidia-smi answers as the real
+    tool does, NVML's binding absent) or without any GPU, written and verified."""
+    bin_dir = tmp_path / host / "bin"
+    bin_dir.mkdir(parents=True)
+    if host == "gpu":
+        stand_in_smi(bin_dir)
+    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
+    monkeypatch.setitem(sys.modules, "pynvml", None)
+    host_gpu.reset()
+    server = bin_dir / "llama-server"
+    server.write_text("#!/bin/sh\nexit 0\n")
+    server.chmod(0o755)
+    out = tmp_path / host / gpu / "llama-server-speculative.service"
+    args = ["unit", "--recommendation", str(record), "--binary", str(server), "--gpu", gpu]
+    try:
+        assert main([*args, "--output", str(out)]) == 0
+    finally:
+        host_gpu.reset()
+    assert verify(out) == ""
+    return out.read_text()
+
+
+@pytest.mark.parametrize(("host", "gpu"), [("gpu", "yes"), ("gpu", "auto"), ("cpu", "yes")])
+def test_a_gpu_hosts_unit_sees_the_gpu_and_offloads_every_arms_layers(
+    server_binary: ServerBinary,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    host: str,
+    gpu: str,
+) -> None:
+    """The committed record was measured on 2 CPU cores: `--gpu yes`, or a GPU found with
+    `--gpu auto`, still gives a unit that sees /dev/nvidia* and offloads target and draft."""
+    config = Config()
+    info = read_help(server_binary, config.server.resolved_cache_dir())
+    committed = read_record(COMMITTED)
+    draft = write_record(tmp_path / "draft.json", speculating(committed, server_binary, info))
+    for record, flags in ((COMMITTED, "--slots -ngl all --cache-ram 0"), (draft, "-ngld all")):
+        text = unit_on(host, gpu, record, tmp_path / record.stem, monkeypatch)
+        assert "PrivateDevices=no" in text and "PrivateDevices=yes" not in text
+        assert flags in " ".join(exec_start(text)), exec_start(text)
+
+
+def test_a_cpu_hosts_unit_keeps_its_devices_private_and_offloads_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for gpu in ("auto", "no"):
+        text = unit_on("cpu", gpu, COMMITTED, tmp_path / gpu, monkeypatch)
+        assert "PrivateDevices=yes" in text
+        assert not {"-ngl", "-ngld", "--gpu-layers"} & set(exec_start(text))
+    # A GPU host told `--gpu no` keeps them private too.
+    text = unit_on("gpu", "no", COMMITTED, tmp_path / "told", monkeypatch)
+    assert "PrivateDevices=yes" in text and "-ngl" not in exec_start(text)
+
+
+def test_the_unit_commands_slots_and_cache_options_reach_execstart(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = ["unit", "--recommendation", str(COMMITTED), "--gpu", "no"]
+    assert main([*args, "--slots", "4", "--cache-ram", "512"]) == 0
+    words = exec_start(capsys.readouterr().out)
+    assert " ".join(portable_flags(words)).startswith(
+        "--model qwen2.5-coder-1.5b-instruct-q4_k_m.gguf --ctx-size 16384 --parallel 4 "
+    )
+    assert words[-6:-4] == ["--cache-ram", "512"]
+    assert main([*args, "--slots", "0"]) == 2  # refused with the key's message
+    assert "service.slots" in capsys.readouterr().err

@@ -1,0 +1,106 @@
+"""`soak --recommendation` soaks the unit as shipped, read from the live processes: a real soak of
+a SmolLM2 recommendation whose servers' command lines (binary, model paths and port aside) are
+the unit's ExecStart for each arm, with [service]'s slots and prompt cache, and whose report
+names that unit and those flags."""
+
+from __future__ import annotations
+
+import contextlib
+import shlex
+from dataclasses import replace
+from pathlib import Path
+
+import psutil
+from support.soakkit import live_llama_servers, soak_settings, write_taskset
+
+from watchkeeper.commands.soak import soak_command
+from watchkeeper.config import BenchConfig, Config, DatabaseConfig, ProfileConfig, ServerConfig
+from watchkeeper.config.service import ServiceConfig
+from watchkeeper.load.records import RequestSample
+from watchkeeper.publish.deliverable import (
+    ArmRecipe,
+    RecommendationRecord,
+    portable_flags,
+    write_record,
+)
+from watchkeeper.publish.soak_report import SOAK_REPORT
+from watchkeeper.publish.systemd import render_unit
+from watchkeeper.server.flags import build_argv, read_help
+from watchkeeper.server.install import ServerBinary
+from watchkeeper.server.models import ModelFile
+from watchkeeper.server.profiles import SMOLLM2
+from watchkeeper.soak.records import RunKey
+
+
+def arm(
+    name: str, profile: ProfileConfig, binary: ServerBinary, model: ModelFile, config: Config
+) -> ArmRecipe:
+    """The arm as the sweep records it: the measured argv for this build, cut to file names."""
+    info = read_help(binary, config.server.resolved_cache_dir())
+    argv = build_argv(
+        profile, info=info, binary=binary.path, model_path=model.path, draft_path=None, port=1
+    ).argv
+    return ArmRecipe(
+        name, profile.model_dump(exclude_none=True), portable_flags(argv), profile.speculative
+    )
+
+
+def exec_start(unit: str) -> list[str]:
+    line = next(x for x in unit.splitlines() if x.startswith("ExecStart="))
+    return shlex.split(line.removeprefix("ExecStart=").replace("%%", "%").replace("$$", "$"))
+
+
+def test_the_soaks_live_servers_run_the_units_execstart_for_each_arm(
+    real_server: tuple[ServerBinary, ModelFile], sqlite_url: str, tmp_path: Path
+) -> None:
+    binary, model = real_server
+    service = ServiceConfig(slots=2, cache_ram_mib=256, model_dir="/srv/models")
+    config = Config(
+        database=DatabaseConfig(url=sqlite_url),
+        server=ServerConfig(startup_timeout_s=120),
+        bench=BenchConfig(reports_dir=str(tmp_path / "reports")),
+        soak=soak_settings(),
+        service=service,
+    )
+    base = ProfileConfig(model=SMOLLM2, ctx_size=1024, threads=1)
+    ngram = base.model_copy(update={"spec_type": "ngram-simple"})
+    record = RecommendationRecord(
+        headline="s-ngram", campaign_id=9, report="speculative_benchmark.md",
+        campaign_report="c9/report.md", hardware="2 CPU cores (AMD EPYC), no GPU", gpu=False,
+        build="test", sampler="temperature 0 (greedy)", models=SMOLLM2,
+        chosen=replace(arm("s-ngram", ngram, binary, model, config), speedup="1.2x"),
+        baseline=arm("s-base", base, binary, model, config), closest=None, meaning="a test",
+    )  # fmt: skip
+    path = write_record(tmp_path / "rec.json", record)
+    seen: list[list[str]] = []
+
+    def on_sample(_key: RunKey, _sample: RequestSample) -> None:
+        if len(seen) < 2:
+            seen.clear()
+            for server in live_llama_servers():
+                with contextlib.suppress(psutil.NoSuchProcess):
+                    seen.append(server.cmdline())
+
+    result = soak_command(
+        config, recommendation=path, duration="16s", block="8s", concurrency=[1, 2],
+        taskset=write_taskset(tmp_path), seed=1, on_sample=on_sample, against_reference=False,
+        command_line="watchkeeper soak --recommendation rec.json",
+    )  # fmt: skip
+    assert result.status == "completed"
+    assert len(seen) == 2, seen
+    units = {
+        a.name: portable_flags(exec_start(render_unit(replace(record, chosen=a), service)))
+        for a in (record.chosen, record.baseline)
+    }
+    live = {
+        ("s-ngram" if "--spec-type" in argv else "s-base"): portable_flags(argv) for argv in seen
+    }
+    assert live == units  # binary, model paths, host and port aside: flag for flag
+    assert units["s-ngram"][-2:] == ("--cache-ram", "256")
+    assert (
+        "--parallel" in units["s-base"]
+        and units["s-base"][units["s-base"].index("--parallel") + 1] == "2"
+    )
+    report = (tmp_path / "reports" / SOAK_REPORT).read_text()
+    assert "Unit soaked: `systemd/llama-server-speculative.service`" in report
+    assert f"- s-ngram: `{' '.join(units['s-ngram'])}`" in report

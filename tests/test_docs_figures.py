@@ -1,0 +1,138 @@
+"""Figures quoted in docs/ that also live in committed reports are checked against the reports'
+JSON here, so a regenerated report cannot leave a page behind: the soak's drift CIs, RSS slope,
+requests and probes (`reports/speculative_soak.json`), the draft's cost per target step, the
+closest arm's speed-up, the acceptance and the host (`reports/speculative_recommendation.json`),
+the soak's thresholds (the config's defaults), and the committed reports against each other."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from watchkeeper.config import SoakConfig
+from watchkeeper.publish.soak_report import render, splice
+
+ROOT = Path(__file__).resolve().parents[1]
+REPORTS = ROOT / "reports"
+
+
+def doc(name: str) -> str:
+    """A page with its line breaks and runs of spaces folded, as a reader sees the prose."""
+    return " ".join((ROOT / "docs" / name).read_text(encoding="utf-8").split())
+
+
+def soak() -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((REPORTS / "speculative_soak.json").read_text())
+    return data
+
+
+def record() -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((REPORTS / "speculative_recommendation.json").read_text())
+    return data
+
+
+def ci(entry: dict[str, Any]) -> str:
+    low, high = entry["ci95"]
+    return f"{low:+.0%}..{high:+.0%}".replace("+0%", "0%").lstrip("+")
+
+
+def drift(profile: str, concurrency: int) -> dict[str, Any]:
+    return next(
+        d for d in soak()["drift"] if d["profile"] == profile and d["concurrency"] == concurrency
+    )
+
+
+def test_the_soak_pages_drift_cis_and_leak_figures_are_the_committed_soaks() -> None:
+    s, page = soak(), doc("soak.md")
+    base, subject = s["baseline"], s["subject"]
+    for level in (1, 4):
+        quoted = f"{ci(drift(base, level))} and {ci(drift(subject, level))}"
+        assert quoted in page, quoted
+    rss = s["rss"][base]
+    low, high = rss["ci95"]
+    leak = f"({rss['slope_mb_per_h']:.1f} MB/h, CI {low:.1f}-{high:.1f})"
+    assert leak in page, leak
+    minutes = int(s["duration"].removesuffix("m"))
+    assert f"(campaign {s['campaign_id']}, 27 Nov 2026, {minutes} min," in page
+    threshold = f"`soak.drift_threshold` ({s['drift_threshold']:.0%})"
+    assert threshold in page and s["drift_threshold"] == SoakConfig().drift_threshold
+
+
+def test_the_measurements_pages_soak_summary_is_the_committed_soaks() -> None:
+    s, page = soak(), doc("measurements.md")
+    rss = [s["rss"][s["baseline"]], s["rss"][s["subject"]]]
+    probes = s["probe_totals"]
+    quoted = (
+        f"stable, {s['requests']} requests, {s['errors']} errors, {s['restarts']} restarts, "
+        f"RSS {rss[0]['slope_mb_per_h']:.1f} and {rss[1]['slope_mb_per_h']:.1f} MB/h, "
+        f"{probes['compared']} probes compared, {probes['mismatch']} mismatches"
+    )
+    assert s["verdict"] == "stable" and quoted in page, quoted
+    assert f"soak campaign {s['campaign_id']} of 2026-11-27" in page
+
+
+def test_which_arms_the_soaks_identity_probes_ran_on_is_said_as_the_json_says() -> None:
+    """The identical probes were all the baseline against itself; the n-gram arm matched it
+    token for token in none of its probes (near ties), which the page says in those words."""
+    s, page = soak(), doc("measurements.md")
+    identical = [e for e in s["identity"] if e["identical"]]
+    assert all(e["profile"] == e["reference_profile"] == s["baseline"] for e in identical)
+    same = sum(e["identical"] for e in identical)
+    subject = [e for e in s["identity"] if e["profile"] == s["subject"]]
+    compared = sum(e["compared"] for e in subject)
+    near = sum(e["near_tie"] for e in subject)
+    mismatches = sum(e["mismatch"] for e in subject)
+    matched = sum(e["identical"] for e in subject)
+    assert f"the {same} identical probes are all the baseline against itself" in page
+    quoted = (
+        f"matched the baseline token for token in {matched} of its {compared} probes "
+        f"({near} near ties, {mismatches} mismatches)"
+    )
+    assert quoted in page, quoted
+
+
+def test_the_draft_cost_speedup_acceptance_and_host_quoted_are_the_committed_sweeps() -> None:
+    r, sweep, measurements = record(), doc("sweep.md"), doc("measurements.md")
+    cost = re.search(r"costs (\d\.\d\d) of a target step", r["meaning"])
+    assert cost is not None
+    assert f"a draft step of the 0.5B Qwen costs {cost[1]} of a 1.5B step" in sweep
+    assert f"put the draft at {cost[1]}-" in sweep  # "0.55-0.56 of a target step" (11-27)
+    best = r["closest"]["speedup"].split("x")[0]
+    assert f"n-gram 0.87-{best}x" in sweep and f"n-gram types 0.87-{best}x" in measurements
+    accepted = re.search(r"acceptance here at most (\d+)%", " ".join(r["would_change"]))
+    assert accepted is not None and f"accepted 43-{accepted[1]}%" in sweep
+    cpu = re.search(r"\((.+?)\)", r["hardware"])
+    assert cpu is not None and f"(an {cpu[1]} VM" in measurements
+    assert "Xeon VM" not in measurements
+
+
+def test_the_soaks_thresholds_are_named_with_their_keys_and_the_configs_values() -> None:
+    cfg, page = SoakConfig(), doc("measurements.md")
+    assert f"it is now {cfg.min_effect:.0%} (`soak.min_effect`)" in page
+    assert f"`soak.drift_threshold` ({cfg.drift_threshold:.0%})" in page
+    assert "That is why the soak's threshold is 10%" not in page
+
+
+def test_the_committed_reports_agree_with_each_other_and_the_renderer() -> None:
+    """latest.md is the sweep's report (the same stability line), and the soak's page is what
+    today's renderer makes of its JSON (no "**stable**: stable:")."""
+    sweep = (REPORTS / "speculative_benchmark.md").read_text(encoding="utf-8")
+    latest = (REPORTS / "latest.md").read_text(encoding="utf-8")
+    assert splice(latest, "") == splice(sweep, "") and latest == sweep
+    assert "not yet measured" not in latest
+    page = (REPORTS / "speculative_soak.md").read_text(encoding="utf-8")
+    assert page == render(soak())
+    assert f"**{soak()['verdict']}**: {soak()['verdict']}:" not in page
+
+
+def test_no_page_names_a_top_level_file_the_repository_does_not_have() -> None:
+    names = {
+        m
+        for page in [*(ROOT / "docs").glob("*.md"), ROOT / "README.md", ROOT / "CONTRIBUTING.md"]
+        for m in re.findall(r"\b([A-Z][A-Z_]{2,}\.md)\b", page.read_text(encoding="utf-8"))
+        if m != "DATE.md"  # reports/digests/DATE.md: a placeholder for a night's digest
+    }
+    missing = sorted(n for n in names if not (ROOT / n).exists())
+    assert not missing, missing
