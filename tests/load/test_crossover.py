@@ -133,3 +133,22 @@ def test_an_oversaturated_baseline_keeps_its_level_out_of_the_crossover() -> Non
     assert c.pays_up_to == 1 and c.first_not_paying is None
     assert c.state(swamped) == "oversaturated"
     assert "left out, baseline oversaturated: 2 concurrent requests" in c.sentence
+
+
+def test_a_curve_that_costs_at_every_level_is_read_as_costing_not_as_non_monotone() -> None:
+    """The 2026-11-28 rate ladder's self-draft cost at all six rates, its estimates dipping
+    and recovering on the way (a valley): every level resolved the same way, so the answer is
+    "keep the baseline", not "no single crossover is read"."""
+    levels = [
+        _level(1, 0.45, 0.30, 0.60, "slower"),
+        _level(2, 0.23, 0.17, 0.30, "slower"),
+        _level(4, 0.40, 0.28, 0.55, "slower"),
+        _level(8, 0.45, 0.30, 0.66, "slower"),
+    ]
+    c = crossover("smollm2-selfdraft", levels)
+    assert not c.non_monotone
+    assert c.sentence.startswith("smollm2-selfdraft does not pay even at 1 concurrent requests")
+    assert "keep the baseline" in c.sentence and "non-monotone" not in c.sentence
+    # ...while the same valley with an unresolved level is still named
+    mixed = [*levels[:3], _level(8, 0.95, 0.70, 1.30, "inconclusive")]
+    assert crossover("smollm2-selfdraft", mixed).non_monotone

@@ -185,8 +185,16 @@ def crossover(
     points = [(lv.level, r) for lv in used if (r := lv.reading(metric)) is not None and r.has_ci]
     null = points[0][1].null if points else 1.0
     log_y = not (points and points[0][1].difference)
-    non_monotone = len(points) >= 3 and is_non_monotone(
-        [r.estimate for _, r in points], null, log_y
+    # Every level resolved the same way (costs everywhere, or pays everywhere): the answer is
+    # that, whatever the estimates do between levels. The 2026-11-28 rate ladder's self-draft
+    # cost at all six rates (SLO attainment -0.54, -0.92, ..., -0.33, every CI below 0) and
+    # was named non-monotone for the valley in its estimates.
+    states = {r.state for _, r in points}
+    settled = len(states) == 1 and states <= {"pays", "costs"}
+    non_monotone = (
+        len(points) >= 3
+        and not settled
+        and is_non_monotone([r.estimate for _, r in points], null, log_y)
     )
     est = None if non_monotone else _crossing([(x, r.estimate) for x, r in points], null, log_y)
     low = _crossing([(x, r.low) for x, r in points], null, log_y)
