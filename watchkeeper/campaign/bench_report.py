@@ -10,8 +10,11 @@ from dataclasses import replace
 from pathlib import Path
 
 from watchkeeper.analysis.benchmark import BenchResult
-from watchkeeper.analysis.recommend import Recommendation
-from watchkeeper.campaign.bench_plan import Progress
+from watchkeeper.analysis.fit import fit_section
+from watchkeeper.analysis.recommend import Recommendation, recommend
+from watchkeeper.campaign.bench import execute_bench
+from watchkeeper.campaign.bench_plan import BenchPlan, Progress
+from watchkeeper.campaign.fit import fit_before_bench, with_fit
 from watchkeeper.config import Config
 from watchkeeper.publish.report import write_bench_report
 from watchkeeper.store.db import Database, open_database
@@ -49,3 +52,27 @@ def finish_with_report(
             summary={"report": str(path), "findings": len(result.findings)},
         )
     return result
+
+
+def bench_and_report(
+    config: Config,
+    plan: BenchPlan,
+    *,
+    fit_context: int | None,
+    progress: Progress,
+    database: Database | None = None,
+) -> BenchResult:
+    """A plain bench after its plan, as `bench` and `gpu-check` run it: the fit check at the
+    user's context before any measured round, the paired bench, its recommendation and its
+    report (the fit table among its sections)."""
+    fit = fit_before_bench(config, plan.profiles, fit_context, progress=progress)
+    with open_database(config.database.resolved_url(), given=database) as db:
+        result = with_fit(execute_bench(config, plan, progress=progress, database=db), fit)
+        return finish_with_report(
+            config,
+            result,
+            progress=progress,
+            recommendation=recommend(result),
+            database=db,
+            sections=fit_section(fit),
+        )

@@ -11,16 +11,12 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from watchkeeper.analysis.benchmark import BenchResult
-from watchkeeper.analysis.fit import fit_section
-from watchkeeper.analysis.recommend import recommend
-from watchkeeper.campaign.bench import execute_bench
 from watchkeeper.campaign.bench_plan import Progress, plan_bench
-from watchkeeper.campaign.bench_report import finish_with_report
-from watchkeeper.campaign.fit import fit_before_bench, with_fit
+from watchkeeper.campaign.bench_report import bench_and_report
 from watchkeeper.campaign.load_shape import shape_plan
 from watchkeeper.config import Config
 from watchkeeper.load.shape import LoadShape
-from watchkeeper.store.db import Database, open_database
+from watchkeeper.store.db import Database
 
 
 def bench_command(
@@ -52,14 +48,6 @@ def bench_command(
         config,
         load,
     )
-    fit = fit_before_bench(config, plan.profiles, fit_context, progress=progress)
-    with open_database(config.database.resolved_url(), given=database) as db:
-        result = with_fit(execute_bench(config, plan, progress=progress, database=db), fit)
-        return finish_with_report(
-            config,
-            result,
-            progress=progress,
-            recommendation=recommend(result),
-            database=db,
-            sections=fit_section(fit),
-        )
+    return bench_and_report(
+        config, plan, fit_context=fit_context, progress=progress, database=database
+    )

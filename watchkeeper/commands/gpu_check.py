@@ -23,12 +23,8 @@ from dataclasses import dataclass, field
 from types import FrameType
 
 from watchkeeper.analysis.bench_types import BenchResult
-from watchkeeper.analysis.fit import fit_section
-from watchkeeper.analysis.recommend import recommend
-from watchkeeper.campaign.bench import execute_bench
 from watchkeeper.campaign.bench_plan import plan_bench
-from watchkeeper.campaign.bench_report import finish_with_report
-from watchkeeper.campaign.fit import fit_before_bench, with_fit
+from watchkeeper.campaign.bench_report import bench_and_report
 from watchkeeper.config import Config, ProfileConfig
 from watchkeeper.errors import ConfigError, GpuError, TaskSetError
 from watchkeeper.host import gpu
@@ -38,7 +34,6 @@ from watchkeeper.server.gguf import GgufError, read_context_length
 from watchkeeper.server.install import cached_binary, ensure_binary
 from watchkeeper.server.models import ModelStore
 from watchkeeper.server.profiles import SMOLLM2
-from watchkeeper.store.db import open_database
 
 Progress = Callable[[str], None]
 
@@ -234,17 +229,7 @@ def _bench(config: Config, plan: GpuCheckPlan, progress: Progress) -> BenchResul
         per_category=plan.per_category,
         concurrency=1,
     )
-    fit = fit_before_bench(config, bench_plan.profiles, plan.fit_context, progress=progress)
-    with open_database(config.database.resolved_url()) as db:
-        result = with_fit(execute_bench(config, bench_plan, progress=progress, database=db), fit)
-        return finish_with_report(
-            config,
-            result,
-            progress=progress,
-            recommendation=recommend(result),
-            database=db,
-            sections=fit_section(fit),
-        )
+    return bench_and_report(config, bench_plan, fit_context=plan.fit_context, progress=progress)
 
 
 class _OverBudget(KeyboardInterrupt):
