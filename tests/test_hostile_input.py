@@ -153,6 +153,7 @@ CASES: dict[str, Case] = {
     ),
     "upgrade-check --rounds 0": Case(lambda t: ["upgrade-check", "--rounds", "0"], "--rounds"),
     "unit --port 70000": Case(lambda t: ["unit", "--port", "70000"], "--port"),
+    "unit --port 0": Case(lambda t: ["unit", "--port", "0"], "--port"),
     "digest --date 2026-13-45": Case(lambda t: ["digest", "--date", "2026-13-45"], "not a date"),
     "digest --date 0001-01-01": Case(lambda t: ["digest", "--date", "0001-01-01"], "a date from"),
     "findings --status ,": Case(lambda t: ["findings", "--status", ","], "--status"),

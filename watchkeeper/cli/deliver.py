@@ -12,6 +12,7 @@ from typing import Any
 from rich.markup import escape
 
 from watchkeeper.cli.common import (
+    CONCURRENCY,
     COUNT,
     MAX_TOKENS,
     MINUTES,
@@ -24,6 +25,7 @@ from watchkeeper.cli.common import (
     add_sampling,
     concurrency_list,
     duration,
+    int_in,
     names,
     out,
     progress,
@@ -302,13 +304,13 @@ def register(sub: Any) -> None:
     )
     p.add_argument(
         "--slots",
-        type=int,
+        type=CONCURRENCY,
         help="requests served at once, --parallel (default: service.slots, else the sweep's); "
         "`soak --recommendation` reads the same key",
     )
     p.add_argument(
         "--cache-ram",
-        type=int,
+        type=int_in(0, 1 << 20),
         metavar="MIB",
         help="--cache-ram bound of the host prompt cache, 0 off (default: service.cache_ram_mib)",
     )
@@ -374,7 +376,9 @@ def register(sub: Any) -> None:
         "read the live identity replay, which the store does not keep.",
     )
     add_common(p)
-    p.add_argument("--campaign", type=int, required=True, metavar="N", help="the campaign's id")
+    p.add_argument(
+        "--campaign", type=POSITIVE_ID, required=True, metavar="N", help="the campaign's id"
+    )
     p.add_argument("--out", metavar="DIR", help="write here (default: bench.reports_dir)")
     p.add_argument(
         "--recommendation",

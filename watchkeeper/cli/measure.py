@@ -18,6 +18,7 @@ from watchkeeper.cli.common import (
     add_common,
     add_load_options,
     add_sampling,
+    float_in,
     load_shape_from_args,
     names,
     out,
@@ -234,9 +235,15 @@ def register(sub: Any) -> None:
     add_common(p)
     p.add_argument("--dry-run", action="store_true", help="print the plan; run nothing")
     p.add_argument("--profiles", metavar="A,B,...", help="arms (default: the four SmolLM2 ones)")
-    p.add_argument("--rounds", type=int, default=3, help="measured rounds, at least 3 (CIs)")
-    p.add_argument("--fit-context", type=int, default=32768, metavar="N")
-    p.add_argument("--budget", type=float, default=600.0, metavar="S", help="seconds (600)")
+    p.add_argument("--rounds", type=ROUNDS, default=3, help="measured rounds, at least 3 (CIs)")
+    p.add_argument("--fit-context", type=FIT_CONTEXT, default=32768, metavar="N")
+    p.add_argument(
+        "--budget",
+        type=float_in(0.0, 86400.0, open_low=True),
+        default=600.0,
+        metavar="S",
+        help="seconds (600)",
+    )
     p.set_defaults(handler=cmd_gpu_check)
 
     p = sub.add_parser(

@@ -16,7 +16,7 @@ from alembic.util import CommandError
 from sqlalchemy import Select, inspect, literal_column, select, table
 from sqlalchemy.exc import SQLAlchemyError
 
-from watchkeeper.errors import StoreError
+from watchkeeper.errors import ConfigError, StoreError
 from watchkeeper.store.db import (
     alembic_config,
     current_revision,
@@ -111,8 +111,14 @@ def guarded_downgrade(url: str, target: str, *, drop_everything: bool = False) -
             )
     try:
         downgrade(url, full)
-    except SQLAlchemyError as exc:  # an unreachable database is a StoreError already
-        detail = str(getattr(exc, "orig", exc)).strip().splitlines()[0]
+    except (SQLAlchemyError, ConfigError) as exc:
+        # The migration step's own failure arrives as the library's error, or as the store's
+        # one-line ConfigError around it (`db._migrate`); an unreachable database is a
+        # StoreError already and passes through.
+        cause = exc if isinstance(exc, SQLAlchemyError) else exc.__cause__
+        if not isinstance(cause, SQLAlchemyError):
+            raise
+        detail = str(getattr(cause, "orig", cause)).strip().splitlines()[0]
         raise StoreError(
             f"db downgrade to {full} failed and was rolled back: {detail}; "
             f"{shown} is at {_revision(url)}",
