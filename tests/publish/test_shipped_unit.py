@@ -300,5 +300,8 @@ def test_the_unit_commands_slots_and_cache_options_reach_execstart(
         "--model qwen2.5-coder-1.5b-instruct-q4_k_m.gguf --ctx-size 16384 --parallel 4 "
     )
     assert words[-6:-4] == ["--cache-ram", "512"]
-    assert main([*args, "--slots", "0"]) == 2  # refused with the key's message
-    assert "service.slots" in capsys.readouterr().err
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as refused:  # the parser's range type (1 to 256)
+        main([*args, "--slots", "0"])
+    assert refused.value.code == 2
+    assert "--slots" in capsys.readouterr().err
