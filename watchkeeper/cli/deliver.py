@@ -310,9 +310,10 @@ def register(sub: Any) -> None:
     )
     p.add_argument(
         "--cache-ram",
-        type=int_in(0, 1 << 20),
+        type=int_in(-1, 1 << 20),
         metavar="MIB",
-        help="--cache-ram bound of the host prompt cache, 0 off (default: service.cache_ram_mib)",
+        help="--cache-ram bound of the host prompt cache in MiB, 0 off, -1 unbounded (default: "
+        "service.cache_ram_mib)",
     )
     p.add_argument("--output", metavar="PATH", help="write the unit here instead of printing it")
     p.add_argument("--json", action="store_true", help="print the unit and its source as JSON")

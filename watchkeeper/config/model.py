@@ -346,7 +346,7 @@ class SoakConfig(_Strict):
     """Less RSS history than this (after warm-up) judges no leak: 'insufficient data'."""
     rss_warmup_s: Annotated[float, Field(ge=0.0)] = 120.0
     """RSS samples this soon after a server (re)start are page-in, not leak."""
-    cache_ram_mib: Annotated[int, Field(ge=-1)] | None = 0
+    cache_ram_mib: Annotated[int, Field(ge=-1, le=1 << 20)] | None = 0
     """`--cache-ram` of every server the soak starts, where the build has the flag and the
     profile's extra_args do not set it: 0 turns off the host prompt cache, whose growth toward
     its limit (8192 MiB by default in the 11434 build) the leak test cannot tell from a leak

@@ -59,7 +59,7 @@ class ServiceConfig(Strict):
     """Requests the server serves at once (--parallel), each slot with the profile's context.
     None: the slots the sweep measured at. `soak --recommendation` runs the same slots and
     refuses a deeper concurrency (publish/served.py)."""
-    cache_ram_mib: Annotated[int, Field(ge=-1)] | None = 0
+    cache_ram_mib: Annotated[int, Field(ge=-1, le=1 << 20)] | None = 0
     """--cache-ram of the unit and of `soak --recommendation`'s servers: the host prompt cache
     bound in MiB, 0 off (the soak's memory verdict is judged on the server as shipped).
     None: the build's default (8192 MiB in the 11434 build)."""
