@@ -14,7 +14,9 @@ from typing import Any
 from watchkeeper.analysis.benchmark import BenchResult
 from watchkeeper.analysis.racing_types import RaceArm, RaceSettings, RaceState
 from watchkeeper.analysis.recommend import Recommendation
+from watchkeeper.analysis.stats import RatioCI
 from watchkeeper.config import ProfileConfig
+from watchkeeper.publish import markdown as md
 from watchkeeper.publish.deliverable import RECORD_NAME, RecommendationRecord
 
 SOAK_DURATION = "8h"
@@ -60,3 +62,12 @@ def recommendation_soak_command(duration: str = SOAK_DURATION) -> str:
         f"watchkeeper soak --recommendation reports/{RECORD_NAME} --concurrency 1,4 "
         f"--duration {duration} --no-reference"
     )
+
+
+def ratio_text(ci: RatioCI | None) -> str:
+    """A speed-up with its CI, or with the rounds it rests on where there is none yet."""
+    if ci is None:
+        return md.NONE
+    if not ci.has_ci:
+        return f"{ci.estimate:.2f}x (no CI: {ci.n_rounds} round(s))"
+    return f"{ci.estimate:.2f}x ({ci.low:.2f}-{ci.high:.2f})"

@@ -1,0 +1,119 @@
+"""The sweep report's answer per workload: a winner per category (the race's decisions) and
+the one setting that serves the whole workload, with what each category gives up under it.
+Pure functions of a `SweepView`."""
+
+from __future__ import annotations
+
+from watchkeeper.analysis.benchmark import ALL, BenchResult
+from watchkeeper.publish import markdown as md
+from watchkeeper.publish.sweep_view import SweepView
+from watchkeeper.publish.sweep_view import ratio_text as _ci
+
+
+def winner_section(v: SweepView) -> list[str]:
+    out = ["## Winner per category", ""]
+    if v.race is None or not v.race.decisions:
+        out.append("No race decisions (not raced); see the recommendation table above.")
+        out.append("")
+        return out
+    rows = []
+    for d in v.race.decisions:
+        if d.status == "decided":
+            status = "decided"
+            settle = md.NONE
+        else:
+            status = "unresolved"
+            settle = (
+                f"~{d.rounds_needed} rounds"
+                if d.rounds_needed
+                else "more rounds alone would not: the tasks differ too much"
+            )
+        # Decided: how far the runner-up is behind the winner. Unresolved: the comparison that
+        # is still open, which need not involve the provisional pick at all.
+        pair = (d.runner_up, d.pick) if d.status == "decided" else (d.contender, d.runner_up)
+        named = pair[0] is not None and pair[1] is not None
+        rows.append(
+            [
+                d.category,
+                status,
+                d.pick + ("" if d.winner else " (provisional)"),
+                _ci(d.versus_baseline),
+                f"{pair[0]} / {pair[1]}" if named else md.NONE,
+                _ci(d.versus_runner_up) if named else md.NONE,
+                settle,
+                d.reason,
+            ]
+        )
+    out.append(
+        md.table(
+            [
+                "category",
+                "status",
+                "pick",
+                "pick vs baseline (95% CI)",
+                "comparison",
+                f"ratio ({v.settings.look_confidence:.2%} CI)",
+                "rounds to settle",
+                "why",
+            ],
+            rows,
+            "lllrlrrl",
+        )
+    )
+    out.append("")
+    unresolved = v.race.unresolved()
+    if unresolved:
+        names = ", ".join(
+            f"{d.category} (~{d.rounds_needed} rounds)" if d.rounds_needed else d.category
+            for d in unresolved
+        )
+        out.append(
+            f"Unresolved: {names}. Until then each keeps the provisional pick above: an arm "
+            "called faster than the baseline at the look's confidence, else the baseline. "
+            f"`watchkeeper sweep --rounds N` with N at least that many would settle them, if "
+            "the estimates hold."
+        )
+        out.append("")
+    return out
+
+
+def estimate(result: BenchResult, arm: str, category: str) -> float | None:
+    if arm == result.baseline.name:
+        return 1.0
+    s = result.stats(arm, category)
+    return s.speedup.estimate if s is not None and s.speedup is not None else None
+
+
+def workload_section(v: SweepView) -> list[str]:
+    rec = v.recommendation
+    out = ["## One setting for the whole workload", ""]
+    overall = result_overall(v)
+    out.append(
+        f"This build takes no per-request speculative parameters, so a per-category optimum is a "
+        f"per-server setting. The one setting that serves the whole workload: **{v.chosen}** "
+        f"({md.inline(rec.overall.reason)}; all categories: {overall})."
+    )
+    out.append("")
+    if v.race is None or not v.race.decisions:
+        return out
+    rows = []
+    for d in v.race.decisions:
+        mine = estimate(v.result, v.chosen, d.category)
+        theirs = estimate(v.result, d.pick, d.category)
+        if d.pick == v.chosen:
+            cost = "nothing: it is this category's pick"
+        elif mine is None or theirs is None or theirs <= 0:
+            cost = md.NONE
+        else:
+            cost = f"{(mine / theirs - 1) * 100:+.1f}% decode speed against {d.pick}"
+        rows.append([d.category, d.pick, cost])
+    out.append(md.table(["category", "category's own pick", f"under {v.chosen}"], rows))
+    out.append("")
+    return out
+
+
+def result_overall(v: SweepView) -> str:
+    if v.chosen == v.result.baseline.name:
+        return "1.00x by definition"
+    s = v.result.stats(v.chosen, ALL)
+    return _ci(s.speedup if s is not None else None)
