@@ -55,3 +55,18 @@ def test_the_example_profiles_build_a_cuda_argv_in_the_real_builds_dialect(
     assert "--gpu-layers all" in text
     assert "/srv/models/draft.gguf" in text
     assert "q8_0" in text
+
+
+def test_the_code_edit_example_keeps_its_deliverables_apart_and_its_command_parses() -> None:
+    """The code-edit workload's config writes under reports/code-edit (the default sweep's
+    deliverables stay where they are), and the command its header gives parses."""
+    from watchkeeper.cli.app import build_parser
+
+    config = load_config(EXAMPLES / "code-edit.toml")
+    assert config.bench.resolved_reports_dir() == Path("reports/code-edit")
+    header = (EXAMPLES / "code-edit.toml").read_text().split("\n[bench]")[0]
+    line = next(x for x in header.splitlines() if "watchkeeper sweep" in x)
+    argv = line.split("watchkeeper ", 1)[1].rstrip(" \\").split()
+    argv += ["--service-file", "systemd/llama-server-code-edit.service"]
+    args = build_parser().parse_args(argv)
+    assert args.category == ["code_edit"] and args.per_category == 8

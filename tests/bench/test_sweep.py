@@ -70,11 +70,25 @@ def test_sweep_recommends_conservatively_and_writes_a_service_file(
     report_text = (tmp_path / "reports" / "speculative_benchmark.md").read_text()
     assert "dropped before round 1, unmeasured (ceiling)" in report_text
     # Identity on every arm a recommendation could name: each survivor was probed, unless the
-    # report says it was already called slower.
+    # report says why not (no estimate a recommendation could name, or the pass's budget).
     for arm in result.race.active:
         stats = result.bench.stats(arm)
         probed = stats is not None and sum(stats.verdicts.values()) > 0
-        assert arm == "smollm2-baseline" or probed or f"Not on {arm}: slower" in report_text
+        assert arm == "smollm2-baseline" or probed or f"Not on {arm}: " in report_text
+    # ...in both modes: as served on the rounds' servers, then exact; the report says both and
+    # where the time went.
+    served = result.bench.extras.get("identity_served") or {}
+    exact_probed = {r.arm for r in result.bench.identity}
+    assert set(served) == exact_probed - {"smollm2-baseline"}, (served, exact_probed)
+    for arm, s in served.items():
+        assert s["probes"] == 2 and sum(s["counts"].values()) == 2, s
+    split = result.bench.extras["time_split"]["seconds"]
+    assert {"server starts", "cost calibration", "measured rounds", "identity, exact"} <= set(
+        split
+    ), split
+    assert ("identity, as served" in split) is bool(served)
+    assert len(result.bench.extras["time_split"]["rounds"]) == result.race.rounds
+    assert "Where the time went: " in report_text
     # ...on the first task of each category (the default `identity_per_category` of 1): the
     # probes prefill a token at a time in the exact mode, so the sweep probes a subset.
     with sqlite3.connect(tmp_path / "wk.db") as con:

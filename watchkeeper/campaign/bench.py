@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
+from typing import Any
 
 from watchkeeper.analysis.acceptance import result_curves, with_curves
 from watchkeeper.analysis.benchmark import (
@@ -53,8 +54,17 @@ from watchkeeper.campaign.load_shape import (
     save_latency,
     with_slots,
 )
+from watchkeeper.campaign.time_split import (
+    CALIBRATION,
+    DISTRIBUTION,
+    EXACT,
+    SERVED,
+    SERVER_STARTS,
+    TimeSplit,
+)
 from watchkeeper.checks.classify import IdentityVerdicts, classify_identity
 from watchkeeper.checks.distribution import ArmDistribution
+from watchkeeper.checks.served_identity import served_summary
 from watchkeeper.config import Config
 from watchkeeper.errors import BenchError, ConfigError
 from watchkeeper.host import info as hostinfo
@@ -126,15 +136,22 @@ def _execute(
     rows = BenchRows(repo, ctx.campaign_id, profile_ids)
     started = datetime.now(UTC)
     status = "failed"
+    split = TimeSplit()
     try:
+        split.start(SERVER_STARTS)
         with ServerSet(config, prepared, ctx.log_dir, progress) as servers:
-            measured = _with_servers(config, plan, prepared, servers, rows, ctx, sampling, progress)
-        measured = _exact_identity(config, plan, prepared, measured, rows, ctx, progress)
+            split.stop(SERVER_STARTS)
+            measured = _with_servers(
+                config, plan, prepared, servers, rows, ctx, sampling, progress, split
+            )
+        with split.phase(EXACT):
+            measured = _exact_identity(config, plan, prepared, measured, rows, ctx, progress)
         store_floors(db, ctx.campaign_id, measured.verdicts, prepared[0].name)
         arms = arm_specs(prepared, measured.argvs, measured.costs, drift_only=drift_only)
         result = _conclude(
             config, plan, ctx, kind, prepared, arms, rows, started, measured, sampling
         )
+        result = replace(result, extras={**result.extras, "time_split": split.to_json()})
         RacingStore(db).save_curves(ctx.campaign_id, result_curves(result))
         result = bench_latency(config, plan, result, rows.runs)
         save_latency(db, result)
@@ -167,6 +184,9 @@ class _Measured:
     settings: LoadSettings
     offloads: dict[str, dict[str, str]] = field(default_factory=dict)
     """How each arm's offload was verified (`ServerSet.offloads`)."""
+    served: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Identity as served (`checks.served_identity`), where the plan asked for it beside
+    the exact pass: per speculative arm, its verdict counts."""
 
 
 def _with_servers(
@@ -178,9 +198,11 @@ def _with_servers(
     ctx: CampaignContext,
     sampling: SamplingSettings,
     progress: Progress,
+    split: TimeSplit,
 ) -> _Measured:
     """Every step that needs the servers: calibration, the rounds, the identity probes and
-    their verdicts, the distribution pass at temperature > 0."""
+    their verdicts (as served, on these servers, where the exact pass follows and the plan
+    asks for both), the distribution pass at temperature > 0."""
     settings = LoadSettings(
         concurrency=plan.concurrency,
         seed=config.bench.seed,
@@ -195,37 +217,55 @@ def _with_servers(
         arrival=plan.arrival,
     )
     bench = Bench(
-        config, plan, prepared, servers, rows, settings, progress, arm_settings, list(plan.profiles)
+        config,
+        plan,
+        prepared,
+        servers,
+        rows,
+        settings,
+        progress,
+        arm_settings,
+        list(plan.profiles),
+        split,
     )
-    costs = (
-        Calibration()
-        if plan.speed_only
-        else calibrate(
-            config,
-            prepared,
-            servers[bench.baseline],
-            plan.tasks,
-            replace(settings, arrival=None),
-            ctx.log_dir,
-            progress,
+    with split.phase(CALIBRATION):
+        costs = (
+            Calibration()
+            if plan.speed_only
+            else calibrate(
+                config,
+                prepared,
+                servers[bench.baseline],
+                plan.tasks,
+                replace(settings, arrival=None),
+                ctx.log_dir,
+                progress,
+            )
         )
-    )
     if plan.ceiling is not None and not plan.speed_only:
         bench.active[:] = plan.ceiling(costs)
     measured_rounds = measure_rounds(bench)
     verdicts = IdentityVerdicts()
+    served: dict[str, dict[str, Any]] = {}
     identity = identity_plan(config, prepared)
     if not plan.speed_only and not identity.exact:
-        probes = _identity_probes(bench, identity_round=measured_rounds + 1)
-        verdicts = _classify(bench, probes, reason=identity.reason)
-    distribution = distribution_pass(
-        config,
-        servers,
-        [p for p in prepared if p.name in bench.active],
-        plan.probe_tasks,
-        sampling,
-        progress,
-    )
+        with split.phase(SERVED):
+            probes = _identity_probes(bench, identity_round=measured_rounds + 1)
+            verdicts = _classify(bench, probes, reason=identity.reason)
+    elif not plan.speed_only and plan.served_identity:
+        with split.phase(SERVED):
+            probes = _identity_probes(bench, identity_round=measured_rounds + 1, store=False)
+            judged = _classify(bench, probes, reason="as served, beside the exact pass")
+            served = served_summary(judged, _speculative(bench))
+    with split.phase(DISTRIBUTION):
+        distribution = distribution_pass(
+            config,
+            servers,
+            [p for p in prepared if p.name in bench.active],
+            plan.probe_tasks,
+            sampling,
+            progress,
+        )
     return _Measured(
         costs,
         measured_rounds,
@@ -237,6 +277,7 @@ def _with_servers(
         speculative=tuple(_speculative(bench)),
         settings=settings,
         offloads=servers.offloads(),
+        served=served,
     )
 
 
@@ -300,6 +341,8 @@ def _conclude(
     )
     if measured.offloads:
         result = replace(result, extras={**result.extras, "offload": measured.offloads})
+    if measured.served:
+        result = replace(result, extras={**result.extras, "identity_served": measured.served})
     return with_distribution(result, measured.distribution)
 
 
@@ -307,9 +350,12 @@ def _speculative(bench: Bench) -> list[str]:
     return [p.name for p in bench.prepared[1:] if p.speculative and p.name in bench.active]
 
 
-def _identity_probes(bench: Bench, *, identity_round: int) -> dict[str, RunResult]:
+def _identity_probes(
+    bench: Bench, *, identity_round: int, store: bool = True
+) -> dict[str, RunResult]:
     """The batched mode's probe pass on the arms' own servers (`campaign.identity_pass`):
-    one per arm after the measured rounds, stored so no throughput figure reads them."""
+    one per arm after the measured rounds, stored so no throughput figure reads them (not at
+    all where the exact pass's probes are the stored ones: `store` False)."""
     return run_probes(
         bench.servers,
         bench.config,
@@ -317,7 +363,7 @@ def _identity_probes(bench: Bench, *, identity_round: int) -> dict[str, RunResul
         bench.active,
         probe_settings(bench.config, bench.settings),
         identity_round=identity_round,
-        rows=bench.rows,
+        rows=bench.rows if store else None,
         progress=bench.progress,
     )
 

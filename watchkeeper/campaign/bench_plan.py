@@ -80,6 +80,11 @@ class BenchPlan:
     prompt is prefilled one token at a time, 3.5x a round's cost on two CPU cores, so probing
     every task of nine arms took longer than the whole budget (campaign/racer.py)."""
 
+    served_identity: bool = False
+    """Beside the exact identity pass, probe the round's own servers too (identity as served:
+    `checks.served_identity`). The sweep asks for it: its verdict is printed to users who
+    run the servers as served."""
+
     @property
     def probe_tasks(self) -> tuple[Task, ...]:
         """What the identity pass runs on."""
@@ -95,7 +100,10 @@ def plan_bench(
     limit: int | None,
     per_category: int | None,
     concurrency: int | None,
+    categories: Sequence[str] | None = None,
 ) -> BenchPlan:
+    """``categories``: only the task set's tasks of these (a workload's own answer: the sweep's
+    `--category`); an unknown one is refused naming it."""
     names = tuple(profiles or DEFAULT_PROFILES)
     if len(names) < 2:
         raise ConfigError("bench needs at least two profiles: a baseline and a candidate")
@@ -104,6 +112,7 @@ def plan_bench(
     tasks = select(
         load_taskset(taskset or config.bench.resolved_taskset()),
         limit=limit,
+        categories=categories,
         per_category=per_category,
     )
     return BenchPlan(

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from watchkeeper.analysis.benchmark import REWARM_TOKENS
 from watchkeeper.campaign.bench_plan import BenchPlan, Progress
 from watchkeeper.campaign.campaigns import measure_round
+from watchkeeper.campaign.time_split import ROUNDS, SERVER_STARTS, WARMUP, TimeSplit
 from watchkeeper.config import Config
-from watchkeeper.load.records import RunPurpose
+from watchkeeper.load.records import RunPurpose, Task
 from watchkeeper.load.runner import LoadSettings
 from watchkeeper.server.launch import PreparedProfile
 from watchkeeper.server.serverset import ServerSet
@@ -43,6 +44,8 @@ class Bench:
     """Each arm's throughput requests: the command's sampler under the arm's own keys."""
     active: list[str]
     """The arms still measured: a race (the sweep) drops the ones it has decided."""
+    split: TimeSplit = field(default_factory=TimeSplit)
+    """Where the wall time goes (the report's time split)."""
 
     @property
     def baseline(self) -> str:
@@ -93,12 +96,14 @@ def _run_schedule(
     plan = bench.plan
     for done, (round_index, warm) in enumerate(rounds, start=before + 1):
         if not warm and restarts_before(round_index, plan.restart_every):
-            bench.servers.restart(bench.active)  # arms a race dropped stay stopped
+            with bench.split.phase(SERVER_STARTS):
+                bench.servers.restart(bench.active)  # arms a race dropped stay stopped
             _rewarm(bench, round_index, bench.active)
         elif not warm and round_index > 1:
             renew = [a for a in bench.active if a in plan.renew_each_round]
             if renew:
-                bench.servers.renew(renew)
+                with bench.split.phase(SERVER_STARTS):
+                    bench.servers.renew(renew)
                 _rewarm(bench, round_index, renew)
         tasks = plan.tasks[: plan.warmup_tasks] if warm else plan.tasks
         label = "warm-up" if warm else f"round {round_index}/{measured_rounds}"
@@ -106,6 +111,7 @@ def _run_schedule(
             f"[{done}/{total}] {label}: {len(tasks)} tasks x {len(bench.active)} arms, "
             "back to back per task"
         )
+        started = bench.split.clock()
         for run in measure_round(
             bench.servers,
             bench.config,
@@ -117,6 +123,10 @@ def _run_schedule(
             arm_settings=bench.arm_settings,
         ):
             bench.rows.save(run, run.arm)
+        took = bench.split.clock() - started
+        bench.split.add(WARMUP if warm else ROUNDS, took)
+        if not warm:
+            bench.split.rounds.append(took)
         if plan.race is not None and not warm:
             keep, go_on = plan.race(bench.rows.measured())
             bench.active[:] = keep
@@ -128,6 +138,11 @@ def _run_schedule(
 def _rewarm(bench: Bench, round_index: int, arms: Sequence[str]) -> None:
     """The first requests of a fresh process pay its cold start: not measured."""
     first = bench.plan.tasks[0]
+    with bench.split.phase(WARMUP):
+        _rewarm_requests(bench, round_index, arms, first)
+
+
+def _rewarm_requests(bench: Bench, round_index: int, arms: Sequence[str], first: Task) -> None:
     for run in measure_round(
         bench.servers,
         bench.config,

@@ -16,6 +16,7 @@ from watchkeeper.analysis.racing import (
     budget_for_ci,
     budget_text,
     keep_going,
+    point_estimate,
     race_round,
     start,
 )
@@ -49,9 +50,20 @@ against 12.1 min of round-1 request time for three per category (2.55x per task)
 priced from it, stopped the 12:34 sweep after one round with ~4 min of its budget unused."""
 
 
-def probe_share(identity_mode: str) -> float:
-    """What the identity probes cost, in round-1 costs of the arms they probe."""
-    return EXACT_PROBE_SHARE if identity_mode == "exact" else PROBE_SHARE
+IDENTITY_SHARE = 0.25
+"""The identity pass may take at most this share of the sweep's budget: the arms with the
+best estimates are probed first, the rest are left out with the reason (and so cannot be
+recommended). The reserve held back before each round is priced on the same arms, so the
+race spends the rest on rounds."""
+
+
+def probe_share(identity_mode: str, *, served: bool = False) -> float:
+    """What the identity probes cost, in round-1 costs of the arms they probe. `served`: the
+    exact mode's sweep also probes the round's own servers, as served (batched prefill), so
+    both costs are reserved."""
+    if identity_mode == "exact":
+        return EXACT_PROBE_SHARE + (PROBE_SHARE if served else 0.0)
+    return PROBE_SHARE
 
 
 def race_arms(profiles: dict[str, ProfileConfig]) -> list[RaceArm]:
@@ -134,6 +146,8 @@ class Racer:
         self.stop_reason = ""
         self.unprobed: dict[str, str] = {}
         """Surviving arms left out of the identity probes, and why."""
+        self.reserves: list[float] = []
+        """The identity pass's reserve after each round: what the race held back for it."""
         self.budget_hint = ""
         """Where the budget stopped the race before any CI existed: what budget would have
         reached one (the report's "what would change the answer")."""
@@ -148,8 +162,8 @@ class Racer:
         nxt = _round_seconds(runs, self.state.active)
         probed = self.probe_arms(runs)
         elapsed = self.clock() - self.started
-        # Probes prefill every prompt afresh (no prompt cache): priced from round 1's cost.
-        reserve = self.probe_share * self.probe_fraction * _round_seconds(runs, probed, 1)
+        reserve = self.probe_seconds(runs, probed)
+        self.reserves.append(reserve)
         go, why = keep_going(
             self.state,
             self.settings,
@@ -187,26 +201,62 @@ class Racer:
         return self.state.active
 
     def probe_arms(self, runs: Sequence[RunResult]) -> list[str]:
-        """Every arm still in the race that a recommendation could name: the baseline and
-        each surviving draft-model and n-gram arm, except one already called slower than the
-        baseline (95% CI below 1, estimate beyond the threshold): it can be neither
-        recommended nor the closest setting, and its probes would cost the most. The recommendation
-        names only an arm whose identity was checked (analysis/identity_gate.py). The budget
-        reserves the probes' cost (about one uncached round of them) before every round."""
+        """The arms the identity pass probes: the baseline, then every surviving arm a
+        recommendation could name, best estimate first, as many as the pass's share of the
+        budget holds (`IDENTITY_SHARE`). A recommendation names only an arm called faster,
+        overall or in a category, and "faster" needs an estimate beyond 1 + min_effect
+        (`stats.classify`), so an arm whose every estimate lies below that cannot be named
+        whatever its CI: its probes would be spent on nothing (on two CPU cores the draft
+        arms' ran 4x their round's cost). The arm with the best overall estimate is probed
+        too: the report checks the request's criteria on it when the baseline is kept. The
+        recommendation names only an arm whose identity was checked
+        (analysis/identity_gate.py)."""
         base = self.arms[0].name
         table = Table(cells_of(runs))
-        keep = []
+        band = 1.0 + self.settings.min_effect
+        best: dict[str, tuple[float, str]] = {}
+        overall: dict[str, float] = {}
         for a in self.state.active:
-            ci = table.ratio(a, base, None, self.settings, 0.95) if a != base else None
-            if ci is not None and ci.has_ci and ci.verdict == "slower":
+            if a == base:
+                continue
+            overall[a] = point_estimate(table, a, base, None)
+            found = [(overall[a], "overall")]
+            found += [(point_estimate(table, a, base, c), c) for c in table.categories(a)]
+            best[a] = max(found)
+        closest = max(overall, key=lambda a: (overall[a], a), default=None)
+        wanted = sorted(
+            (a for a, (est, _) in best.items() if est > band or a == closest),
+            key=lambda a: -best[a][0],
+        )
+        self.unprobed = {
+            a: (
+                f"no estimate beyond {band:.2f}x, overall or in any category (best: "
+                f"{where} {est:.2f}x): no recommendation can name it"
+            )
+            for a, (est, where) in best.items()
+            if a not in wanted
+        }
+        keep = [base] if base in self.state.active else []
+        cap = IDENTITY_SHARE * self.budget_s
+        spent = self.probe_seconds(runs, keep)
+        for a in wanted:
+            cost = self.probe_seconds(runs, [a])
+            if spent + cost > cap:
                 self.unprobed[a] = (
-                    f"slower than the baseline ({ci.estimate:.2f}x, 95% CI {ci.low:.2f}-"
-                    f"{ci.high:.2f}): no recommendation can name it"
+                    f"the identity pass is held to {IDENTITY_SHARE:.0%} of the budget "
+                    f"({cap / 60:.1f} min) and the arms with better estimates filled it"
                 )
                 continue
-            self.unprobed.pop(a, None)
+            spent += cost
             keep.append(a)
         return keep
+
+    def probe_seconds(self, runs: Sequence[RunResult], arms: Sequence[str]) -> float:
+        """What probing `arms` costs, priced from their round 1 (probes prefill every prompt
+        afresh, so the uncached round is the right yardstick), in both identity modes where
+        the sweep runs both (the as-served probes on the round's own servers, then the exact
+        pass)."""
+        return self.probe_share * self.probe_fraction * _round_seconds(runs, arms, 1)
 
 
 def arm_ceiling(arm: str, draft_length: int, costs: Calibration) -> Ceiling | None:

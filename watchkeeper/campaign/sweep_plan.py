@@ -137,7 +137,7 @@ def sweep_racer(
         clock=clock,
         progress=progress,
         draft_lengths=drafts,
-        probe_share=probe_share(config.bench.identity_mode),
+        probe_share=probe_share(config.bench.identity_mode, served=True),
     )
 
 
@@ -174,9 +174,11 @@ def sweep_plan(
     concurrency: int | None = None,
     load: LoadShape | None = None,
     identity_per_category: int | None = None,
+    categories: Sequence[str] | None = None,
 ) -> BenchPlan:
     """The bench's plan with the sweep's changes: answers capped, the racer's hooks, the
-    identity pass on the first `identity_per_category` tasks of each category, and when
+    identity pass on the first `identity_per_category` tasks of each category (as served on
+    the round's servers, then exact: `checks.served_identity`), and when
     raced one process per arm for the whole sweep, reusing its prompt cache: on two CPU cores
     prefill costs as much as the decode a round measures (docs/sweep.md)."""
     race = racer is not None
@@ -189,6 +191,7 @@ def sweep_plan(
             limit=None,
             per_category=per_category,
             concurrency=concurrency,
+            categories=categories,
         ),
         config,
         load,
@@ -212,6 +215,7 @@ def sweep_plan(
         if race
         else frozenset(),
         reuse_prompts=race,
+        served_identity=True,
     )
 
 

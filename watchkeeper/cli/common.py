@@ -124,6 +124,19 @@ def names(text: str) -> str:
     return ",".join(parts)
 
 
+_CATEGORY = re.compile(r"[a-z][a-z0-9_]{0,63}")
+
+
+def CATEGORY(text: str) -> str:
+    """An argparse type: a task category's name (lower-case letters, digits, underscores), the
+    task set then says whether it has any such tasks."""
+    if not _CATEGORY.fullmatch(text):
+        raise argparse.ArgumentTypeError(
+            f"not a category name: {text!r} (lower-case letters, digits and _, e.g. code_edit)"
+        )
+    return text
+
+
 def duration(text: str) -> str:
     """An argparse type: a duration (`8h`, `30m`, `1h30m`) given back as typed; `nan`, `0s`,
     `-5m` and more than a year are refused here, not after the servers are prepared."""

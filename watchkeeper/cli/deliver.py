@@ -12,6 +12,7 @@ from typing import Any
 from rich.markup import escape
 
 from watchkeeper.cli.common import (
+    CATEGORY,
     CONCURRENCY,
     COUNT,
     MAX_TOKENS,
@@ -56,6 +57,7 @@ def cmd_sweep(args: argparse.Namespace, config: Config) -> int:
         progress=progress,
         concurrency=args.concurrency,
         load=_open_loop(args),
+        categories=args.category or None,
     )
     if args.json:
         out.print_json(json.dumps(result.to_json(), default=str))
@@ -239,6 +241,15 @@ def register(sub: Any) -> None:
         default=3,
         metavar="N",
         help="tasks per category (default 3: fewer gives a category no CI worth the name)",
+    )
+    p.add_argument(
+        "--category",
+        action="append",
+        type=CATEGORY,
+        metavar="NAME",
+        help="only this category's tasks (repeatable): one workload's own answer, e.g. "
+        "--category code_edit --per-category 8, with a config whose [bench] reports_dir and a "
+        "--service-file of its own keep the default deliverables",
     )
     p.add_argument(
         "--identity-per-category",

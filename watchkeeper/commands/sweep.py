@@ -18,7 +18,7 @@ the expected, honest answer.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -119,10 +119,14 @@ def sweep_command(
     database: Database | None = None,
     concurrency: int | None = None,
     load: LoadShape | None = None,
+    categories: Sequence[str] | None = None,
 ) -> SweepResult:
     """`concurrency` and `load` (`--rate` and its arrivals: campaign/load_shape.py): the load
     every arm is measured under, named by the recommendation and the unit (a speed-up holds
     for the load it was measured at: docs/load.md). Default: one request at a time.
+
+    `categories`: only the task set's tasks of these (`--category code_edit`: one workload's
+    own answer, its report and unit).
 
     `rounds`: with racing, the most rounds it may run (default 5); without, every arm
     runs exactly that many (default bench.rounds). ``max_tokens``: cap on every answer (0: the
@@ -165,6 +169,7 @@ def sweep_command(
         concurrency=concurrency,
         load=load,
         identity_per_category=identity_per_category,
+        categories=categories,
     )
     if racer is not None:
         racer.probe_fraction = len(plan.probe_tasks) / max(1, len(plan.tasks))

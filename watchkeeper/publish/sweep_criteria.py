@@ -9,6 +9,7 @@ import math
 
 from watchkeeper.analysis.benchmark import ALL
 from watchkeeper.analysis.identity_gate import identity_status
+from watchkeeper.checks.served_identity import served_text
 from watchkeeper.config import ProfileConfig
 from watchkeeper.publish import markdown as md
 from watchkeeper.publish.soak_report import BEGIN, END, SOAK_REPORT, stability_line
@@ -86,13 +87,34 @@ def criteria_section(v: SweepView) -> list[str]:
         identical = "met"
     else:
         identical = "unresolved (no recommendation may name this arm)"
+    served = (v.result.extras.get("identity_served") or {}).get(arm)
+    exact = any(
+        m.get("mode") == "exact"
+        for a, m in (v.result.extras.get("identity_modes") or {}).items()
+        if a == arm
+    )
+    mode = " in the exact mode" if exact else ""
+    as_served = f"; as served: {served_text(served)}" if served else ""
     out.append(
-        f"1. **Identical output: {identical}.** Identity verdicts of {sum(verdicts.values())} "
-        f"probes: {counts}"
+        f"1. **Identical output: {identical}{mode}{as_served}.** "
+        + (
+            "Exact mode (`--ubatch-size 1` on both sides, so any divergence is speculation's): "
+            if exact
+            else ""
+        )
+        + f"identity verdicts of {sum(verdicts.values())} probes: {counts}"
         + (
             "."
             if status.resolved and v.result.method.temperature == 0
             else f"; {md.inline(status.text)}."
+        )
+        + (
+            " As served (the rounds' own servers, batched prompt processing and draft "
+            f"verification: what users get): {served_text(served)}; a near tie is the "
+            "baseline's top two tokens nearly tied where batched verification rounds "
+            "differently, only a mismatch is a correctness bug."
+            if served
+            else ""
         )
     )
     for r in mismatches[:3]:

@@ -81,6 +81,7 @@ def _race_section(v: SweepView) -> list[str]:
             "that pays only late in a long, repetitive answer is understated."
         )
         out.append("")
+    out += time_split_lines(v)
     if v.race is None:
         out.append("Not raced: every arm ran every round.")
         return out
@@ -99,14 +100,52 @@ def _race_section(v: SweepView) -> list[str]:
     out.append(md.table(["arm", "rounds measured", "status", "reason"], rows, "lrll"))
     out.append("")
     probed = [a.name for a in v.arms if a.name in v.race.active and a.name not in v.unprobed]
+    both = (
+        "as served on the rounds' own servers, then in the exact mode on fresh "
+        "`--ubatch-size 1` servers; "
+        if v.result.extras.get("identity_served")
+        else ""
+    )
     out.append(
-        "Identity probes (temperature 0, every divergence replayed on the baseline) ran on "
-        f"every arm a recommendation could name: {', '.join(probed) or 'none'}."
+        f"Identity probes (temperature 0, {both}every divergence replayed on the baseline) ran "
+        "on every arm a recommendation could name (an estimate beyond the threshold, overall or "
+        "in a category, or the closest setting), best estimate first within a quarter of the "
+        f"budget: {', '.join(probed) or 'none'}."
         + "".join(f" Not on {arm}: {md.inline(why)}." for arm, why in v.unprobed.items())
         + _probe_tasks_text(v)
     )
     out.append("")
     return out
+
+
+def time_split_lines(v: SweepView) -> list[str]:
+    """Where the wall time went, so the next budget can be planned: the rounds a CI needs are
+    bought by shrinking the rest."""
+    split = v.result.extras.get("time_split") or {}
+    seconds: dict[str, float] = split.get("seconds") or {}
+    if not seconds:
+        return []
+    rounds = split.get("rounds") or []
+    parts = []
+    for name, s in seconds.items():
+        text = f"{name} {s / 60:.1f} min"
+        if name == "measured rounds" and rounds:
+            each = ", ".join(f"{r / 60:.1f}" for r in rounds)
+            text += f" ({len(rounds)} round(s): {each} min)"
+        parts.append(text)
+    other = v.wall_s - sum(seconds.values())
+    if other > 0:
+        parts.append(
+            f"the rest (preparing the arms, racing looks, analysis, report) {other / 60:.1f} min"
+        )
+    identity = sum(seconds.get(k, 0.0) for k in ("identity, as served", "identity, exact"))
+    share = (
+        f" The identity pass took {identity / 60:.1f} min, {identity / v.wall_s:.0%} of the wall "
+        "time."
+        if v.wall_s > 0 and identity > 0
+        else ""
+    )
+    return [f"Where the time went: {'; '.join(parts)}.{share}", ""]
 
 
 def _probe_tasks_text(v: SweepView) -> str:
