@@ -332,7 +332,10 @@ def test_the_probes_cover_the_arms_a_recommendation_could_name_and_the_closest()
     ]
     assert racer.probe_arms(runs) == ["base", "ngram"]
     assert "no recommendation can name it" in racer.unprobed["draft16"]
-    assert "(best: " in racer.unprobed["ngram2"] and "x): no recommendation" in racer.unprobed["ngram2"]
+    assert (
+        "(best: " in racer.unprobed["ngram2"]
+        and "x): no recommendation" in racer.unprobed["ngram2"]
+    )
     # Nothing beyond the band: the closest (ngram2 at 1.015x) is still probed.
     rest = [a for a in arms if a.name != "ngram"]
     racer = Racer(rest, RaceSettings(), budget_s=1e9, clock=lambda: 0.0, progress=lambda _m: None)
