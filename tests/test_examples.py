@@ -66,7 +66,8 @@ def test_the_code_edit_example_keeps_its_deliverables_apart_and_its_command_pars
     assert config.bench.resolved_reports_dir() == Path("reports/code-edit")
     header = (EXAMPLES / "code-edit.toml").read_text().split("\n[bench]")[0]
     line = next(x for x in header.splitlines() if "watchkeeper sweep" in x)
-    argv = line.split("watchkeeper ", 1)[1].rstrip(" \\").split()
-    argv += ["--service-file", "systemd/llama-server-code-edit.service"]
+    argv = line.split("watchkeeper ", 1)[1].split()
     args = build_parser().parse_args(argv)
     assert args.category == ["code_edit"] and args.per_category == 8
+    assert args.profile == "qwen-code" and "qwen-code" in config.profiles
+    assert config.profiles["qwen-code"].draft_model is None
