@@ -71,3 +71,4 @@ def test_the_code_edit_example_keeps_its_deliverables_apart_and_its_command_pars
     assert args.category == ["code_edit"] and args.per_category == 8
     assert args.profile == "qwen-code" and "qwen-code" in config.profiles
     assert config.profiles["qwen-code"].draft_model is None
+    assert config.nightly.categories == ["code_edit"] and config.nightly.per_category == 8

@@ -55,6 +55,7 @@ def test_the_shipped_job_files_load_with_their_scopes() -> None:
     jobs = {j.name: j for j in load_jobs(ROOT_JOBS)}
     assert set(jobs) == {
         "nightly",
+        "nightly-code-edit",
         "soak",
         "digest",
         "triage",
@@ -65,6 +66,7 @@ def test_the_shipped_job_files_load_with_their_scopes() -> None:
     }
     assert {n: j.scope for n, j in jobs.items()} == {
         "nightly": "host",
+        "nightly-code-edit": "host",
         "soak": "host",
         "health": "host",
         "upgrade": "host",
@@ -74,6 +76,13 @@ def test_the_shipped_job_files_load_with_their_scopes() -> None:
         "review-pr": "fleet",
     }
     assert jobs["digest"].args.push and jobs["soak"].args.duration == "6h"
+    # The code-edit setting's guard: its committed record, code edits only, an hour before
+    # the default nightly so the two never share the CPU.
+    code_edit = jobs["nightly-code-edit"].args
+    assert code_edit.recommendation == "reports/code-edit/speculative_recommendation.json"
+    assert code_edit.categories == ["code_edit"]
+    assert jobs["nightly-code-edit"].cron_fields()["hour"] == "22"
+    assert jobs["nightly"].cron_fields()["hour"] == "23"
     assert jobs["review-pr"].cron_fields()["day_of_week"] == "mon-fri"
     assert jobs["upgrade"].cron_fields()["day_of_week"] == "sat"  # weekly, off the nightly
     assert jobs["upgrade"].args.to == "latest"

@@ -17,7 +17,7 @@ from watchkeeper.analysis.recommend import recommend
 from watchkeeper.campaign.defaults import soak_profiles
 from watchkeeper.commands.nightly import nightly_command
 from watchkeeper.commands.soak import soak_command
-from watchkeeper.config import BenchConfig, Config, ProfileConfig
+from watchkeeper.config import BenchConfig, Config, DatabaseConfig, ProfileConfig
 from watchkeeper.errors import ConfigError
 from watchkeeper.publish.deliverable import RECORD_NAME, build_record, write_record
 from watchkeeper.publish.soak_report import (
@@ -202,3 +202,43 @@ def test_a_stable_soak_whose_drift_ci_reaches_past_the_threshold_says_it_is_not_
     assert stability_line(resolved, fallback="").startswith(
         "3. **Stable under sustained load: met.**"
     )
+
+
+class _Measured(Exception):
+    """Raised by the stand-in night once it has seen what it would measure."""
+
+
+def test_the_nightly_of_a_recommendation_guards_its_unit_on_its_own_categories(
+    tmp_path: Path, result: BenchResult, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`nightly --recommendation F --category code_edit` (jobs/nightly-code-edit.toml): the
+    night judges the record's chosen arm, its profile from the record as the unit ships it
+    (not from watchkeeper.toml, which has no block for it), on code edits only. The night
+    itself is the real one elsewhere (tests/nightly/test_regression_real.py); here only what
+    it is handed."""
+    import watchkeeper.commands.nightly as nightly_module
+
+    config = config_in(tmp_path).model_copy(
+        update={"database": DatabaseConfig(url=f"sqlite:///{tmp_path / 'wk.db'}")}
+    )
+    commit_record(config, result)
+    seen: dict[str, Config] = {}
+
+    def night(cfg: Config, _db: object, name: str, *, progress: object) -> object:
+        seen[name] = cfg
+        raise _Measured
+
+    monkeypatch.setattr(nightly_module, "run_night", night)
+    said: list[str] = []
+    record = config.bench.resolved_reports_dir() / RECORD_NAME
+    with pytest.raises(_Measured):
+        nightly_command(
+            config, progress=said.append, recommendation=record, categories=["code_edit"]
+        )
+    assert list(seen) == ["draft4"]
+    guarded = seen["draft4"]
+    assert guarded.profiles["draft4"].draft_n_max == 4 and "draft4" not in config.profiles
+    assert guarded.nightly.categories == ["code_edit"]
+    assert "guarding the sweep's recommendation" in said[0] and "draft4" in said[0]
+    with pytest.raises(ConfigError, match="--profile or --recommendation, not both"):
+        nightly_command(config, profiles=["x"], progress=said.append, recommendation=record)

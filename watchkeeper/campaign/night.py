@@ -96,7 +96,13 @@ def night_bench(
     n = config.nightly
     taskset = Path(n.taskset) if n.taskset else config.bench.resolved_taskset()
     tasks = cap_tokens(
-        select(load_taskset(taskset), limit=None, per_category=n.per_category), n.max_tokens
+        select(
+            load_taskset(taskset),
+            limit=None,
+            categories=n.categories or None,
+            per_category=n.per_category,
+        ),
+        n.max_tokens,
     )
     plan = BenchPlan(
         profiles=(ref_arm.name, current.name),

@@ -5,11 +5,13 @@ from __future__ import annotations
 import argparse
 import json
 from datetime import UTC, date, datetime
+from pathlib import Path
 from typing import Any
 
 from rich.markup import escape
 
 from watchkeeper.cli.common import (
+    CATEGORY,
     COUNT,
     POSITIVE_ID,
     add_common,
@@ -117,7 +119,13 @@ def cmd_aa(args: argparse.Namespace, config: Config) -> int:
 def cmd_nightly(args: argparse.Namespace, config: Config) -> int:
     from watchkeeper.commands.nightly import nightly_command
 
-    outcome = nightly_command(config, profiles=args.profile or None, progress=progress)
+    outcome = nightly_command(
+        config,
+        profiles=args.profile or None,
+        progress=progress,
+        recommendation=Path(args.recommendation) if args.recommendation else None,
+        categories=args.category or None,
+    )
     if args.json:
         out.print_json(json.dumps(outcome.to_json()))
         return 0
@@ -199,6 +207,19 @@ def register(sub: Any) -> None:
     )
     add_common(p)
     p.add_argument("--profile", action="append", metavar="P", help="default: nightly.profiles")
+    p.add_argument(
+        "--recommendation",
+        metavar="F",
+        help="a sweep's speculative_recommendation.json: guard the setting its unit runs "
+        "against its pinned reference (its profile comes from the record)",
+    )
+    p.add_argument(
+        "--category",
+        action="append",
+        type=CATEGORY,
+        metavar="NAME",
+        help="only this category's tasks (repeatable; default: nightly.categories, else all)",
+    )
     p.add_argument("--json", action="store_true")
     add_sampling(p)
     p.set_defaults(handler=cmd_nightly)

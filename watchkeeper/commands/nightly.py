@@ -14,11 +14,12 @@ import getpass
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 from watchkeeper.analysis.acceptance import result_curves
 from watchkeeper.analysis.stats import MIN_TASKS
-from watchkeeper.campaign.defaults import no_profiles
+from watchkeeper.campaign.defaults import no_profiles, with_recommendation
 from watchkeeper.campaign.night import (
     Night,
     confirm_regressions,
@@ -210,7 +211,26 @@ def nightly_command(
     profiles: Sequence[str] | None = None,
     progress: Progress,
     database: Database | None = None,
+    recommendation: Path | None = None,
+    categories: Sequence[str] | None = None,
 ) -> NightlyOutcome:
+    """``recommendation``: a sweep's record; the night guards the setting its unit runs (the
+    recommended arm, else the baseline it keeps), as the unit ships it, against that
+    profile's pinned reference. The profile comes from the record, so the guarded setting is
+    the committed one even where watchkeeper.toml has no block for it. ``categories``: only
+    those tasks (over [nightly] categories): a workload's own setting on its own requests."""
+    if categories:
+        nightly = config.nightly.model_copy(update={"categories": list(categories)})
+        config = config.model_copy(update={"nightly": nightly})
+    if recommendation is not None:
+        if profiles:
+            raise ConfigError("nightly takes --profile or --recommendation, not both")
+        config, _, record = with_recommendation(config, recommendation)
+        profiles = [record.chosen.name]
+        progress(
+            f"guarding the sweep's recommendation (campaign {record.campaign_id}): "
+            f"{record.chosen.name}"
+        )
     names = list(profiles or config.nightly.profiles)
     if not names:
         raise no_profiles("[nightly] profiles", config, flag="--profile P")

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Category = Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]{0,63}$")]
+"""A task category's name as a config key takes it (code_edit, tool_call)."""
 
 
 class Strict(BaseModel):

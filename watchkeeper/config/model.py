@@ -17,6 +17,7 @@ from urllib.parse import urlsplit
 
 from pydantic import Field, field_validator, model_validator
 
+from watchkeeper.config.base import Category
 from watchkeeper.config.base import Strict as _Strict
 from watchkeeper.config.daemon import DaemonConfig
 from watchkeeper.config.durations import parse_duration
@@ -404,8 +405,8 @@ class NightlyConfig(_Strict):
     max_tokens: Annotated[int, Field(ge=0, le=100_000)] = 64
     """Cap on each task's max_tokens (0: the task's own). Both arms get the same cap, so the
     ratio stays a like-for-like comparison; the cap buys rounds, which buy power."""
-    taskset: str = ""
-    """Empty: bench.taskset."""
+    taskset: str = ""  # empty: bench.taskset
+    categories: list[Category] = Field(default_factory=list)  # these categories only (empty: all)
     min_effect: Annotated[float, Field(gt=0.0, lt=1.0)] = 0.03
     """Practical threshold of a regression (0.03 = 3% slower than the reference)."""
     confirm_rerun: bool = True

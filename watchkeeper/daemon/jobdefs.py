@@ -29,6 +29,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from apscheduler.triggers.cron import CronTrigger
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from watchkeeper.config.base import Category
 from watchkeeper.config.durations import parse_duration
 from watchkeeper.errors import ConfigError
 
@@ -83,6 +84,11 @@ class BenchArgs(_Strict):
 class NightlyArgs(_Strict):
     profiles: Profiles | None = None
     """Default: [nightly] profiles."""
+    recommendation: str | None = None
+    """A sweep's recommendation record: guard the setting its unit runs (its profile as the
+    unit ships it) against its pinned reference, as `nightly --recommendation F` does."""
+    categories: list[Category] | None = None
+    """Only these categories' tasks (default: [nightly] categories, else every one)."""
 
 
 class DigestArgs(_Strict):

@@ -123,7 +123,12 @@ def bench_job(config: Config, args: BenchArgs, ctx: JobContext) -> JobResult:
 
 def nightly_job(config: Config, args: NightlyArgs, ctx: JobContext) -> JobResult:
     outcome = nightly_command(
-        config, profiles=args.profiles, progress=ctx.checkpoint, database=ctx.db
+        config,
+        profiles=args.profiles,
+        progress=ctx.checkpoint,
+        database=ctx.db,
+        recommendation=_path(args.recommendation),
+        categories=args.categories,
     )
     parts = []
     for night in outcome.nights:
