@@ -146,8 +146,6 @@ class Racer:
         self.stop_reason = ""
         self.unprobed: dict[str, str] = {}
         """Surviving arms left out of the identity probes, and why."""
-        self.reserves: list[float] = []
-        """The identity pass's reserve after each round: what the race held back for it."""
         self.budget_hint = ""
         """Where the budget stopped the race before any CI existed: what budget would have
         reached one (the report's "what would change the answer")."""
@@ -163,7 +161,6 @@ class Racer:
         probed = self.probe_arms(runs)
         elapsed = self.clock() - self.started
         reserve = self.probe_seconds(runs, probed)
-        self.reserves.append(reserve)
         go, why = keep_going(
             self.state,
             self.settings,
@@ -225,7 +222,7 @@ class Racer:
             best[a] = max(found)
         closest = max(overall, key=lambda a: (overall[a], a), default=None)
         wanted = sorted(
-            (a for a, (est, _) in best.items() if est > band or a == closest),
+            (a for a, (est, _) in best.items() if est >= band or a == closest),
             key=lambda a: -best[a][0],
         )
         self.unprobed = {
