@@ -130,7 +130,8 @@ class MixSpeedup:
     verdict: str
     threshold: float
     rounds_needed: int | None = None
-    """For an inconclusive verdict: rounds that would settle it (stats.rounds_to_settle)."""
+    """For an inconclusive verdict: rounds that would settle it (stats.rounds_to_settle);
+    without a CI yet: MIN_ROUNDS."""
     round_values: tuple[float, ...] = ()
     missing: tuple[str, ...] = ()
     """Weighted categories this arm has no per-round value for at all."""
@@ -154,7 +155,7 @@ class MixSpeedup:
         if self.estimate is None:
             return ""
         if not self.has_ci:
-            return f"at least {MIN_ROUNDS} rounds measuring every category of the mix"
+            return f"at least {self.rounds_needed} rounds measuring every category of the mix"
         if self.verdict == "inconclusive" and self.rounds_needed is not None:
             return f"about {self.rounds_needed} rounds"
         return ""
@@ -197,6 +198,7 @@ def mix_speedup(
             len(values),
             "insufficient replicates",
             threshold,
+            rounds_needed=min_rounds,
             round_values=tuple(values),
         )
     lo, hi = log_t_interval(logs)
