@@ -49,6 +49,9 @@ class Choice:
     it is settled, or when rounds alone would not (see ``settle``)."""
     settle: str = ""
     """What would settle it, in words; empty when nothing is open."""
+    best_verdict: str = ""
+    """The best arm's verdict against the baseline ("no change" is settled, "inconclusive"
+    is not)."""
 
     @property
     def best_text(self) -> str:
@@ -57,7 +60,10 @@ class Choice:
             return ""
         if self.best_low is None or self.best_high is None:
             return f"{self.best_estimate:.2f}x (no CI: {self.best_rounds} round(s))"
-        return f"{self.best_estimate:.2f}x (95% CI {self.best_low:.2f}-{self.best_high:.2f})"
+        return (
+            f"{self.best_estimate:.2f}x (95% CI {self.best_low:.2f}-{self.best_high:.2f}, "
+            f"{self.best_verdict})"
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,6 +157,7 @@ def _choose(category: str, stats: Sequence[CategoryStats], excluded: dict[str, s
         best.speedup.low,
         best.speedup.high,
         best.speedup.n_rounds,
+        best_verdict=best.speedup.verdict,
     )
 
 
@@ -188,6 +195,7 @@ def _kept(category: str, reason: str, arm: str, ci: RatioCI | None) -> Choice:
         ci.n_rounds,
         rounds,
         words,
+        ci.verdict,
     )
 
 

@@ -11,7 +11,7 @@ record's reader stays short. A record written before this part existed has none:
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from watchkeeper.analysis.benchmark import BenchResult
@@ -84,8 +84,19 @@ def _pick(choice: Choice, recipe_of: Callable[[str], ArmRecipe]) -> CategoryPick
         choice.rounds_to_settle,
         choice.settle,
         choice.reason,
-        recipe_of(choice.best) if choice.best is not None else None,
+        _category_recipe(choice, recipe_of),
     )
+
+
+def _category_recipe(choice: Choice, recipe_of: Callable[[str], ArmRecipe]) -> ArmRecipe | None:
+    """The best arm's recipe with this category's speed-up in place of its overall one: the
+    unit for one category quotes what that category measured."""
+    if choice.best is None:
+        return None
+    recipe = recipe_of(choice.best)
+    if not recipe.speculative or not choice.best_text:
+        return recipe
+    return replace(recipe, speedup=f"{choice.best_text} on {choice.category}")
 
 
 def category_text(choice: Choice | None, category: str) -> str:
