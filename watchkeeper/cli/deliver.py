@@ -65,6 +65,9 @@ def cmd_sweep(args: argparse.Namespace, config: Config) -> int:
     else:
         print_bench(out, result.bench)
         out.print(f"\n[bold]Recommendation:[/bold] {escape(result.recommendation.headline)}")
+        rec = result.recommendation
+        if rec.mix is not None and rec.workload is not None:
+            out.print(f"for the mix {escape(rec.mix.text)}: {escape(rec.workload.text)}")
         if result.race is not None:
             for d in result.race.drops:
                 out.print(f"{d.arm}: {drop_status(d)}")
