@@ -119,7 +119,11 @@ def test_report_says_keep_the_baseline_when_nothing_beats_it(result: BenchResult
     modest = replace(result, arm_stats=arm_stats, categories=categories)
     markdown = render_bench_report(modest, plots={}, recommendation=recommend(modest))
     assert "**keep the baseline: no speculative profile beats it with confidence" in markdown
-    assert "| code | keep the baseline | — |" in markdown
+    # Keeping the baseline still names the arm that came closest and what would settle it.
+    assert (
+        "| code | keep the baseline | best: draft4 1.03x (95% CI 0.95-1.12, inconclusive) | "
+        "about 9 measured rounds |"
+    ) in markdown
 
 
 def test_table_cells_escape_pipes_from_names(result: BenchResult) -> None:

@@ -1,9 +1,13 @@
-"""Pick a speculative profile per category and overall — conservatively.
+"""Pick a speculative profile per category, overall and for the workload's mix — conservatively.
 
 A profile is only recommended when its speed-up CI lies entirely above 1.0 and it has no
 correctness finding; among those the highest lower CI bound wins (the best *guaranteed* gain,
 not the best point estimate). When nothing qualifies the answer is "keep the baseline", said
-plainly.
+plainly, with the arm that came closest and the rounds that would settle it: "keep the
+baseline" after 2 rounds and after 12 are different answers, and a reader must see which.
+
+The whole-workload setting for a stated mix of categories lives in analysis/workload_mix.py;
+here it gets the same exclusions as every other choice.
 """
 
 from __future__ import annotations
@@ -12,6 +16,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from watchkeeper.analysis.benchmark import ALL, BenchResult, CategoryStats
+from watchkeeper.analysis.stats import MIN_ROUNDS, MIN_TASKS, RatioCI
+from watchkeeper.analysis.workload_mix import (
+    Mix,
+    WorkloadChoice,
+    choose_for_mix,
+    mix_speedup,
+    task_set_mix,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,6 +35,35 @@ class Choice:
     low: float | None
     high: float | None
     reason: str
+    best: str | None = None
+    """The pick, or when keeping the baseline the arm that came closest (best estimate)."""
+    best_estimate: float | None = None
+    best_low: float | None = None
+    best_high: float | None = None
+    """None without a CI (too few rounds or tasks): low == high would read as certainty."""
+    best_rounds: int = 0
+    """Rounds the best arm was measured in."""
+    rounds_to_settle: int | None = None
+    """Keeping the baseline: measured rounds that would settle the best arm's comparison
+    (RatioCI.rounds_needed when inconclusive; MIN_ROUNDS when there is no CI yet). None when
+    it is settled, or when rounds alone would not (see ``settle``)."""
+    settle: str = ""
+    """What would settle it, in words; empty when nothing is open."""
+    best_verdict: str = ""
+    """The best arm's verdict against the baseline ("no change" is settled, "inconclusive"
+    is not)."""
+
+    @property
+    def best_text(self) -> str:
+        """The best arm's estimate with its CI, or why there is none."""
+        if self.best is None or self.best_estimate is None:
+            return ""
+        if self.best_low is None or self.best_high is None:
+            return f"{self.best_estimate:.2f}x (no CI: {self.best_rounds} round(s))"
+        return (
+            f"{self.best_estimate:.2f}x (95% CI {self.best_low:.2f}-{self.best_high:.2f}, "
+            f"{self.best_verdict})"
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +76,21 @@ class Recommendation:
     """Categories where it is called slower."""
     guard: str = ""
     """What the degenerate-output guard said about the recommended profile's outputs."""
+    mix: Mix | None = None
+    """The workload mix the ``workload`` choice is for (default: the task set's own)."""
+    workload: WorkloadChoice | None = None
+    """The one setting for the whole workload at that mix (analysis/workload_mix.py)."""
+
+    @property
+    def setting(self) -> str | None:
+        """The profile the whole workload runs: the mix's pick where one was computed, else
+        the overall one; None keeps the baseline."""
+        if self.workload is not None:
+            return self.workload.profile
+        return self.overall.profile
+
+    def choice(self, category: str) -> Choice | None:
+        return next((c for c in self.per_category if c.category == category), None)
 
     @property
     def headline(self) -> str:
@@ -66,7 +122,8 @@ def _choose(category: str, stats: Sequence[CategoryStats], excluded: dict[str, s
                 for s in faster
                 if s.speedup is not None
             )
-            return Choice(category, None, None, None, None, f"no eligible profile: {why}")
+            top = max(faster, key=lambda s: s.speedup.low if s.speedup else 0.0)
+            return _kept(category, f"no eligible profile: {why}", top.arm, top.speedup)
         best = max(measured, key=lambda s: s.speedup.estimate if s.speedup else 0.0)
         assert best.speedup is not None
         # Without enough replicates there is no CI: printing low == high would read as a
@@ -76,14 +133,14 @@ def _choose(category: str, stats: Sequence[CategoryStats], excluded: dict[str, s
             if best.speedup.has_ci
             else f"no CI: {best.speedup.n_clusters} task(s) x {best.speedup.n_rounds} round(s)"
         )
-        return Choice(
+        open_ = _settle(best.speedup)[1]
+        return _kept(
             category,
-            None,
-            None,
-            None,
-            None,
             f"no speculative profile beats it with confidence (best: {best.arm} "
-            f"{best.speedup.estimate:.2f}x, {ci})",
+            f"{best.speedup.estimate:.2f}x, {ci}"
+            + (f"; {open_} would settle it)" if open_ else ")"),
+            best.arm,
+            best.speedup,
         )
     best = max(eligible, key=lambda s: s.speedup.low if s.speedup else 0.0)
     assert best.speedup is not None
@@ -95,12 +152,89 @@ def _choose(category: str, stats: Sequence[CategoryStats], excluded: dict[str, s
         best.speedup.high,
         "highest lower 95% CI bound among profiles called faster (CI above 1.0, estimate "
         f"beyond {best.speedup.threshold:.0%})",
+        best.arm,
+        best.speedup.estimate,
+        best.speedup.low,
+        best.speedup.high,
+        best.speedup.n_rounds,
+        best_verdict=best.speedup.verdict,
     )
 
 
-def recommend(result: BenchResult, *, withheld: Mapping[str, str] | None = None) -> Recommendation:
+def _settle(ci: RatioCI) -> tuple[int | None, str]:
+    """(rounds that would settle it, the same in words) for a comparison that is still open;
+    (None, "") for a settled one. No CI yet: at least MIN_ROUNDS rounds, unless the category
+    has too few tasks for any number of rounds to give one."""
+    if not ci.has_ci:
+        if ci.n_clusters < MIN_TASKS:
+            return None, f"at least {MIN_TASKS} tasks in the category (rounds alone give no CI)"
+        return MIN_ROUNDS, f"at least {MIN_ROUNDS} measured rounds"
+    if ci.verdict != "inconclusive":
+        return None, ""
+    if ci.rounds_needed is not None:
+        return ci.rounds_needed, f"about {ci.rounds_needed} measured rounds"
+    return None, "more tasks per category (more rounds alone would not: the tasks differ too much)"
+
+
+def _kept(category: str, reason: str, arm: str, ci: RatioCI | None) -> Choice:
+    """Keep the baseline, carrying the arm that came closest and what would settle it."""
+    if ci is None:
+        return Choice(category, None, None, None, None, reason)
+    rounds, words = _settle(ci)
+    return Choice(
+        category,
+        None,
+        None,
+        None,
+        None,
+        reason,
+        arm,
+        ci.estimate,
+        ci.low if ci.has_ci else None,
+        ci.high if ci.has_ci else None,
+        ci.n_rounds,
+        rounds,
+        words,
+        ci.verdict,
+    )
+
+
+def task_counts(result: BenchResult) -> dict[str, int]:
+    """Measured tasks per category: the most any candidate paired (its CI's clusters)."""
+    counts: dict[str, int] = {}
+    for c in result.categories:
+        if c.speedup is not None:
+            counts[c.category] = max(counts.get(c.category, 0), c.speedup.n_clusters)
+    return counts
+
+
+def per_round(result: BenchResult, arm: str) -> dict[str, dict[int, float]]:
+    """category -> round -> the arm's per-round speed-up (the geometric mean of that round's
+    paired ratios, as the category's own statistics fit it)."""
+    return {
+        c.category: dict(zip(c.speedup.rounds, c.speedup.round_ratios, strict=False))
+        for c in result.categories
+        if c.arm == arm and c.speedup is not None and c.speedup.rounds
+    }
+
+
+def workload_choice(result: BenchResult, mix: Mix, excluded: Mapping[str, str]) -> WorkloadChoice:
+    candidates = [a.name for a in result.arms if a.role == "candidate"]
+    threshold = result.method.threshold
+    speedups = [mix_speedup(a, per_round(result, a), mix, threshold) for a in candidates]
+    return choose_for_mix(mix, speedups, excluded)
+
+
+def recommend(
+    result: BenchResult,
+    *,
+    withheld: Mapping[str, str] | None = None,
+    mix: Mix | None = None,
+) -> Recommendation:
     """``withheld``: arms the caller will not recommend and why (the sweep: an arm whose
-    identity is unresolved, `analysis.identity_gate`), worded to follow "is excluded by"."""
+    identity is unresolved, `analysis.identity_gate`), worded to follow "is excluded by".
+    ``mix``: the workload the one setting is for (default: the task set's own proportions,
+    measured tasks per category)."""
     excluded: dict[str, str] = {}
     for f in result.findings:
         if f.kind in ("correctness", "spec_inactive", "degenerate_output"):
@@ -118,8 +252,10 @@ def recommend(result: BenchResult, *, withheld: Mapping[str, str] | None = None)
         )
         for cat in categories
     )
+    mix = mix if mix is not None else task_set_mix(task_counts(result))
+    workload = workload_choice(result, mix, excluded)
     if overall.profile is None:
-        return Recommendation(overall, per_category)
+        return Recommendation(overall, per_category, mix=mix, workload=workload)
     verdicts = {
         c.category: c.speedup.verdict
         for c in result.categories
@@ -135,4 +271,6 @@ def recommend(result: BenchResult, *, withheld: Mapping[str, str] | None = None)
         tuple(c for c, v in sorted(verdicts.items()) if v == "faster"),
         tuple(c for c, v in sorted(verdicts.items()) if v == "slower"),
         guard,
+        mix,
+        workload,
     )

@@ -123,6 +123,9 @@ class RatioCI:
     method: str = METHOD
     round_ratios: tuple[float, ...] = field(default=())
     """Per-round geometric means, in round order: what a reader checks for one bad round."""
+    rounds: tuple[int, ...] = ()
+    """The round numbers of ``round_ratios``, so per-round values of several categories can be
+    lined up round by round (analysis.workload_mix); empty in results made before it."""
     winsorized_cells: int = 0
     """Cells (task x round) pulled back to the outlier bound before estimating."""
     settle: Settle | None = None
@@ -329,7 +332,7 @@ def paired_speedup(
     raw, tasks, rounds = _table(valid)
     table, moved, resid = winsorize_cells(raw)
     winsorized = int(np.count_nonzero(moved))
-    discounted, round_ratios = _round_ratios(table, rounds)
+    discounted, round_ratios, present = _round_ratios(table, rounds)
     estimate = float(np.exp(round_stat(table)))
     n_tasks, n_rounds = table.shape
     base = RatioCI(
@@ -342,6 +345,7 @@ def paired_speedup(
         threshold=threshold,
         discounted_rounds=discounted,
         round_ratios=round_ratios,
+        rounds=present,
         winsorized_cells=winsorized,
     )
     if n_rounds < min_rounds or n_tasks < min_tasks:
@@ -387,17 +391,22 @@ def paired_speedup(
 
 def _round_ratios(
     table: np.ndarray, rounds: Sequence[int]
-) -> tuple[tuple[int, ...], tuple[float, ...]]:
+) -> tuple[tuple[int, ...], tuple[float, ...], tuple[int, ...]]:
     """The rounds the trimmed estimate discounts (its lowest and highest, from TRIM_FROM
-    rounds on) and every round's geometric mean in round order: what a reader checks for
-    one bad round."""
+    rounds on), every round's geometric mean in round order (what a reader checks for one
+    bad round) and those rounds' numbers."""
     per_round, _ = fit_effects(table)
     present = [(float(v), r) for v, r in zip(per_round, rounds, strict=True) if not np.isnan(v)]
     discounted: tuple[int, ...] = ()
     if len(present) >= TRIM_FROM:
         ordered = sorted(present)
         discounted = (ordered[0][1], ordered[-1][1])
-    return discounted, tuple(float(np.exp(v)) for v, _ in sorted(present, key=lambda x: x[1]))
+    ordered_rounds = sorted(present, key=lambda x: x[1])
+    return (
+        discounted,
+        tuple(float(np.exp(v)) for v, _ in ordered_rounds),
+        tuple(r for _, r in ordered_rounds),
+    )
 
 
 def median(values: Sequence[float | None]) -> float | None:

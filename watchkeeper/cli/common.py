@@ -21,6 +21,7 @@ from watchkeeper.errors import ConfigError
 from watchkeeper.redaction import redact
 
 if TYPE_CHECKING:
+    from watchkeeper.analysis.workload_mix import Mix
     from watchkeeper.load.records import Task
     from watchkeeper.load.shape import LoadShape
 
@@ -107,6 +108,18 @@ RATE = float_in(0.0, 1e6, open_low=True)
 BURSTINESS = float_in(0.0, 100.0, open_low=True)
 SECONDS = float_in(0.0, 366 * 86400.0)
 MINUTES = float_in(0.0, 366 * 1440.0, open_low=True)
+
+
+def workload_mix(text: str) -> Mix:
+    """An argparse type: `--mix code_edit=0.7,prose=0.3` (analysis.workload_mix.parse_mix:
+    weights finite and above 0, each category once, normalised). The categories are checked
+    against the task set's by the command, which knows it."""
+    from watchkeeper.analysis.workload_mix import parse_mix  # numpy: only when given
+
+    try:
+        return parse_mix(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def names(text: str) -> str:

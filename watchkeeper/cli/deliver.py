@@ -25,12 +25,14 @@ from watchkeeper.cli.common import (
     add_open_loop_options,
     add_sampling,
     concurrency_list,
+    console,
     duration,
     int_in,
     names,
     out,
     progress,
     split,
+    workload_mix,
 )
 from watchkeeper.config import Config
 from watchkeeper.publish.sweep_report import drop_status
@@ -58,12 +60,16 @@ def cmd_sweep(args: argparse.Namespace, config: Config) -> int:
         concurrency=args.concurrency,
         load=_open_loop(args),
         categories=args.category or None,
+        mix=args.mix,
     )
     if args.json:
         out.print_json(json.dumps(result.to_json(), default=str))
     else:
         print_bench(out, result.bench)
         out.print(f"\n[bold]Recommendation:[/bold] {escape(result.recommendation.headline)}")
+        rec = result.recommendation
+        if rec.mix is not None and rec.workload is not None:
+            out.print(f"for the mix {escape(rec.mix.text)}: {escape(rec.workload.text)}")
         if result.race is not None:
             for d in result.race.drops:
                 out.print(f"{d.arm}: {drop_status(d)}")
@@ -109,7 +115,10 @@ def cmd_unit(args: argparse.Namespace, config: Config) -> int:
             "slots": args.slots,
             "cache_ram_mib": args.cache_ram,
         },
+        category=args.category,
     )
+    if result.note:
+        console.print(escape(result.note))
     if args.json:
         out.print_json(json.dumps(result.to_json()))
     elif result.path is None:
@@ -268,6 +277,13 @@ def register(sub: Any) -> None:
         help="cut every answer at N tokens (default 64, the nightly's cap; 0 keeps the task "
         "set's own lengths, 96-192 tokens)",
     )
+    p.add_argument(
+        "--mix",
+        type=workload_mix,
+        metavar="C=W,...",
+        help="the workload the one setting (and the unit) is for, as shares of decoded tokens "
+        "per category, e.g. code_edit=0.7,prose=0.3 (default: the task set's own proportions)",
+    )
     add_open_loop_options(p, "sweep")
     p.add_argument(
         "--service-file",
@@ -325,6 +341,12 @@ def register(sub: Any) -> None:
         metavar="MIB",
         help="--cache-ram bound of the host prompt cache in MiB, 0 off, -1 unbounded (default: "
         "service.cache_ram_mib)",
+    )
+    p.add_argument(
+        "--category",
+        metavar="C",
+        help="the unit for one workload category: the sweep's pick for it (the baseline where "
+        "it keeps the baseline)",
     )
     p.add_argument("--output", metavar="PATH", help="write the unit here instead of printing it")
     p.add_argument("--json", action="store_true", help="print the unit and its source as JSON")

@@ -27,6 +27,7 @@ from watchkeeper.analysis.benchmark import BenchResult
 from watchkeeper.analysis.identity_gate import withheld
 from watchkeeper.analysis.racing_types import RaceArm, RaceSettings, RaceState
 from watchkeeper.analysis.recommend import Recommendation, recommend
+from watchkeeper.analysis.workload_mix import Mix, check_mix
 from watchkeeper.campaign.bench import execute_bench
 from watchkeeper.campaign.bench_report import finish_with_report
 from watchkeeper.campaign.load_shape import load_text
@@ -40,6 +41,7 @@ from watchkeeper.campaign.sweep_plan import (
 from watchkeeper.config import Config, ProfileConfig
 from watchkeeper.errors import ConfigError
 from watchkeeper.load.shape import LoadShape
+from watchkeeper.load.tasks import load_taskset
 from watchkeeper.publish.deliverable import RECORD_NAME, build_record, write_record
 from watchkeeper.publish.report import campaign_folder_name
 from watchkeeper.publish.soak_report import summary_for
@@ -120,6 +122,7 @@ def sweep_command(
     concurrency: int | None = None,
     load: LoadShape | None = None,
     categories: Sequence[str] | None = None,
+    mix: Mix | None = None,
 ) -> SweepResult:
     """`concurrency` and `load` (`--rate` and its arrivals: campaign/load_shape.py): the load
     every arm is measured under, named by the recommendation and the unit (a speed-up holds
@@ -136,12 +139,17 @@ def sweep_command(
     token at a time, so probing all 18 tasks of nine arms cost ~1.8 h on two CPU cores.
 
     The steps: the candidate profiles for the installed build, the racer (`campaign/racer.py`),
-    the plan, the paired bench, the report with the sweep's sections, the service file."""
+    the plan, the paired bench, the report with the sweep's sections, the service file.
+
+    ``mix``: the workload the one setting and the unit are for (`--mix`, checked against the
+    task set's categories before anything starts); None: the task set's own proportions."""
     if identity_per_category is not None and identity_per_category < 1:
         raise ConfigError(
             f"identity_per_category must be at least 1 (got {identity_per_category}); "
             "0 on the command line probes every measured task"
         )
+    if mix is not None:
+        _check_mix(mix, taskset or config.bench.resolved_taskset(), categories)
     started = clock()
     config, generated = sweep_candidates(
         config, family=family, target=target, draft=draft, profile=profile, progress=progress
@@ -186,7 +194,7 @@ def sweep_command(
         result = execute_bench(config, plan, kind="sweep", progress=progress, database=db)
         outcome = _Outcome(
             result,
-            recommend(result, withheld=withheld(result)),
+            recommend(result, withheld=withheld(result), mix=mix),
             tuple(arms),
             settings,
             racer,
@@ -205,6 +213,18 @@ def sweep_command(
             max_tokens=max_tokens,
             progress=progress,
         )
+
+
+def _check_mix(mix: Mix, taskset: Path, categories: Sequence[str] | None) -> None:
+    """Refuse a mix naming a category the sweep will not measure (the task set lacks it, or
+    `--category` leaves it out) now, not after hours of rounds."""
+    measured = {t.category for t in load_taskset(taskset)}
+    if categories:
+        measured &= set(categories)
+    try:
+        check_mix(mix, measured)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 @dataclass(frozen=True, slots=True)
@@ -242,7 +262,7 @@ def _report(
     result, rec, racer = outcome.result, outcome.rec, outcome.racer
     reports = config.bench.resolved_reports_dir()
     state = racer.state if racer is not None else None
-    chosen = rec.overall.profile or result.baseline.name
+    chosen = rec.setting or result.baseline.name
     store = RacingStore(db)
     if state is not None:
         store.save_race(result.campaign_id, race_records(state, outcome.arms))

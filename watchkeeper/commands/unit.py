@@ -9,7 +9,7 @@ that measured and the host that serves need not be the same machine.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +19,7 @@ from watchkeeper.config import Config
 from watchkeeper.config.service import ServiceConfig
 from watchkeeper.errors import ConfigError
 from watchkeeper.host import gpu as host_gpu
-from watchkeeper.publish.deliverable import RECORD_NAME, read_record
+from watchkeeper.publish.deliverable import RECORD_NAME, RecommendationRecord, read_record
 from watchkeeper.publish.systemd import UNIT_NAME, render_unit, write_service
 
 
@@ -30,10 +30,14 @@ class UnitResult:
     speculates: bool
     recommendation: Path
     path: Path | None
+    category: str | None = None
+    note: str = ""
+    """For the operator, on stderr: the category keeps the baseline, and why."""
 
     def to_json(self) -> dict[str, Any]:
         return {
             "profile": self.profile,
+            "category": self.category,
             "speculates": self.speculates,
             "recommendation": str(self.recommendation),
             "path": str(self.path) if self.path else None,
@@ -60,9 +64,15 @@ def unit_command(
     recommendation: Path | None = None,
     output: Path | None = None,
     overrides: Mapping[str, Any] | None = None,
+    category: str | None = None,
 ) -> UnitResult:
+    """``category``: the unit for that one category, its pick from the record (the baseline
+    where it keeps it), instead of the whole workload's setting."""
     source = recommendation or config.bench.resolved_reports_dir() / RECORD_NAME
     record = read_record(source)
+    note = ""
+    if category is not None:
+        record, note = for_category(record, category, source)
     service = service_settings(config, overrides or {})
     if output is not None and (
         output.name.endswith("\\") or any(ord(c) < 0x20 or ord(c) == 0x7F for c in str(output))
@@ -79,4 +89,37 @@ def unit_command(
     )
     if output is not None:
         write_service(output, text)
-    return UnitResult(text, record.chosen.name, record.speculates, source, output)
+    return UnitResult(text, record.chosen.name, record.speculates, source, output, category, note)
+
+
+def for_category(
+    record: RecommendationRecord, category: str, source: Path
+) -> tuple[RecommendationRecord, str]:
+    """The record as one category's answer: its pick as the chosen arm, or the baseline with
+    the category's closest arm, and the note saying it keeps the baseline."""
+    workload = record.workload
+    if workload is None or not workload.categories:
+        raise ConfigError(
+            f"{source} holds no pick per category (written before the sweep kept them)",
+            hint="rerun `watchkeeper sweep` to get one, or drop --category",
+        )
+    pick = workload.pick(category)
+    if pick is None:
+        known = ", ".join(c.category for c in workload.categories)
+        raise ConfigError(f"--category {category!r} is not a category of {source} ({known})")
+    if pick.profile is not None and pick.recipe is not None:
+        return replace(
+            record,
+            chosen=pick.recipe,
+            headline=f"{category}: {pick.profile}, {pick.speedup}",
+            meaning=f"for {category} tasks alone, {pick.profile} ({pick.reason})",
+        ), ""
+    closest = pick.recipe if pick.recipe is not None and pick.recipe.speculative else None
+    note = f"{category} keeps the baseline: {pick.reason}"
+    return replace(
+        record,
+        chosen=record.baseline,
+        closest=closest,
+        headline=f"{category}: keep the baseline",
+        meaning=f"for {category} tasks alone, keep the baseline ({pick.reason})",
+    ), note

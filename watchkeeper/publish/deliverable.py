@@ -27,40 +27,22 @@ from watchkeeper.analysis.stats import RatioCI
 from watchkeeper.config import ProfileConfig
 from watchkeeper.errors import ConfigError
 from watchkeeper.host.info import HostInfo
+from watchkeeper.publish.arm_recipe import DROPPED_FLAGS, ArmRecipe, arm_recipe, portable_flags
+from watchkeeper.publish.workload_record import WorkloadRecord, workload_record
+
+__all__ = [
+    "DROPPED_FLAGS",
+    "RECORD_NAME",
+    "ArmRecipe",
+    "RecommendationRecord",
+    "build_record",
+    "portable_flags",
+    "read_record",
+    "write_record",
+]
 
 RECORD_NAME = "speculative_recommendation.json"
 VERSION = 1
-DROPPED_FLAGS = ("--host", "--port")
-"""Flags the installing host sets itself ([service] host, port)."""
-
-
-@dataclass(frozen=True, slots=True)
-class ArmRecipe:
-    """One arm as a host can run it: its profile and its server flags without host paths."""
-
-    name: str
-    profile: dict[str, Any]
-    flags: tuple[str, ...]
-    """The measured argv after the binary, GGUF paths cut to their file names, no host/port."""
-    speculative: bool
-    speedup: str = ""
-    identity: str = ""
-
-    @property
-    def models(self) -> tuple[str, ...]:
-        return tuple(f for f in self.flags if f.endswith(".gguf"))
-
-    @property
-    def spec_flags(self) -> tuple[str, ...]:
-        """The flags that configure speculation (what a baseline unit would add to try it)."""
-        out: list[str] = []
-        flags = list(self.flags)
-        for i, f in enumerate(flags):
-            if f.startswith(("--spec", "--draft", "--model-draft", "-md")):
-                out.append(f)
-                if i + 1 < len(flags) and not flags[i + 1].startswith("-"):
-                    out.append(flags[i + 1])
-        return tuple(out)
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +66,9 @@ class RecommendationRecord:
     load: str = ""
     """The load the arms were measured under ("one request at a time (closed loop)"): a
     speed-up holds for that load, not for every load (docs/load.md). Empty: an older record."""
+    workload: WorkloadRecord | None = None
+    """Each category's pick, the workload mix and its one setting, the tool-calls-vs-prose
+    answer (publish/workload_record.py). None: a record written before they were kept."""
     version: int = VERSION
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -102,19 +87,7 @@ class RecommendationRecord:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> RecommendationRecord:
-        def arm(d: Mapping[str, Any] | None) -> ArmRecipe | None:
-            if d is None:
-                return None
-            return ArmRecipe(
-                d["name"],
-                dict(d["profile"]),
-                tuple(d["flags"]),
-                bool(d["speculative"]),
-                d.get("speedup", ""),
-                d.get("identity", ""),
-            )
-
-        chosen, baseline = arm(data["chosen"]), arm(data["baseline"])
+        chosen, baseline = arm_recipe(data["chosen"]), arm_recipe(data["baseline"])
         assert chosen is not None and baseline is not None
         return cls(
             headline=data["headline"],
@@ -128,28 +101,14 @@ class RecommendationRecord:
             models=data.get("models", ""),
             chosen=chosen,
             baseline=baseline,
-            closest=arm(data.get("closest")),
+            closest=arm_recipe(data.get("closest")),
             meaning=data.get("meaning", ""),
             would_change=tuple(data.get("would_change", ())),
             load=str(data.get("load", "")),
+            workload=WorkloadRecord.from_json(data["workload"]) if data.get("workload") else None,
             version=int(data.get("version", VERSION)),
             extra=dict(data.get("extra", {})),
         )
-
-
-def portable_flags(argv: Sequence[str]) -> tuple[str, ...]:
-    """The argv after the binary, with GGUF paths cut to file names and host/port dropped."""
-    out: list[str] = []
-    args = list(argv[1:])
-    i = 0
-    while i < len(args):
-        a = args[i]
-        if a in DROPPED_FLAGS:
-            i += 2
-            continue
-        out.append(Path(a).name if a.endswith(".gguf") else a)
-        i += 1
-    return tuple(out)
 
 
 def hardware_text(host: HostInfo) -> str:
@@ -211,7 +170,7 @@ def reading(
 ) -> tuple[str, tuple[str, ...]]:
     """What the answer means on this hardware, and what would change it."""
     hw = hardware_text(result.host)
-    if rec.overall.profile is not None:
+    if chosen != result.baseline.name:
         return (
             f"on {hw}, {chosen} decodes faster than the baseline with its output checked "
             "against it; the figure is this hardware's and this workload's, so rerun the sweep "
@@ -251,6 +210,11 @@ def reading(
             )
     else:
         parts.append(f"on {hw} no speculative setting beat the baseline with confidence")
+    if rec.overall.profile is not None and rec.mix is not None:
+        parts.append(
+            f"across all tasks pooled {rec.overall.profile} is faster, but not with confidence "
+            f"for the stated mix ({rec.mix.text})"
+        )
     if closest is not None:
         s = result.stats(closest, ALL)
         ci = s.speedup if s is not None else None
@@ -332,6 +296,7 @@ def build_record(
         meaning=meaning,
         would_change=change,
         load=load,
+        workload=workload_record(result, rec, lambda name: recipe(result, name, profiles)),
     )
 
 

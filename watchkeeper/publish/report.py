@@ -176,11 +176,16 @@ def _json(value: object) -> str:
 
 
 def _choice_row(choice: Choice) -> list[str]:
+    """A pick with its CI; keeping the baseline, the arm that came closest with its CI (or
+    why there is none) and the rounds that would settle it."""
     profile = choice.profile or "keep the baseline"
     speedup = ratio_text(choice.speedup)
     if choice.speedup is not None:
         speedup += f" ({_fixed(choice.low, 2)}-{_fixed(choice.high, 2)})"
-    return [choice.category, profile, speedup, choice.reason]
+    elif choice.best is not None:
+        speedup = f"best: {choice.best} {choice.best_text}"
+    settle = md.inline(choice.settle) if choice.settle else md.NONE
+    return [choice.category, profile, speedup, settle, choice.reason]
 
 
 def _choice_rows(result: BenchResult, recommendation: Recommendation) -> list[list[str]]:

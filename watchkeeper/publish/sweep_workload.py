@@ -1,13 +1,15 @@
 """The sweep report's answer per workload: a winner per category (the race's decisions) and
-the one setting that serves the whole workload, with what each category gives up under it.
-Pure functions of a `SweepView`."""
+the one setting that serves the whole workload (for the stated mix), with what each category
+gives up under it and the tool-calls-vs-prose answer. Pure functions of a `SweepView`."""
 
 from __future__ import annotations
 
 from watchkeeper.analysis.benchmark import ALL, BenchResult
+from watchkeeper.analysis.workload_mix import TASK_SET
 from watchkeeper.publish import markdown as md
 from watchkeeper.publish.sweep_view import SweepView
 from watchkeeper.publish.sweep_view import ratio_text as _ci
+from watchkeeper.publish.workload_record import tool_vs_prose
 
 
 def winner_section(v: SweepView) -> list[str]:
@@ -88,11 +90,15 @@ def workload_section(v: SweepView) -> list[str]:
     rec = v.recommendation
     out = ["## One setting for the whole workload", ""]
     overall = result_overall(v)
+    reason = rec.workload.reason if rec.workload is not None else rec.overall.reason
     out.append(
         f"This build takes no per-request speculative parameters, so a per-category optimum is a "
         f"per-server setting. The one setting that serves the whole workload: **{v.chosen}** "
-        f"({md.inline(rec.overall.reason)}; all categories: {overall})."
+        f"({md.inline(reason)}; all categories pooled: {overall})."
     )
+    out.append("")
+    out += mix_lines(v)
+    out.append(md.inline(tool_vs_prose(v.result, rec)))
     out.append("")
     if v.race is None or not v.race.decisions:
         return out
@@ -110,6 +116,31 @@ def workload_section(v: SweepView) -> list[str]:
     out.append(md.table(["category", "category's own pick", f"under {v.chosen}"], rows))
     out.append("")
     return out
+
+
+def mix_lines(v: SweepView) -> list[str]:
+    """The mix the one setting is for, where it came from, and the pick's speed-up for it."""
+    rec = v.recommendation
+    mix, choice = rec.mix, rec.workload
+    if mix is None or choice is None or not mix.weights:
+        return []
+    source = (
+        "the task set's own proportions (measured tasks per category; `--mix` states another)"
+        if mix.source == TASK_SET
+        else "as given by `--mix`"
+    )
+    best = choice.best
+    if choice.profile is not None and best is not None:
+        said = f"**{choice.profile}** at {best.text}"
+    else:
+        said = f"keep the baseline ({choice.reason})"
+    return [
+        f"The workload mix, as shares of decoded tokens: {md.inline(mix.text)}, {source}. For "
+        f"it: {md.inline(said)}. The mix's speed-up is 1 / sum(w / s) of the categories' "
+        "speed-ups (time adds), taken per round, with a t interval over the rounds: it leaves "
+        "out the sampling of tasks, so it is narrower than a category's own CI.",
+        "",
+    ]
 
 
 def result_overall(v: SweepView) -> str:

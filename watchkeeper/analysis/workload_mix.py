@@ -1,0 +1,274 @@
+"""One speculative setting for a stated workload mix ("code_edit=0.7,prose=0.3"), with a CI.
+
+A server takes one setting, so a team that serves mostly code edits wants the setting that is
+fastest for *its* mix, not for the task set's. The weights are shares of the workload's
+decoded tokens. Time adds, speeds do not: a share w_c decoded s_c times faster takes w_c / s_c
+of the baseline's time, so the whole workload's speed-up is the weighted harmonic mean
+S = 1 / sum_c(w_c / s_c). An arithmetic mean of speed-ups would credit a 2x category with
+time it never saved.
+
+The replicate is the round, as everywhere in analysis/stats.py: one round's disturbance moves
+every task of that round at once (one round read 0.871 across all tasks on this host), so
+requests within a round are not independent. Each measured round r gives each category's
+per-round geometric mean of the arm's paired ratios (`RatioCI.round_ratios`, the same pairs
+and fit the per-category statistics use), hence one S_r; the estimate is the geometric mean
+of the S_r and its CI a t interval over the rounds on log S_r (n - 1 df). Only rounds in
+which every weighted category was measured count, and fewer than MIN_ROUNDS of them give no
+CI. What the interval leaves out: the sampling of tasks. It treats the task set as the
+workload itself, so it is narrower than each category's own CI (which adds a task term,
+analysis/floor.py) and says how sure the rounds make us about *these* tasks, not about other
+tasks of the same kinds.
+
+Pure functions: numbers in, dataclasses out. Errors are ValueErrors with one line; the
+command line turns them into its own refusals.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from watchkeeper.analysis.stats import (
+    MIN_ROUNDS,
+    classify,
+    log_t_interval,
+    rounds_to_settle,
+)
+
+TASK_SET = "the task set's own proportions (measured tasks per category)"
+"""`Mix.source` of the default mix."""
+GIVEN = "--mix"
+
+
+@dataclass(frozen=True, slots=True)
+class Mix:
+    """Category weights summing to 1, sorted by category."""
+
+    weights: tuple[tuple[str, float], ...]
+    source: str = GIVEN
+    """Where the weights came from: the command line, or the task set's own proportions."""
+
+    @property
+    def categories(self) -> tuple[str, ...]:
+        return tuple(c for c, _ in self.weights)
+
+    @property
+    def text(self) -> str:
+        return ", ".join(f"{c} {w:.0%}" for c, w in self.weights)
+
+    @property
+    def spec(self) -> str:
+        """The mix as `--mix` takes it."""
+        return ",".join(f"{c}={w:.4g}" for c, w in self.weights)
+
+
+def _normalised(weights: Mapping[str, float], source: str) -> Mix:
+    total = math.fsum(weights.values())
+    return Mix(tuple((c, weights[c] / total) for c in sorted(weights)), source)
+
+
+def parse_mix(text: str) -> Mix:
+    """`category=weight` pairs separated by commas, weights finite and above 0, each category
+    once; normalised to sum 1 (70/30 and 0.7/0.3 are the same mix)."""
+    weights: dict[str, float] = {}
+    parts = [p.strip() for p in text.split(",")]
+    if not any(parts):
+        raise ValueError(f"a mix needs category=weight pairs, got {text!r}")
+    for part in parts:
+        name, eq, value = part.partition("=")
+        name = name.strip()
+        if not eq or not name or not value.strip():
+            raise ValueError(f"{part!r} is not category=weight (e.g. code_edit=0.7,prose=0.3)")
+        try:
+            weight = float(value)
+        except ValueError:
+            raise ValueError(f"{name}: weight {value.strip()!r} is not a number") from None
+        if not math.isfinite(weight) or weight <= 0:
+            raise ValueError(f"{name}: weight must be a finite number above 0, got {value!r}")
+        if name in weights:
+            raise ValueError(f"{name} is given twice; give each category once")
+        weights[name] = weight
+    return _normalised(weights, GIVEN)
+
+
+def task_set_mix(tasks: Mapping[str, int]) -> Mix:
+    """The default mix: each category weighted by its measured tasks (categories with none
+    are left out)."""
+    present = {c: float(n) for c, n in tasks.items() if n > 0}
+    if not present:
+        return Mix((), TASK_SET)
+    return _normalised(present, TASK_SET)
+
+
+def check_mix(mix: Mix, known: Iterable[str]) -> None:
+    """Refuse a mix naming a category the task set does not have, listing the ones it has."""
+    have = sorted(set(known))
+    unknown = [c for c in mix.categories if c not in have]
+    if unknown:
+        raise ValueError(
+            f"--mix names {', '.join(unknown)}, not a category of the measured tasks "
+            f"({', '.join(have) or 'none'})"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class MixSpeedup:
+    """One arm's whole-workload speed-up for a mix."""
+
+    arm: str
+    estimate: float | None
+    """Geometric mean over the complete rounds of S_r; None: no round measured every
+    weighted category."""
+    low: float | None
+    high: float | None
+    """None without a CI (fewer than MIN_ROUNDS complete rounds)."""
+    n_rounds: int
+    """Rounds in which every weighted category was measured."""
+    verdict: str
+    threshold: float
+    rounds_needed: int | None = None
+    """For an inconclusive verdict: rounds that would settle it (stats.rounds_to_settle);
+    without a CI yet: MIN_ROUNDS."""
+    round_values: tuple[float, ...] = ()
+    missing: tuple[str, ...] = ()
+    """Weighted categories this arm has no per-round value for at all."""
+
+    @property
+    def has_ci(self) -> bool:
+        return self.low is not None and self.high is not None
+
+    @property
+    def text(self) -> str:
+        if self.estimate is None:
+            gone = ", ".join(self.missing)
+            return "not measured in every category of the mix" + (f" ({gone})" if gone else "")
+        if not self.has_ci:
+            return f"{self.estimate:.2f}x (no CI: {self.n_rounds} round(s))"
+        return f"{self.estimate:.2f}x (95% CI {self.low:.2f}-{self.high:.2f}, {self.verdict})"
+
+    @property
+    def settle(self) -> str:
+        """What would settle it, in words; empty when it is settled."""
+        if self.estimate is None:
+            return ""
+        if not self.has_ci:
+            return f"at least {self.rounds_needed} rounds measuring every category of the mix"
+        if self.verdict == "inconclusive" and self.rounds_needed is not None:
+            return f"about {self.rounds_needed} rounds"
+        return ""
+
+
+def mix_speedup(
+    arm: str,
+    per_round: Mapping[str, Mapping[int, float]],
+    mix: Mix,
+    threshold: float,
+    *,
+    min_rounds: int = MIN_ROUNDS,
+) -> MixSpeedup:
+    """``per_round``: category -> round -> that round's speed-up (a geometric mean of the
+    category's paired ratios). S_r = 1 / sum_c(w_c / s_{c,r}) for each round that measured
+    every weighted category; the estimate and a t interval over those rounds on log S_r."""
+    missing = tuple(c for c in mix.categories if not per_round.get(c))
+    rounds = sorted(
+        set.intersection(*(set(per_round.get(c, {})) for c in mix.categories))
+        if mix.weights
+        else set()
+    )
+    if not rounds:
+        return MixSpeedup(arm, None, None, None, 0, "not measured", threshold, missing=missing)
+    values = [
+        1.0 / math.fsum(w / per_round[c][r] for c, w in mix.weights)
+        for r in rounds
+        if all(per_round[c][r] > 0 for c in mix.categories)
+    ]
+    if not values:
+        return MixSpeedup(arm, None, None, None, 0, "not measured", threshold, missing=missing)
+    logs = np.log(np.asarray(values))
+    estimate = float(np.exp(logs.mean()))
+    if len(values) < min_rounds:
+        return MixSpeedup(
+            arm,
+            estimate,
+            None,
+            None,
+            len(values),
+            "insufficient replicates",
+            threshold,
+            rounds_needed=min_rounds,
+            round_values=tuple(values),
+        )
+    lo, hi = log_t_interval(logs)
+    low, high = float(np.exp(lo)), float(np.exp(hi))
+    verdict = classify(estimate, low, high, threshold)
+    needed = (
+        rounds_to_settle(estimate, low, high, len(values), threshold)
+        if verdict == "inconclusive"
+        else None
+    )
+    return MixSpeedup(
+        arm,
+        estimate,
+        low,
+        high,
+        len(values),
+        verdict,
+        threshold,
+        rounds_needed=needed,
+        round_values=tuple(values),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadChoice:
+    """The one setting for the mix: `profile` None keeps the baseline; `best` is the pick,
+    or when keeping the baseline the arm with the best estimate (with what would settle it)."""
+
+    mix: Mix
+    profile: str | None
+    best: MixSpeedup | None
+    reason: str
+    speedups: tuple[MixSpeedup, ...] = ()
+
+    @property
+    def text(self) -> str:
+        if self.profile is not None and self.best is not None:
+            return f"{self.profile}, {self.best.text}"
+        return f"keep the baseline ({self.reason})"
+
+
+def choose_for_mix(
+    mix: Mix, speedups: Sequence[MixSpeedup], excluded: Mapping[str, str]
+) -> WorkloadChoice:
+    """Among arms not excluded, those called faster: the highest lower bound. Otherwise keep
+    the baseline, naming the best estimate and what would settle it."""
+    eligible = [s for s in speedups if s.arm not in excluded]
+    faster = [s for s in eligible if s.verdict == "faster" and s.low is not None]
+    if faster:
+        best = max(faster, key=lambda s: (s.low or 0.0, s.arm))
+        return WorkloadChoice(
+            mix,
+            best.arm,
+            best,
+            "highest lower 95% CI bound among settings called faster for the mix (CI above "
+            f"1.0, estimate beyond {best.threshold:.0%})",
+            tuple(speedups),
+        )
+    # Faster with confidence but disqualified: say why, or the reader thinks it was noise.
+    barred = "".join(
+        f"; {s.arm} {s.text} is excluded by {excluded[s.arm]}"
+        for s in speedups
+        if s.arm in excluded and s.verdict == "faster"
+    )
+    measured = [s for s in eligible if s.estimate is not None]
+    if not measured:
+        why = "no eligible setting was measured in every category of the mix" + barred
+        return WorkloadChoice(mix, None, None, why, tuple(speedups))
+    best = max(measured, key=lambda s: (s.estimate or 0.0, s.arm))
+    settle = best.settle
+    reason = f"no setting beats it with confidence for the mix (best: {best.arm} {best.text}"
+    reason += (f"; {settle} would settle it)" if settle else ")") + barred
+    return WorkloadChoice(mix, None, best, reason, tuple(speedups))
