@@ -57,6 +57,7 @@ def test_sweep_recommends_conservatively_and_writes_a_service_file(
         per_category=None,
         service_path=service,
         progress=lambda _m: None,
+        served_identity=True,
     )
     arms = [a.name for a in result.bench.arms]
     assert arms[0] == "smollm2-baseline" and "smollm2-sweep-draft16" in arms

@@ -122,6 +122,7 @@ def sweep_racer(
     budget_min: float,
     clock: Clock,
     progress: Progress,
+    served_identity: bool = False,
 ) -> Racer:
     """The racer over the generated arms, in a budget of seconds, told each draft profile's
     draft length (the ceiling rule drops a draft no acceptance can make pay before round 1)."""
@@ -137,7 +138,7 @@ def sweep_racer(
         clock=clock,
         progress=progress,
         draft_lengths=drafts,
-        probe_share=probe_share(config.bench.identity_mode, served=True),
+        probe_share=probe_share(config.bench.identity_mode, served=served_identity),
     )
 
 
@@ -175,6 +176,7 @@ def sweep_plan(
     load: LoadShape | None = None,
     identity_per_category: int | None = None,
     categories: Sequence[str] | None = None,
+    served_identity: bool = False,
 ) -> BenchPlan:
     """The bench's plan with the sweep's changes: answers capped, the racer's hooks, the
     identity pass on the first `identity_per_category` tasks of each category (as served on
@@ -215,7 +217,7 @@ def sweep_plan(
         if race
         else frozenset(),
         reuse_prompts=race,
-        served_identity=True,
+        served_identity=served_identity,
     )
 
 

@@ -61,6 +61,7 @@ def cmd_sweep(args: argparse.Namespace, config: Config) -> int:
         load=_open_loop(args),
         categories=args.category or None,
         mix=args.mix,
+        served_identity=args.identity_as_served,
     )
     if args.json:
         out.print_json(json.dumps(result.to_json(), default=str))
@@ -250,6 +251,13 @@ def register(sub: Any) -> None:
         default=3,
         metavar="N",
         help="tasks per category (default 3: fewer gives a category no CI worth the name)",
+    )
+    p.add_argument(
+        "--identity-as-served",
+        action="store_true",
+        help="also probe the rounds' own servers as served (batched verification), beside the "
+        "exact pass; the acceptance line then gives both modes (its A/A floor prefills every "
+        "probe position afresh: costly with long prompts on a CPU)",
     )
     p.add_argument(
         "--category",

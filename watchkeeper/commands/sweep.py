@@ -123,10 +123,16 @@ def sweep_command(
     load: LoadShape | None = None,
     categories: Sequence[str] | None = None,
     mix: Mix | None = None,
+    served_identity: bool = False,
 ) -> SweepResult:
     """`concurrency` and `load` (`--rate` and its arrivals: campaign/load_shape.py): the load
     every arm is measured under, named by the recommendation and the unit (a speed-up holds
     for the load it was measured at: docs/load.md). Default: one request at a time.
+
+    `served_identity`: probe the rounds' own servers as served too, beside the exact pass
+    (`--identity-as-served`). Off by default: its A/A floor replays every probe position by
+    position with the prompt prefilled afresh, which on 2026-11-28's slow host (~40 tok/s
+    prefill, ~600-token code-edit prompts) priced at about an hour for three probes.
 
     `categories`: only the task set's tasks of these (`--category code_edit`: one workload's
     own answer, its report and unit).
@@ -161,7 +167,14 @@ def sweep_command(
     arms = race_arms({n: config.profiles[n] for n in generated})
     racer = (
         sweep_racer(
-            config, generated, arms, settings, budget_min=budget_min, clock=clock, progress=progress
+            config,
+            generated,
+            arms,
+            settings,
+            budget_min=budget_min,
+            clock=clock,
+            progress=progress,
+            served_identity=served_identity,
         )
         if race
         else None
@@ -178,6 +191,7 @@ def sweep_command(
         load=load,
         identity_per_category=identity_per_category,
         categories=categories,
+        served_identity=served_identity,
     )
     if racer is not None:
         racer.probe_fraction = len(plan.probe_tasks) / max(1, len(plan.tasks))
