@@ -80,7 +80,7 @@ def test_sweep_recommends_conservatively_and_writes_a_service_file(
     # where the time went.
     served = result.bench.extras.get("identity_served") or {}
     exact_probed = {r.arm for r in result.bench.identity}
-    assert set(served) == exact_probed - {"smollm2-baseline"}, (served, exact_probed)
+    assert set(served) == exact_probed - {"smollm2-baseline", "control"}, (served, exact_probed)
     for s in served.values():
         assert s["probes"] == 2 and sum(s["counts"].values()) == 2, s
     split = result.bench.extras["time_split"]["seconds"]
