@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from watchkeeper.config import Config
+from watchkeeper.config.base import CATEGORY_PATTERN
 from watchkeeper.config.durations import parse_duration
 from watchkeeper.errors import ConfigError
 from watchkeeper.redaction import redact
@@ -137,7 +138,7 @@ def names(text: str) -> str:
     return ",".join(parts)
 
 
-_CATEGORY = re.compile(r"[a-z][a-z0-9_]{0,63}")
+_CATEGORY = re.compile(CATEGORY_PATTERN)
 
 
 def CATEGORY(text: str) -> str:

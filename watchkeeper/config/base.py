@@ -6,7 +6,8 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field
 
-Category = Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]{0,63}$")]
+CATEGORY_PATTERN = r"^[a-z][a-z0-9_]{0,63}$"
+Category = Annotated[str, Field(pattern=CATEGORY_PATTERN)]
 """A task category's name as a config key takes it (code_edit, tool_call)."""
 
 
