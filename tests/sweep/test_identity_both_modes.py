@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from tests.sweep.test_sweep_candidates import _view
+from support.sweepview import sweep_view as _view
+
 from watchkeeper.analysis.benchmark import BenchResult
 from watchkeeper.checks.classify import IdentityVerdicts
 from watchkeeper.checks.identity import IdentityResult

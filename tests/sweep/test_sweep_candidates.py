@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from support.sweepview import sweep_view as _view
 
 from watchkeeper.analysis.benchmark import BenchResult
 from watchkeeper.analysis.racing import start
@@ -22,7 +23,6 @@ from watchkeeper.analysis.racing_types import (
     RaceSettings,
     RaceState,
 )
-from watchkeeper.analysis.recommend import recommend
 from watchkeeper.analysis.stats import RatioCI
 from watchkeeper.campaign.calibration import Calibration, DraftCost, VerifyCost
 from watchkeeper.campaign.racer import (
@@ -40,7 +40,6 @@ from watchkeeper.config import Config, ProfileConfig
 from watchkeeper.errors import ConfigError
 from watchkeeper.load.records import RequestSample, RunResult
 from watchkeeper.publish.sweep_report import render_sweep_sections
-from watchkeeper.publish.sweep_view import SweepView, soak_command
 
 SPECS = ("none", "draft-simple", "ngram-simple", "ngram-mod")
 
@@ -133,31 +132,6 @@ def test_every_sweep_option_has_help_text() -> None:
     assert missing == []
     assert sweep.parse_args([]).budget == 40.0
     assert sweep.parse_args([]).max_tokens == 64
-
-
-def _view(result: BenchResult, race: RaceState | None) -> SweepView:
-    cand = [a.name for a in result.arms if a.role == "candidate"]
-    arms = tuple(
-        [RaceArm(result.baseline.name, 0.0, True)]
-        + [RaceArm(n, 2.0 + i) for i, n in enumerate(cand)]
-    )
-    rec = recommend(result)
-    chosen = rec.overall.profile or result.baseline.name
-    return SweepView(
-        result=result,
-        recommendation=rec,
-        arms=arms,
-        settings=RaceSettings(),
-        race=race,
-        stop_reason="every category decided after round 3",
-        budget_min=40.0,
-        wall_s=1800.0,
-        chosen=chosen,
-        chosen_profile=ProfileConfig(model="m", spec_type="ngram-simple"),
-        soak=None,
-        soak_command=soak_command(chosen),
-        service_path=Path("systemd/llama-server-speculative.service"),
-    )
 
 
 def test_the_sweep_sections_name_drops_winners_criteria_and_the_soak_command(
