@@ -381,3 +381,16 @@ def test_only_the_llama_server_module_reads_its_speculative_metric_names() -> No
     assert readers <= allowed, sorted(readers - allowed)
     stages = {r for r in readers if r.split(".")[1] in ("analysis", "checks")}
     assert stages == set()
+
+
+def test_no_test_imports_another_test_module() -> None:
+    """tests/ is not a package: `from tests.x import y` works where the checkout's root happens
+    to be on sys.path and fails in CI's fresh clone (stop 60 failed collecting exactly that).
+    Shared helpers live in tests/support/, which the root conftest puts on the path."""
+    offenders = [
+        f"{path.relative_to(ROOT)} imports {name}"
+        for path in (ROOT / "tests").rglob("*.py")
+        for name in _imports(path)
+        if name == "tests" or name.startswith("tests.") or name.split(".")[0].startswith("test_")
+    ]
+    assert not offenders, offenders
