@@ -242,3 +242,22 @@ def test_the_nightly_of_a_recommendation_guards_its_unit_on_its_own_categories(
     assert "guarding the sweep's recommendation" in said[0] and "draft4" in said[0]
     with pytest.raises(ConfigError, match="--profile or --recommendation, not both"):
         nightly_command(config, profiles=["x"], progress=said.append, recommendation=record)
+
+
+def test_a_workloads_unit_is_soaked_on_that_workloads_tasks() -> None:
+    """The committed code-edit recommendation (sweep --category code_edit) soaks code edits
+    only; what the user names wins; a record without per-workload picks soaks every category."""
+    from watchkeeper.campaign.defaults import measured_categories
+    from watchkeeper.cli.app import build_parser
+    from watchkeeper.publish.deliverable import read_record
+
+    code_edit = read_record(
+        Path(__file__).parents[2] / "reports" / "code-edit" / "speculative_recommendation.json"
+    )
+    assert measured_categories(code_edit, None) == ["code_edit"]
+    assert measured_categories(code_edit, ["prose"]) == ["prose"]
+    assert measured_categories(None, None) is None
+    args = build_parser().parse_args(["soak", "--category", "code_edit", "--category", "qa"])
+    assert args.category == ["code_edit", "qa"]
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["soak", "--category", "Code Edit"])

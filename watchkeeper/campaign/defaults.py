@@ -9,7 +9,7 @@ put there.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from watchkeeper.config import Config
@@ -84,3 +84,17 @@ def soak_profiles(
         + " beside ".join(names)
     )
     return config, names, record
+
+
+def measured_categories(
+    record: RecommendationRecord | None, given: Sequence[str] | None
+) -> list[str] | None:
+    """The soak's task categories: the ones given; soaking a recommendation, else the ones its
+    sweep measured, so a `sweep --category code_edit` unit is soaked on code edits and not on
+    prose it was never chosen for. None: every category (a record without per-workload
+    picks, or no record)."""
+    if given:
+        return list(given)
+    if record is None or record.workload is None:
+        return None
+    return [c.category for c in record.workload.categories] or None

@@ -166,6 +166,7 @@ def cmd_soak(args: argparse.Namespace, config: Config) -> int:
             taskset=Path(args.taskset) if args.taskset else None,
             limit=args.limit,
             per_category=args.per_category,
+            categories=args.category,
             seed=args.seed,
             fresh=args.fresh,
             resume_id=args.resume,
@@ -394,6 +395,14 @@ def register(sub: Any) -> None:
     p.add_argument("--taskset", metavar="F")
     p.add_argument("--limit", type=COUNT, metavar="N", help="only the first N tasks")
     p.add_argument("--per-category", type=COUNT, metavar="N", help="first N tasks of each category")
+    p.add_argument(
+        "--category",
+        action="append",
+        type=CATEGORY,
+        metavar="NAME",
+        help="only this category's tasks (repeatable; default with --recommendation: the "
+        "categories its sweep measured, so a workload's unit is soaked on its own requests)",
+    )
     p.add_argument("--seed", type=SEED, help="shuffle seed (default: random, recorded)")
     p.add_argument("--fresh", action="store_true", help="never resume an interrupted soak")
     p.add_argument("--resume", type=POSITIVE_ID, metavar="ID", help="resume this soak campaign")

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from watchkeeper.campaign.campaigns import register_profile
-from watchkeeper.campaign.defaults import no_profiles, soak_profiles
+from watchkeeper.campaign.defaults import measured_categories, no_profiles, soak_profiles
 from watchkeeper.campaign.load_shape import arrival_from
 from watchkeeper.campaign.soak_campaign import (
     interleaved,
@@ -151,6 +151,7 @@ def soak_command(
     taskset: Path | None = None,
     limit: int | None = None,
     per_category: int | None = None,
+    categories: Sequence[str] | None = None,
     seed: int | None = None,
     fresh: bool = False,
     resume_id: int | None = None,
@@ -172,15 +173,21 @@ def soak_command(
     `recommendation`: soak a sweep's recommendation (its arm beside the baseline) and, once
     the soak completes, write its deliverable beside the sweep's report (`command_line` is
     the command it names); `committed_default`: with no profiles given or configured, soak
-    the committed recommendation (the CLI's default; a job names its profiles)."""
+    the committed recommendation (the CLI's default; a job names its profiles).
+
+    `categories`: only those tasks; soaking a recommendation, the default is the categories its
+    sweep measured (a `sweep --category code_edit` unit is soaked on code edits, not on the
+    prose it was never chosen for)."""
     record = None
     if recommendation is not None or committed_default:
         config, profiles, record = soak_profiles(
             config, profiles, recommendation, progress=progress
         )
+        categories = measured_categories(record, categories)
     result = _soak(
         config, duration=duration, profiles=profiles, concurrency=concurrency, block=block,
-        taskset=taskset, limit=limit, per_category=per_category, seed=seed, fresh=fresh,
+        taskset=taskset, limit=limit, per_category=per_category, categories=categories,
+        seed=seed, fresh=fresh,
         resume_id=resume_id, stop=stop, progress=progress, on_sample=on_sample,
         against_reference=against_reference, database=database, load=load, shipped=record,
     )  # fmt: skip
@@ -208,6 +215,7 @@ def _soak(
     taskset: Path | None = None,
     limit: int | None = None,
     per_category: int | None = None,
+    categories: Sequence[str] | None = None,
     seed: int | None = None,
     fresh: bool = False,
     resume_id: int | None = None,
@@ -230,6 +238,7 @@ def _soak(
     tasks = select(
         load_taskset(taskset or config.bench.resolved_taskset()),
         limit=limit,
+        categories=categories,
         per_category=per_category,
     )
     prepared = [prepare(config, name, progress=progress) for name in shape.names]
