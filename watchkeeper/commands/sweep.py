@@ -26,7 +26,7 @@ from typing import Any
 from watchkeeper.analysis.benchmark import BenchResult
 from watchkeeper.analysis.identity_gate import withheld
 from watchkeeper.analysis.racing_types import RaceArm, RaceSettings, RaceState
-from watchkeeper.analysis.recommend import Recommendation, recommend
+from watchkeeper.analysis.recommend import MIX, Recommendation, recommend
 from watchkeeper.analysis.workload_mix import Mix, check_mix
 from watchkeeper.campaign.bench import execute_bench
 from watchkeeper.campaign.bench_report import finish_with_report
@@ -208,7 +208,7 @@ def sweep_command(
         result = execute_bench(config, plan, kind="sweep", progress=progress, database=db)
         outcome = _Outcome(
             result,
-            recommend(result, withheld=withheld(result), mix=mix),
+            recommend(result, withheld=withheld(result), mix=mix, answer=MIX),
             tuple(arms),
             settings,
             racer,
