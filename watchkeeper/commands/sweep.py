@@ -195,6 +195,7 @@ def sweep_command(
     )
     if racer is not None:
         racer.probe_fraction = len(plan.probe_tasks) / max(1, len(plan.tasks))
+        racer.probe_count = len(plan.probe_tasks)
     progress(
         f"sweep: {len(plan.profiles)} profiles x {len(plan.tasks)} tasks "
         f"at {load_text(plan.concurrency, plan.arrival)}, "
@@ -311,6 +312,7 @@ def _report(
         soak_report=summary_for(reports, record),
         profiles=outcome.profiles,
         unprobed=dict(racer.unprobed) if racer is not None else {},
+        served_skipped=racer.served_skipped if racer is not None else "",
         probe_tasks=outcome.probe_tasks,
     )
     result = finish_with_report(

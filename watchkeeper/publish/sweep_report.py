@@ -115,6 +115,12 @@ def _race_section(v: SweepView) -> list[str]:
         "in a category, or the closest setting), best estimate first within a quarter of the "
         f"budget: {', '.join(probed) or 'none'}."
         + "".join(f" Not on {arm}: {md.inline(why)}." for arm, why in v.unprobed.items())
+        + (
+            f" The as-served pass (`--identity-as-served`) was skipped: "
+            f"{md.inline(v.served_skipped)}."
+            if v.served_skipped
+            else ""
+        )
         + _probe_tasks_text(v)
     )
     out.append("")
