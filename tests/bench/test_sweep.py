@@ -153,11 +153,15 @@ def test_sweep_recommends_conservatively_and_writes_a_service_file(
     logs = {p.name for p in tmp_path.rglob("*.log")}
     assert all(f"{arm}-p1.log" in logs for arm in renewed), logs
     assert "smollm2-baseline-p1.log" not in logs
-    chosen = result.recommendation.overall
-    if chosen.profile is not None:
-        assert chosen.low is not None and chosen.low > 1.0
+    # The answer is the setting the unit runs (the mix's pick), and the headline names it.
+    rec = result.recommendation
+    if rec.setting is not None:
+        best = rec.workload.best if rec.workload is not None else None
+        assert best is not None and best.low is not None and best.low > 1.0
+        assert rec.headline.startswith(f"{rec.setting}: ")
+        assert "ExecStart" in service.read_text() and rec.setting in service.read_text()
     else:
-        assert result.recommendation.headline.startswith("keep the baseline")
+        assert rec.headline.startswith("keep the baseline")
     unit = service.read_text()
     exec_start = next(line for line in unit.splitlines() if line.startswith("ExecStart="))
     assert exec_start.split("=", 1)[1].startswith("/")

@@ -359,7 +359,6 @@ def test_the_identity_pass_is_held_to_a_quarter_of_the_budget_best_estimates_fir
     assert "held to 25% of the budget" in picked[4000.0][1]["a"]
     assert picked[8000.0][0] == ["base", "a"]
     assert "held to 25%" in picked[8000.0][1]["b"]
-    assert probe_share("exact", served=True) == EXACT_PROBE_SHARE + PROBE_SHARE
 
 
 def test_the_race_section_says_answers_were_cut_and_what_that_understates(

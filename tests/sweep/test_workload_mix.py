@@ -13,7 +13,7 @@ import pytest
 from support.mixtables import steady, with_table
 
 from watchkeeper.analysis.benchmark import BenchResult
-from watchkeeper.analysis.recommend import recommend
+from watchkeeper.analysis.recommend import MIX, recommend
 from watchkeeper.analysis.stats import MIN_ROUNDS
 from watchkeeper.analysis.workload_mix import (
     GIVEN,
@@ -121,12 +121,12 @@ def test_positive_control_a_code_edit_arm_wins_a_code_heavy_mix_only(
     result: BenchResult,
 ) -> None:
     bench = with_table(result, control_table())
-    heavy = recommend(bench, mix=parse_mix("code_edit=0.9,prose=0.1"))
+    heavy = recommend(bench, mix=parse_mix("code_edit=0.9,prose=0.1"), answer=MIX)
     assert heavy.workload is not None and heavy.workload.profile == "draft4"
     assert heavy.setting == "draft4"
     assert heavy.workload.best is not None and heavy.workload.best.low is not None
     assert heavy.workload.best.low > 1.0
-    light = recommend(bench, mix=parse_mix("code_edit=0.02,prose=0.98"))
+    light = recommend(bench, mix=parse_mix("code_edit=0.02,prose=0.98"), answer=MIX)
     assert light.workload is not None and light.workload.profile is None
     assert light.setting is None
     assert "no setting beats it with confidence for the mix" in light.workload.reason

@@ -7,18 +7,27 @@ plainly, with the arm that came closest and the rounds that would settle it: "ke
 baseline" after 2 rounds and after 12 are different answers, and a reader must see which.
 
 The whole-workload setting for a stated mix of categories lives in analysis/workload_mix.py;
-here it gets the same exclusions as every other choice.
+here it gets the same exclusions as every other choice. A mix of one category is that
+category: its pick, with the category's own CI (tasks and rounds), so `sweep --category
+code_edit` and `unit --category code_edit` give one answer.
+
+Which pick is *the* answer is the caller's to say (`answer`): the sweep's unit runs the mix's
+(MIX), so its headline, `setting`, wins and losses name that one, and `pooled_note` says in one
+line where all categories pooled would have answered otherwise; a plain bench renders no unit
+and answers with the pooled pick (POOLED).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from watchkeeper.analysis.benchmark import ALL, BenchResult, CategoryStats
 from watchkeeper.analysis.stats import MIN_ROUNDS, MIN_TASKS, RatioCI
 from watchkeeper.analysis.workload_mix import (
+    TASK_SET,
     Mix,
+    MixSpeedup,
     WorkloadChoice,
     choose_for_mix,
     mix_speedup,
@@ -66,44 +75,115 @@ class Choice:
         )
 
 
+POOLED = "pooled"
+"""`Recommendation.answer`: the pick over all categories pooled (a plain bench)."""
+MIX = "mix"
+"""`Recommendation.answer`: the workload mix's pick (the sweep: its unit runs it)."""
+
+
 @dataclass(frozen=True, slots=True)
 class Recommendation:
     overall: Choice
     per_category: tuple[Choice, ...]
     wins: tuple[str, ...] = ()
-    """Categories where the recommended profile is called faster."""
+    """Categories where the answer's profile (`setting`) is called faster."""
     loses: tuple[str, ...] = ()
     """Categories where it is called slower."""
     guard: str = ""
-    """What the degenerate-output guard said about the recommended profile's outputs."""
+    """What the degenerate-output guard said about the answer's profile's outputs."""
     mix: Mix | None = None
     """The workload mix the ``workload`` choice is for (default: the task set's own)."""
     workload: WorkloadChoice | None = None
     """The one setting for the whole workload at that mix (analysis/workload_mix.py)."""
+    answer: str = POOLED
+    """Which pick is the answer: MIX (the sweep: the unit runs the mix's pick) or POOLED."""
+
+    @property
+    def answers_mix(self) -> bool:
+        return self.answer == MIX and self.workload is not None and self.mix is not None
 
     @property
     def setting(self) -> str | None:
-        """The profile the whole workload runs: the mix's pick where one was computed, else
-        the overall one; None keeps the baseline."""
-        if self.workload is not None:
+        """The profile the answer runs: the mix's pick when the mix is the answer, else the
+        pooled one; None keeps the baseline."""
+        if self.answers_mix:
+            assert self.workload is not None
             return self.workload.profile
         return self.overall.profile
+
+    @property
+    def reason(self) -> str:
+        """Why the answer is what it is."""
+        if self.answers_mix:
+            assert self.workload is not None
+            return self.workload.reason
+        return self.overall.reason
 
     def choice(self, category: str) -> Choice | None:
         return next((c for c in self.per_category if c.category == category), None)
 
     @property
+    def mix_words(self) -> str:
+        """The mix the answer is for, in words (empty when the answer is the pooled one)."""
+        if not self.answers_mix:
+            return ""
+        assert self.mix is not None
+        if len(self.mix.weights) == 1:
+            return f"{self.mix.categories[0]} tasks alone (that category's own pick)"
+        return f"the workload mix {self.mix.text} ({mix_source(self.mix)})"
+
+    @property
     def headline(self) -> str:
+        """The answer in one line: the setting the unit runs with its CI (and, answering the
+        mix, the mix it was chosen for), or "keep the baseline" with why."""
+        if not self.answers_mix:
+            return self.pooled_headline
+        assert self.workload is not None
+        w, best = self.workload, self.workload.best
+        if w.profile is None or best is None or best.low is None or best.high is None:
+            return f"keep the baseline for {self.mix_words}: {w.reason}"
+        return (
+            f"{w.profile}: {best.estimate:.2f}x decode speed-up (95% CI {best.low:.2f}-"
+            f"{best.high:.2f}) over the baseline for {self.mix_words}; {self._tail()}"
+        )
+
+    @property
+    def pooled_headline(self) -> str:
+        """The pick over all categories pooled, every task weighted alike."""
         c = self.overall
         if c.profile is None:
             return f"keep the baseline: {c.reason}"
-        wins = ", ".join(self.wins) or "none"
-        loses = ", ".join(self.loses) or "none"
+        tail = f"; {self._tail()}" if c.profile == self.setting else ""
         return (
             f"{c.profile}: {c.speedup:.2f}x decode speed-up "
-            f"(95% CI {c.low:.2f}-{c.high:.2f}) over the baseline; faster on {wins}, slower on "
-            f"{loses}; {self.guard}"
+            f"(95% CI {c.low:.2f}-{c.high:.2f}) over the baseline{tail}"
         )
+
+    def _tail(self) -> str:
+        wins = ", ".join(self.wins) or "none"
+        loses = ", ".join(self.loses) or "none"
+        return f"faster on {wins}, slower on {loses}; {self.guard}"
+
+    @property
+    def pooled_note(self) -> str:
+        """One line where the pooled pick differs from the answer (the mix's); else empty."""
+        if not self.answers_mix or self.overall.profile == self.setting:
+            return ""
+        c = self.overall
+        pooled = (
+            f"{c.profile} at {c.speedup:.2f}x (95% CI {c.low:.2f}-{c.high:.2f})"
+            if c.profile is not None
+            else f"keep the baseline ({c.reason})"
+        )
+        runs = self.setting or "the baseline"
+        return (
+            f"All categories pooled (every task weighted alike, not by the mix) the answer would "
+            f"be {pooled}; the unit runs the mix's answer, {runs}."
+        )
+
+
+def mix_source(mix: Mix) -> str:
+    return "the task set's own proportions" if mix.source == TASK_SET else "as given by --mix"
 
 
 def _choose(category: str, stats: Sequence[CategoryStats], excluded: dict[str, str]) -> Choice:
@@ -218,11 +298,36 @@ def per_round(result: BenchResult, arm: str) -> dict[str, dict[int, float]]:
     }
 
 
-def workload_choice(result: BenchResult, mix: Mix, excluded: Mapping[str, str]) -> WorkloadChoice:
+def workload_choice(
+    result: BenchResult, mix: Mix, excluded: Mapping[str, str], per_category: Sequence[Choice]
+) -> WorkloadChoice:
+    """The mix's pick; a mix of one category is that category's own pick (its CI has the task
+    term the round-only mix interval leaves out), so one workload gets one answer."""
     candidates = [a.name for a in result.arms if a.role == "candidate"]
     threshold = result.method.threshold
     speedups = [mix_speedup(a, per_round(result, a), mix, threshold) for a in candidates]
+    own = next((c for c in per_category if mix.categories == (c.category,)), None)
+    if own is not None:
+        return WorkloadChoice(
+            mix, own.profile, _as_mix(own, threshold), own.reason, tuple(speedups)
+        )
     return choose_for_mix(mix, speedups, excluded)
+
+
+def _as_mix(choice: Choice, threshold: float) -> MixSpeedup | None:
+    """A category's pick (or closest arm) read as the speed-up of a mix of that category."""
+    if choice.best is None:
+        return None
+    return MixSpeedup(
+        choice.best,
+        choice.best_estimate,
+        choice.best_low,
+        choice.best_high,
+        choice.best_rounds,
+        choice.best_verdict,
+        threshold,
+        rounds_needed=choice.rounds_to_settle,
+    )
 
 
 def recommend(
@@ -230,11 +335,13 @@ def recommend(
     *,
     withheld: Mapping[str, str] | None = None,
     mix: Mix | None = None,
+    answer: str = POOLED,
 ) -> Recommendation:
     """``withheld``: arms the caller will not recommend and why (the sweep: an arm whose
     identity is unresolved, `analysis.identity_gate`), worded to follow "is excluded by".
     ``mix``: the workload the one setting is for (default: the task set's own proportions,
-    measured tasks per category)."""
+    measured tasks per category). ``answer``: MIX where the mix's pick is what runs (the
+    sweep's unit), POOLED for a plain bench."""
     excluded: dict[str, str] = {}
     for f in result.findings:
         if f.kind in ("correctness", "spec_inactive", "degenerate_output"):
@@ -253,24 +360,23 @@ def recommend(
         for cat in categories
     )
     mix = mix if mix is not None else task_set_mix(task_counts(result))
-    workload = workload_choice(result, mix, excluded)
-    if overall.profile is None:
-        return Recommendation(overall, per_category, mix=mix, workload=workload)
+    workload = workload_choice(result, mix, excluded, per_category)
+    rec = Recommendation(overall, per_category, mix=mix, workload=workload, answer=answer)
+    runs = rec.setting
+    if runs is None:
+        return rec
     verdicts = {
         c.category: c.speedup.verdict
         for c in result.categories
-        if c.arm == overall.profile and c.speedup is not None
+        if c.arm == runs and c.speedup is not None
     }
     guard = (
-        f"degenerate-output guard on {overall.profile}'s outputs: no repetitive output "
+        f"degenerate-output guard on {runs}'s outputs: no repetitive output "
         "found (it would have excluded the profile)"
     )
-    return Recommendation(
-        overall,
-        per_category,
-        tuple(c for c, v in sorted(verdicts.items()) if v == "faster"),
-        tuple(c for c, v in sorted(verdicts.items()) if v == "slower"),
-        guard,
-        mix,
-        workload,
+    return replace(
+        rec,
+        wins=tuple(c for c, v in sorted(verdicts.items()) if v == "faster"),
+        loses=tuple(c for c, v in sorted(verdicts.items()) if v == "slower"),
+        guard=guard,
     )

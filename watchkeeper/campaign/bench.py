@@ -252,7 +252,7 @@ def _with_servers(
         with split.phase(SERVED):
             probes = _identity_probes(bench, identity_round=measured_rounds + 1)
             verdicts = _classify(bench, probes, reason=identity.reason)
-    elif not plan.speed_only and plan.served_identity:
+    elif not plan.speed_only and plan.runs_served:
         with split.phase(SERVED):
             probes = _identity_probes(bench, identity_round=measured_rounds + 1, store=False)
             judged = _classify(bench, probes, reason="as served, beside the exact pass")

@@ -84,11 +84,19 @@ class BenchPlan:
     """Beside the exact identity pass, probe the round's own servers too (identity as served:
     `checks.served_identity`). The sweep asks for it: its verdict is printed to users who
     run the servers as served."""
+    served_gate: Callable[[], str] | None = None
+    """Asked after the rounds, before the as-served pass: why to skip it (the sweep's racer,
+    where its priced replays do not fit the identity share of the budget), empty to run it."""
 
     @property
     def probe_tasks(self) -> tuple[Task, ...]:
         """What the identity pass runs on."""
         return self.identity_tasks if self.identity_tasks is not None else self.tasks
+
+    @property
+    def runs_served(self) -> bool:
+        """The as-served pass runs: asked for, and not skipped by `served_gate`."""
+        return self.served_identity and not (self.served_gate and self.served_gate())
 
 
 def plan_bench(

@@ -30,6 +30,7 @@ from watchkeeper.analysis.racing_types import (
     arm_cost,
 )
 from watchkeeper.campaign.calibration import Calibration
+from watchkeeper.campaign.served_cost import ServedCost, prefill_of, served_cost
 from watchkeeper.config import ProfileConfig
 from watchkeeper.load.records import RunResult
 
@@ -57,12 +58,16 @@ recommended). The reserve held back before each round is priced on the same arms
 race spends the rest on rounds."""
 
 
-def probe_share(identity_mode: str, *, served: bool = False) -> float:
-    """What the identity probes cost, in round-1 costs of the arms they probe. `served`: the
-    exact mode's sweep also probes the round's own servers, as served (batched prefill), so
-    both costs are reserved."""
+SERVED_PROBE_SHARE = 1.0
+"""The as-served probes themselves (one uncached round of the probed tasks); their replays are
+priced apart, from the measured prefill (campaign/served_cost.py)."""
+
+
+def probe_share(identity_mode: str) -> float:
+    """What the identity probes cost, in round-1 costs of the arms they probe; the exact mode's
+    as-served pass (`--identity-as-served`) is priced by the racer on top (`served`)."""
     if identity_mode == "exact":
-        return EXACT_PROBE_SHARE + (PROBE_SHARE if served else 0.0)
+        return EXACT_PROBE_SHARE
     return PROBE_SHARE
 
 
@@ -129,12 +134,21 @@ class Racer:
         draft_lengths: Mapping[str, int] | None = None,
         probe_share: float = PROBE_SHARE,
         probe_fraction: float = 1.0,
+        served: bool = False,
     ) -> None:
         self.arms = list(arms)
         self.probe_share = probe_share
         self.probe_fraction = probe_fraction
         """The share of the measured tasks the identity pass probes (the sweep's
         `--identity-per-category`): the reserve scales with it."""
+        self.probe_count = 0
+        """The tasks the identity pass probes (0: unknown, the fraction of round 1's)."""
+        self.served = served
+        """The as-served pass runs beside the exact one (`--identity-as-served`): its probes
+        and its replays are priced and reserved too, or it is skipped (`served_skipped`)."""
+        self.served_skipped = ""
+        """Why the as-served pass will not run (its priced replays do not fit the identity
+        share of the budget); empty: it runs, where asked for."""
         self.draft_lengths = dict(draft_lengths or {})
         """Draft-model arms and their n_max: the ones the ceiling rule can price."""
         self.settings = settings
@@ -181,6 +195,11 @@ class Racer:
             self.progress(
                 f"race: stop after round {self.state.rounds}: {why}; identity probes for "
                 + ", ".join(probed)
+                + (
+                    f"; as-served pass skipped: {self.served_skipped}"
+                    if self.served_skipped
+                    else ""
+                )
             )
             return probed, False
         return self.state.active, go
@@ -235,6 +254,7 @@ class Racer:
         }
         keep = [base] if base in self.state.active else []
         cap = IDENTITY_SHARE * self.budget_s
+        self.served_skipped = self.served_skip(runs, keep + wanted[:1], cap)
         spent = self.probe_seconds(runs, keep)
         for a in wanted:
             cost = self.probe_seconds(runs, [a])
@@ -253,7 +273,51 @@ class Racer:
         afresh, so the uncached round is the right yardstick), in both identity modes where
         the sweep runs both (the as-served probes on the round's own servers, then the exact
         pass)."""
-        return self.probe_share * self.probe_fraction * _round_seconds(runs, arms, 1)
+        exact = self.probe_share * self.probe_fraction * _round_seconds(runs, arms, 1)
+        if not self.served or self.served_skipped:
+            return exact
+        return exact + self.served_seconds(runs, arms)
+
+    def served_cost(self, runs: Sequence[RunResult]) -> ServedCost | None:
+        """The as-served replays, priced from the baseline's round-1 prefill; None where
+        round 1 reported no prompt timings."""
+        base = self.arms[0].name
+        prefill = prefill_of(runs, base)
+        if prefill is None or prefill.tps <= 0:
+            return None
+        tasks = sum(len(r.samples) for r in runs if r.arm == base and r.round == 1)
+        probes = self.probe_count or max(1, round(self.probe_fraction * tasks))
+        return served_cost(probes, prefill)
+
+    def served_seconds(self, runs: Sequence[RunResult], arms: Sequence[str]) -> float:
+        """The as-served pass on `arms`: its probes (SERVED_PROBE_SHARE of their round 1) and
+        its replays (the baseline's A/A floor where the baseline is among them, each
+        speculative arm's scores and divergences); without prompt timings, PROBE_SHARE."""
+        round1 = self.probe_fraction * _round_seconds(runs, arms, 1)
+        cost = self.served_cost(runs)
+        if cost is None:
+            return PROBE_SHARE * round1
+        base = self.arms[0].name
+        spec = sum(1 for a in arms if a != base)
+        return SERVED_PROBE_SHARE * round1 + cost.seconds(spec, floor=base in arms)
+
+    def served_skip(self, runs: Sequence[RunResult], first: Sequence[str], cap: float) -> str:
+        """Why the as-served pass is skipped: on the baseline and the first arm to probe, with
+        their exact probes, it would pass the identity share of the budget. Empty: it fits
+        (or was not asked for)."""
+        if not self.served:
+            return ""
+        exact = self.probe_share * self.probe_fraction * _round_seconds(runs, first, 1)
+        served = self.served_seconds(runs, first)
+        if exact + served <= cap:
+            return ""
+        cost = self.served_cost(runs)
+        how = cost.text if cost is not None else "priced at PROBE_SHARE of round 1"
+        return (
+            f"priced at {served / 60:.1f} min on {', '.join(first)} ({how}), which with the "
+            f"exact probes ({exact / 60:.1f} min) passes the identity pass's "
+            f"{IDENTITY_SHARE:.0%} of the budget ({cap / 60:.1f} min)"
+        )
 
 
 def arm_ceiling(arm: str, draft_length: int, costs: Calibration) -> Ceiling | None:

@@ -138,7 +138,8 @@ def sweep_racer(
         clock=clock,
         progress=progress,
         draft_lengths=drafts,
-        probe_share=probe_share(config.bench.identity_mode, served=served_identity),
+        probe_share=probe_share(config.bench.identity_mode),
+        served=served_identity and config.bench.identity_mode == "exact",
     )
 
 
@@ -218,6 +219,7 @@ def sweep_plan(
         else frozenset(),
         reuse_prompts=race,
         served_identity=served_identity,
+        served_gate=(lambda: racer.served_skipped) if racer is not None else None,
     )
 
 

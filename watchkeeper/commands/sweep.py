@@ -26,7 +26,7 @@ from typing import Any
 from watchkeeper.analysis.benchmark import BenchResult
 from watchkeeper.analysis.identity_gate import withheld
 from watchkeeper.analysis.racing_types import RaceArm, RaceSettings, RaceState
-from watchkeeper.analysis.recommend import Recommendation, recommend
+from watchkeeper.analysis.recommend import MIX, Recommendation, recommend
 from watchkeeper.analysis.workload_mix import Mix, check_mix
 from watchkeeper.campaign.bench import execute_bench
 from watchkeeper.campaign.bench_report import finish_with_report
@@ -195,6 +195,7 @@ def sweep_command(
     )
     if racer is not None:
         racer.probe_fraction = len(plan.probe_tasks) / max(1, len(plan.tasks))
+        racer.probe_count = len(plan.probe_tasks)
     progress(
         f"sweep: {len(plan.profiles)} profiles x {len(plan.tasks)} tasks "
         f"at {load_text(plan.concurrency, plan.arrival)}, "
@@ -208,7 +209,7 @@ def sweep_command(
         result = execute_bench(config, plan, kind="sweep", progress=progress, database=db)
         outcome = _Outcome(
             result,
-            recommend(result, withheld=withheld(result), mix=mix),
+            recommend(result, withheld=withheld(result), mix=mix, answer=MIX),
             tuple(arms),
             settings,
             racer,
@@ -311,6 +312,7 @@ def _report(
         soak_report=summary_for(reports, record),
         profiles=outcome.profiles,
         unprobed=dict(racer.unprobed) if racer is not None else {},
+        served_skipped=racer.served_skipped if racer is not None else "",
         probe_tasks=outcome.probe_tasks,
     )
     result = finish_with_report(

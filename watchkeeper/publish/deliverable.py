@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -144,11 +144,15 @@ def settle_text(ci: RatioCI | None) -> str:
     return ""
 
 
-def closest_arm(result: BenchResult, chosen: str) -> str | None:
-    """The speculative arm with the best overall estimate that was probed (else measured)."""
+def closest_arm(result: BenchResult, chosen: str, prefer: str | None = None) -> str | None:
+    """``prefer`` where it is a speculative arm (the mix's closest, when the mix is the
+    answer), else the speculative arm with the best overall estimate that was probed (else
+    measured)."""
     spec = [a.name for a in result.arms if a.role == "candidate" and a.speculative]
     if chosen in spec:
         return None
+    if prefer in spec:
+        return prefer
 
     def est(name: str) -> float:
         s = result.stats(name, ALL)
@@ -158,6 +162,22 @@ def closest_arm(result: BenchResult, chosen: str) -> str | None:
     measured = [a for a in spec if est(a) > 0]
     pool = probed or measured
     return max(pool, key=lambda a: (est(a), a)) if pool else None
+
+
+def mix_speedup_text(rec: Recommendation, arm: str) -> str:
+    """``arm``'s speed-up for the mix, where the mix is the answer and ``arm`` is its pick or
+    closest setting: what the headline quotes for it. Empty otherwise."""
+    best = rec.workload.best if rec.answers_mix and rec.workload is not None else None
+    if best is None or best.arm != arm or best.estimate is None:
+        return ""
+    return f"{best.text} for {rec.mix_words}"
+
+
+def _mix_closest(rec: Recommendation) -> str | None:
+    """Keeping the baseline for the mix: the arm that came closest for it."""
+    if not rec.answers_mix or rec.setting is not None or rec.workload is None:
+        return None
+    return rec.workload.best.arm if rec.workload.best is not None else None
 
 
 def draft_cost(result: BenchResult) -> float | None:
@@ -210,7 +230,7 @@ def reading(
             )
     else:
         parts.append(f"on {hw} no speculative setting beat the baseline with confidence")
-    if rec.overall.profile is not None and rec.mix is not None:
+    if rec.answers_mix and rec.overall.profile is not None and rec.mix is not None:
         parts.append(
             f"across all tasks pooled {rec.overall.profile} is faster, but not with confidence "
             f"for the stated mix ({rec.mix.text})"
@@ -218,8 +238,10 @@ def reading(
     if closest is not None:
         s = result.stats(closest, ALL)
         ci = s.speedup if s is not None else None
-        parts.append(f"the closest setting, {closest}, measured {_ci_text(ci)}")
-        settle = settle_text(ci)
+        mixed = mix_speedup_text(rec, closest)
+        parts.append(f"the closest setting, {closest}, measured {mixed or _ci_text(ci)}")
+        best = rec.workload.best if mixed and rec.workload is not None else None
+        settle = best.settle if best is not None else settle_text(ci)
         if settle:
             change.append(f"for {closest}: {settle} would tell whether its gain is real")
         if (_spec_type(result, closest) or "").startswith("ngram"):
@@ -262,6 +284,16 @@ def recipe(result: BenchResult, name: str, profiles: Mapping[str, ProfileConfig]
     )
 
 
+def answer_recipe(
+    result: BenchResult, rec: Recommendation, name: str, profiles: Mapping[str, ProfileConfig]
+) -> ArmRecipe:
+    """An arm's recipe quoting the speed-up the headline quotes: for the mix, where the mix is
+    the answer and the arm its pick or closest setting; else all categories pooled."""
+    found = recipe(result, name, profiles)
+    mixed = mix_speedup_text(rec, name)
+    return replace(found, speedup=mixed) if mixed and found.speculative else found
+
+
 def build_record(
     result: BenchResult,
     rec: Recommendation,
@@ -277,7 +309,7 @@ def build_record(
     """``also_change``: what else would change the answer, from outside the result (the
     sweep's racer: a budget that would have reached a CI)."""
     del race  # reserved: per-category picks
-    closest = closest_arm(result, chosen)
+    closest = closest_arm(result, chosen, _mix_closest(rec))
     meaning, change = reading(result, rec, chosen, closest)
     change = (*change, *also_change)
     return RecommendationRecord(
@@ -290,9 +322,9 @@ def build_record(
         build=f"{result.build_version} ({result.build_variant})",
         sampler=result.method.sampling,
         models=models_text(result),
-        chosen=recipe(result, chosen, profiles),
+        chosen=answer_recipe(result, rec, chosen, profiles),
         baseline=recipe(result, result.baseline.name, profiles),
-        closest=recipe(result, closest, profiles) if closest else None,
+        closest=answer_recipe(result, rec, closest, profiles) if closest else None,
         meaning=meaning,
         would_change=change,
         load=load,

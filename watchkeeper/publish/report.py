@@ -240,7 +240,10 @@ def _context(
     if recommendation is not None:
         rec = {
             "headline": md.inline(recommendation.headline),
-            "reason": md.inline(recommendation.overall.reason),
+            "label": md.inline(
+                f"For {recommendation.mix_words}" if recommendation.answers_mix else "Overall"
+            ),
+            "reason": md.inline(recommendation.reason),
             "rows": _choice_rows(result, recommendation),
         }
     return {

@@ -24,17 +24,20 @@ from watchkeeper.publish.sweep_workload import winner_section, workload_section
 
 
 def preface(v: SweepView) -> str:
-    """The report's first lines: where it was measured, with what, and what the answer means
-    there, so "keep the baseline" is not read as "speculation does not work"."""
+    """The report's first lines: where the pooled pick differs from the answer (the mix's, the
+    headline's), one line saying so; where it was measured, with what, and what the answer
+    means there, so "keep the baseline" is not read as "speculation does not work"."""
     r = v.record
+    pooled = v.recommendation.pooled_note
     if r is None:
-        return ""
+        return md.inline(pooled)
     cut = f", answers cut at {v.max_tokens} tokens" if v.max_tokens > 0 else ""
     tasks = v.result.method.tasks
     cats = len(v.result.method.categories)
     load = f"; load: {md.inline(r.load)}" if r.load else ""
     return "\n".join(
-        [
+        ([md.inline(pooled), ""] if pooled else [])
+        + [
             f"Measured on {md.inline(r.hardware)}, build {md.inline(r.build)}; "
             f"{md.inline(r.models)}; sampler {md.inline(r.sampler)}; {tasks} tasks in {cats} "
             f"categories{cut}{load}.",
@@ -112,6 +115,12 @@ def _race_section(v: SweepView) -> list[str]:
         "in a category, or the closest setting), best estimate first within a quarter of the "
         f"budget: {', '.join(probed) or 'none'}."
         + "".join(f" Not on {arm}: {md.inline(why)}." for arm, why in v.unprobed.items())
+        + (
+            f" The as-served pass (`--identity-as-served`) was skipped: "
+            f"{md.inline(v.served_skipped)}."
+            if v.served_skipped
+            else ""
+        )
         + _probe_tasks_text(v)
     )
     out.append("")

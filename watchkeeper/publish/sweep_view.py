@@ -46,6 +46,10 @@ class SweepView:
     profiles: Mapping[str, ProfileConfig] = field(default_factory=dict)
     unprobed: Mapping[str, str] = field(default_factory=dict)
     """Surviving arms the identity probes left out, and why (commands/sweep.Racer)."""
+    served_skipped: str = ""
+    """Why the as-served identity pass did not run though asked for (the racer priced its
+    replays past the identity share of the budget, campaign/served_cost.py); empty: it ran,
+    or was not asked for."""
     probe_tasks: tuple[str, ...] = ()
     """The tasks the identity probes ran on, where a subset of the measured ones (the
     sweep's `--identity-per-category`); empty: every measured task."""
