@@ -190,9 +190,9 @@ def series_drift(
     )
 
 
-def depth_lines(name: str, drift: dict[str, Any] | None, blocks: int) -> tuple[
-    list[str], list[str]
-]:
+def depth_lines(
+    name: str, drift: dict[str, Any] | None, blocks: int
+) -> tuple[list[str], list[str]]:
     """(reasons, notes) of one depth > 1 series judged on its aggregate throughput: a slowdown
     beyond the threshold is a reason; a speed-up, an inconclusive CI and a resolved `no drift`
     are notes with their figures."""

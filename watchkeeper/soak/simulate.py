@@ -116,7 +116,7 @@ def _block(
     order: list[int] = []
     passes = 0
     free = [i * model.ramp_s / model.concurrency for i in range(model.concurrency)]
-    out = []
+    out: list[SoakSampleView] = []
     while True:
         worker = int(np.argmin(free))
         t = free[worker]
