@@ -75,7 +75,8 @@ def test_the_shipped_job_files_load_with_their_scopes() -> None:
         "triage": "fleet",
         "review-pr": "fleet",
     }
-    assert jobs["digest"].args.push and jobs["soak"].args.duration == "6h"
+    assert jobs["digest"].args.push and jobs["soak"].args.duration == "5h"
+    assert jobs["soak"].args.concurrency == [1, 4] and jobs["soak"].args.block == "2m"
     # The code-edit setting's guard: its committed record, code edits only, an hour before
     # the default nightly so the two never share the CPU.
     code_edit = jobs["nightly-code-edit"].args

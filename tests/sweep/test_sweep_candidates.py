@@ -181,7 +181,7 @@ def test_the_sweep_sections_name_drops_winners_criteria_and_the_soak_command(
     assert "Speed-up of 1.5x" in text
     # No soak yet: the exact command that soaks this recommendation at depth 1 and 4.
     assert "watchkeeper soak --recommendation reports/speculative_recommendation.json" in text
-    assert "--concurrency 1,4 --duration 8h" in text
+    assert "--concurrency 1,4 --duration 5h --block 2m" in text
     assert "<!-- soak:begin -->" in text and "<!-- soak:end -->" in text
     assert "## One setting for the whole workload" in text
     assert "systemd/llama-server-speculative.service" in text

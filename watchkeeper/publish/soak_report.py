@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from watchkeeper.publish import markdown as md
 from watchkeeper.publish.deliverable import RecommendationRecord
+from watchkeeper.publish.soak_drift import drift_cell, drift_entries, unresolved_text
 
 if TYPE_CHECKING:
     from watchkeeper.soak.views import SoakSampleView
@@ -109,50 +110,16 @@ def summary(
             }
             for p, e in rss.items()
         },
-        "drift": [
-            {
-                "profile": s["profile"],
-                "concurrency": s["concurrency"],
-                "change": s["throughput_drift"]["change"],
-                "ci95": s["throughput_drift"]["change_ci95"],
-            }
-            for s in figures.get("series", [])
-            if "throughput_drift" in s
+        "drift": drift_entries(figures.get("series", [])),
+        "blocks": [
+            {"profile": e["profile"], "concurrency": e["concurrency"], "rows": e["block_rows"]}
+            for e in figures.get("series", [])
+            if "block_rows" in e
         ],
         "leak_threshold_mb_per_hour": figures.get("leak_threshold_mb_per_hour"),
         "drift_threshold": drift_threshold,
         "unit": dict(unit) if unit else None,
     }
-
-
-def unresolved_drift(s: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """Series whose throughput-drift CI reaches past the threshold on the losing side without
-    lying wholly beyond it: the soak did not run long enough to say whether they drift. A
-    `stable` verdict does not cover them."""
-    threshold = _drift_threshold(s)
-    return [d for d in s.get("drift", []) if d["ci95"] and d["ci95"][0] < -threshold < d["ci95"][1]]
-
-
-def _drift_threshold(s: Mapping[str, Any]) -> float:
-    return float(s.get("drift_threshold") or 0.10)
-
-
-def _unresolved_text(s: Mapping[str, Any]) -> str | None:
-    """The sentence that names the unresolved series; None when every series is resolved."""
-    unresolved = unresolved_drift(s)
-    if not unresolved:
-        return None
-    items = "; ".join(
-        f"{d['profile']} at concurrency {d['concurrency']} {d['change']:+.0%} "
-        f"(95% CI {_pct(d['ci95'])})"
-        for d in unresolved
-    )
-    threshold = _drift_threshold(s)
-    return (
-        f"throughput drift not resolved in {s.get('duration')}: {items} reaches past the "
-        f"-{threshold:.0%} threshold; a longer soak settles it (docs/soak.md, "
-        '"Soaking the sweep\'s recommendation")'
-    )
 
 
 _IDENTITY_KEYS = (
@@ -292,7 +259,7 @@ def render(s: Mapping[str, Any]) -> str:
                 str(r["requests"]),
                 str(r["errors"]),
                 md.fixed(r["median_tps"], 1),
-                f"{d['change']:+.1%} ({_pct(d['ci95'])})" if d else "not judged (few blocks)",
+                drift_cell(d),
             ]
         )
     out.append(
@@ -309,7 +276,16 @@ def render(s: Mapping[str, Any]) -> str:
             "lrrrrl",
         )
     )
-    if (text := _unresolved_text(s)) is not None:
+    if any(d.get("estimator") == "aggregate" for d in s.get("drift", [])):
+        out += [
+            "",
+            "Above concurrency 1 the drift is the aggregate throughput's (the tokens of all "
+            "requests in flight per second of each block), a least-squares slope over all "
+            "blocks with an autocorrelation-aware 95% CI: per-request speeds there scatter with "
+            'the batch they shared (docs/soak.md, "Judging depth 4"). `no drift`: the CI lies '
+            "within the threshold either way; `inconclusive`: it reaches past it.",
+        ]
+    if (text := unresolved_text(s)) is not None:
         out += ["", f"{text[0].upper()}{text[1:]}."]
     out += _identity_section(s)
     out += ["", "## Memory (RSS slope per server process, pooled)", "", *_memory_intro(s)]
@@ -363,7 +339,7 @@ def stability_line(s: Mapping[str, Any] | None, *, fallback: str) -> str:
     )
     verdict = "met" if s.get("verdict") == "stable" else f"not met ({s.get('verdict')})"
     unresolved = ""
-    if s.get("verdict") == "stable" and (text := _unresolved_text(s)) is not None:
+    if s.get("verdict") == "stable" and (text := unresolved_text(s)) is not None:
         verdict = "met where resolved"
         unresolved = f"; {text}"
     cache = " (prompt cache off)" if s.get("cache_ram_mib") == 0 else ""

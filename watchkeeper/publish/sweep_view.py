@@ -59,12 +59,17 @@ def soak_command(profile: str, duration: str = SOAK_DURATION) -> str:
     return f"watchkeeper soak --profiles {shlex.quote(profile)} --duration {duration}"
 
 
-def recommendation_soak_command(duration: str = SOAK_DURATION) -> str:
+RECOMMENDATION_SOAK_DURATION = "5h"
+"""Depths 1 and 4 in 2-minute blocks: 150 minutes at depth 4, what its drift verdict needs
+on this host (docs/soak.md, "Judging depth 4"); jobs/soak.toml runs the same."""
+
+
+def recommendation_soak_command(duration: str = RECOMMENDATION_SOAK_DURATION) -> str:
     """The soak of the committed recommendation: its subject arm beside the baseline, at
     concurrency 1 and 4, its report written beside this one."""
     return (
         f"watchkeeper soak --recommendation reports/{RECORD_NAME} --concurrency 1,4 "
-        f"--duration {duration} --no-reference"
+        f"--duration {duration} --block 2m --no-reference"
     )
 
 

@@ -26,6 +26,7 @@ import numpy as np
 from scipy.stats import levene
 
 from watchkeeper.config import SoakConfig
+from watchkeeper.soak.depth import block_rows, depth_lines, series_drift
 from watchkeeper.soak.trends import (
     MIN_BLOCKS,
     block_medians,
@@ -60,10 +61,15 @@ def series_trends(
     cfg: SoakConfig,
     *,
     paired: Collection[str] = (),
+    block_s: float | None = None,
 ) -> tuple[list[dict[str, Any]], list[str], list[str]]:
-    """Per (profile, concurrency): the slice table, its absolute throughput drift and level
-    shift, and its acceptance drift. An arm in ``paired`` gets the figures (labelled
-    `drift_judged: paired`) but no throughput reason: its pair's ratio is judged instead."""
+    """Per (profile, concurrency): the slice table, one row per block (`depth.block_rows`:
+    kept so the drift can be redone from the figures), its absolute throughput drift and
+    level shift, and its acceptance drift. An arm in ``paired`` gets the figures (labelled
+    `drift_judged: paired`) but no throughput reason: its pair's ratio is judged instead.
+    An unpaired series at concurrency above 1 is judged on its aggregate throughput per
+    block (`drift_judged: aggregate`, soak/depth.py): its per-request speeds scatter with
+    the batch they shared."""
     reasons: list[str] = []
     notes: list[str] = []
     out: list[dict[str, Any]] = []
@@ -73,9 +79,18 @@ def series_trends(
             groups[(s.profile, s.concurrency)].append(s)
     for (profile, conc), rows in sorted(groups.items()):
         entry = _series_entry(profile, conc, rows, origin, slice_s)
+        entry["block_rows"] = block_rows(rows, origin, block_s=block_s)
         name = f"{profile} c{conc}"
         if profile in paired:
             entry["drift_judged"] = "paired"
+        elif conc > 1:
+            entry["drift_judged"] = "aggregate"
+            entry["depth_drift"] = series_drift(
+                entry["block_rows"], threshold=cfg.drift_threshold, floor=cfg.autocorrelation_floor
+            )
+            reason, note = depth_lines(name, entry["depth_drift"], len(entry["block_rows"]))
+            reasons.extend(reason)
+            notes.extend(note)
         else:
             entry["drift_judged"] = "absolute"
             reason, missing = _absolute_drift(name, entry, cfg)

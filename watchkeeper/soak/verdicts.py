@@ -258,6 +258,11 @@ def identical_rate(identical: Sequence[dict[str, Any]]) -> float | None:
     return probes.consistent_rate(identical)
 
 
+def _block_s(params: dict[str, Any]) -> float | None:
+    value = params.get("block_s")
+    return float(value) if isinstance(value, int | float) and value > 0 else None
+
+
 def judge(data: SoakData, cfg: SoakConfig, *, near_tie_threshold: float = 0.1) -> SoakVerdict:
     """The verdict and its figures for a whole campaign (every block, every resume): the
     rules above, in the order their reasons read. `near_tie_threshold`: the bench's
@@ -280,7 +285,12 @@ def judge(data: SoakData, cfg: SoakConfig, *, near_tie_threshold: float = 0.1) -
     )
     drifts = [pair_drift(entry) for entry in paired]
     series, drift_reasons, drift_notes = series_trends(
-        samples, origin, slice_s, cfg, paired=paired_arms(data.params)
+        samples,
+        origin,
+        slice_s,
+        cfg,
+        paired=paired_arms(data.params),
+        block_s=_block_s(data.params),
     )
     rss, leaks, rss_notes = _rss_trends(data, origin, cfg)
     curves = acceptance_curves(data)

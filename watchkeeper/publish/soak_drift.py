@@ -1,0 +1,96 @@
+"""The soak report's throughput-drift figures: which estimate each series was judged by, which
+series the soak did not run long enough to settle, and how a drift reads in the table.
+
+At concurrency 1 a series' drift is the slope of its block medians (soak/drift.py); above 1,
+unpaired, it is the aggregate throughput's slope with its own verdict (soak/depth.py). Split
+from publish/soak_report.py, which renders the rest.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from watchkeeper.publish import markdown as md
+
+
+def _pct(ci: Sequence[float] | None) -> str:
+    return f"{ci[0]:+.0%}..{ci[1]:+.0%}" if ci else md.NONE
+
+
+def drift_entries(series: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Each series' judged throughput drift: at concurrency 1 the slope of its block medians;
+    above 1, where judged on aggregate throughput (soak/depth.py), that slope with its
+    verdict (`drift`, `no drift`, `inconclusive`) and block count."""
+    out = []
+    for e in series:
+        depth = e.get("depth_drift")
+        if depth is not None:
+            out.append(
+                {
+                    "profile": e["profile"],
+                    "concurrency": e["concurrency"],
+                    "change": depth["change"],
+                    "ci95": depth["change_ci95"],
+                    "estimator": "aggregate",
+                    "verdict": depth["verdict"],
+                    "blocks": depth["blocks"],
+                    "autocorrelation": depth["autocorrelation"],
+                }
+            )
+        elif "throughput_drift" in e:
+            drift = e["throughput_drift"]
+            out.append(
+                {
+                    "profile": e["profile"],
+                    "concurrency": e["concurrency"],
+                    "change": drift["change"],
+                    "ci95": drift["change_ci95"],
+                }
+            )
+    return out
+
+
+def unresolved_drift(s: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Series the soak did not run long enough to settle; a `stable` verdict does not cover
+    them. Judged on aggregate throughput (depth > 1): its verdict is `inconclusive` (the CI
+    reaches past +-threshold without excluding 0). Otherwise: the CI reaches past the
+    threshold on the losing side without lying wholly beyond it."""
+    threshold = drift_threshold_of(s)
+    return [
+        d
+        for d in s.get("drift", [])
+        if (d.get("verdict") == "inconclusive")
+        or ("verdict" not in d and d["ci95"] and d["ci95"][0] < -threshold < d["ci95"][1])
+    ]
+
+
+def drift_threshold_of(s: Mapping[str, Any]) -> float:
+    return float(s.get("drift_threshold") or 0.10)
+
+
+def unresolved_text(s: Mapping[str, Any]) -> str | None:
+    """The sentence that names the unresolved series; None when every series is resolved."""
+    unresolved = unresolved_drift(s)
+    if not unresolved:
+        return None
+    items = "; ".join(
+        f"{d['profile']} at concurrency {d['concurrency']} {d['change']:+.0%} "
+        f"(95% CI {_pct(d['ci95'])})"
+        for d in unresolved
+    )
+    threshold = drift_threshold_of(s)
+    return (
+        f"throughput drift not resolved in {s.get('duration')}: {items} reaches past the "
+        f"-{threshold:.0%} threshold; a longer soak settles it (docs/soak.md, "
+        '"Soaking the sweep\'s recommendation")'
+    )
+
+
+def drift_cell(d: Mapping[str, Any] | None) -> str:
+    if d is None:
+        return "not judged (few blocks)"
+    cell = f"{d['change']:+.1%} ({_pct(d['ci95'])})"
+    if d.get("estimator") == "aggregate":
+        cell += f", {d['verdict']} (aggregate, {d['blocks']} blocks)"
+    return cell

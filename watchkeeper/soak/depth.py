@@ -1,0 +1,220 @@
+"""Throughput drift at depth > 1: the server's aggregate throughput per block, a slope over all
+blocks.
+
+At concurrency 1 a block's median decode speed is the server's speed. At concurrency 4 it is
+not: each request's decode speed depends on which requests share its steps (another slot's
+prompt being processed stalls everyone's decode), so per-request speeds scatter ~+-15% and the
+block medians of the recommendation's 100-minute soak (27 Nov 2026) scattered 6.7-9.0 tok/s:
+its drift CIs at depth 4 were -16%..+26% and -11%..+35% against a 10% threshold.
+
+What the server does at depth 4 is share a fixed capacity among its slots, so the figure that
+compares like with like from block to block is the capacity itself: the **tokens decoded per
+second of the block's wall time**, all requests together (`block_rows`). Each block's window
+is its nominal length from its first load request on (the closed loop's requests still in
+flight at the deadline count pro rata, by the share of their time inside the window), so
+every block is measured over the same time whatever the tail.
+
+The drift (`slope_drift`) is an ordinary least-squares slope of log throughput on time over
+**all** blocks (not first against last third: every block informs it), expressed as the change
+over the soak's span, `exp(slope * span) - 1`. Its interval allows for lag-1 autocorrelation
+between consecutive blocks (they share the hour they ran in): the residuals' lag-1 estimate,
+bias-corrected and floored as `soak.paired.ar1_t_interval` does, gives the AR(1) correlation
+matrix R, the slope's variance is `s2 * w'Rw` with `w` the OLS weights and `s2` the residual
+sum of squares over its AR(1) expectation `n - tr(HR)`, and the t quantile takes `n/c - 2`
+degrees of freedom with `c = w'Rw / w'w`.
+
+The verdict: `drift` when the CI excludes 0 and the change is beyond the threshold;
+`no drift` when the whole CI lies within +-threshold; `inconclusive` otherwise. A 15% step
+halfway reads as a slope of about -22% over the soak (a least-squares line through a step at
+the middle drops 1.5 times the step from end to end); the A/A and positive controls and the
+CI's width after 150 minutes are simulated in `soak/simulate.py`
+(`benchmarks/soak_depth4_power.py`, docs/soak.md).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections import defaultdict
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+from scipy import stats
+
+from watchkeeper.soak.paired import MAX_AUTOCORRELATION, lag1
+from watchkeeper.soak.views import SoakSampleView
+
+MIN_DEPTH_BLOCKS = 6
+"""Blocks of one series before its slope is judged (as `trends.MIN_BLOCKS`)."""
+VERDICTS = ("drift", "no drift", "inconclusive")
+
+
+def _window(
+    part: Sequence[SoakSampleView], block_s: float | None
+) -> tuple[datetime, float, float] | None:
+    """(first start, window length in s, tokens inside the window) of one block's requests."""
+    spans = [
+        (s.started_at, float(s.latency_s or 0.0), float(s.completion_tokens or 0)) for s in part
+    ]
+    t0 = min(start for start, _, _ in spans)
+    ends = [(start - t0).total_seconds() + lat for start, lat, _ in spans]
+    end = max(ends)
+    length = min(end, block_s) if block_s else end
+    if length <= 0:
+        return None
+    tokens = 0.0
+    for (start, lat, n), stop in zip(spans, ends, strict=True):
+        begin = (start - t0).total_seconds()
+        if lat <= 0:
+            tokens += n if begin <= length else 0.0
+            continue
+        inside = max(0.0, min(stop, length) - begin)
+        tokens += n * inside / lat
+    return t0, length, tokens
+
+
+def block_rows(
+    rows: Sequence[SoakSampleView], origin: datetime, *, block_s: float | None = None
+) -> list[dict[str, Any]]:
+    """One row per block of one (arm, concurrency) series, in time order: its start (hours
+    from the soak's origin), load requests, completion tokens, window, aggregate throughput
+    (tokens per second of the window, all requests together) and median per-request decode
+    speed. Errors and probes are left out; a block without a finished request has no row."""
+    by_block: dict[int, list[SoakSampleView]] = defaultdict(list)
+    for s in rows:
+        if not s.is_probe and s.error is None and s.completion_tokens:
+            by_block[s.block].append(s)
+    out = []
+    for block, part in by_block.items():
+        window = _window(part, block_s)
+        if window is None:
+            continue
+        t0, length, tokens = window
+        tps = [s.decode_tps for s in part if s.decode_tps]
+        out.append(
+            {
+                "block": block,
+                "t_h": (t0 - origin).total_seconds() / 3600.0,
+                "requests": len(part),
+                "tokens": sum(int(s.completion_tokens or 0) for s in part),
+                "window_s": round(length, 3),
+                "throughput_tps": tokens / length,
+                "median_decode_tps": statistics.median(tps) if tps else None,
+            }
+        )
+    return sorted(out, key=lambda r: r["t_h"])
+
+
+def _ar1_matrix(n: int, r: float) -> np.ndarray:
+    k = np.arange(n)
+    return np.asarray(r ** np.abs(k[:, None] - k[None, :]), float)
+
+
+def slope_drift(
+    t_h: Sequence[float],
+    values: Sequence[float],
+    *,
+    threshold: float,
+    floor: float = 0.3,
+    confidence: float = 0.95,
+) -> dict[str, Any] | None:
+    """The change over the soak of ``values`` (positive, in time order at ``t_h`` hours) from
+    a least-squares slope of their logs, its AR(1)-aware t interval and the verdict. None
+    below `MIN_DEPTH_BLOCKS` values or when all share one time."""
+    x = np.asarray(t_h, float)
+    y = np.log(np.asarray(values, float))
+    n = x.size
+    if n < MIN_DEPTH_BLOCKS or np.ptp(x) == 0:
+        return None
+    xc = x - x.mean()
+    sxx = float(xc @ xc)
+    w = xc / sxx
+    slope = float(w @ y)
+    # The noise (its variance and lag-1 correlation) is read from the residuals of a line
+    # *and* a step halfway: a slowdown halfway left in the residuals of the line alone would
+    # read as noise and as autocorrelation, and widen the very interval meant to see it.
+    half = (x >= (x[0] + x[-1]) / 2.0).astype(float)
+    design = np.column_stack([np.ones(n), xc, half])
+    coef, *_ = np.linalg.lstsq(design, y, rcond=None)
+    residuals = y - design @ coef
+    r_hat = lag1(residuals)
+    r = min(MAX_AUTOCORRELATION, max(floor, r_hat + (1.0 + 4.0 * r_hat) / n, 0.0))
+    big_r = _ar1_matrix(n, r)
+    hat = design @ np.linalg.pinv(design)
+    expected_rss = max(float(n - np.trace(hat @ big_r)), 0.5)
+    s2 = float(residuals @ residuals) / expected_rss
+    c = float(w @ big_r @ w) / float(w @ w)
+    se = math.sqrt(s2 * float(w @ big_r @ w))
+    df = max(n / c - 2.0, 1.0)
+    q = float(stats.t.ppf(0.5 + confidence / 2.0, df))
+    span = float(x[-1] - x[0])
+    change = math.expm1(slope * span)
+    low, high = math.expm1((slope - q * se) * span), math.expm1((slope + q * se) * span)
+    return {
+        "estimator": "ols slope of log aggregate throughput over all blocks",
+        "change": change,
+        "change_ci95": [low, high],
+        "half_width": (high - low) / 2.0,
+        "slope_per_h": slope,
+        "span_h": span,
+        "blocks": n,
+        "autocorrelation": {"estimate": r_hat, "used": r},
+        "n_eff": n / c,
+        "threshold": threshold,
+        "verdict": classify_drift(change, low, high, threshold),
+    }
+
+
+def classify_drift(change: float, low: float, high: float, threshold: float) -> str:
+    """`drift`: CI excludes 0 and the change passes the threshold; `no drift`: the CI lies
+    within +-threshold; else `inconclusive` (the soak was too short to say)."""
+    if (high < 0 and change < -threshold) or (low > 0 and change > threshold):
+        return "drift"
+    if -threshold < low and high < threshold:
+        return "no drift"
+    return "inconclusive"
+
+
+def series_drift(
+    rows: Sequence[dict[str, Any]], *, threshold: float, floor: float
+) -> dict[str, Any] | None:
+    """`slope_drift` over a series' `block_rows` (their aggregate throughput)."""
+    usable = [r for r in rows if r["throughput_tps"] > 0]
+    return slope_drift(
+        [r["t_h"] for r in usable],
+        [r["throughput_tps"] for r in usable],
+        threshold=threshold,
+        floor=floor,
+    )
+
+
+def depth_lines(
+    name: str, drift: dict[str, Any] | None, blocks: int
+) -> tuple[list[str], list[str]]:
+    """(reasons, notes) of one depth > 1 series judged on its aggregate throughput: a slowdown
+    beyond the threshold is a reason; a speed-up, an inconclusive CI and a resolved `no drift`
+    are notes with their figures."""
+    if drift is None:
+        return [], [
+            f"{name}: {blocks} block(s), fewer than {MIN_DEPTH_BLOCKS}: aggregate throughput "
+            "drift not judged"
+        ]
+    low, high = drift["change_ci95"]
+    figures = (
+        f"{drift['change']:+.0%} over the soak (aggregate throughput per block, slope over "
+        f"{drift['blocks']} blocks, 95% CI {low:+.0%}..{high:+.0%}, lag-1 r "
+        f"{drift['autocorrelation']['estimate']:+.2f}, used {drift['autocorrelation']['used']:.2f}"
+        ")"
+    )
+    if drift["verdict"] == "drift" and drift["change"] < 0:
+        return [f"{name}: throughput drifted {figures} (absolute: the host's load counts too)"], []
+    if drift["verdict"] == "drift":
+        return [], [f"{name}: throughput rose {figures}: not a reason"]
+    if drift["verdict"] == "no drift":
+        return [], [f"{name}: no throughput drift beyond {drift['threshold']:.0%}: {figures}"]
+    return [], [
+        f"{name}: throughput drift inconclusive: {figures} reaches past "
+        f"+-{drift['threshold']:.0%}; a longer soak settles it"
+    ]
