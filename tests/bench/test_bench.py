@@ -68,7 +68,7 @@ def bench_run(
     """One small real bench shared by the assertions below: 4 tasks x 3 arms x 3 rounds,
     answers of 24-48 tokens, one process per arm (`restart_every = 0`: the restarts and their
     rewarms are `test_bench_restarts.py`'s), and the exact identity pass on all 4 tasks, which
-    the tests below assert on (estimated ~150 s quietly, to be measured; the earlier fixture,
+    the tests below assert on (quietly: estimated ~150 s, to be measured; the earlier fixture,
     with `code_edit-01` and `summarize-02` whole, 48-token answers and restarts, took 368 s)."""
     root = tmp_path_factory.mktemp("bench")
     url = f"sqlite:///{root / 'wk.db'}"
