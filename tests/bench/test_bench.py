@@ -315,8 +315,8 @@ def test_the_measured_speedup_never_beats_the_bound_beyond_its_ci(
     """The bound uses the counters' accepted length and the measured n+1 batch cost; a CI that
     lies wholly above it must come with a note naming the suspect input, never efficiency > 1."""
     result, _, _ = bench_run
-    # Both candidates drafted (no acceptance, no bound): the n-gram arm only where an answer
-    # copies 12 tokens of its prompt, the code edit's (EDIT_TOKENS).
+    # Each candidate must have drafted (without an acceptance there is no bound): the n-gram
+    # arm drafts only where an answer copies 12 tokens of its prompt, as the code edit does.
     ngram = arm(result, "smollm2-ngram")["overall"]["acceptance_rate"]  # type: ignore[index]
     assert ngram is not None, "the n-gram arm drafted nothing: no answer copied its prompt"
     specs = {a["name"]: a for a in result["arms"]}
