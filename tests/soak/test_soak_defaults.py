@@ -261,3 +261,31 @@ def test_a_workloads_unit_is_soaked_on_that_workloads_tasks() -> None:
     assert args.category == ["code_edit", "qa"]
     with pytest.raises(SystemExit):
         build_parser().parse_args(["soak", "--category", "Code Edit"])
+
+
+def test_a_soak_too_short_to_judge_drift_or_memory_never_reads_met() -> None:
+    """The 36-minute code-edit soak (campaign 2 of 2026-11-28): four series of three blocks,
+    none with a drift figure, one server with 28 min of RSS history. "No error, no restart"
+    is all it shows; before, the sweep report read "Stable under sustained load: met"."""
+    from watchkeeper.publish.soak_report import headline_text
+
+    s: dict[str, Any] = {
+        "campaign_id": 2, "subject": "ngram", "baseline": "base", "duration": "36m",
+        "verdict": "stable", "headline": "stable: 336 requests over 0.60h, 0 errors",
+        "restarts": 0, "drift": [],
+        "series": [{"profile": p, "concurrency": c, "requests": 60, "errors": 0,
+                    "median_tps": 30.0} for p in ("base", "ngram") for c in (1, 4)],
+        "rss": {"base": {"slope_mb_per_h": 0.5, "judged": False},
+                "ngram": {"slope_mb_per_h": 0.4, "judged": True}},
+    }  # fmt: skip
+    line = stability_line(s, fallback="")
+    assert "Stable under sustained load: not resolved" in line
+    assert "throughput drift not judged for base at concurrency 1" in line
+    assert "memory growth not judged for base" in line
+    assert "met" not in line.split("**")[1].replace("not resolved", "")
+    assert headline_text(s).startswith("**no error, no restart; drift not judged**")
+    judged = {**s, "drift": [{"profile": p, "concurrency": c, "change": 0.0,
+                              "ci95": [-0.02, 0.02]} for p in ("base", "ngram") for c in (1, 4)],
+              "rss": {"base": {"slope_mb_per_h": 0.5, "judged": True}}}  # fmt: skip
+    assert "Stable under sustained load: met." in stability_line(judged, fallback="")
+    assert headline_text(judged).startswith("**stable**")

@@ -34,6 +34,18 @@ from watchkeeper.store.soak_store import SoakStore
 UNIT_PATH = "systemd/llama-server-speculative.service"
 
 
+def unit_path(record: RecommendationRecord) -> str:
+    """The unit the sweep rendered from this record (`--service-file`, kept in the record's
+    extras since 2026-11-28); the default sweep's for an older record."""
+    return str(record.extra.get("unit") or UNIT_PATH)
+
+
+def _named(unit: Mapping[str, Any] | None, record: RecommendationRecord) -> dict[str, Any] | None:
+    """The soak's stored unit (the flags that ran then) named as the record names it: a soak
+    stored before the record kept its unit's path said the default sweep's."""
+    return {**unit, "path": unit_path(record)} if unit else None
+
+
 def soaked_unit(
     config: Config, record: RecommendationRecord, names: Sequence[str]
 ) -> dict[str, Any]:
@@ -44,7 +56,7 @@ def soaked_unit(
     arms = {a.name: a for a in (record.baseline, record.chosen, record.closest) if a}
     gpu = wants_gpu(record.gpu, config.service, detected=detected_gpu(config))
     return {
-        "path": UNIT_PATH,
+        "path": unit_path(record),
         "flags": {
             n: list(served_arm(arms[n], config.service, gpu=gpu).flags) for n in names if n in arms
         },
@@ -78,7 +90,7 @@ def write_soak_deliverable(
         command=command,
         cache_ram_mib=data.params.get("cache_ram_mib"),
         drift_threshold=config.soak.drift_threshold,
-        unit=data.params.get("unit"),
+        unit=_named(data.params.get("unit"), record),
     )
     write_summary(reports / SOAK_SUMMARY, data_summary)
     path = write_text(reports / SOAK_REPORT, render(data_summary))

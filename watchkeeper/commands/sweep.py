@@ -292,6 +292,8 @@ def _report(
         load=outcome.load,
         also_change=(racer.budget_hint,) if racer is not None and racer.budget_hint else (),
     )
+    # The unit rendered from this record, so its soak names the unit it soaked.
+    record.extra["unit"] = service_path.as_posix()
     write_record(reports / RECORD_NAME, record)
     view = SweepView(
         result=result,

@@ -69,21 +69,56 @@ def drift_threshold_of(s: Mapping[str, Any]) -> float:
     return float(s.get("drift_threshold") or 0.10)
 
 
+def unjudged_parts(s: Mapping[str, Any]) -> list[str]:
+    """What a `stable` verdict says nothing about: series with too few blocks for a drift
+    figure, and servers with less RSS history than the leak check needs. A 36-minute soak of
+    four series has both; its "stable" means "no error, no restart", not "no drift"."""
+    judged = {(d["profile"], d["concurrency"]) for d in s.get("drift", [])}
+    series = [
+        f"{r['profile']} at concurrency {r['concurrency']}"
+        for r in s.get("series", [])
+        if (r["profile"], r["concurrency"]) not in judged
+    ]
+    rss = sorted(p for p, e in (s.get("rss") or {}).items() if e.get("judged") is False)
+    parts = []
+    if series:
+        parts.append(
+            f"throughput drift not judged for {', '.join(series)} (too few blocks in "
+            f"{s.get('duration')})"
+        )
+    if rss:
+        parts.append(
+            f"memory growth not judged for {', '.join(rss)} (less RSS history than the leak "
+            "check needs)"
+        )
+    return parts
+
+
+def judged_nothing(s: Mapping[str, Any]) -> bool:
+    """No series got a drift figure: a `stable` verdict then resolved no drift at all."""
+    return bool(s.get("series")) and not s.get("drift")
+
+
 def unresolved_text(s: Mapping[str, Any]) -> str | None:
-    """The sentence that names the unresolved series; None when every series is resolved."""
+    """The sentence that names the unresolved or unjudged series; None when every series is
+    resolved."""
     unresolved = unresolved_drift(s)
+    unjudged = unjudged_parts(s)
     if not unresolved:
-        return None
+        return "; ".join(unjudged) or None
     items = "; ".join(
         f"{d['profile']} at concurrency {d['concurrency']} {d['change']:+.0%} "
         f"(95% CI {_pct(d['ci95'])})"
         for d in unresolved
     )
     threshold = drift_threshold_of(s)
-    return (
-        f"throughput drift not resolved in {s.get('duration')}: {items} reaches past the "
-        f"-{threshold:.0%} threshold; a longer soak settles it (docs/soak.md, "
-        '"Soaking the sweep\'s recommendation")'
+    return "; ".join(
+        [
+            f"throughput drift not resolved in {s.get('duration')}: {items} reaches past the "
+            f"-{threshold:.0%} threshold; a longer soak settles it (docs/soak.md, "
+            '"Soaking the sweep\'s recommendation")',
+            *unjudged,
+        ]
     )
 
 

@@ -20,7 +20,12 @@ from typing import TYPE_CHECKING, Any
 
 from watchkeeper.publish import markdown as md
 from watchkeeper.publish.deliverable import RecommendationRecord
-from watchkeeper.publish.soak_drift import drift_cell, drift_entries, unresolved_text
+from watchkeeper.publish.soak_drift import (
+    drift_cell,
+    drift_entries,
+    judged_nothing,
+    unresolved_text,
+)
 
 if TYPE_CHECKING:
     from watchkeeper.soak.views import SoakSampleView
@@ -204,6 +209,10 @@ def headline_text(s: Mapping[str, Any]) -> str:
     """`**stable**: 1317 requests ...`: the verdict once (the judge's headline opens with it)."""
     verdict, headline = str(s.get("verdict")), str(s.get("headline") or "")
     rest = headline.removeprefix(f"{verdict}:").strip()
+    if verdict == "stable" and judged_nothing(s):
+        verdict = "no error, no restart; drift not judged"
+    elif verdict == "stable" and unresolved_text(s) is not None:
+        verdict = "stable where judged"
     return f"**{verdict}**: {md.inline(rest)}" if rest else f"**{verdict}**"
 
 
@@ -340,7 +349,7 @@ def stability_line(s: Mapping[str, Any] | None, *, fallback: str) -> str:
     verdict = "met" if s.get("verdict") == "stable" else f"not met ({s.get('verdict')})"
     unresolved = ""
     if s.get("verdict") == "stable" and (text := unresolved_text(s)) is not None:
-        verdict = "met where resolved"
+        verdict = "not resolved" if judged_nothing(s) else "met where resolved"
         unresolved = f"; {text}"
     cache = " (prompt cache off)" if s.get("cache_ram_mib") == 0 else ""
     probes = s.get("probe_totals") or {}
