@@ -21,8 +21,8 @@ tests check, and self-drafting's acceptance shows in the first tokens as in the 
 
 
 def short_taskset(path: Path) -> Path:
-    """The standard task set with every answer cut to ANSWER_TOKENS (estimated ~8 s per run
-    instead of ~25 s on a quiet 2-core host, to be measured)."""
+    """The standard task set with every answer cut to ANSWER_TOKENS (measured 2026-11-28
+    quietly: 3.5 s a baseline run, 7.7 s a self-draft run, on a 2-core host)."""
     lines = Path("jobs/tasksets/standard.jsonl").read_text().splitlines()
     path.write_text(
         "".join(json.dumps({**json.loads(x), "max_tokens": ANSWER_TOKENS}) + "\n" for x in lines)

@@ -292,8 +292,9 @@ def _report(
         load=outcome.load,
         also_change=(racer.budget_hint,) if racer is not None and racer.budget_hint else (),
     )
-    # The unit rendered from this record, so its soak names the unit it soaked.
-    record.extra["unit"] = service_path.as_posix()
+    # The unit rendered from this record, so its soak names the unit it soaked: relative to
+    # the checkout it is committed in, never a host path (the record is committed).
+    record.extra["unit"] = _committed_name(service_path)
     write_record(reports / RECORD_NAME, record)
     view = SweepView(
         result=result,
@@ -331,3 +332,11 @@ def _report(
     progress(f"service file: {service_path} (profile {chosen})")
     wall_s = clock() - started
     return SweepResult(result, rec, service_path, state, view.stop_reason, wall_s=wall_s)
+
+
+def _committed_name(path: Path) -> str:
+    """`systemd/x.service` for a unit under the working directory, else its file name."""
+    try:
+        return path.resolve().relative_to(Path.cwd().resolve()).as_posix()
+    except ValueError:
+        return path.name
