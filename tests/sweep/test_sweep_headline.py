@@ -33,35 +33,29 @@ PROFILES = {
 }
 
 
-def ngram_wins_code(result: BenchResult) -> BenchResult:
-    """ngram 1.6x on code_edit and 1.0 elsewhere, draft4 1.0 in every category; pooled over
-    all tasks (the fixture's arm stats) draft4 stays the pick at 1.38x (95% CI 1.22-1.55)."""
+def wins_code(result: BenchResult, winner: str, other: str) -> BenchResult:
+    """`winner` 1.6x on code_edit and 1.0 elsewhere, `other` 1.0 in every category."""
     return with_table(
         result,
         {
-            "ngram": {
+            winner: {
                 "code_edit": steady(1.6),
                 "prose": steady(1.0, shift=1),
                 "tool_call": steady(1.0, shift=2),
             },
-            "draft4": {c: steady(1.0, shift=i + 3) for i, c in enumerate(CATS)},
+            other: {c: steady(1.0, shift=i + 3) for i, c in enumerate(CATS)},
         },
     )
+
+
+def ngram_wins_code(result: BenchResult) -> BenchResult:
+    """Pooled over all tasks (the fixture's arm stats) draft4 stays the pick at 1.38x (95% CI
+    1.22-1.55)."""
+    return wins_code(result, "ngram", "draft4")
 
 
 def draft4_wins_code(result: BenchResult) -> BenchResult:
-    """draft4 1.6x on code_edit and 1.0 elsewhere; ngram 1.0 everywhere."""
-    return with_table(
-        result,
-        {
-            "draft4": {
-                "code_edit": steady(1.6),
-                "prose": steady(1.0, shift=1),
-                "tool_call": steady(1.0, shift=2),
-            },
-            "ngram": {c: steady(1.0, shift=i + 3) for i, c in enumerate(CATS)},
-        },
-    )
+    return wins_code(result, "draft4", "ngram")
 
 
 def sweep_outputs(
