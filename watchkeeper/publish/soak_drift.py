@@ -9,7 +9,7 @@ from publish/soak_report.py, which renders the rest.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from watchkeeper.publish import markdown as md
 
@@ -97,6 +97,21 @@ def unjudged_parts(s: Mapping[str, Any]) -> list[str]:
 def judged_nothing(s: Mapping[str, Any]) -> bool:
     """No series got a drift figure: a `stable` verdict then resolved no drift at all."""
     return bool(s.get("series")) and not s.get("drift")
+
+
+StabilityState = Literal["not stable", "unjudged", "judged in part", "judged"]
+
+
+def stability_state(s: Mapping[str, Any]) -> StabilityState:
+    """How much a soak's verdict carries, read once for the soak's headline and the sweep
+    report's stability line, so the two cannot tell a reader different things: `stable` with
+    no drift figure at all is "unjudged", with some series unresolved or unjudged "judged in
+    part"."""
+    if s.get("verdict") != "stable":
+        return "not stable"
+    if judged_nothing(s):
+        return "unjudged"
+    return "judged in part" if unresolved_text(s) is not None else "judged"
 
 
 def unresolved_text(s: Mapping[str, Any]) -> str | None:

@@ -23,7 +23,7 @@ from watchkeeper.publish.deliverable import RecommendationRecord
 from watchkeeper.publish.soak_drift import (
     drift_cell,
     drift_entries,
-    judged_nothing,
+    stability_state,
     unresolved_text,
 )
 
@@ -209,10 +209,10 @@ def headline_text(s: Mapping[str, Any]) -> str:
     """`**stable**: 1317 requests ...`: the verdict once (the judge's headline opens with it)."""
     verdict, headline = str(s.get("verdict")), str(s.get("headline") or "")
     rest = headline.removeprefix(f"{verdict}:").strip()
-    if verdict == "stable" and judged_nothing(s):
-        verdict = "no error, no restart; drift not judged"
-    elif verdict == "stable" and unresolved_text(s) is not None:
-        verdict = "stable where judged"
+    verdict = {
+        "unjudged": "no error, no restart; drift not judged",
+        "judged in part": "stable where judged",
+    }.get(stability_state(s), verdict)
     return f"**{verdict}**: {md.inline(rest)}" if rest else f"**{verdict}**"
 
 
@@ -346,11 +346,14 @@ def stability_line(s: Mapping[str, Any] | None, *, fallback: str) -> str:
         f"{p} {md.fixed(e.get('slope_mb_per_h'), 1, ' MB/h')}"
         for p, e in sorted(s.get("rss", {}).items())
     )
-    verdict = "met" if s.get("verdict") == "stable" else f"not met ({s.get('verdict')})"
-    unresolved = ""
-    if s.get("verdict") == "stable" and (text := unresolved_text(s)) is not None:
-        verdict = "not resolved" if judged_nothing(s) else "met where resolved"
-        unresolved = f"; {text}"
+    state = stability_state(s)
+    verdict = {
+        "judged": "met",
+        "unjudged": "not resolved",
+        "judged in part": "met where resolved",
+    }.get(state, f"not met ({s.get('verdict')})")
+    text = unresolved_text(s) if state in ("unjudged", "judged in part") else None
+    unresolved = f"; {text}" if text else ""
     cache = " (prompt cache off)" if s.get("cache_ram_mib") == 0 else ""
     probes = s.get("probe_totals") or {}
     consistent = (
