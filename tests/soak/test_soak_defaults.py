@@ -244,6 +244,19 @@ def test_the_nightly_of_a_recommendation_guards_its_unit_on_its_own_categories(
     assert "guarding the sweep's recommendation" in said[0] and "draft4" in said[0]
     with pytest.raises(ConfigError, match="--profile or --recommendation, not both"):
         nightly_command(config, profiles=["x"], progress=said.append, recommendation=record)
+    # With no --category and no [nightly] categories, the categories its sweep measured: the
+    # committed code-edit unit is guarded on code edits, as `soak --recommendation` soaks it.
+    seen.clear()
+    code_edit = Path(__file__).parents[2] / "reports" / "code-edit" / RECORD_NAME
+    with pytest.raises(_Measured):
+        nightly_command(config, progress=said.append, recommendation=code_edit)
+    (guarded,) = seen.values()
+    assert guarded.nightly.categories == ["code_edit"]
+    seen.clear()
+    with pytest.raises(_Measured):
+        nightly_command(config, progress=said.append, recommendation=record)
+    (guarded,) = seen.values()
+    assert guarded.nightly.categories == ["chat", "code"]  # the categories this bench measured
 
 
 def test_a_workloads_unit_is_soaked_on_that_workloads_tasks() -> None:

@@ -19,7 +19,7 @@ from typing import Any
 
 from watchkeeper.analysis.acceptance import result_curves
 from watchkeeper.analysis.stats import MIN_TASKS
-from watchkeeper.campaign.defaults import no_profiles, with_recommendation
+from watchkeeper.campaign.defaults import measured_categories, no_profiles, with_recommendation
 from watchkeeper.campaign.night import (
     Night,
     confirm_regressions,
@@ -218,19 +218,22 @@ def nightly_command(
     recommended arm, else the baseline it keeps), as the unit ships it, against that
     profile's pinned reference. The profile comes from the record, so the guarded setting is
     the committed one even where watchkeeper.toml has no block for it. ``categories``: only
-    those tasks (over [nightly] categories): a workload's own setting on its own requests."""
-    if categories:
-        nightly = config.nightly.model_copy(update={"categories": list(categories)})
-        config = config.model_copy(update={"nightly": nightly})
+    those tasks (over [nightly] categories): a workload's own setting on its own requests;
+    guarding a recommendation with neither, the categories its sweep measured, the same rule
+    as `soak --recommendation` (campaign/defaults.measured_categories)."""
     if recommendation is not None:
         if profiles:
             raise ConfigError("nightly takes --profile or --recommendation, not both")
         config, _, record = with_recommendation(config, recommendation)
         profiles = [record.chosen.name]
+        categories = measured_categories(record, categories or config.nightly.categories)
         progress(
             f"guarding the sweep's recommendation (campaign {record.campaign_id}): "
             f"{record.chosen.name}"
         )
+    if categories:
+        nightly = config.nightly.model_copy(update={"categories": list(categories)})
+        config = config.model_copy(update={"nightly": nightly})
     names = list(profiles or config.nightly.profiles)
     if not names:
         raise no_profiles("[nightly] profiles", config, flag="--profile P")
