@@ -1,6 +1,6 @@
 """The whole-workload setting for a stated mix: the mix parsed strictly, its speed-up the
-weighted harmonic mean of the categories' per-round speed-ups with a t interval over rounds,
-and the pick conservative (positive and A/A controls). And per category: keeping the baseline
+weighted harmonic mean of the categories' per-round speed-ups with a t interval over rounds
+and tasks, and the pick conservative (positive and A/A controls). And per category: keeping the baseline
 names the arm that came closest and the rounds that would settle it."""
 
 from __future__ import annotations
@@ -103,6 +103,38 @@ def test_only_rounds_that_measured_every_weighted_category_count() -> None:
     assert found.n_rounds == 2 and not found.has_ci
     missing = mix_speedup("a", table, parse_mix("code_edit=1,tool_call=1"), 0.03)
     assert missing.estimate is None and missing.missing == ("tool_call",)
+
+
+def test_tasks_that_differ_widen_the_mix_ci_as_they_widen_their_categorys() -> None:
+    """Sweep campaign 1 of 2026-11-28 in small: one category's gain rests on one of its three
+    tasks, steady over five rounds. Over rounds alone the mix reads faster; with the task
+    term (what the recommendation uses) it is inconclusive, and no number of rounds settles
+    it: more tasks would."""
+    mix = parse_mix("code_edit=1,prose=1,tool_call=1")
+    table = {"code_edit": steady(1.18), "prose": steady(1.02, shift=1), "tool_call": steady(1.0, shift=2)}
+    spread = {
+        "code_edit": (math.log(1.6), math.log(1.0), math.log(0.95)),
+        "prose": (0.03, 0.01, 0.02),
+        "tool_call": (0.01, -0.01, 0.0),
+    }
+    rounds_only = mix_speedup("ngram-mod", table, mix, 0.03)
+    assert rounds_only.verdict == "faster"
+    both = mix_speedup("ngram-mod", table, mix, 0.03, per_task=spread)
+    assert both.estimate == pytest.approx(rounds_only.estimate)
+    assert both.low is not None and both.high is not None
+    assert both.low < 1.0 < both.high and both.verdict == "inconclusive"
+    assert both.rounds_needed is None and "more tasks per category" in both.settle
+    # The same tasks, all alike: the task term is small and the mix is faster again.
+    alike = {c: (0.0, 0.01, -0.01) for c in table}
+    assert mix_speedup("ngram-mod", table, mix, 0.03, per_task=alike).verdict == "faster"
+
+
+def test_a_weighted_category_of_one_task_gives_the_mix_no_ci() -> None:
+    mix = parse_mix("code_edit=1,prose=1")
+    table = {"code_edit": steady(1.5), "prose": steady(1.0)}
+    one = mix_speedup("a", table, mix, 0.03, per_task={"code_edit": (0.4,), "prose": (0.0, 0.01)})
+    assert not one.has_ci and one.verdict == "insufficient replicates"
+    assert one.few_tasks == ("code_edit",) and one.settle == "two or more tasks in code_edit"
 
 
 def control_table() -> dict[str, dict[str, dict[int, float]]]:

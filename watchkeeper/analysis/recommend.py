@@ -298,14 +298,26 @@ def per_round(result: BenchResult, arm: str) -> dict[str, dict[int, float]]:
     }
 
 
+def per_task(result: BenchResult, arm: str) -> dict[str, tuple[float, ...]]:
+    """category -> the arm's fitted task log ratios (the task term of a mix's CI)."""
+    return {
+        c.category: c.speedup.task_logs
+        for c in result.categories
+        if c.arm == arm and c.speedup is not None
+    }
+
+
 def workload_choice(
     result: BenchResult, mix: Mix, excluded: Mapping[str, str], per_category: Sequence[Choice]
 ) -> WorkloadChoice:
-    """The mix's pick; a mix of one category is that category's own pick (its CI has the task
-    term the round-only mix interval leaves out), so one workload gets one answer."""
+    """The mix's pick; a mix of one category is that category's own pick (its two-way CI,
+    with the winsorized table's bootstrap), so one workload gets one answer."""
     candidates = [a.name for a in result.arms if a.role == "candidate"]
     threshold = result.method.threshold
-    speedups = [mix_speedup(a, per_round(result, a), mix, threshold) for a in candidates]
+    speedups = [
+        mix_speedup(a, per_round(result, a), mix, threshold, per_task=per_task(result, a))
+        for a in candidates
+    ]
     own = next((c for c in per_category if mix.categories == (c.category,)), None)
     if own is not None:
         return WorkloadChoice(

@@ -140,6 +140,9 @@ class RatioCI:
     resamples: int = 0
     task_share: float = 0.0
     """Share of the floor's variance that comes from the spread between tasks."""
+    task_logs: tuple[float, ...] = ()
+    """Each task's fitted log ratio (`table_fit.fit_effects`): the task term a workload mix
+    of several categories carries (analysis.workload_mix)."""
     floor: tuple[float, float] | None = None
     """The analytic floor under the CI (analysis.floor: Yuen's trimmed t over rounds plus the
     task term), centred on ``estimate``; the CI is the wider of it and the bootstrap's."""
@@ -335,6 +338,7 @@ def paired_speedup(
     discounted, round_ratios, present = _round_ratios(table, rounds)
     estimate = float(np.exp(round_stat(table)))
     n_tasks, n_rounds = table.shape
+    task_logs = tuple(float(v) for v in fit_effects(table)[1] if not np.isnan(v))
     base = RatioCI(
         estimate,
         estimate,
@@ -347,6 +351,7 @@ def paired_speedup(
         round_ratios=round_ratios,
         rounds=present,
         winsorized_cells=winsorized,
+        task_logs=task_logs,
     )
     if n_rounds < min_rounds or n_tasks < min_tasks:
         return base

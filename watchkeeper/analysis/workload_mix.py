@@ -7,17 +7,27 @@ of the baseline's time, so the whole workload's speed-up is the weighted harmoni
 S = 1 / sum_c(w_c / s_c). An arithmetic mean of speed-ups would credit a 2x category with
 time it never saved.
 
-The replicate is the round, as everywhere in analysis/stats.py: one round's disturbance moves
-every task of that round at once (one round read 0.871 across all tasks on this host), so
-requests within a round are not independent. Each measured round r gives each category's
-per-round geometric mean of the arm's paired ratios (`RatioCI.round_ratios`, the same pairs
-and fit the per-category statistics use), hence one S_r; the estimate is the geometric mean
-of the S_r and its CI a t interval over the rounds on log S_r (n - 1 df). Only rounds in
-which every weighted category was measured count, and fewer than MIN_ROUNDS of them give no
-CI. What the interval leaves out: the sampling of tasks. It treats the task set as the
-workload itself, so it is narrower than each category's own CI (which adds a task term,
-analysis/floor.py) and says how sure the rounds make us about *these* tasks, not about other
-tasks of the same kinds.
+Replicates are rounds *and* tasks, as in each category's own CI (analysis/floor.py). One
+round's disturbance moves every task of that round at once (one round read 0.871 across all
+tasks on this host), so requests within a round are not independent: each measured round r
+gives each category's per-round geometric mean of the arm's paired ratios
+(`RatioCI.round_ratios`, the same pairs and fit the per-category statistics use), hence one
+S_r; the estimate is the geometric mean of the S_r, and the round term the variance of that
+mean. Only rounds in which every weighted category was measured count, and fewer than
+MIN_ROUNDS of them give no CI.
+
+The task term is what a unit serves: not these tasks but others of the same kinds. On
+2026-11-28 (sweep campaign 1, 18 tasks, 5 rounds) the rounds-only interval read ngram-mod
+1.05x (1.02-1.08) "faster" for the task set's own mix while its code_edit CI alone was
+0.59-2.35 ("the tasks differ too much") and the pooled CI over the same tasks 0.99-1.11: the
+headline recommended a setting on an interval that treated 18 prompts as the workload. By the
+delta method, log S moves with each category's log speed-up by g_c = w_c S / s_c, so the task
+term is sum_c g_c^2 s_task,c^2 / C_c (s_task,c^2: the variance of the category's C_c fitted
+task log ratios, `RatioCI.task_logs`), with Welch-Satterthwaite degrees of freedom; the two
+terms add as in analysis/floor.py and the CI is a t interval on log S. A weighted category
+with fewer than two tasks has no task spread to measure, and the mix then has no CI.
+`benchmarks/mix_coverage.py` measures the coverage of both intervals on simulated sweeps with
+this host's task and round spreads.
 
 Pure functions: numbers in, dataclasses out. Errors are ValueErrors with one line; the
 command line turns them into its own refusals.
@@ -31,6 +41,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from watchkeeper.analysis.floor import Floor, settle
 from watchkeeper.analysis.stats import (
     MIN_ROUNDS,
     classify,
@@ -135,6 +146,8 @@ class MixSpeedup:
     round_values: tuple[float, ...] = ()
     missing: tuple[str, ...] = ()
     """Weighted categories this arm has no per-round value for at all."""
+    few_tasks: tuple[str, ...] = ()
+    """Weighted categories with fewer than two tasks: no task spread, so no CI."""
 
     @property
     def has_ci(self) -> bool:
@@ -154,11 +167,49 @@ class MixSpeedup:
         """What would settle it, in words; empty when it is settled."""
         if self.estimate is None:
             return ""
+        if self.few_tasks:
+            return f"two or more tasks in {', '.join(self.few_tasks)}"
         if not self.has_ci:
             return f"at least {self.rounds_needed} rounds measuring every category of the mix"
         if self.verdict == "inconclusive" and self.rounds_needed is not None:
             return f"about {self.rounds_needed} rounds"
+        if self.verdict == "inconclusive":
+            return "more tasks per category (more rounds alone would not: the tasks differ)"
         return ""
+
+
+def task_floor(
+    logs: np.ndarray,
+    per_round: Mapping[str, Mapping[int, float]],
+    rounds: Sequence[int],
+    per_task: Mapping[str, Sequence[float]],
+    mix: Mix,
+) -> Floor | None:
+    """The mix's round term (the variance of the mean of log S_r) and task term (the delta
+    method over the categories' task spreads); None when a weighted category has fewer than
+    two tasks."""
+    n = logs.size
+    estimate = float(np.exp(logs.mean()))
+    terms: list[tuple[float, float]] = []
+    for c, w in mix.weights:
+        values = np.asarray(per_task.get(c, ()), dtype=float)
+        if values.size < 2:
+            return None
+        s_c = float(np.exp(np.mean([math.log(per_round[c][r]) for r in rounds])))
+        g = w * estimate / s_c
+        terms.append((g * g * float(values.var(ddof=1)) / values.size, float(values.size - 1)))
+    task_term = math.fsum(t for t, _ in terms)
+    spread = math.fsum(t * t / d for t, d in terms if t > 0)
+    task_df = task_term**2 / spread if spread > 0 else 0.0
+    return Floor(
+        float(logs.mean()),
+        float(logs.var(ddof=1)) / n,
+        float(n - 1),
+        task_term,
+        task_df,
+        n_rounds=n,
+        n_tasks=sum(len(per_task[c]) for c in mix.categories),
+    )
 
 
 def mix_speedup(
@@ -167,11 +218,16 @@ def mix_speedup(
     mix: Mix,
     threshold: float,
     *,
+    per_task: Mapping[str, Sequence[float]] | None = None,
     min_rounds: int = MIN_ROUNDS,
 ) -> MixSpeedup:
     """``per_round``: category -> round -> that round's speed-up (a geometric mean of the
     category's paired ratios). S_r = 1 / sum_c(w_c / s_{c,r}) for each round that measured
-    every weighted category; the estimate and a t interval over those rounds on log S_r."""
+    every weighted category; the estimate is their geometric mean.
+
+    ``per_task``: category -> its tasks' fitted log ratios; the CI then carries the task term
+    (what the recommendation uses). None: the rounds' t interval alone, which holds for these
+    very tasks only."""
     missing = tuple(c for c in mix.categories if not per_round.get(c))
     rounds = sorted(
         set.intersection(*(set(per_round.get(c, {})) for c in mix.categories))
@@ -201,14 +257,25 @@ def mix_speedup(
             rounds_needed=min_rounds,
             round_values=tuple(values),
         )
-    lo, hi = log_t_interval(logs)
+    if per_task is None:
+        lo, hi = log_t_interval(logs)
+        floor = None
+    else:
+        floor = task_floor(logs, per_round, rounds, per_task, mix)
+        if floor is None:
+            few = tuple(c for c in mix.categories if len(per_task.get(c, ())) < 2)
+            return MixSpeedup(
+                arm, estimate, None, None, len(values), "insufficient replicates", threshold,
+                round_values=tuple(values), few_tasks=few,
+            )  # fmt: skip
+        lo, hi = floor.interval()
     low, high = float(np.exp(lo)), float(np.exp(hi))
     verdict = classify(estimate, low, high, threshold)
-    needed = (
-        rounds_to_settle(estimate, low, high, len(values), threshold)
-        if verdict == "inconclusive"
-        else None
-    )
+    needed: int | None = None
+    if verdict == "inconclusive" and floor is None:
+        needed = rounds_to_settle(estimate, low, high, len(values), threshold)
+    elif verdict == "inconclusive" and floor is not None:
+        needed = settle(floor, estimate, threshold).rounds
     return MixSpeedup(
         arm,
         estimate,
