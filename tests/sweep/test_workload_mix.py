@@ -111,7 +111,11 @@ def test_tasks_that_differ_widen_the_mix_ci_as_they_widen_their_categorys() -> N
     term (what the recommendation uses) it is inconclusive, and no number of rounds settles
     it: more tasks would."""
     mix = parse_mix("code_edit=1,prose=1,tool_call=1")
-    table = {"code_edit": steady(1.18), "prose": steady(1.02, shift=1), "tool_call": steady(1.0, shift=2)}
+    table = {
+        "code_edit": steady(1.18),
+        "prose": steady(1.02, shift=1),
+        "tool_call": steady(1.0, shift=2),
+    }
     spread = {
         "code_edit": (math.log(1.6), math.log(1.0), math.log(0.95)),
         "prose": (0.03, 0.01, 0.02),
@@ -225,3 +229,22 @@ def test_a_category_that_keeps_the_baseline_names_its_closest_arm_and_the_rounds
     assert tool.best_low is None and tool.rounds_to_settle == MIN_ROUNDS
     assert tool.best_text == "1.25x (no CI: 2 round(s))"
     assert f"at least {MIN_ROUNDS} measured rounds" in tool.reason
+
+
+def test_an_arm_that_drafted_nothing_is_not_named_closest_where_another_was_measured(
+    result: BenchResult,
+) -> None:
+    """Sweep campaign 2 of 2026-11-28: ngram-map-k drafted no token in round 1 and left the
+    race; its one round read 1.03x on prose (the baseline again, under another name), and the
+    report named it closest with "at least 3 measured rounds would settle it". The closest
+    setting is now an arm that ran; the idle one only where nothing else was measured."""
+    idle = GuardFinding(kind="spec_inactive", profile="draft4", severity="medium", title="x")
+    table = {"draft4": {"prose": {1: 1.03}}, "ngram": {"prose": steady(1.0)}}
+    rec = recommend(replace(with_table(result, table), findings=(idle,)))
+    prose = rec.choice("prose")
+    assert prose is not None and prose.profile is None and prose.best == "ngram"
+    alone = recommend(
+        replace(with_table(result, {"draft4": {"prose": {1: 1.03}}}), findings=(idle,))
+    )
+    only = alone.choice("prose")
+    assert only is not None and only.best == "draft4"

@@ -191,7 +191,12 @@ def _choose(category: str, stats: Sequence[CategoryStats], excluded: dict[str, s
     faster = [s for s in stats if s.speedup is not None and s.speedup.verdict == "faster"]
     eligible = [s for s in faster if s.arm not in excluded]
     if not eligible:
-        measured = [s for s in stats if s.speedup is not None]
+        # The closest setting is one a user could try: an arm excluded by a finding (one that
+        # drafted nothing measured the baseline again under another name) is named only
+        # where no other arm was measured.
+        measured = [s for s in stats if s.speedup is not None and s.arm not in excluded] or [
+            s for s in stats if s.speedup is not None
+        ]
         if not measured:
             return Choice(category, None, None, None, None, "no speculative profile was measured")
         if faster:

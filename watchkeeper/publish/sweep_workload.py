@@ -137,8 +137,8 @@ def mix_lines(v: SweepView) -> list[str]:
     return [
         f"The workload mix, as shares of decoded tokens: {md.inline(mix.text)}, {source}. For "
         f"it: {md.inline(said)}. The mix's speed-up is 1 / sum(w / s) of the categories' "
-        "speed-ups (time adds), taken per round, with a t interval over the rounds: it leaves "
-        "out the sampling of tasks, so it is narrower than a category's own CI.",
+        "speed-ups (time adds), taken per round; its CI carries the rounds and the tasks, as "
+        "each category's does (the unit serves tasks the sweep never sent).",
         "",
     ]
 
