@@ -1,6 +1,7 @@
 """Figures quoted in docs/ that also live in committed reports are checked against the reports'
-JSON here, so a regenerated report cannot leave a page behind: the soak's drift CIs, RSS slope,
-requests and probes (`reports/speculative_soak.json`), the draft's cost per target step, the
+JSON here, so a regenerated report cannot leave a page behind: the drift CIs, RSS slope,
+requests and probes of the 27 Nov soak the depth-4 argument rests on
+(`reports/2026-11-27-soak-c1/speculative_soak.json`, the soak of the sweep it replaced), the draft's cost per target step, the
 closest arm's speed-up, the acceptance and the host (`reports/speculative_recommendation.json`),
 the soak's thresholds (the config's defaults), and the committed reports against each other."""
 
@@ -16,6 +17,8 @@ from watchkeeper.publish.soak_report import render, splice
 
 ROOT = Path(__file__).resolve().parents[1]
 REPORTS = ROOT / "reports"
+SOAK_1127 = REPORTS / "2026-11-27-soak-c1"
+"""The soak of 27 Nov (of sweep campaign 3 of that day): docs/soak.md's measurements."""
 
 
 def doc(name: str) -> str:
@@ -24,7 +27,7 @@ def doc(name: str) -> str:
 
 
 def soak() -> dict[str, Any]:
-    data: dict[str, Any] = json.loads((REPORTS / "speculative_soak.json").read_text())
+    data: dict[str, Any] = json.loads((SOAK_1127 / "speculative_soak.json").read_text())
     return data
 
 
@@ -122,7 +125,7 @@ def test_the_committed_reports_agree_with_each_other_and_the_renderer() -> None:
     latest = (REPORTS / "latest.md").read_text(encoding="utf-8")
     assert splice(latest, "") == splice(sweep, "") and latest == sweep
     assert "not yet measured" not in latest
-    page = (REPORTS / "speculative_soak.md").read_text(encoding="utf-8")
+    page = (SOAK_1127 / "speculative_soak.md").read_text(encoding="utf-8")
     assert page == render(soak())
     assert f"**{soak()['verdict']}**: {soak()['verdict']}:" not in page
 
