@@ -28,12 +28,14 @@ from watchkeeper.store.soak_store import SoakStore
 ROOT = Path(__file__).resolve().parents[2]
 T0 = datetime(2026, 11, 27, 1, 0, tzinfo=UTC)
 ARMS = ("qwen-sweep-ngram-simple", "qwen-baseline")
+OLD_RECORD = "record_2026-11-27.json"
 
 
 def config_for(tmp_path: Path, url: str) -> Config:
     reports = tmp_path / "reports"
     reports.mkdir()
-    (reports / RECORD_NAME).write_text((ROOT / "reports" / RECORD_NAME).read_text())
+    # The 27 Nov record (ngram-simple closest), frozen: the soak below soaked its arms.
+    (reports / RECORD_NAME).write_text((ROOT / "tests" / "golden" / OLD_RECORD).read_text())
     sweep = f"# sweep\n{BEGIN}\n3. **Stable under sustained load: not yet measured.**\n{END}\n"
     (reports / "speculative_benchmark.md").write_text(sweep)
     (reports / "latest.md").write_text(sweep)  # the last campaign's report: the sweep's

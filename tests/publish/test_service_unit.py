@@ -18,7 +18,7 @@ from watchkeeper.analysis.recommend import recommend
 from watchkeeper.analysis.stats import RatioCI
 from watchkeeper.campaign.load_shape import load_text
 from watchkeeper.cli.app import main
-from watchkeeper.config import ProfileConfig
+from watchkeeper.config import ProfileConfig, load_config
 from watchkeeper.config.service import ServiceConfig
 from watchkeeper.load.arrivals import ArrivalSpec
 from watchkeeper.publish.deliverable import (
@@ -279,8 +279,11 @@ def test_the_committed_unit_installs_anywhere_and_matches_the_committed_recommen
     root = Path(__file__).resolve().parents[2]
     committed = (root / "systemd" / "llama-server-speculative.service").read_text()
     record = read_record(root / "reports" / "speculative_recommendation.json")
-    # Rendered from the committed recommendation with [service]'s defaults, nothing else.
-    assert committed == render_unit(record, ServiceConfig())
+    # Rendered from the committed recommendation with [service]'s defaults and the committed
+    # deliverables' config (examples/speculative-service.toml: 4 slots), nothing else.
+    service = load_config(root / "examples" / "speculative-service.toml").service
+    assert service.model_dump(exclude={"slots"}) == ServiceConfig().model_dump(exclude={"slots"})
+    assert committed == render_unit(record, service)
     assert "/root" not in committed and "/work" not in committed and "User=root" not in committed
     binary = executable(tmp_path / "bin" / "llama-server")
     unit = tmp_path / "llama-server-speculative.service"

@@ -187,7 +187,8 @@ def test_the_soak_report_names_the_unit_it_soaked_and_says_its_verdict_once(
 ) -> None:
     config = Config(service=ServiceConfig(cache_ram_mib=1024))
     record = read_record(COMMITTED)
-    names = ["qwen-sweep-ngram-simple", "qwen-baseline"]
+    assert record.subject is not None
+    names = [record.subject.name, record.baseline.name]
     unit = soaked_unit(config, record, names)
     verdict = {
         "campaign_id": 4,
@@ -204,9 +205,9 @@ def test_the_soak_report_names_the_unit_it_soaked_and_says_its_verdict_once(
     assert "stable: 5" not in text
     assert "Unit soaked: `systemd/llama-server-speculative.service`" in text
     subject_flags = (
-        "- qwen-sweep-ngram-simple: `--model qwen2.5-coder-1.5b-instruct-q4_k_m.gguf "
-        "--ctx-size 4096 --parallel 1 --metrics --slots --spec-type ngram-simple "
-        "--cache-ram 1024`"
+        f"- {names[0]}: `--model qwen2.5-coder-1.5b-instruct-q4_k_m.gguf "
+        "--ctx-size 4096 --parallel 1 --metrics --slots "
+        f"--spec-type {record.subject.profile['spec_type']} --cache-ram 1024`"
     )
     assert subject_flags in text
     # The same flags as the unit's ExecStart for that arm, binary, paths, host and port aside.

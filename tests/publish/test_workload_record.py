@@ -26,7 +26,8 @@ from watchkeeper.publish.sweep_view import SweepView
 from watchkeeper.publish.sweep_workload import workload_section
 from watchkeeper.publish.workload_record import tool_vs_prose
 
-COMMITTED = Path(__file__).parents[2] / "reports" / "speculative_recommendation.json"
+COMMITTED = Path(__file__).parents[2] / "tests" / "golden" / "record_2026-11-27.json"
+"""The default sweep's record as committed on 27 Nov, before the per-category picks were kept."""
 PROFILES = {
     "baseline": ProfileConfig(model="qwen-target"),
     "draft4": ProfileConfig(
