@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import json
 import os
 import socket
 import stat
@@ -28,6 +29,14 @@ from watchkeeper.cli.app import build_parser, main
 SECRET = "hunter2-s3cret"
 DEEP = 100_000
 """Nesting deep enough to exhaust Python's recursion limit in any JSON or TOML parser."""
+
+
+def _served_record(tmp: Path, slots: object) -> str:
+    """The committed recommendation with hostile serving settings (`extra.served`)."""
+    root = Path(__file__).resolve().parents[1]
+    data = json.loads((root / "reports" / "speculative_recommendation.json").read_text())
+    data["extra"]["served"] = {"slots": slots, "cache_ram_mib": 0}
+    return str(_write(tmp / "in" / "record.json", json.dumps(data)))
 
 
 @dataclass(frozen=True)
@@ -154,6 +163,14 @@ CASES: dict[str, Case] = {
     "upgrade-check --rounds 0": Case(lambda t: ["upgrade-check", "--rounds", "0"], "--rounds"),
     "unit --port 70000": Case(lambda t: ["unit", "--port", "70000"], "--port"),
     "unit --port 0": Case(lambda t: ["unit", "--port", "0"], "--port"),
+    "unit from a record whose served slots carry a directive": Case(
+        lambda t: ["unit", "--recommendation", _served_record(t, "4\nExecStartPre=/bin/sh")],
+        "served settings are invalid",
+    ),
+    "soak of a record serving 0 slots": Case(
+        lambda t: ["soak", "--recommendation", _served_record(t, 0), "--concurrency", "1"],
+        "served settings are invalid",
+    ),
     "digest --date 2026-13-45": Case(lambda t: ["digest", "--date", "2026-13-45"], "not a date"),
     "digest --date 0001-01-01": Case(lambda t: ["digest", "--date", "0001-01-01"], "a date from"),
     "findings --status ,": Case(lambda t: ["findings", "--status", ","], "--status"),

@@ -117,8 +117,15 @@ def same_flags(argv: Sequence[str]) -> list[str]:
 
 
 @pytest.mark.parametrize(
-    ("slots", "cache", "depth", "gpu"),
-    [(None, 0, 1, "no"), (4, 512, 4, "no"), (2, None, 1, "no"), (None, 0, 1, "yes")],
+    ("slots", "cache", "depth", "gpu", "kept"),
+    [
+        (None, 0, 1, "no", False),
+        (None, None, 4, "no", True),  # the record's 4 slots and cache off, as committed
+        (4, 512, 4, "no", True),
+        (2, None, 1, "no", False),
+        (2, None, 1, "no", True),  # [service] slots wins over the record's
+        (None, 0, 1, "yes", False),
+    ],
 )
 def test_the_soaks_servers_run_exactly_the_units_execstart(
     server_binary: ServerBinary,
@@ -127,12 +134,25 @@ def test_the_soaks_servers_run_exactly_the_units_execstart(
     cache: int | None,
     depth: int,
     gpu: Literal["yes", "no"],
+    kept: bool,
 ) -> None:
+    """`kept`: the record carries the serving settings its unit was rendered with (a sweep
+    since 28 Nov); without them, an older record: the measured slot and [service]'s cache."""
     config = Config(bench=BenchConfig(reports_dir=str(tmp_path / "reports")))
     info = read_help(server_binary, config.server.resolved_cache_dir())
-    service = ServiceConfig(slots=slots, cache_ram_mib=cache, model_dir="/srv/models", gpu=gpu)
+    settings: dict[str, object] = {"model_dir": "/srv/models", "gpu": gpu}
+    settings |= {k: v for k, v in (("slots", slots), ("cache_ram_mib", cache)) if v is not None}
+    service = ServiceConfig.model_validate(settings)
     config = config.model_copy(update={"service": service})
     committed = read_record(COMMITTED)
+    served = committed.extra["served"]
+    assert served == {"slots": 4, "cache_ram_mib": 0}  # what examples/speculative-service.toml set
+    if not kept:
+        committed = replace(committed, extra={"unit": committed.extra["unit"]})
+    want_slots = slots or (served["slots"] if kept else 1)
+    want_cache = cache if cache is not None or not kept else served["cache_ram_mib"]
+    if cache is None and not kept:
+        want_cache = service.cache_ram_mib  # [service]'s default: 0
     for record in (committed, speculating(committed, server_binary, info)):
         path = write_record(tmp_path / f"{record.chosen.name}.json", record)
         argv = soak_argv(config, path, server_binary, info, depth)
@@ -149,12 +169,9 @@ def test_the_soaks_servers_run_exactly_the_units_execstart(
             assert same_flags(words) == same_flags(argv[arm.name]), arm.name
             shipped = same_flags(words)
             parallel = shipped[shipped.index("--parallel") + 1]
-            assert parallel == str(slots or 1)
-            assert shipped[shipped.index("--ctx-size") + 1] == str(4096 * (slots or 1))
-            if cache is None:
-                assert "--cache-ram" not in shipped
-            else:
-                assert shipped[shipped.index("--cache-ram") + 1] == str(cache)
+            assert parallel == str(want_slots)
+            assert shipped[shipped.index("--ctx-size") + 1] == str(4096 * want_slots)
+            assert shipped[shipped.index("--cache-ram") + 1] == str(want_cache)
             if record is committed:  # no offload of its own: the GPU host's unit adds it
                 assert ("-ngl" in shipped) == (gpu == "yes"), shipped
         if record is not committed:
@@ -169,17 +186,42 @@ def test_the_soaks_servers_run_exactly_the_units_execstart(
 def test_a_soak_deeper_than_the_units_slots_is_refused_before_anything_starts(
     tmp_path: Path,
 ) -> None:
+    """The committed unit serves 4 (the record says so, whatever the running config says):
+    depth 8 is refused; so is depth 4 of an older record, which kept no slots (1 measured)."""
     config = Config(bench=BenchConfig(reports_dir=str(tmp_path / "reports")))
-    with pytest.raises(SoakError) as err:
-        soak_command(
-            config,
-            recommendation=COMMITTED,
-            concurrency=[1, 4],
-            database=None,
-            progress=lambda _m: None,
-        )
-    assert "--concurrency 4: the unit serves 1 request(s) at once" in err.value.message
-    assert err.value.hint is not None and "[service] slots = 4" in err.value.hint
+    old = replace(read_record(COMMITTED), extra={})
+    cases = [(COMMITTED, 8, 4), (write_record(tmp_path / "old.json", old), 4, 1)]
+    for path, depth, slots in cases:
+        with pytest.raises(SoakError) as err:
+            soak_command(
+                config,
+                recommendation=path,
+                concurrency=[1, depth],
+                database=None,
+                progress=lambda _m: None,
+            )
+        said = f"--concurrency {depth}: the unit serves {slots} request(s) at once"
+        assert said in err.value.message
+        assert err.value.hint is not None and f"[service] slots = {depth}" in err.value.hint
+
+
+def test_the_committed_unit_is_what_a_default_config_renders_and_soaks_at_depth_4(
+    server_binary: ServerBinary, tmp_path: Path
+) -> None:
+    """The trap this closes: the committed unit serves 4 slots because the sweep's config
+    (examples/speculative-service.toml) said so; a config without [service] slots re-rendered
+    it with 1 and refused to soak it at depth 4. Now the record carries its serving settings."""
+    config = Config(bench=BenchConfig(reports_dir=str(tmp_path / "reports")))
+    record = read_record(COMMITTED)
+    committed = (ROOT / str(record.extra["unit"])).read_text(encoding="utf-8")
+    rendered = render_unit(record, config.service, filename=Path(str(record.extra["unit"])).name)
+    assert exec_start(rendered) == exec_start(committed)
+    info = read_help(server_binary, config.server.resolved_cache_dir())
+    argv = soak_argv(config, COMMITTED, server_binary, info, 4)
+    for arm in (record.baseline, record.subject):
+        assert arm is not None
+        flags = same_flags(argv[arm.name])
+        assert flags[flags.index("--parallel") + 1] == "4", arm.name
 
 
 def test_the_soak_report_names_the_unit_it_soaked_and_says_its_verdict_once(
@@ -206,7 +248,7 @@ def test_the_soak_report_names_the_unit_it_soaked_and_says_its_verdict_once(
     assert "Unit soaked: `systemd/llama-server-speculative.service`" in text
     subject_flags = (
         f"- {names[0]}: `--model qwen2.5-coder-1.5b-instruct-q4_k_m.gguf "
-        "--ctx-size 4096 --parallel 1 --metrics --slots "
+        "--ctx-size 16384 --parallel 4 --metrics --slots "  # the record's slots, the config's cache
         f"--spec-type {record.subject.profile['spec_type']} --cache-ram 1024`"
     )
     assert subject_flags in text

@@ -16,7 +16,7 @@ from typing import Any
 from watchkeeper.campaign.defaults import detected_gpu
 from watchkeeper.config import Config
 from watchkeeper.publish.deliverable import RecommendationRecord
-from watchkeeper.publish.served import served_arm, wants_gpu
+from watchkeeper.publish.served import as_rendered, served_arm, wants_gpu
 from watchkeeper.publish.soak_report import (
     SOAK_REPORT,
     SOAK_SUMMARY,
@@ -54,12 +54,11 @@ def soaked_unit(
     Kept in the campaign's params, so a report re-rendered later states what ran then, and
     a soak from before it ran the unit's flags says so."""
     arms = {a.name: a for a in (record.baseline, record.chosen, record.closest) if a}
-    gpu = wants_gpu(record.gpu, config.service, detected=detected_gpu(config))
+    service = as_rendered(record, config.service)
+    gpu = wants_gpu(record.gpu, service, detected=detected_gpu(config))
     return {
         "path": unit_path(record),
-        "flags": {
-            n: list(served_arm(arms[n], config.service, gpu=gpu).flags) for n in names if n in arms
-        },
+        "flags": {n: list(served_arm(arms[n], service, gpu=gpu).flags) for n in names if n in arms},
     }
 
 

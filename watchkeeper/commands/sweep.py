@@ -44,6 +44,7 @@ from watchkeeper.load.shape import LoadShape
 from watchkeeper.load.tasks import load_taskset
 from watchkeeper.publish.deliverable import RECORD_NAME, build_record, write_record
 from watchkeeper.publish.report import campaign_folder_name
+from watchkeeper.publish.served import served_extra
 from watchkeeper.publish.soak_report import summary_for
 from watchkeeper.publish.sweep_report import preface, render_sweep_sections
 from watchkeeper.publish.sweep_view import SweepView, soak_command
@@ -295,6 +296,9 @@ def _report(
     # The unit rendered from this record, so its soak names the unit it soaked: relative to
     # the checkout it is committed in, never a host path (the record is committed).
     record.extra["unit"] = _committed_name(service_path)
+    # ...and the slots and prompt cache it renders with, so a soak or re-render under a
+    # config that does not repeat them serves the same unit.
+    record.extra["served"] = served_extra(config.service)
     write_record(reports / RECORD_NAME, record)
     view = SweepView(
         result=result,

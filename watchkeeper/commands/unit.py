@@ -46,10 +46,14 @@ class UnitResult:
 
 
 def service_settings(config: Config, overrides: Mapping[str, Any]) -> ServiceConfig:
-    """[service] with the command line's values over it, validated as the file's are."""
+    """[service] with the command line's values over it, validated as the file's are. Only the
+    keys someone set stay set, so the record's serving settings fill the rest
+    (publish/served.py:as_rendered)."""
     given = {k: v for k, v in overrides.items() if v is not None}
     try:
-        return ServiceConfig.model_validate({**config.service.model_dump(), **given})
+        return ServiceConfig.model_validate(
+            {**config.service.model_dump(exclude_unset=True), **given}
+        )
     except ValidationError as exc:
         err = exc.errors()[0]
         key = ".".join(str(p) for p in err["loc"])

@@ -17,16 +17,21 @@ memory verdict was measured with); None keeps the build's default (8 GiB in the 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+
+from pydantic import ValidationError
 
 from watchkeeper.config import ProfileConfig
 from watchkeeper.config.service import ServiceConfig
-from watchkeeper.errors import SoakError
+from watchkeeper.errors import ConfigError, SoakError
 from watchkeeper.publish.deliverable import ArmRecipe, RecommendationRecord
 
 CACHE_RAM_FLAGS = ("--cache-ram", "-cram")
 _SLOTS_FLAGS = ("--parallel", "-np")
 _CTX_FLAGS = ("--ctx-size", "-c")
+SERVED_KEYS = ("slots", "cache_ram_mib")
+"""The [service] keys the record keeps as its unit was rendered with (`record.extra["served"]`)."""
 _NGL: tuple[str, ...] = ("-ngl", "--gpu-layers", "--n-gpu-layers")
 _NGLD: tuple[str, ...] = ("-ngld", "--spec-draft-ngl", "--gpu-layers-draft", "--n-gpu-layers-draft")
 """Every spelling of -ngl and -ngld (server/flags.py's, old and new builds): `-ngl` and
@@ -43,6 +48,36 @@ class Served:
     gpu: bool = False
     """The unit runs on a GPU: its layers are offloaded (-ngl/-ngld, 'all' unless the
     profile names a number), and systemd lets it see the device nodes."""
+
+
+def served_extra(service: ServiceConfig) -> dict[str, int | None]:
+    """What the sweep keeps on its record: the serving settings its unit was rendered with."""
+    return {k: getattr(service, k) for k in SERVED_KEYS}
+
+
+def as_rendered(record: RecommendationRecord, service: ServiceConfig) -> ServiceConfig:
+    """[service] with the record's serving settings where the running config is silent.
+
+    The committed default unit serves 4 slots because the sweep's config said so; a soak or a
+    re-render under a config without `slots` used to fall back to the 1 slot measured, refuse
+    depth 4 on that very unit, or render a different one. A key the running config (or the
+    command line) sets to a value still wins: slots are the operator's choice (None, which no
+    TOML file can say, counts as unset). A record from before it kept them changes nothing."""
+    kept = record.extra.get("served")
+    if not isinstance(kept, Mapping):
+        return service
+    said = {k for k in service.model_fields_set if getattr(service, k) is not None}
+    update = {k: kept[k] for k in SERVED_KEYS if k in kept and k not in said}
+    if not update:
+        return service
+    try:
+        return ServiceConfig.model_validate({**service.model_dump(exclude_unset=True), **update})
+    except ValidationError as exc:
+        raise ConfigError(
+            f"the recommendation's served settings are invalid: {exc.errors()[0]['msg']}",
+            hint="regenerate it with `watchkeeper sweep`, or set [service] slots and "
+            "cache_ram_mib yourself",
+        ) from None
 
 
 def wants_gpu(measured_on_gpu: bool, service: ServiceConfig, *, detected: bool) -> bool:
@@ -123,6 +158,7 @@ def shipped_profiles(
     record: RecommendationRecord, service: ServiceConfig, *, detected_gpu: bool = False
 ) -> dict[str, ProfileConfig]:
     """The record's arms as the unit would run each of them (the soak's profiles)."""
+    service = as_rendered(record, service)
     gpu = wants_gpu(record.gpu, service, detected=detected_gpu)
     arms = [record.baseline, record.chosen, *([record.closest] if record.closest else [])]
     return {
@@ -136,7 +172,7 @@ def shipped_profiles(
 def check_depth(record: RecommendationRecord, service: ServiceConfig, depth: int) -> None:
     """Refuse a soak deeper than the unit's slots, before any server starts."""
     subject = record.subject or record.chosen
-    slots = served_settings(subject, service).slots
+    slots = served_settings(subject, as_rendered(record, service)).slots
     if depth > slots:
         raise SoakError(
             f"--concurrency {depth}: the unit serves {slots} request(s) at once (--parallel "

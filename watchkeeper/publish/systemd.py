@@ -21,7 +21,7 @@ from jinja2 import Environment, PackageLoader, StrictUndefined
 from watchkeeper.config.service import ServiceConfig
 from watchkeeper.errors import ConfigError
 from watchkeeper.publish.deliverable import ArmRecipe, RecommendationRecord
-from watchkeeper.publish.served import served_arm, wants_gpu
+from watchkeeper.publish.served import as_rendered, served_arm, wants_gpu
 
 _ENV = Environment(
     loader=PackageLoader("watchkeeper", "templates"),
@@ -171,6 +171,7 @@ def render_unit(
     """`gpu_detected`: the installing host has a GPU (with [service] gpu = auto, the unit
     then offloads and sees the device nodes, whatever the sweep's host had)."""
     arm = record.chosen
+    service = as_rendered(record, service)
     gpu = wants_gpu(record.gpu, service, detected=gpu_detected)
     argv = exec_argv(arm, service, gpu=gpu)
     spec = arm.profile.get("spec_type") or "no speculation"
