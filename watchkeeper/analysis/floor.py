@@ -25,7 +25,7 @@ term alone keeps the half-width beyond reach, no number of rounds will do: add t
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -99,13 +99,20 @@ class Floor:
         return max(self.task_term, 0.0) / total if total > 0 else 0.0
 
 
+def welch_df(terms: Iterable[tuple[float, float]]) -> float | None:
+    """Welch-Satterthwaite degrees of freedom of a sum of variance terms, each (variance, its
+    df); terms without variance or df carry no information and are left out. None when none
+    is left: what to say then differs by caller."""
+    kept = [(v, d) for v, d in terms if v > 0 and d > 0]
+    if not kept:
+        return None
+    return math.fsum(v for v, _ in kept) ** 2 / math.fsum(v * v / d for v, d in kept)
+
+
 def satterthwaite(a: float, df_a: float, b: float, df_b: float) -> float:
     """Welch-Satterthwaite degrees of freedom of a + b (variances with their own df)."""
-    terms = [(v, d) for v, d in ((a, df_a), (b, df_b)) if v > 0 and d > 0]
-    if not terms:
-        return max(df_a, df_b, 0.0)
-    total = sum(v for v, _ in terms)
-    return total**2 / sum(v * v / d for v, d in terms)
+    df = welch_df(((a, df_a), (b, df_b)))
+    return max(df_a, df_b, 0.0) if df is None else df
 
 
 def two_way_floor(per_round: np.ndarray, per_task: np.ndarray) -> Floor:

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from watchkeeper.analysis.floor import Floor, settle
+from watchkeeper.analysis.floor import Floor, settle, welch_df
 from watchkeeper.analysis.stats import (
     MIN_ROUNDS,
     classify,
@@ -199,8 +199,7 @@ def task_floor(
         g = w * estimate / s_c
         terms.append((g * g * float(values.var(ddof=1)) / values.size, float(values.size - 1)))
     task_term = math.fsum(t for t, _ in terms)
-    spread = math.fsum(t * t / d for t, d in terms if t > 0)
-    task_df = task_term**2 / spread if spread > 0 else 0.0
+    task_df = welch_df(terms) or 0.0
     return Floor(
         float(logs.mean()),
         float(logs.var(ddof=1)) / n,
