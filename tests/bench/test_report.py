@@ -126,6 +126,21 @@ def test_report_says_keep_the_baseline_when_nothing_beats_it(result: BenchResult
     ) in markdown
 
 
+def test_the_method_names_the_arms_that_got_a_fresh_process_every_round(
+    result: BenchResult,
+) -> None:
+    """A sweep renews ngram-mod and ngram-cache each round while the rest keep one process;
+    the report used to say "one process per arm for the whole campaign" for all of them."""
+    renewed = replace(result, method=replace(result.method, renewed=("ngram",)))
+    markdown = render_bench_report(renewed, plots={}, recommendation=recommend(renewed))
+    assert (
+        "- server processes: a fresh process every round for ngram (their n-gram state "
+        "outlives requests); one process for the whole campaign for the others"
+    ) in markdown
+    plain = render_bench_report(result, plots={}, recommendation=recommend(result))
+    assert "- server processes: one process per arm for the whole campaign" in plain
+
+
 def test_table_cells_escape_pipes_from_names(result: BenchResult) -> None:
     arms = (*result.arms[:2], replace(result.arms[2], spec_type="ngram|simple"))
     markdown = render_bench_report(replace(result, arms=arms), plots={})

@@ -144,6 +144,10 @@ class BenchMethod:
     ci_method: str = METHOD
     order: str = "arms back to back per task, order alternated per task and per round (AB, BA, ...)"
     restart_every: int = 0
+    renewed: tuple[str, ...] = ()
+    """Arms given a fresh process before every round while the rest keep theirs (the sweep's
+    ngram-mod and ngram-cache: their n-gram state outlives requests, so a process that has
+    answered a task would draft it from memory the next round)."""
     sampling: str = "temperature 0 (greedy)"
     """The throughput requests' sampler (load/sampling.py `label`), arms' own overrides
     after it."""
@@ -151,6 +155,11 @@ class BenchMethod:
     @property
     def processes(self) -> str:
         """How server processes relate to rounds: what the CI's replicates include."""
+        if self.restart_every <= 0 and self.renewed:
+            return (
+                f"a fresh process every round for {', '.join(self.renewed)} (their n-gram "
+                "state outlives requests); one process for the whole campaign for the others"
+            )
         if self.restart_every <= 0:
             return "one process per arm for the whole campaign"
         every = "every round" if self.restart_every == 1 else f"every {self.restart_every} rounds"

@@ -425,6 +425,7 @@ def _analyze(
             near_tie_threshold=config.bench.near_tie_threshold,
             threshold=config.bench.min_effect,
             restart_every=plan.restart_every,
+            renewed=tuple(a.name for a in arms if a.name in plan.renew_each_round),
         ),
         degenerate_threshold=config.bench.degenerate_threshold,
         length_tolerance=config.bench.length_parity_tolerance,
