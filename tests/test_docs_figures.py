@@ -4,7 +4,8 @@ requests and probes of the 27 Nov soak the depth-4 argument rests on
 (`reports/2026-11-27-soak-c1/speculative_soak.json`, the soak of the sweep it replaced), the
 draft's cost per target step, the closest arm's speed-up and the host
 (`reports/speculative_recommendation.json`),
-the soak's thresholds (the config's defaults), and the committed reports against each other."""
+the soak's thresholds (the config's defaults), the code-edit unit's figure in README, and the
+committed reports against each other."""
 
 from __future__ import annotations
 
@@ -150,3 +151,12 @@ def test_no_page_names_a_top_level_file_the_repository_does_not_have() -> None:
     }
     missing = sorted(n for n in names if not (ROOT / n).exists())
     assert not missing, missing
+
+
+def test_the_readmes_code_edit_figure_is_the_committed_code_edit_records() -> None:
+    """README quotes the code-edit unit's speed-up: the figure its record holds."""
+    data = json.loads((REPORTS / "code-edit" / "speculative_recommendation.json").read_text())
+    figure = data["chosen"]["speedup"].removesuffix(", faster)") + ")"
+    spec = data["chosen"]["profile"]["spec_type"]
+    readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    assert f"(`--spec-type {spec}`), {figure} on code edits" in readme, figure
