@@ -1,12 +1,17 @@
 """A ladder level read on what users feel: a candidate that decodes each request 1.3x faster
-with 0.6x the capacity, offered more than its capacity, pays on decode tok/s and costs on
+with 0.4x the capacity, offered more than its capacity, pays on decode tok/s and costs on
 goodput (paired SLO attainment), and the report shows both readings.
 
 Two fake servers over real HTTP on 127.0.0.1 (tests/support/slowserver.py), each serving
-`slots` requests at once and streaming 6 pieces per request: the baseline 13 slots at 80 ms a
-piece, the candidate 6 slots at 80 / 1.3 ms (6 x 1.3 / 13 = 0.6x the requests per second).
-An open loop sends 20 req/s at each, round by round: the baseline (capacity ~27 req/s) keeps
-up, the candidate (~16 req/s) builds a queue that its TTFT carries."""
+`slots` requests at once and streaming 6 pieces per request: the baseline 20 slots at 80 ms a
+piece, the candidate 6 slots at 80 / 1.3 ms (6 x 1.3 / 20 = 0.39x the requests per second).
+An open loop sends 20 req/s at each, round by round: the baseline (capacity ~42 req/s, half
+used) keeps up, the candidate (~16 req/s) builds a queue that its TTFT carries.
+
+The baseline's margin is the test's: with 13 slots (27 req/s, three quarters used) its
+completions lagged its arrivals beside a busy neighbour once (`pytest -n 2`), and "the
+baseline keeps up" is what the goodput reading compares against. The decode figure is exact
+(the fake servers report 1 / gap as their timings)."""
 
 from __future__ import annotations
 
@@ -49,7 +54,7 @@ def _run(arm: str, rnd: int, url: str) -> RunResult:
 def test_decode_says_pays_and_goodput_says_costs_above_the_candidates_capacity() -> None:
     runs: list[RunResult] = []
     with (
-        slow_server(0.0, tokens=6, gap_s=_GAP, slots=13) as (base_url, _),
+        slow_server(0.0, tokens=6, gap_s=_GAP, slots=20) as (base_url, _),
         slow_server(0.0, tokens=6, gap_s=_GAP / 1.3, slots=6) as (cand_url, _),
     ):
         for rnd in range(3):  # arms back to back, order alternated per round
