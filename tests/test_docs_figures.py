@@ -16,6 +16,7 @@ from typing import Any
 
 from watchkeeper.config import SoakConfig
 from watchkeeper.publish.soak_report import render, splice
+from watchkeeper.soak.depth import series_drift
 
 ROOT = Path(__file__).resolve().parents[1]
 REPORTS = ROOT / "reports"
@@ -133,7 +134,7 @@ def test_the_committed_reports_agree_with_each_other_and_the_renderer() -> None:
     assert splice(latest, "") == splice(sweep, "") and latest == sweep
     # The stability line is filled in exactly when the sweep's own soak is committed.
     assert ("not yet measured" in latest) == (not (REPORTS / "speculative_soak.json").exists())
-    for folder in (SOAK_1127, REPORTS, REPORTS / "code-edit"):
+    for folder in (SOAK_1127, REPORTS / "2026-11-28-soak-c5", REPORTS, REPORTS / "code-edit"):
         if not (folder / "speculative_soak.json").exists():
             continue
         data = json.loads((folder / "speculative_soak.json").read_text())
@@ -160,3 +161,21 @@ def test_the_readmes_code_edit_figure_is_the_committed_code_edit_records() -> No
     spec = data["chosen"]["profile"]["spec_type"]
     readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
     assert f"(`--spec-type {spec}`), {figure} on code edits" in readme, figure
+
+
+def test_the_real_depth4_soaks_figures_in_soak_md_are_the_committed_soaks() -> None:
+    """docs/soak.md's table of the real 130-minute depth-4 soak quotes its JSON's verdicts."""
+    data = json.loads((REPORTS / "speculative_soak.json").read_text())
+    page = doc("soak.md")
+    assert data["duration"] == "130m"
+    for entry in data["blocks"]:
+        rows = [r for r in entry["rows"] if r["throughput_tps"] > 0]
+        got = series_drift(rows, threshold=data["drift_threshold"], floor=0.3)
+        assert got is not None
+        low, high = got["change_ci95"]
+        arm = "baseline" if entry["profile"] == data["baseline"] else "ngram-mod"
+        quoted = (
+            f"| {arm} c{entry['concurrency']} | {got['verdict']} | {got['change']:+.1%} "
+            f"({low * 100:+.1f}..{high:+.1%})"
+        )
+        assert quoted in page, quoted
