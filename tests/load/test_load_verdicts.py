@@ -11,7 +11,8 @@ used) keeps up, the candidate (~16 req/s) builds a queue that its TTFT carries.
 The baseline's margin is the test's: with 13 slots (27 req/s, three quarters used) its
 completions lagged its arrivals beside a busy neighbour once (`pytest -n 2`), and "the
 baseline keeps up" is what the goodput reading compares against. The decode figure is exact
-(the fake servers report 1 / gap as their timings)."""
+(the fake servers report 1 / gap as their timings). Beside `scripts/neighbour.sh` (one busy
+core): 10 of 10 passed, 3.3 min in all (2026-11-28)."""
 
 from __future__ import annotations
 
