@@ -25,6 +25,7 @@ from watchkeeper.config.service import ServiceConfig
 from watchkeeper.errors import InstallError
 from watchkeeper.nightly.reference import snapshot_binary
 from watchkeeper.publish.deliverable import read_record
+from watchkeeper.publish.served import as_rendered
 from watchkeeper.publish.systemd import exec_argv
 from watchkeeper.server.binary import ServerBinary
 from watchkeeper.store.db import head_revision, make_engine, open_database, upgrade
@@ -177,7 +178,9 @@ def test_a_path_with_a_space_and_a_percent_is_read_by_systemd_as_written(
     wrong.write_text(unit.read_text().replace('llama-server" ', 'llama-server-missing" ', 1))
     assert verify(wrong).returncode != 0
     service = ServiceConfig(binary=str(binary), model_dir=str(models), user="svc")
-    expected = exec_argv(read_record(RECOMMENDATION).chosen, service)
+    record = read_record(RECOMMENDATION)  # its unit's 4 slots come with it (extra.served)
+    expected = exec_argv(record.chosen, as_rendered(record, service))
+    assert expected[expected.index("--parallel") + 1] == "4"
     parsed = parsed_unit(unit, open_dir / "runtime")
     # '$' stays doubled until the process starts, where systemd turns '$$' into '$'.
     argv = [w.replace("$$", "$") for w in systemd_words(parsed["Command Line"])]
