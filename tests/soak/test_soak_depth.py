@@ -17,7 +17,13 @@ from watchkeeper.config.durations import parse_duration
 from watchkeeper.config.paths import project_root
 from watchkeeper.daemon.jobdefs import load_jobs
 from watchkeeper.publish.soak_report import render, series_rows, stability_line, summary
-from watchkeeper.soak.depth import block_rows, classify_drift, series_drift, slope_drift
+from watchkeeper.soak.depth import (
+    block_rows,
+    classify_drift,
+    depth_lines,
+    series_drift,
+    slope_drift,
+)
 from watchkeeper.soak.simulate import ORIGIN, SoakModel, simulate_series
 from watchkeeper.soak.verdicts import judge
 from watchkeeper.soak.views import SoakData, SoakSampleView
@@ -206,3 +212,16 @@ def test_the_shipped_soak_job_covers_depth_1_and_4_and_depth_4_resolves_in_150_m
     assert block_s == MODEL.block_s
     blocks_per_series = depth4_s / (2 * block_s)  # two arms take turns at depth 4
     assert blocks_per_series >= 37
+
+
+def test_an_inconclusive_series_says_how_many_times_the_blocks_its_noise_needs() -> None:
+    """The real 130-minute depth-4 soak (28 Nov) read half-widths of 19% against 10%: the note
+    names the ~3.7 times the blocks its own noise needs instead of promising a longer soak."""
+    drift = {
+        "change": 0.076, "change_ci95": [-0.100, 0.286], "half_width": 0.193, "blocks": 30,
+        "threshold": 0.10, "verdict": "inconclusive",
+        "autocorrelation": {"estimate": 0.17, "used": 0.30},
+    }  # fmt: skip
+    reasons, notes = depth_lines("qwen-baseline c4", drift, 30)
+    assert reasons == [] and len(notes) == 1
+    assert "about 3.7 times the blocks would settle it" in notes[0], notes[0]

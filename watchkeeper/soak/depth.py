@@ -214,7 +214,10 @@ def depth_lines(
         return [], [f"{name}: throughput rose {figures}: not a reason"]
     if drift["verdict"] == "no drift":
         return [], [f"{name}: no throughput drift beyond {drift['threshold']:.0%}: {figures}"]
+    # The half-width shrinks about as 1/sqrt(blocks): what this series' own noise would need.
+    longer = (drift["half_width"] / drift["threshold"]) ** 2
     return [], [
         f"{name}: throughput drift inconclusive: {figures} reaches past "
-        f"+-{drift['threshold']:.0%}; a longer soak settles it"
+        f"+-{drift['threshold']:.0%}; at this noise about {longer:.1f} times the blocks would "
+        "settle it"
     ]
