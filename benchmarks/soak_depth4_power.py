@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from watchkeeper.soak.depth import block_rows, series_drift
+from watchkeeper.soak.depth import block_rows, is_slowdown, series_drift
 from watchkeeper.soak.simulate import ORIGIN, SoakModel, simulate_series
 from watchkeeper.soak.trends import block_medians, theil_sen
 
@@ -57,10 +57,6 @@ def old_half_width(model: SoakModel, soak_minutes: float, seed: int) -> float:
     assert trend is not None
     level = statistics.median(ys)
     return float((trend.high - trend.low) * soak_minutes / 60.0 / level / 2.0)
-
-
-def slowdown_reason(drift: dict[str, Any]) -> bool:
-    return bool(drift["verdict"] == "drift" and drift["change"] < 0)
 
 
 def main() -> None:
@@ -92,8 +88,8 @@ def main() -> None:
     at = args.depth4_minutes
     aa = [judged(model, at, s) for s in seeds]
     step = [judged(replace(model, step=-0.15), at, s) for s in seeds]
-    out["aa_no_reason"] = sum(not slowdown_reason(d) for d in aa)
-    out["positive_control_detected"] = sum(slowdown_reason(d) for d in step)
+    out["aa_no_reason"] = sum(not is_slowdown(d) for d in aa)
+    out["positive_control_detected"] = sum(is_slowdown(d) for d in step)
     out["positive_control_change_median"] = float(np.median([d["change"] for d in step]))
     out["old_estimator_half_width_100min"] = float(
         np.median([old_half_width(model, 100.0, s) for s in seeds])

@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from watchkeeper.soak.depth import series_drift
+from watchkeeper.soak.depth import is_slowdown, line_and_step, series_drift
 from watchkeeper.soak.trends import theil_sen
 
 THRESHOLD = 0.10  # soak.drift_threshold
@@ -48,10 +48,7 @@ def residual_sd(rows: list[dict[str, Any]]) -> float:
     `slope_drift` reads its noise."""
     x = np.asarray([r["t_h"] for r in rows], float)
     y = np.log(np.asarray([r["throughput_tps"] for r in rows], float))
-    half = (x >= (x[0] + x[-1]) / 2.0).astype(float)
-    design = np.column_stack([np.ones(x.size), x - x.mean(), half])
-    coef, *_ = np.linalg.lstsq(design, y, rcond=None)
-    res = y - design @ coef
+    _, res = line_and_step(x, y)
     return float(math.sqrt(res @ res / max(x.size - 3, 1)))
 
 
@@ -95,7 +92,7 @@ def analyse(series: dict[str, Any], step: float, shuffles: int) -> dict[str, Any
         order = rng.permutation(len(values))
         shuffled = [{**r, "throughput_tps": values[i]} for r, i in zip(rows, order, strict=True)]
         got = judge(shuffled)
-        aa_clean += got is None or not (got["verdict"] == "drift" and got["change"] < 0)
+        aa_clean += got is None or not is_slowdown(got)
     medians = [r["median_decode_tps"] for r in rows if r["median_decode_tps"]]
     return {
         "series": f"{series['profile']} c{series['concurrency']}",

@@ -112,6 +112,22 @@ def _ar1_matrix(n: int, r: float) -> np.ndarray:
     return np.asarray(r ** np.abs(k[:, None] - k[None, :]), float)
 
 
+def line_and_step(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(design, residuals) of y on a line in x *and* a step halfway: where `slope_drift` reads
+    its noise (variance and lag-1 correlation), so a slowdown halfway left in the residuals of
+    the line alone does not read as noise and autocorrelation and widen the very interval meant
+    to see it."""
+    half = (x >= (x[0] + x[-1]) / 2.0).astype(float)
+    design = np.column_stack([np.ones(x.size), x - x.mean(), half])
+    coef, *_ = np.linalg.lstsq(design, y, rcond=None)
+    return design, y - design @ coef
+
+
+def is_slowdown(drift: dict[str, Any]) -> bool:
+    """A drift verdict that is a reason: beyond the threshold, and slower."""
+    return bool(drift["verdict"] == "drift" and drift["change"] < 0)
+
+
 def slope_drift(
     t_h: Sequence[float],
     values: Sequence[float],
@@ -132,13 +148,7 @@ def slope_drift(
     sxx = float(xc @ xc)
     w = xc / sxx
     slope = float(w @ y)
-    # The noise (its variance and lag-1 correlation) is read from the residuals of a line
-    # *and* a step halfway: a slowdown halfway left in the residuals of the line alone would
-    # read as noise and as autocorrelation, and widen the very interval meant to see it.
-    half = (x >= (x[0] + x[-1]) / 2.0).astype(float)
-    design = np.column_stack([np.ones(n), xc, half])
-    coef, *_ = np.linalg.lstsq(design, y, rcond=None)
-    residuals = y - design @ coef
+    design, residuals = line_and_step(x, y)
     r_hat = lag1(residuals)
     r = min(MAX_AUTOCORRELATION, max(floor, r_hat + (1.0 + 4.0 * r_hat) / n, 0.0))
     big_r = _ar1_matrix(n, r)
@@ -208,7 +218,7 @@ def depth_lines(
         f"{drift['autocorrelation']['estimate']:+.2f}, used {drift['autocorrelation']['used']:.2f}"
         ")"
     )
-    if drift["verdict"] == "drift" and drift["change"] < 0:
+    if is_slowdown(drift):
         return [f"{name}: throughput drifted {figures} (absolute: the host's load counts too)"], []
     if drift["verdict"] == "drift":
         return [], [f"{name}: throughput rose {figures}: not a reason"]
