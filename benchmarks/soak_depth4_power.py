@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 from dataclasses import replace
 from typing import Any
 
@@ -32,7 +31,7 @@ import numpy as np
 
 from watchkeeper.soak.depth import block_rows, is_slowdown, series_drift
 from watchkeeper.soak.simulate import ORIGIN, SoakModel, simulate_series
-from watchkeeper.soak.trends import block_medians, theil_sen
+from watchkeeper.soak.trends import block_medians, relative_trend
 
 THRESHOLD = 0.10
 FLOOR = 0.3  # soak.autocorrelation_floor
@@ -52,11 +51,9 @@ def old_half_width(model: SoakModel, soak_minutes: float, seed: int) -> float:
     its CI as a change over the soak relative to the median block."""
     samples = simulate_series(model, soak_minutes, seed)
     points = [((w - ORIGIN).total_seconds() / 3600.0, v) for w, v in block_medians(samples)]
-    xs, ys = zip(*points, strict=True)
-    trend = theil_sen([(xs, ys)])
-    assert trend is not None
-    level = statistics.median(ys)
-    return float((trend.high - trend.low) * soak_minutes / 60.0 / level / 2.0)
+    relative = relative_trend(points, soak_minutes / 60.0)
+    assert relative is not None
+    return relative.half_width
 
 
 def main() -> None:

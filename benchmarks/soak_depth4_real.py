@@ -28,14 +28,13 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import statistics
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from watchkeeper.soak.depth import is_slowdown, line_and_step, series_drift
-from watchkeeper.soak.trends import theil_sen
+from watchkeeper.soak.trends import relative_trend
 
 THRESHOLD = 0.10  # soak.drift_threshold
 FLOOR = 0.3  # soak.autocorrelation_floor
@@ -57,14 +56,10 @@ def old_estimator(rows: list[dict[str, Any]]) -> dict[str, float] | None:
     points = [(r["t_h"], r["median_decode_tps"]) for r in rows if r["median_decode_tps"]]
     if len(points) < 6:
         return None
-    x, y = zip(*points, strict=True)
-    trend = theil_sen([(x, y)])
-    if trend is None:
+    t = relative_trend(points, points[-1][0] - points[0][0])
+    if t is None:
         return None
-    span, level = x[-1] - x[0], statistics.median(y)
-    low, high = trend.low * span / level, trend.high * span / level
-    return {"change": trend.slope * span / level, "low": low, "high": high,
-            "half_width": (high - low) / 2.0}  # fmt: skip
+    return {"change": t.change, "low": t.low, "high": t.high, "half_width": t.half_width}
 
 
 def judge(rows: list[dict[str, Any]]) -> dict[str, Any] | None:

@@ -32,6 +32,7 @@ from watchkeeper.soak.trends import (
     block_medians,
     level_shift,
     relative_shift,
+    relative_trend,
     theil_sen,
     thirds,
 )
@@ -127,15 +128,14 @@ def _series_entry(
     # One point per block (its median): the block is the replicate, not the time slice.
     points = [(_hours(when, origin), v) for when, v in block_medians(rows)]
     entry["blocks"] = len(points)
-    trend = theil_sen([tuple(zip(*points, strict=True))]) if len(points) >= MIN_BLOCKS else None  # type: ignore[list-item]
-    if trend is not None:
-        level = statistics.median(v for _, v in points)
+    relative = relative_trend(points, span_h, min_points=MIN_BLOCKS)
+    if relative is not None:
         entry["throughput_drift"] = {
-            **trend.to_json(),
+            **relative.trend.to_json(),
             "unit": "tok/s per hour",
-            "level_tps": level,
-            "change": trend.slope * span_h / level,
-            "change_ci95": [trend.low * span_h / level, trend.high * span_h / level],
+            "level_tps": relative.level,
+            "change": relative.change,
+            "change_ci95": [relative.low, relative.high],
         }
     shift = level_shift(rows)
     if shift is not None:

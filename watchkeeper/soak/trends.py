@@ -75,6 +75,38 @@ def theil_sen(segments: Sequence[tuple[Sequence[float], Sequence[float]]]) -> Tr
     return Trend(float(np.median(pooled)), float(pooled[lower]), float(pooled[upper]), points)
 
 
+@dataclass(frozen=True, slots=True)
+class RelativeTrend:
+    """A Theil-Sen trend as a change over a span, relative to the series' median level."""
+
+    trend: Trend
+    level: float
+    change: float
+    low: float
+    high: float
+
+    @property
+    def half_width(self) -> float:
+        return (self.high - self.low) / 2.0
+
+
+def relative_trend(
+    points: Sequence[tuple[float, float]], span_h: float, *, min_points: int = 2
+) -> RelativeTrend | None:
+    """Theil-Sen over (hours, value) points, its slope and CI as a change over `span_h`
+    relative to the median value: the depth-1 drift's figure (soak/drift.py), and the old
+    estimator the depth-4 benchmarks set beside the aggregate slope. None below `min_points`."""
+    if len(points) < min_points:
+        return None
+    xs, ys = zip(*points, strict=True)
+    trend = theil_sen([(xs, ys)])
+    if trend is None:
+        return None
+    level = float(np.median(ys))
+    scale = span_h / level
+    return RelativeTrend(trend, level, trend.slope * scale, trend.low * scale, trend.high * scale)
+
+
 def _thin(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Bin medians when a segment is long (8 h of 5 s samples is 16 M pairs)."""
     if len(x) <= MAX_POINTS_PER_SEGMENT:
