@@ -16,7 +16,7 @@ from watchkeeper.cli.app import main
 from watchkeeper.config.durations import format_duration, parse_duration
 from watchkeeper.load.records import RequestSample, Task, TokenLogprob
 from watchkeeper.soak.clients import ServerClients
-from watchkeeper.soak.plan import TaskCycle
+from watchkeeper.soak.plan import TaskCycle, block_cycle
 from watchkeeper.soak.records import (
     IncidentRecord,
     ResourcePoint,
@@ -112,6 +112,35 @@ def test_task_order_is_reshuffled_every_pass_and_reproducible_from_the_seed() ->
     assert [again.next().id for _ in range(24)] == order
     other = TaskCycle(tasks, seed=8, block=3)
     assert [other.next().id for _ in range(8)] != order[:8]
+
+
+def test_deeper_blocks_replay_one_order_dealt_by_category_and_depth_1_blocks_do_not() -> None:
+    """Depth-4 blocks compare like with like only when they send the same requests: every
+    block at depth > 1 replays one order (from the seed alone), whose every stretch of six
+    holds all six categories; depth-1 blocks keep their own shuffle each."""
+    categories = ("prose", "tool_call", "code_gen", "code_edit", "summarize", "multi_turn")
+    tasks = tuple(
+        Task(id=f"{c}-{i}", category=c, messages=({"role": "user", "content": "x"},), max_tokens=4)
+        for c in categories
+        for i in range(8)
+    )
+
+    def order(block: int, depth: int, seed: int = 7, n: int = 60) -> list[str]:
+        cycle = block_cycle(tasks, seed=seed, block=block, concurrency=depth)
+        return [cycle.next().id for _ in range(n)]
+
+    deep = order(3, 4)
+    assert order(9, 4) == deep and order(3, 2) == deep
+    assert order(3, 4, seed=8) != deep
+    assert sorted(deep[:48]) == sorted(t.id for t in tasks)
+    for start in range(0, 48, 6):
+        assert {i.split("-")[0] for i in deep[start : start + 6]} == set(categories)
+    assert order(3, 1) != order(9, 1)
+    assert order(3, 1) == [i.id for i in _take(TaskCycle(tasks, seed=7, block=3), 60)]
+
+
+def _take(cycle: TaskCycle, n: int) -> list[Task]:
+    return [cycle.next() for _ in range(n)]
 
 
 def _sample(seq: int, text: str = "hello") -> RequestSample:

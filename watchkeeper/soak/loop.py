@@ -5,7 +5,8 @@ combinations, round robin, so drift over the night hits every profile. Inside a 
 `concurrency` workers each send their next request when the last one finished (requests in
 flight = concurrency), starting staggered so a block never opens with a burst. The task order
 is reshuffled every pass through the task set, from (seed, block, pass), so any stretch of
-the night can be replayed. Before a block's load starts, when `soak.probe_interval_s` has passed
+the night can be replayed; deeper than 1, every block replays the same order, so blocks compare
+like with like (`plan.block_cycle` says why). Before a block's load starts, when `soak.probe_interval_s` has passed
 since that arm's last probe at that concurrency, the probe task is sent alone at temperature 0
 with top-2 logprobs: soak/probes.py weighs those answers against a reference by tokens, as the
 bench weighs a divergence.
@@ -46,7 +47,7 @@ from watchkeeper.load.client import chat
 from watchkeeper.load.openloop import run_open_loop
 from watchkeeper.load.records import RequestSample, RunPurpose, Task
 from watchkeeper.soak.clients import ServerClients
-from watchkeeper.soak.plan import ResumePoint, SoakOutcome, SoakPlan, TaskCycle
+from watchkeeper.soak.plan import ResumePoint, SoakOutcome, SoakPlan, TaskCycle, block_cycle
 from watchkeeper.soak.records import (
     IncidentRecord,
     RunClose,
@@ -193,9 +194,10 @@ class SoakLoop:
         self._progress(
             f"block {index}: {profile} at concurrency {concurrency} for {duration_s:.0f}s"
         )
-        block = _Block(
-            key, probe_key, TaskCycle(self._plan.tasks, seed=self._plan.seed, block=index)
+        cycle = block_cycle(
+            self._plan.tasks, seed=self._plan.seed, block=index, concurrency=concurrency
         )
+        block = _Block(key, probe_key, cycle)
         if self._probe_due(profile, concurrency):
             self._probe(sup, block)
         deadline = time.monotonic() + duration_s
