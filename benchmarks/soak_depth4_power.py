@@ -3,18 +3,19 @@ power: simulated, no server (soak/simulate.py's seeded closed loop, judged by so
 
 The soak of the recommendation runs two arms at depths 1 and 4 in blocks of `--block`
 minutes, so each (arm, depth 4) series gets one block every 4 blocks and the soak spends half
-its time at depth 4. For each length it prints, over `--seeds` soaks of one series:
+its time at depth 4. For both task orders at depth 4 (`replayed`: every block the same order,
+as `plan.block_cycle` sends since 28 Nov 2026; `shuffled`: each block its own stretch, as
+before) it prints, over `--seeds` soaks of one series:
 
 - the 95% CI half-width of the drift over the soak (median and 90th percentile) and how many
   soaks resolved (`no drift`: the CI inside +-10%), on an A/A series;
 - at `--depth4-minutes` (default 150) of depth-4 soak: the A/A count (soaks with no slowdown
   reason, wanted in at least 19 of 20) and the positive control (a server slowed 15% halfway,
   read as drift);
-- the old estimator (Theil-Sen over block medians, first to last block) after the 100-minute
-  soak of 27 Nov, against its measured half-width there (~21%: -16..+26% and -11..+35%),
-  which is what the model's `share_sd` was chosen to reproduce;
-- the half-width at `--depth4-minutes` if the aggregate's block noise (`host_sd`, 3.4% from
-  the depth-1 CIs of that soak) were 6% or 9%: the assumption the verdict rests on.
+- the old estimator (Theil-Sen over block medians, shuffled order) after the 100-minute soak
+  of 27 Nov, against its measured half-width there (~21%: -16..+26% and -11..+35%);
+- the replayed design's half-width at `--depth4-minutes` if the host's own block noise
+  (`host_sd`, 1.2% measured by `benchmarks/depth4_host_wander.py`) were 3.4% or 6%.
 
     .venv/bin/python benchmarks/soak_depth4_power.py [--seeds 20] [--block 2]
         [--depth4-minutes 150] [--json]
@@ -56,19 +57,9 @@ def old_half_width(model: SoakModel, soak_minutes: float, seed: int) -> float:
     return relative.half_width
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--seeds", type=int, default=20)
-    parser.add_argument("--block", type=float, default=2.0, help="block length, minutes")
-    parser.add_argument("--depth4-minutes", type=float, default=150.0)
-    parser.add_argument("--json", action="store_true")
-    args = parser.parse_args()
-    block_s = args.block * 60.0
-    model = SoakModel(block_s=block_s, cycle_s=4 * block_s)
-    seeds = range(args.seeds)
-    out: dict[str, Any] = {"model": {f: getattr(model, f) for f in model.__slots__}}
+def widths_for(model: SoakModel, seeds: range) -> list[dict[str, Any]]:
     widths = []
-    for minutes in (50, 75, 100, 125, 150, 200):
+    for minutes in (50, 75, 100, 150):
         aa = [judged(model, minutes, s) for s in seeds]
         hw = [d["half_width"] for d in aa]
         widths.append(
@@ -81,21 +72,42 @@ def main() -> None:
                 "resolved": sum(d["verdict"] == "no drift" for d in aa),
             }
         )
-    out["half_width"] = widths
-    at = args.depth4_minutes
+    return widths
+
+
+def controls(model: SoakModel, at: float, seeds: range) -> dict[str, Any]:
     aa = [judged(model, at, s) for s in seeds]
     step = [judged(replace(model, step=-0.15), at, s) for s in seeds]
-    out["aa_no_reason"] = sum(not is_slowdown(d) for d in aa)
-    out["positive_control_detected"] = sum(is_slowdown(d) for d in step)
-    out["positive_control_change_median"] = float(np.median([d["change"] for d in step]))
+    return {
+        "aa_no_reason": sum(not is_slowdown(d) for d in aa),
+        "positive_control_detected": sum(is_slowdown(d) for d in step),
+        "positive_control_change_median": float(np.median([d["change"] for d in step])),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seeds", type=int, default=20)
+    parser.add_argument("--block", type=float, default=2.0, help="block length, minutes")
+    parser.add_argument("--depth4-minutes", type=float, default=150.0)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    block_s = args.block * 60.0
+    replayed = SoakModel(block_s=block_s, cycle_s=4 * block_s)
+    designs = {"replayed": replayed, "shuffled": replace(replayed, replayed=False)}
+    seeds = range(args.seeds)
+    at = args.depth4_minutes
+    out: dict[str, Any] = {"model": {f: getattr(replayed, f) for f in replayed.__slots__}}
+    for name, model in designs.items():
+        out[name] = {"half_width": widths_for(model, seeds), **controls(model, at, seeds)}
     out["old_estimator_half_width_100min"] = float(
-        np.median([old_half_width(model, 100.0, s) for s in seeds])
+        np.median([old_half_width(designs["shuffled"], 100.0, s) for s in seeds])
     )
     out["sensitivity"] = {
         f"host_sd {sd:.1%}": float(
-            np.median([judged(replace(model, host_sd=sd), at, s)["half_width"] for s in seeds])
+            np.median([judged(replace(replayed, host_sd=sd), at, s)["half_width"] for s in seeds])
         )
-        for sd in (0.034, 0.06, 0.09)
+        for sd in (0.012, 0.034, 0.06)
     }
     if args.json:
         print(json.dumps(out, indent=2))
@@ -104,24 +116,27 @@ def main() -> None:
         f"block {args.block:g} min, one depth-4 block per arm every {4 * args.block:g} min, "
         f"{args.seeds} seeds, threshold {THRESHOLD:.0%}"
     )
-    print("depth-4 min  soak min  blocks/series  half-width median  p90  resolved (A/A)")
-    for w in widths:
+    for name in designs:
+        print(f"\n{name} task order at depth 4:")
+        print("depth-4 min  soak min  blocks/series  half-width median  p90  resolved (A/A)")
+        for w in out[name]["half_width"]:
+            print(
+                f"{w['depth4_minutes']:>11}  {w['soak_minutes']:>8}  {w['blocks_per_series']:>13}  "
+                f"{w['half_width_median']:>17.1%}  {w['half_width_p90']:.1%}  "
+                f"{w['resolved']}/{args.seeds}"
+            )
+        c = out[name]
         print(
-            f"{w['depth4_minutes']:>11}  {w['soak_minutes']:>8}  {w['blocks_per_series']:>13}  "
-            f"{w['half_width_median']:>17.1%}  {w['half_width_p90']:.1%}  "
-            f"{w['resolved']}/{args.seeds}"
+            f"at {at:g} depth-4 min: A/A without a slowdown reason {c['aa_no_reason']}/"
+            f"{args.seeds}; 15% slowdown halfway read as drift {c['positive_control_detected']}/"
+            f"{args.seeds} (median change over the soak {c['positive_control_change_median']:+.1%})"
         )
     print(
-        f"at {at:g} depth-4 min: A/A without a slowdown reason {out['aa_no_reason']}/"
-        f"{args.seeds}; 15% slowdown halfway read as drift {out['positive_control_detected']}/"
-        f"{args.seeds} (median change over the soak {out['positive_control_change_median']:+.1%})"
+        "\nold estimator (Theil-Sen over block medians, shuffled) after the 100-min soak: "
+        f"half-width {out['old_estimator_half_width_100min']:.1%} (measured 27 Nov: ~21%)"
     )
     print(
-        "old estimator (Theil-Sen over block medians) after the 100-min soak: half-width "
-        f"{out['old_estimator_half_width_100min']:.1%} (measured 27 Nov: ~21%)"
-    )
-    print(
-        f"half-width at {at:g} depth-4 min if the aggregate's block noise were: "
+        f"replayed: half-width at {at:g} depth-4 min if the host's own block noise were: "
         + ", ".join(f"{k} {v:.1%}" for k, v in out["sensitivity"].items())
     )
 

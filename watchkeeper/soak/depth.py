@@ -8,11 +8,18 @@ block medians of the recommendation's 100-minute soak (27 Nov 2026) scattered 6.
 its drift CIs at depth 4 were -16%..+26% and -11%..+35% against a 10% threshold.
 
 What the server does at depth 4 is share a fixed capacity among its slots, so the figure that
-compares like with like from block to block is the capacity itself: the **tokens decoded per
-second of the block's wall time**, all requests together (`block_rows`). Each block's window
-is its nominal length from its first load request on (the closed loop's requests still in
-flight at the deadline count pro rata, by the share of their time inside the window), so
-every block is measured over the same time whatever the tail.
+compares like with like from block to block is the capacity itself: the **tokens per second
+of wall time** a block takes for a fixed amount of work, all requests together (`block_rows`).
+Since 28 Nov 2026 every block at depth > 1 replays one task order (`plan.block_cycle`), so the
+work is the same in every block: its first K requests, K the fewest any full block of the
+series finished, and the figure is their tokens over the time from the first one's start to
+the last one's end. A block's aggregate depends on which prompts it drew (a long prefill stalls
+every slot): shuffled stretches of the task set scattered 7.6-10% a block over a 130-minute
+soak, the same requests replayed ~1.2% (`benchmarks/depth4_host_wander.py`). A fixed *time*
+window (the block's nominal length, the tail pro rata) was the figure before: with the work
+fixed, which request the window's end cuts, and in which phase, moves in steps with the
+server's speed, and a simulated 15% slowdown read as -10%; the time a fixed piece of work takes
+scales with the server's speed exactly.
 
 The drift (`slope_drift`) is an ordinary least-squares slope of log throughput on time over
 **all** blocks (not first against last third: every block informs it), expressed as the change
@@ -51,54 +58,77 @@ MIN_DEPTH_BLOCKS = 6
 VERDICTS = ("drift", "no drift", "inconclusive")
 
 
-def _window(
-    part: Sequence[SoakSampleView], block_s: float | None
-) -> tuple[datetime, float, float] | None:
-    """(first start, window length in s, tokens inside the window) of one block's requests."""
-    spans = [
-        (s.started_at, float(s.latency_s or 0.0), float(s.completion_tokens or 0)) for s in part
-    ]
-    t0 = min(start for start, _, _ in spans)
-    ends = [(start - t0).total_seconds() + lat for start, lat, _ in spans]
-    end = max(ends)
-    length = min(end, block_s) if block_s else end
-    if length <= 0:
-        return None
-    tokens = 0.0
-    for (start, lat, n), stop in zip(spans, ends, strict=True):
-        begin = (start - t0).total_seconds()
-        if lat <= 0:
-            tokens += n if begin <= length else 0.0
-            continue
-        inside = max(0.0, min(stop, length) - begin)
-        tokens += n * inside / lat
-    return t0, length, tokens
+FULL_BLOCK = 0.75
+"""A block whose work is less than this share of the series' median was cut short (the
+soak's end, a crash, a stop): it has no row, so it does not shrink every block's work."""
+
+
+def _by_start(part: Sequence[SoakSampleView]) -> list[tuple[float, float, int]]:
+    """(start s from the block's first request, end s, tokens) in start order."""
+    t0 = min(s.started_at for s in part)
+    out = []
+    for s in sorted(part, key=lambda s: s.started_at):
+        begin = (s.started_at - t0).total_seconds()
+        out.append((begin, begin + float(s.latency_s or 0.0), int(s.completion_tokens or 0)))
+    return out
+
+
+def _done_under_load(spans: Sequence[tuple[float, float, int]], block_s: float | None) -> int:
+    """How many requests, from the block's first on, all ended before its deadline: those ran
+    under the full closed loop. After the deadline no request starts, so the last ones run
+    alone and unstalled; counting them would make the work's time depend on where the tail
+    fell, not only on the server's speed."""
+    if block_s is None:
+        return len(spans)
+    n = 0
+    for _, end, _ in spans:
+        if end > block_s:
+            break
+        n += 1
+    return n
+
+
+def common_work(counts: Sequence[int]) -> int:
+    """K: the requests every full block of a series finished under load (`FULL_BLOCK`)."""
+    if not counts:
+        return 0
+    median = statistics.median(counts)
+    return min(c for c in counts if c >= FULL_BLOCK * median)
 
 
 def block_rows(
     rows: Sequence[SoakSampleView], origin: datetime, *, block_s: float | None = None
 ) -> list[dict[str, Any]]:
     """One row per block of one (arm, concurrency) series, in time order: its start (hours
-    from the soak's origin), load requests, completion tokens, window, aggregate throughput
-    (tokens per second of the window, all requests together) and median per-request decode
-    speed. Errors and probes are left out; a block without a finished request has no row."""
+    from the soak's origin), load requests, the work (its first K requests by start, K of
+    `common_work` over what each block finished before its nominal length `block_s`), their
+    tokens, the wall time they took (`window_s`), the aggregate throughput (those tokens per
+    second) and the median per-request decode speed. Errors and probes are left out; a block
+    that finished fewer than K requests under load has no row."""
     by_block: dict[int, list[SoakSampleView]] = defaultdict(list)
     for s in rows:
         if not s.is_probe and s.error is None and s.completion_tokens:
             by_block[s.block].append(s)
+    spans = {block: _by_start(part) for block, part in by_block.items()}
+    k = common_work([_done_under_load(sp, block_s) for sp in spans.values()])
     out = []
     for block, part in by_block.items():
-        window = _window(part, block_s)
-        if window is None:
+        work = spans[block][:k]
+        if k < 1 or _done_under_load(spans[block], block_s) < k:
             continue
-        t0, length, tokens = window
+        length = max(end for _, end, _ in work)
+        if length <= 0:
+            continue
+        tokens = sum(n for *_, n in work)
         tps = [s.decode_tps for s in part if s.decode_tps]
+        t0 = min(s.started_at for s in part)
         out.append(
             {
                 "block": block,
                 "t_h": (t0 - origin).total_seconds() / 3600.0,
                 "requests": len(part),
-                "tokens": sum(int(s.completion_tokens or 0) for s in part),
+                "work_requests": k,
+                "tokens": tokens,
                 "window_s": round(length, 3),
                 "throughput_tps": tokens / length,
                 "median_decode_tps": statistics.median(tps) if tps else None,

@@ -5,11 +5,11 @@ combinations, round robin, so drift over the night hits every profile. Inside a 
 `concurrency` workers each send their next request when the last one finished (requests in
 flight = concurrency), starting staggered so a block never opens with a burst. The task order
 is reshuffled every pass through the task set, from (seed, block, pass), so any stretch of
-the night can be replayed; deeper than 1, every block replays the same order, so blocks compare
-like with like (`plan.block_cycle` says why). Before a block's load starts, when `soak.probe_interval_s` has passed
-since that arm's last probe at that concurrency, the probe task is sent alone at temperature 0
-with top-2 logprobs: soak/probes.py weighs those answers against a reference by tokens, as the
-bench weighs a divergence.
+the night can be replayed; deeper than 1, every block replays the same order, so blocks
+compare like with like (`plan.block_cycle` says why). Before a block's load starts, when
+`soak.probe_interval_s` has passed since that arm's last probe at that concurrency, the
+probe task is sent alone at temperature 0 with top-2 logprobs: soak/probes.py weighs those
+answers against a reference by tokens, as the bench weighs a divergence.
 
 The workers are one thread pool, and each server one HTTP client (a new one after a restart),
 for the whole soak: however long it runs, the soak holds the same threads and clients instead

@@ -2,34 +2,36 @@
 
 It runs the closed loop of `soak/loop.py` in simulated time: `concurrency` workers, their
 starts spread over the ramp, each sending its next task when its last one finished until the
-block's deadline (a request in flight then completes), the task order reshuffled every pass
-from (seed, block, pass) as `plan.TaskCycle` does. The series gets one block every
-`cycle_s` (the other arms and depths run in between). Out come `SoakSampleView`s, so the
-judges' own code (`depth.block_rows`, `depth.series_drift`, `trends`) reads them.
+block's deadline (a request in flight then completes). The task order is `plan.block_cycle`'s:
+at depth > 1 every block replays one order (`replayed`; False gives each block its own
+shuffle, as soaks did before 28 Nov 2026). A request first prefills its prompt, which stalls
+every request in flight for as long, then decodes. The series gets one block every `cycle_s`
+(the other arms and depths run in between). Out come `SoakSampleView`s, so the judges' own
+code (`depth.block_rows`, `depth.series_drift`, `trends`) reads them.
 
-The noise, and where each figure comes from (the recommendation's soak, campaign 1, 27 Nov
-2026, 100 min, 2-min blocks, Qwen2.5-Coder 1.5B q4_k_m on this 2-core host, reports/
-speculative_soak.json and docs/soak.md):
+The noise, and where each figure comes from (Qwen2.5-Coder 1.5B q4_k_m, 4 slots, on this
+2-core host):
 
-- `aggregate_tps` 33: the baseline's median decode speed at depth 4, 8.2 tok/s a request,
-  times 4 in flight; 325 requests in ~12.5 blocks (~26 a block) at 96-192 tokens.
-- `host_sd` 3.4%, `host_r` 0.3: block-to-block noise of the server's capacity, AR(1) over the
-  series' blocks. 3.4% is what the depth-1 drift CIs of that soak imply (half-width ~7% over
-  12.5 blocks of one request stream: sd ~= half-width / 2.05); 0.3 is the soak's
-  `autocorrelation_floor`. The aggregate at depth 4 is the same kind of figure as depth 1's
-  (the whole server's tokens per second), so it is taken to wander as much.
+- `aggregate_tps` 33: the decode capacity, 8.2 tok/s a request at depth 4 times 4 in flight
+  (the recommendation's soak of 27 Nov 2026, reports/2026-11-27-soak-c1).
+- `prefill_tps` 60 with `PROMPT_TOKENS` by category: the prefill stalls that make a block's
+  aggregate depend on which prompts it drew. Chosen so that shuffled blocks scatter as the
+  130-minute soak of 28 Nov did (its aggregate's block noise 10.0% and 7.6%; the model: ~9.7%)
+  while replayed ones scatter as the same 12 requests replayed back to back did (1.2%,
+  `benchmarks/depth4_host_wander.py`; the model: ~1.3%). The model's aggregate (~13 tok/s)
+  is below the real ~16-17: the stall here stops the other slots outright, where the server
+  batches the prompt with their decodes; the noise, not the level, is what the verdict reads.
+- `host_sd` 1.2%, `host_r` 0.3: block-to-block noise of the server's capacity, AR(1) over the
+  series' blocks: the replayed blocks' measured scatter (lag-1 +0.06 there; 0.3 is the soak's
+  `autocorrelation_floor`). Until 28 Nov this was 3.4%, read off depth-1 CIs, and the model
+  had no prefill: it promised depth 4 would resolve in 150 minutes of shuffled blocks, and the
+  real soak showed three times its noise.
 - `request_sd` 8%: each request's own speed around its block's (the +-15% per-request scatter
   at depth 4, about 2 sd).
 - `task_sd` 5%: each task's own speed (prose, code, edits), fixed for the soak.
 - `share_sd` 9%: how the block's capacity was shared shows in the per-request decode speeds
-  the server reports (which requests' prompts stalled which decodes), not in the tokens the
-  block produced. Chosen so that the old estimator (Theil-Sen over block medians) on this
-  model reproduces the depth-4 CI half-width measured after 100 min (~21%, -16..+26 and
-  -11..+35): `benchmarks/soak_depth4_power.py` prints both.
-
-`share_sd` is the assumption the depth-4 verdict rests on: that the block medians' scatter
-is how capacity was shared, not the capacity moving. `host_sd` at 6% or 9% shows what the
-verdict would need if it were not (the benchmark's sensitivity rows).
+  the server reports, not in the tokens the block produced (the old estimator's noise: Theil-
+  Sen over block medians, `benchmarks/soak_depth4_power.py` prints its half-width).
 """
 
 from __future__ import annotations
@@ -45,6 +47,9 @@ from watchkeeper.soak.views import SoakSampleView
 ORIGIN = datetime(2026, 11, 27, 0, 30, tzinfo=UTC)
 MAX_TOKENS = (128, 96, 160, 192, 128, 128)
 """jobs/tasksets/standard.jsonl's max_tokens by category (4 tasks each: the soak's 24)."""
+PROMPT_TOKENS = (90, 250, 100, 550, 950, 200)
+"""Its prompts' tokens by category, the same order (prose, tool_call with its tools,
+code_gen, code_edit, summarize, multi_turn; about characters / 3.5 plus the template)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,11 +59,16 @@ class SoakModel:
     cycle_s: float = 480.0
     """Time between two blocks of this series: 2 arms x depths 1 and 4 x 2-min blocks."""
     aggregate_tps: float = 33.0
-    host_sd: float = 0.034
+    host_sd: float = 0.012
     host_r: float = 0.3
     request_sd: float = 0.08
     task_sd: float = 0.05
     share_sd: float = 0.09
+    prefill_tps: float = 100.0
+    """Prompt tokens a second a new request's prefill takes, stalling every slot's decode."""
+    replayed: bool = True
+    """Every block at depth > 1 sends the same order (`plan.block_cycle`); False: each block
+    its own shuffle, as every soak before 28 Nov 2026 did."""
     tasks: int = 24
     ramp_s: float = 2.0
     trend: float = 0.0
@@ -77,6 +87,24 @@ def _host(rng: np.random.Generator, n: int, sd: float, r: float) -> np.ndarray:
     return out
 
 
+@dataclass(frozen=True, slots=True)
+class _Tasks:
+    tokens: list[int]
+    speed: np.ndarray
+    prefill_s: list[float]
+
+
+def _tasks(model: SoakModel, rng: np.random.Generator) -> _Tasks:
+    n = len(MAX_TOKENS)
+    tokens = [int(MAX_TOKENS[i % n] * rng.uniform(0.6, 1.0)) for i in range(model.tasks)]
+    prompts = [PROMPT_TOKENS[i % n] * rng.uniform(0.8, 1.2) for i in range(model.tasks)]
+    return _Tasks(
+        tokens,
+        np.exp(rng.normal(0.0, model.task_sd, model.tasks)),
+        [p / model.prefill_tps if model.prefill_tps > 0 else 0.0 for p in prompts],
+    )
+
+
 def simulate_series(
     model: SoakModel, minutes: float, seed: int, *, profile: str = "sim"
 ) -> list[SoakSampleView]:
@@ -84,10 +112,7 @@ def simulate_series(
     `cycle_s`), seeded."""
     rng = np.random.default_rng(seed)
     n_blocks = max(1, int(minutes * 60.0 // model.cycle_s))
-    tokens = [
-        int(MAX_TOKENS[i % len(MAX_TOKENS)] * rng.uniform(0.6, 1.0)) for i in range(model.tasks)
-    ]
-    task_speed = np.exp(rng.normal(0.0, model.task_sd, model.tasks))
+    tasks = _tasks(model, rng)
     host = _host(rng, n_blocks, model.host_sd, model.host_r)
     span_s = max((n_blocks - 1) * model.cycle_s, 1.0)
     out: list[SoakSampleView] = []
@@ -98,7 +123,7 @@ def simulate_series(
             level += np.log1p(model.step)
         capacity = model.aggregate_tps * float(np.exp(level))
         share = float(np.exp(rng.normal(0.0, model.share_sd)))
-        out += _block(model, rng, b, start_s, capacity, share, tokens, task_speed, profile)
+        out += _block(model, rng, b, start_s, capacity, share, tasks, profile)
     return out
 
 
@@ -109,42 +134,78 @@ def _block(
     start_s: float,
     capacity: float,
     share: float,
-    tokens: list[int],
-    task_speed: np.ndarray,
+    tasks: _Tasks,
     profile: str,
 ) -> list[SoakSampleView]:
+    """One block's closed loop. A request starts with its prompt's prefill, which stalls every
+    request then in flight for as long (llama-server processes a new prompt in the steps it
+    decodes the others), so a block's aggregate depends on which prompts it drew."""
     order: list[int] = []
     passes = 0
+    key = "replayed" if model.replayed and model.concurrency > 1 else str(block)
     free = [i * model.ramp_s / model.concurrency for i in range(model.concurrency)]
+    running: list[list[float] | None] = [None] * model.concurrency
+    """Per worker: [task, start, first token at] of its request in flight."""
     out: list[SoakSampleView] = []
+
+    def finish(worker: int) -> None:
+        held = running[worker]
+        if held is not None:
+            task, t0, first = int(held[0]), held[1], held[2]
+            out.append(_sample(model, profile, block, start_s, task, t0, free[worker] - t0,
+                               first - t0, tasks.tokens[task], share))  # fmt: skip
+            running[worker] = None
+
     while True:
         worker = int(np.argmin(free))
         t = free[worker]
+        finish(worker)
         if t >= model.block_s:
+            for other in range(model.concurrency):
+                finish(other)
             return out
         if not order:
             order = list(range(model.tasks))
-            random.Random(f"{block}:{passes}").shuffle(order)
+            random.Random(f"{key}:{passes}").shuffle(order)
             passes += 1
         task = order.pop()
-        speed = capacity / model.concurrency * task_speed[task]
+        speed = capacity / model.concurrency * tasks.speed[task]
         speed *= float(np.exp(rng.normal(0.0, model.request_sd)))
-        latency = tokens[task] / speed
-        free[worker] = t + latency
-        out.append(
-            SoakSampleView(
-                profile=profile,
-                concurrency=model.concurrency,
-                is_probe=False,
-                task_id=f"task-{task}",
-                started_at=ORIGIN + timedelta(seconds=start_s + t),
-                latency_s=latency,
-                completion_tokens=tokens[task],
-                decode_tps=speed * share,
-                draft_n=None,
-                draft_n_accepted=None,
-                error=None,
-                output_text="",
-                block=block,
-            )
-        )
+        prefill = tasks.prefill_s[task] * model.aggregate_tps / capacity
+        for other in range(model.concurrency):
+            held = running[other]
+            if other != worker and held is not None:
+                free[other] += prefill
+                if held[2] > t:  # still prefilling: its first token waits too
+                    held[2] += prefill
+        free[worker] = t + prefill + tasks.tokens[task] / speed
+        running[worker] = [float(task), t, t + prefill]
+
+
+def _sample(
+    model: SoakModel,
+    profile: str,
+    block: int,
+    start_s: float,
+    task: int,
+    t0: float,
+    latency: float,
+    ttft: float,
+    tokens: int,
+    share: float,
+) -> SoakSampleView:
+    return SoakSampleView(
+        profile=profile,
+        concurrency=model.concurrency,
+        is_probe=False,
+        task_id=f"task-{task}",
+        started_at=ORIGIN + timedelta(seconds=start_s + t0),
+        latency_s=latency,
+        completion_tokens=tokens,
+        decode_tps=tokens / max(latency - ttft, 1e-9) * share,
+        draft_n=None,
+        draft_n_accepted=None,
+        error=None,
+        output_text="",
+        block=block,
+    )
