@@ -121,20 +121,29 @@ def unresolved_text(s: Mapping[str, Any]) -> str | None:
     unjudged = unjudged_parts(s)
     if not unresolved:
         return "; ".join(unjudged) or None
+    threshold = drift_threshold_of(s)
     items = "; ".join(
         f"{d['profile']} at concurrency {d['concurrency']} {d['change']:+.0%} "
-        f"(95% CI {_pct(d['ci95'])})"
+        f"(95% CI {_pct(d['ci95'])}{_blocks_needed(d, threshold)})"
         for d in unresolved
     )
-    threshold = drift_threshold_of(s)
     return "; ".join(
         [
             f"throughput drift not resolved in {s.get('duration')}: {items} reaches past the "
-            f"-{threshold:.0%} threshold; a longer soak settles it (docs/soak.md, "
+            f"-{threshold:.0%} threshold (docs/soak.md, "
             '"Soaking the sweep\'s recommendation")',
             *unjudged,
         ]
     )
+
+
+def _blocks_needed(d: Mapping[str, Any], threshold: float) -> str:
+    """How many times its blocks the series' own noise needs: a CI's half-width shrinks about
+    as 1/sqrt(blocks). Said instead of "a longer soak settles it", which the 130-minute soak
+    of 28 Nov (half-widths 16-19%, about 3x the blocks short) showed to be a promise."""
+    low, high = d["ci95"]
+    factor = ((high - low) / 2.0 / threshold) ** 2
+    return f"; about {factor:.1f}x the blocks at its noise" if factor > 1.0 else ""
 
 
 def drift_cell(d: Mapping[str, Any] | None) -> str:
