@@ -14,13 +14,14 @@ The noise, and where each figure comes from (Qwen2.5-Coder 1.5B q4_k_m, 4 slots,
 
 - `aggregate_tps` 33: the decode capacity, 8.2 tok/s a request at depth 4 times 4 in flight
   (the recommendation's soak of 27 Nov 2026, reports/2026-11-27-soak-c1).
-- `prefill_tps` 60 with `PROMPT_TOKENS` by category: the prefill stalls that make a block's
-  aggregate depend on which prompts it drew. Chosen so that shuffled blocks scatter as the
-  130-minute soak of 28 Nov did (its aggregate's block noise 10.0% and 7.6%; the model: ~9.7%)
-  while replayed ones scatter as the same 12 requests replayed back to back did (1.2%,
-  `benchmarks/depth4_host_wander.py`; the model: ~1.3%). The model's aggregate (~13 tok/s)
-  is below the real ~16-17: the stall here stops the other slots outright, where the server
-  batches the prompt with their decodes; the noise, not the level, is what the verdict reads.
+- `prefill_tps` 100 with `PROMPT_TOKENS` by category: the prefill stalls that make a block's
+  aggregate depend on which prompts it drew. Chosen so that shuffled blocks scatter about as
+  the 130-minute soak of 28 Nov did (10.0% and 7.6% a block, read then over a fixed time
+  window; the model, judged by `depth.block_rows`: ~8.7%), while replayed ones scatter as the
+  same 12 requests replayed back to back did (1.2%, `benchmarks/depth4_host_wander.py`; the
+  model: ~1.7%). The model's aggregate (~14 tok/s) is below the real ~16-17: the stall here
+  stops the other slots outright, where the server batches the prompt with their decodes;
+  the noise, not the level, is what the verdict reads.
 - `host_sd` 1.2%, `host_r` 0.3: block-to-block noise of the server's capacity, AR(1) over the
   series' blocks: the replayed blocks' measured scatter (lag-1 +0.06 there; 0.3 is the soak's
   `autocorrelation_floor`). Until 28 Nov this was 3.4%, read off depth-1 CIs, and the model
