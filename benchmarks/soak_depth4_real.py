@@ -1,10 +1,11 @@
 """The depth-4 drift verdict on a real soak's committed blocks: does it resolve as simulated,
 does the noise match the model it was sized with, and does it still catch a slowdown?
 
-`soak_depth4_power.py` sized the verdict on a model of the host (block noise of the aggregate
-3.4%, AR(1) r 0.3) and said so: no real soak had checked it. This reads the `blocks` rows a
-real soak commits (`reports/speculative_soak.json`: start, requests, tokens, window,
-aggregate tok/s, median decode tok/s per block) and prints, for every series above depth 1:
+`soak_depth4_power.py` sizes the verdict on a model of the host (soak/simulate.py: prefill
+stalls, the host's own block noise 1.2%, AR(1) r 0.3). This reads the `blocks` rows a real
+soak commits (`reports/speculative_soak.json`: start, requests, the work's requests, tokens
+and wall time, aggregate tok/s, median decode tok/s per block) and prints, for every series
+above depth 1:
 
 - the verdict as the soak judged it (`soak/depth.py:series_drift`): change, 95% CI, its
   half-width, the lag-1 estimate and the value used;
@@ -38,8 +39,9 @@ from watchkeeper.soak.trends import relative_trend
 
 THRESHOLD = 0.10  # soak.drift_threshold
 FLOOR = 0.3  # soak.autocorrelation_floor
-SIMULATED = {12: 0.108, 25: 0.068, 37: 0.059}
-"""The simulation's median half-width at these blocks per series (docs/soak.md's table)."""
+SIMULATED = {12: 0.057, 18: 0.042, 25: 0.034, 37: 0.027}
+"""The simulation's median half-width after these blocks of a series (two of them warm-up),
+blocks replaying one task order (`soak_depth4_power.py`, docs/soak.md's table)."""
 
 
 def residual_sd(rows: list[dict[str, Any]]) -> float:
@@ -117,7 +119,8 @@ def show(out: dict[str, Any]) -> None:
     )
     sd = out["median_decode_sd"]
     print(
-        f"  noise: aggregate {out['noise_sd']:.1%} a block (the model: 3.4%); block medians "
+        f"  noise: aggregate {out['noise_sd']:.1%} a block (the model, replayed: ~1.7%); block "
+        f"medians "
         f"of per-request decode {sd:.1%}"
         if sd is not None
         else ""

@@ -149,8 +149,9 @@ def _sample(block: int, start_s: float, latency: float, tokens: int) -> SoakSamp
 
 
 def test_a_blocks_work_is_its_first_requests_done_under_load_and_the_same_in_every_block() -> None:
-    """The figure is the time a fixed piece of work took: each block's first K requests by
-    start, K the fewest that any full block finished before its deadline (30 s here)."""
+    """The figure is Little's law over a fixed piece of work: each block's first K requests by
+    start, K the fewest that any full block finished before its deadline (30 s here), read as
+    concurrency x tokens / request seconds."""
     rows = [
         # block 1: three requests end inside 30 s, one after (it ran in the tail)
         _sample(1, 0.0, 10.0, 100), _sample(1, 1.0, 19.0, 100), _sample(1, 10.0, 14.0, 50),
@@ -165,19 +166,20 @@ def test_a_blocks_work_is_its_first_requests_done_under_load_and_the_same_in_eve
     assert [one["block"], two["block"]] == [1, 2]
     assert one["work_requests"] == two["work_requests"] == 3
     assert one["tokens"] == two["tokens"] == 250
-    assert one["window_s"] == 24.0 and two["window_s"] == 28.8
+    assert one["busy_s"] == 43.0 and two["busy_s"] == 51.6
+    assert one["throughput_tps"] == 4 * 250 / 43.0
     assert two["throughput_tps"] / one["throughput_tps"] == pytest.approx(1 / 1.2)
     assert one["requests"] == 4 and one["t_h"] == 0.0
     # Without a nominal block length every request counts.
     whole = block_rows(rows[:4], ORIGIN)
-    assert whole[0]["work_requests"] == 4 and whole[0]["window_s"] == 35.0
+    assert whole[0]["work_requests"] == 4 and whole[0]["busy_s"] == 58.0
 
 
 def test_a_slowdown_reads_at_its_size_where_a_fixed_window_read_half() -> None:
     """The time-boxed window this replaced counted a request cut by the deadline pro rata,
     and which request that is, and whether it was still prefilling, moves in steps with the
-    server's speed: simulated without noise, 15% slower read as -10% that way. The time a fixed
-    piece of work takes scales with the speed exactly."""
+    server's speed: simulated without noise, 15% slower read as -10% that way. A fixed piece of
+    work's request seconds scale with the speed exactly."""
     quiet = replace(MODEL, host_sd=0.0, request_sd=0.0, share_sd=0.0)
     for model in (quiet, replace(quiet, step=-0.15)):
         rows = block_rows(simulate_series(model, SOAK_MINUTES, 1), ORIGIN, block_s=MODEL.block_s)
@@ -202,7 +204,9 @@ def test_the_judge_reads_depth_4_on_aggregate_throughput_and_keeps_every_block()
     (entry,) = quiet.figures["series"]
     assert entry["drift_judged"] == "aggregate"
     assert entry["depth_drift"]["verdict"] == "no drift"
-    assert len(entry["block_rows"]) == entry["depth_drift"]["blocks"] == 37
+    # Every block is kept; the slope sets the first two aside as warm-up.
+    assert len(entry["block_rows"]) == 37
+    assert entry["depth_drift"]["blocks"] == 35 and entry["depth_drift"]["warmup_blocks"] == 2
     # The report's JSON keeps the rows, so the drift can be redone from it alone.
     s = summary(
         json.loads(json.dumps(quiet.to_json())), series_rows(_soak(0.0).samples),
@@ -215,7 +219,8 @@ def test_the_judge_reads_depth_4_on_aggregate_throughput_and_keeps_every_block()
     (drift,) = s["drift"]
     assert drift["estimator"] == "aggregate" and drift["verdict"] == "no drift"
     text = render(s)
-    assert ", no drift (aggregate, 37 blocks)" in text
+    assert ", no drift (aggregate, 35 blocks after 2 warm-up)" in text
+    assert "Little's law" in text
     assert "Above concurrency 1 the drift is the aggregate throughput's" in text
     assert stability_line(s, fallback="").startswith("3. **Stable under sustained load: met.**")
 

@@ -36,6 +36,11 @@ def drift_entries(series: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
                     "verdict": depth["verdict"],
                     "blocks": depth["blocks"],
                     "autocorrelation": depth["autocorrelation"],
+                    **(
+                        {"warmup_blocks": depth["warmup_blocks"]}
+                        if "warmup_blocks" in depth
+                        else {}
+                    ),
                 }
             )
         elif "throughput_drift" in e:
@@ -151,5 +156,6 @@ def drift_cell(d: Mapping[str, Any] | None) -> str:
         return "not judged (few blocks)"
     cell = f"{d['change']:+.1%} ({_pct(d['ci95'])})"
     if d.get("estimator") == "aggregate":
-        cell += f", {d['verdict']} (aggregate, {d['blocks']} blocks)"
+        warmup = f" after {d['warmup_blocks']} warm-up" if d.get("warmup_blocks") else ""
+        cell += f", {d['verdict']} (aggregate, {d['blocks']} blocks{warmup})"
     return cell

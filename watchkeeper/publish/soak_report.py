@@ -140,6 +140,30 @@ _IDENTITY_KEYS = (
 )
 
 
+def _aggregate_text(s: Mapping[str, Any]) -> str:
+    """How depth > 1 was judged, in the words of the soak's own rows: a soak from before 28 Nov
+    2026 (rows with a time `window_s`) read each block over a fixed time window."""
+    rows = [r for b in s.get("blocks", []) for r in b.get("rows", [])]
+    if rows and all("busy_s" in r for r in rows):
+        figure = (
+            "every block replays one task order, and its first requests, the same number in "
+            "every block and all done before its deadline, give the server's throughput by "
+            "Little's law (concurrency x tokens / request seconds); the first blocks are "
+            "warm-up), a least-squares slope over the rest"
+        )
+    else:
+        figure = (
+            "the tokens of all requests in flight per second of each block), a least-squares "
+            "slope over all blocks"
+        )
+    return (
+        f"Above concurrency 1 the drift is the aggregate throughput's ({figure} with an "
+        "autocorrelation-aware 95% CI: per-request speeds there scatter with the batch they "
+        'shared (docs/soak.md, "Judging depth 4"). `no drift`: the CI lies within the '
+        "threshold either way; `inconclusive`: it reaches past it."
+    )
+
+
 def _identity_section(s: Mapping[str, Any]) -> list[str]:
     entries = s.get("identity") or []
     if not entries:
@@ -286,14 +310,7 @@ def render(s: Mapping[str, Any]) -> str:
         )
     )
     if any(d.get("estimator") == "aggregate" for d in s.get("drift", [])):
-        out += [
-            "",
-            "Above concurrency 1 the drift is the aggregate throughput's (the tokens of all "
-            "requests in flight per second of each block), a least-squares slope over all "
-            "blocks with an autocorrelation-aware 95% CI: per-request speeds there scatter with "
-            'the batch they shared (docs/soak.md, "Judging depth 4"). `no drift`: the CI lies '
-            "within the threshold either way; `inconclusive`: it reaches past it.",
-        ]
+        out += ["", _aggregate_text(s)]
     if (text := unresolved_text(s)) is not None:
         out += ["", f"{text[0].upper()}{text[1:]}."]
     out += _identity_section(s)

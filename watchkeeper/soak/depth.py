@@ -8,18 +8,21 @@ block medians of the recommendation's 100-minute soak (27 Nov 2026) scattered 6.
 its drift CIs at depth 4 were -16%..+26% and -11%..+35% against a 10% threshold.
 
 What the server does at depth 4 is share a fixed capacity among its slots, so the figure that
-compares like with like from block to block is the capacity itself: the **tokens per second
-of wall time** a block takes for a fixed amount of work, all requests together (`block_rows`).
-Since 28 Nov 2026 every block at depth > 1 replays one task order (`plan.block_cycle`), so the
-work is the same in every block: its first K requests, K the fewest any full block of the
-series finished, and the figure is their tokens over the time from the first one's start to
-the last one's end. A block's aggregate depends on which prompts it drew (a long prefill stalls
-every slot): shuffled stretches of the task set scattered 7.6-10% a block over a 130-minute
-soak, the same requests replayed ~1.2% (`benchmarks/depth4_host_wander.py`). A fixed *time*
-window (the block's nominal length, the tail pro rata) was the figure before: with the work
-fixed, which request the window's end cuts, and in which phase, moves in steps with the
-server's speed, and a simulated 15% slowdown read as -10%; the time a fixed piece of work takes
-scales with the server's speed exactly.
+compares like with like from block to block is the capacity itself, all requests together
+(`block_rows`): by Little's law, with `c` requests always in flight, **c x (tokens / request
+seconds)** summed over the block's requests that ended before its deadline (those ran under the
+full closed loop; the tail after it runs unstalled). Since 28 Nov 2026 every block at depth > 1
+replays one task order (`plan.block_cycle`), so every block measures the same requests. Why
+both: a block's aggregate depends on which prompts it drew (a long prefill stalls every slot),
+and shuffled stretches of the task set scattered 7.6-10% a block over a 130-minute soak, while
+the same requests replayed scattered ~1.2% (`benchmarks/depth4_host_wander.py`). Why this
+figure: the fixed time window before (the block's nominal length, a request cut by the
+deadline counted by its share of time) moved in steps with the server's speed once the order
+was fixed (which request the deadline cuts, and whether it is still prefilling), and the time
+the first K requests took turned on the one that finished last (a tie flip at depth 4 that
+lengthens one answer moves it); both scattered 3.5-4% a block on the real replayed soak where
+this figure scattered 0.5% once the servers were warm, and a server slowed by a factor reads
+exactly that factor slower (every request's seconds scale).
 
 The drift (`slope_drift`) is an ordinary least-squares slope of log throughput on time over
 **all** blocks (not first against last third: every block informs it), expressed as the change
@@ -56,6 +59,11 @@ from watchkeeper.soak.views import SoakSampleView
 MIN_DEPTH_BLOCKS = 6
 """Blocks of one series before its slope is judged (as `trends.MIN_BLOCKS`)."""
 VERDICTS = ("drift", "no drift", "inconclusive")
+WARMUP_BLOCKS = 2
+"""A series' first blocks are warm-up, set aside from its slope: in the replayed depth-4 soak
+of 28 Nov 2026 both fresh servers ran their first two blocks 5-10% (baseline) and 15-20%
+(ngram-mod, whose n-gram pool was still learning the requests) below the rest, which then
+held within ~1% and ~4%. The paired soak sets its first cycle aside for the same reason."""
 
 
 FULL_BLOCK = 0.75
@@ -63,26 +71,20 @@ FULL_BLOCK = 0.75
 soak's end, a crash, a stop): it has no row, so it does not shrink every block's work."""
 
 
-def _by_start(part: Sequence[SoakSampleView]) -> list[tuple[float, float, int]]:
-    """(start s from the block's first request, end s, tokens) in start order."""
-    t0 = min(s.started_at for s in part)
-    out = []
-    for s in sorted(part, key=lambda s: s.started_at):
-        begin = (s.started_at - t0).total_seconds()
-        out.append((begin, begin + float(s.latency_s or 0.0), int(s.completion_tokens or 0)))
-    return out
+def _by_start(part: Sequence[SoakSampleView]) -> list[SoakSampleView]:
+    return sorted(part, key=lambda s: s.started_at)
 
 
-def _done_under_load(spans: Sequence[tuple[float, float, int]], block_s: float | None) -> int:
+def _done_under_load(ordered: Sequence[SoakSampleView], block_s: float | None) -> int:
     """How many requests, from the block's first on, all ended before its deadline: those ran
-    under the full closed loop. After the deadline no request starts, so the last ones run
-    alone and unstalled; counting them would make the work's time depend on where the tail
-    fell, not only on the server's speed."""
+    under the full closed loop. After it no request starts, so the last ones run alone and
+    unstalled."""
     if block_s is None:
-        return len(spans)
+        return len(ordered)
+    t0 = ordered[0].started_at
     n = 0
-    for _, end, _ in spans:
-        if end > block_s:
+    for s in ordered:
+        if (s.started_at - t0).total_seconds() + float(s.latency_s or 0.0) > block_s:
             break
         n += 1
     return n
@@ -101,36 +103,33 @@ def block_rows(
 ) -> list[dict[str, Any]]:
     """One row per block of one (arm, concurrency) series, in time order: its start (hours
     from the soak's origin), load requests, the work (its first K requests by start, K of
-    `common_work` over what each block finished before its nominal length `block_s`), their
-    tokens, the wall time they took (`window_s`), the aggregate throughput (those tokens per
-    second) and the median per-request decode speed. Errors and probes are left out; a block
-    that finished fewer than K requests under load has no row."""
+    `common_work` over what each block finished before its nominal length `block_s`; all
+    without it), their tokens and request seconds, the aggregate throughput (concurrency x
+    tokens / request seconds, Little's law) and the median per-request decode speed. Errors
+    and probes are left out; a block that finished fewer than K under load has no row."""
     by_block: dict[int, list[SoakSampleView]] = defaultdict(list)
     for s in rows:
         if not s.is_probe and s.error is None and s.completion_tokens:
             by_block[s.block].append(s)
-    spans = {block: _by_start(part) for block, part in by_block.items()}
-    k = common_work([_done_under_load(sp, block_s) for sp in spans.values()])
+    ordered = {block: _by_start(part) for block, part in by_block.items()}
+    k = common_work([_done_under_load(o, block_s) for o in ordered.values()])
     out = []
-    for block, part in by_block.items():
-        work = spans[block][:k]
-        if k < 1 or _done_under_load(spans[block], block_s) < k:
+    for block, part in ordered.items():
+        work = part[:k]
+        busy = sum(float(s.latency_s or 0.0) for s in work)
+        if k < 1 or _done_under_load(part, block_s) < k or busy <= 0:
             continue
-        length = max(end for _, end, _ in work)
-        if length <= 0:
-            continue
-        tokens = sum(n for *_, n in work)
+        tokens = sum(int(s.completion_tokens or 0) for s in work)
         tps = [s.decode_tps for s in part if s.decode_tps]
-        t0 = min(s.started_at for s in part)
         out.append(
             {
                 "block": block,
-                "t_h": (t0 - origin).total_seconds() / 3600.0,
+                "t_h": (part[0].started_at - origin).total_seconds() / 3600.0,
                 "requests": len(part),
                 "work_requests": k,
                 "tokens": tokens,
-                "window_s": round(length, 3),
-                "throughput_tps": tokens / length,
+                "busy_s": round(busy, 3),
+                "throughput_tps": max(1, part[0].concurrency) * tokens / busy,
                 "median_decode_tps": statistics.median(tps) if tps else None,
             }
         )
@@ -220,14 +219,20 @@ def classify_drift(change: float, low: float, high: float, threshold: float) -> 
 def series_drift(
     rows: Sequence[dict[str, Any]], *, threshold: float, floor: float
 ) -> dict[str, Any] | None:
-    """`slope_drift` over a series' `block_rows` (their aggregate throughput)."""
-    usable = [r for r in rows if r["throughput_tps"] > 0]
-    return slope_drift(
+    """`slope_drift` over a series' `block_rows` (their aggregate throughput), its first
+    `WARMUP_BLOCKS` set aside."""
+    usable = [r for r in rows if r["throughput_tps"] > 0][WARMUP_BLOCKS:]
+    drift = slope_drift(
         [r["t_h"] for r in usable],
         [r["throughput_tps"] for r in usable],
         threshold=threshold,
         floor=floor,
     )
+    return None if drift is None else {**drift, "warmup_blocks": WARMUP_BLOCKS}
+
+
+def _warmup(drift: dict[str, Any]) -> str:
+    return f" after {drift['warmup_blocks']} warm-up" if drift.get("warmup_blocks") else ""
 
 
 def depth_lines(
@@ -244,7 +249,7 @@ def depth_lines(
     low, high = drift["change_ci95"]
     figures = (
         f"{drift['change']:+.0%} over the soak (aggregate throughput per block, slope over "
-        f"{drift['blocks']} blocks, 95% CI {low:+.0%}..{high:+.0%}, lag-1 r "
+        f"{drift['blocks']} blocks{_warmup(drift)}, 95% CI {low:+.0%}..{high:+.0%}, lag-1 r "
         f"{drift['autocorrelation']['estimate']:+.2f}, used {drift['autocorrelation']['used']:.2f}"
         ")"
     )
