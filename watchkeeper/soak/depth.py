@@ -8,21 +8,22 @@ block medians of the recommendation's 100-minute soak (27 Nov 2026) scattered 6.
 its drift CIs at depth 4 were -16%..+26% and -11%..+35% against a 10% threshold.
 
 What the server does at depth 4 is share a fixed capacity among its slots, so the figure that
-compares like with like from block to block is the capacity itself, all requests together
-(`block_rows`): by Little's law, with `c` requests always in flight, **c x (tokens / request
-seconds)** summed over the block's requests that ended before its deadline (those ran under the
-full closed loop; the tail after it runs unstalled). Since 28 Nov 2026 every block at depth > 1
-replays one task order (`plan.block_cycle`), so every block measures the same requests. Why
-both: a block's aggregate depends on which prompts it drew (a long prefill stalls every slot),
-and shuffled stretches of the task set scattered 7.6-10% a block over a 130-minute soak, while
-the same requests replayed scattered ~1.2% (`benchmarks/depth4_host_wander.py`). Why this
-figure: the fixed time window before (the block's nominal length, a request cut by the
-deadline counted by its share of time) moved in steps with the server's speed once the order
-was fixed (which request the deadline cuts, and whether it is still prefilling), and the time
-the first K requests took turned on the one that finished last (a tie flip at depth 4 that
-lengthens one answer moves it); both scattered 3.5-4% a block on the real replayed soak where
-this figure scattered 0.5% once the servers were warm, and a server slowed by a factor reads
-exactly that factor slower (every request's seconds scale).
+compares like with like from block to block is the capacity itself, all requests together,
+on the same work in every block (`block_rows`). Since 28 Nov 2026 every block at depth > 1
+replays one task order (`plan.block_cycle`); the work is each block's first K requests by
+start, K the fewest any full block of the series finished before its deadline (the tail after
+it runs unstalled), and the figure is Little's law over them: with `c` requests in flight,
+**c x tokens / request seconds**. Why the same work: a block's aggregate depends on which
+prompts it drew (a long prefill stalls every slot), and shuffled stretches of the task set
+scattered 7.6-10% a block over a 130-minute soak, while the same requests replayed scattered
+~1.2% (`benchmarks/depth4_host_wander.py`). Why this figure: a server slowed by any factor
+reads exactly that factor slower (every request's seconds scale), where the fixed time window
+before (the block's nominal length, a request cut by the deadline counted by its share of
+time) moved in steps with the speed once the order was fixed (which request the deadline cuts,
+and whether it is still prefilling: a simulated 15% slowdown read as -10%), and the time from
+the first start to the last end of the K requests turned on whichever finished last (a tie
+flip that lengthens one answer moves it: 3-4% a block on the real replayed soak, where this
+figure read ~0.5% for the warm baseline). The first `WARMUP_BLOCKS` of a series are set aside.
 
 The drift (`slope_drift`) is an ordinary least-squares slope of log throughput on time over
 **all** blocks (not first against last third: every block informs it), expressed as the change
