@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from watchkeeper.soak.depth import is_slowdown, line_and_step, series_drift
+from watchkeeper.soak.depth import WARMUP_BLOCKS, is_slowdown, line_and_step, series_drift
 from watchkeeper.soak.trends import relative_trend
 
 THRESHOLD = 0.10  # soak.drift_threshold
@@ -46,7 +46,8 @@ blocks replaying one task order (`soak_depth4_power.py`, docs/soak.md's table)."
 
 def residual_sd(rows: list[dict[str, Any]]) -> float:
     """The sd of log aggregate throughput around a line and a step halfway, as
-    `slope_drift` reads its noise."""
+    `slope_drift` reads its noise (warm-up blocks set aside, as `series_drift` does)."""
+    rows = rows[WARMUP_BLOCKS:]
     x = np.asarray([r["t_h"] for r in rows], float)
     y = np.log(np.asarray([r["throughput_tps"] for r in rows], float))
     _, res = line_and_step(x, y)

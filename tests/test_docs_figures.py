@@ -20,6 +20,8 @@ from watchkeeper.publish.soak_report import render, splice
 ROOT = Path(__file__).resolve().parents[1]
 REPORTS = ROOT / "reports"
 SOAK_1127 = REPORTS / "2026-11-27-soak-c1"
+SHUFFLED = REPORTS / "2026-11-28-soak-c4-shuffled"
+"""The 130-minute depth-4 soak whose blocks each drew their own stretch of the task set."""
 """The soak of 27 Nov (of sweep campaign 3 of that day): docs/soak.md's measurements."""
 
 
@@ -133,7 +135,13 @@ def test_the_committed_reports_agree_with_each_other_and_the_renderer() -> None:
     assert splice(latest, "") == splice(sweep, "") and latest == sweep
     # The stability line is filled in exactly when the sweep's own soak is committed.
     assert ("not yet measured" in latest) == (not (REPORTS / "speculative_soak.json").exists())
-    for folder in (SOAK_1127, REPORTS / "2026-11-28-soak-c5", REPORTS, REPORTS / "code-edit"):
+    for folder in (
+        SOAK_1127,
+        REPORTS / "2026-11-28-soak-c5",
+        SHUFFLED,
+        REPORTS,
+        REPORTS / "code-edit",
+    ):
         if not (folder / "speculative_soak.json").exists():
             continue
         data = json.loads((folder / "speculative_soak.json").read_text())
@@ -163,16 +171,31 @@ def test_the_readmes_code_edit_figure_is_the_committed_code_edit_records() -> No
 
 
 def test_the_real_depth4_soaks_figures_in_soak_md_are_the_committed_soaks() -> None:
-    """docs/soak.md's table of the real 130-minute depth-4 soak quotes its JSON's verdicts as
-    that soak judged them (its figures are stored; today's estimator reads its rows no more)."""
-    data = json.loads((REPORTS / "speculative_soak.json").read_text())
-    page = doc("soak.md")
+    """docs/soak.md quotes the real 130-minute depth-4 soak's verdicts as that soak judged them
+    (its figures are stored; today's estimator reads its rows no more)."""
+    data = json.loads((SHUFFLED / "speculative_soak.json").read_text())
+    page = " ".join(doc("soak.md").split())
     assert data["duration"] == "130m"
     for got in data["drift"]:
         low, high = got["ci95"]
-        arm = "baseline" if got["profile"] == data["baseline"] else "ngram-mod"
-        quoted = (
-            f"| {arm} c{got['concurrency']} | {got['verdict']} | {got['change']:+.1%} "
-            f"({low * 100:+.1f}..{high:+.1%})"
-        )
+        assert got["verdict"] == "inconclusive"
+        quoted = f"{got['change']:+.1%} (95% CI {low * 100:+.1f}..{high:+.1%})"
         assert quoted in page, quoted
+
+
+def test_the_replayed_soaks_depth4_figures_in_soak_md_and_the_readme_are_the_committed_soaks() -> (
+    None
+):
+    """The committed soak (depth-4 blocks replaying one order): docs/soak.md's table and the
+    README quote the verdicts, changes and CIs its JSON holds."""
+    data = json.loads((REPORTS / "speculative_soak.json").read_text())
+    page = doc("soak.md")
+    readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    assert data["duration"] == "90m"
+    for got in data["drift"]:
+        low, high = got["ci95"]
+        arm = "baseline" if got["profile"] == data["baseline"] else "ngram-mod"
+        figures = f"{got['change']:+.1%} ({low * 100:+.1f}..{high:+.1%})"
+        row = f"| {arm} c{got['concurrency']} | {got['verdict']} | {figures} | {got['blocks']} |"
+        assert row in page, row
+        assert f"{arm} {got['verdict']}, {figures}" in readme, figures

@@ -196,8 +196,8 @@ def test_a_stable_soak_whose_drift_ci_reaches_past_the_threshold_says_it_is_not_
     assert line.startswith("3. **Stable under sustained load: met where resolved.**")
     # ... and how many times its blocks its noise needs ((0.21 / 0.10)^2), not "a longer soak".
     assert (
-        "not resolved in 100m: b at concurrency 4 +4% (95% CI -16%..+26%; about 4.4x the blocks "
-        "at its noise)" in line
+        "not resolved in 100m: b at concurrency 4 +4% (95% CI -16%..+26%; at its noise, about "
+        "4.4x the blocks if it does not drift)" in line
     )
     assert "longer soak" not in line
     assert "at concurrency 1" not in line.split("not resolved")[1]

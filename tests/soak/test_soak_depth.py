@@ -23,6 +23,7 @@ from watchkeeper.soak.depth import (
     classify_drift,
     depth_lines,
     series_drift,
+    settle_text,
     slope_drift,
 )
 from watchkeeper.soak.simulate import ORIGIN, SoakModel, simulate_series
@@ -274,4 +275,9 @@ def test_an_inconclusive_series_says_how_many_times_the_blocks_its_noise_needs()
     }  # fmt: skip
     reasons, notes = depth_lines("qwen-baseline c4", drift, 30)
     assert reasons == [] and len(notes) == 1
-    assert "about 3.7 times the blocks would settle it" in notes[0], notes[0]
+    assert "at this noise, about 3.7x the blocks if it does not drift" in notes[0], notes[0]
+    # The replayed soak's ngram-mod (28 Nov): a CI narrower than the threshold, off-centre.
+    narrow = {**drift, "change": -0.029, "change_ci95": [-0.114, 0.056], "half_width": 0.085}
+    _, (note,) = depth_lines("n c4", narrow, 18)
+    assert "about 1.4x the blocks if its -3% holds" in note, note
+    assert "at the threshold" in settle_text(0.05, -0.10, 0.10)

@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from watchkeeper.publish import markdown as md
+from watchkeeper.soak.depth import settle_text
 
 
 def _pct(ci: Sequence[float] | None) -> str:
@@ -143,12 +144,11 @@ def unresolved_text(s: Mapping[str, Any]) -> str | None:
 
 
 def _blocks_needed(d: Mapping[str, Any], threshold: float) -> str:
-    """How many times its blocks the series' own noise needs: a CI's half-width shrinks about
-    as 1/sqrt(blocks). Said instead of "a longer soak settles it", which the 130-minute soak
-    of 28 Nov (half-widths 16-19%, about 3x the blocks short) showed to be a promise."""
+    """How many times its blocks the series' own noise needs (`depth.settle_text`), said
+    instead of "a longer soak settles it", which the 130-minute soak of 28 Nov (half-widths
+    16-19%, about 3x the blocks short) showed to be a promise."""
     low, high = d["ci95"]
-    factor = ((high - low) / 2.0 / threshold) ** 2
-    return f"; about {factor:.1f}x the blocks at its noise" if factor > 1.0 else ""
+    return f"; at its noise, {settle_text((high - low) / 2.0, d['change'], threshold)}"
 
 
 def drift_cell(d: Mapping[str, Any] | None) -> str:

@@ -62,9 +62,9 @@ MIN_DEPTH_BLOCKS = 6
 VERDICTS = ("drift", "no drift", "inconclusive")
 WARMUP_BLOCKS = 2
 """A series' first blocks are warm-up, set aside from its slope: in the replayed depth-4 soak
-of 28 Nov 2026 both fresh servers ran their first two blocks 5-10% (baseline) and 15-20%
-(ngram-mod, whose n-gram pool was still learning the requests) below the rest, which then
-held within ~1% and ~4%. The paired soak sets its first cycle aside for the same reason."""
+of 28 Nov 2026 both fresh servers ran their first two blocks 6-10% (baseline) and 17-22%
+(ngram-mod) below the rest, which then held within ~1% and ~4% a block. The paired soak sets
+its first cycle aside for the same reason."""
 
 
 FULL_BLOCK = 0.75
@@ -232,6 +232,19 @@ def series_drift(
     return None if drift is None else {**drift, "warmup_blocks": WARMUP_BLOCKS}
 
 
+def settle_text(half_width: float, change: float, threshold: float) -> str:
+    """What an inconclusive series' own noise needs, as a phrase: the half-width shrinks about
+    as 1/sqrt(blocks). Where it is wider than the threshold, (half-width / threshold)^2 times
+    the blocks bring a series that does not drift inside +-threshold; where it is already
+    narrower but off-centre, (half-width / (threshold - |change|))^2 if the change holds."""
+    if half_width > threshold:
+        return f"about {(half_width / threshold) ** 2:.1f}x the blocks if it does not drift"
+    room = threshold - abs(change)
+    if room <= 0:
+        return "its change is at the threshold: more blocks read it either way"
+    return f"about {(half_width / room) ** 2:.1f}x the blocks if its {change:+.0%} holds"
+
+
 def _warmup(drift: dict[str, Any]) -> str:
     return f" after {drift['warmup_blocks']} warm-up" if drift.get("warmup_blocks") else ""
 
@@ -260,10 +273,8 @@ def depth_lines(
         return [], [f"{name}: throughput rose {figures}: not a reason"]
     if drift["verdict"] == "no drift":
         return [], [f"{name}: no throughput drift beyond {drift['threshold']:.0%}: {figures}"]
-    # The half-width shrinks about as 1/sqrt(blocks): what this series' own noise would need.
-    longer = (drift["half_width"] / drift["threshold"]) ** 2
     return [], [
         f"{name}: throughput drift inconclusive: {figures} reaches past "
-        f"+-{drift['threshold']:.0%}; at this noise about {longer:.1f} times the blocks would "
-        "settle it"
+        f"+-{drift['threshold']:.0%}; at this noise, "
+        f"{settle_text(drift['half_width'], drift['change'], drift['threshold'])}"
     ]
