@@ -12,7 +12,7 @@ import pytest
 
 from watchkeeper.campaign.soak_deliverable import soaked_unit
 from watchkeeper.cli.app import main
-from watchkeeper.commands.report import report_command
+from watchkeeper.commands.report import _shown, report_command
 from watchkeeper.config import BenchConfig, Config, DatabaseConfig, ProfileConfig
 from watchkeeper.config.service import ServiceConfig
 from watchkeeper.errors import PublishError
@@ -131,6 +131,11 @@ def test_a_stored_soak_is_rerendered_where_it_was_written_with_todays_renderer(
     assert "--spec-type ngram-simple --cache-ram 0`" in text
     # Its command is rebuilt from the plan (the store keeps no command line).
     assert "--concurrency 1 --duration 12m --block 60s" in text
+    # ... naming the recommendation as the reader can reuse it, never by this machine's path
+    # when it lies under the working directory.
+    shown = text.split("--recommendation ", 1)[1].split(" ", 1)[0]
+    rec = Path(shown)
+    assert not rec.is_absolute() or not rec.resolve().is_relative_to(Path.cwd().resolve())
     # The sweep's stability criterion reads the re-rendered soak.
     sweep = (reports / "speculative_benchmark.md").read_text()
     assert "not yet measured" not in sweep and f"Soak campaign {campaign}" in sweep
@@ -169,3 +174,11 @@ def test_the_cli_rerenders_a_soak_and_refuses_what_the_store_cannot_rebuild(
     assert "no such campaign" in capsys.readouterr().err
     with pytest.raises(PublishError):
         report_command(config, campaign_id=sweep)
+
+
+def test_a_rebuilt_command_names_the_recommendation_relative_to_the_working_directory() -> None:
+    """The committed soak's Reproduce line once read `--recommendation /work/main/reports/...`:
+    a path of the machine that rendered it, useless to a reader."""
+    inside = Path.cwd() / "reports" / "speculative_recommendation.json"
+    assert _shown(inside) == "reports/speculative_recommendation.json"
+    assert _shown(Path("/elsewhere/rec.json")) == "/elsewhere/rec.json"

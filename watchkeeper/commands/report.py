@@ -80,9 +80,18 @@ def _command(config: Config, campaign: StoredCampaign, reports: Path, recommenda
     p = campaign.params
     levels = ",".join(str(c) for c in p.get("concurrency", []))
     return (
-        f"watchkeeper soak --recommendation {recommendation} --concurrency {levels} "
+        f"watchkeeper soak --recommendation {_shown(recommendation)} --concurrency {levels} "
         f"--duration {p.get('duration', config.soak.duration)} --block {p.get('block_s', 0):g}s"
     )
+
+
+def _shown(path: Path) -> str:
+    """The path as a reader can reuse it: relative to the working directory when under it, so
+    a committed report does not carry this machine's absolute paths."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
 
 
 def report_command(
