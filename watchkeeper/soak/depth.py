@@ -257,7 +257,8 @@ def depth_lines(
     are notes with their figures."""
     if drift is None:
         return [], [
-            f"{name}: {blocks} block(s), fewer than {MIN_DEPTH_BLOCKS}: aggregate throughput "
+            f"{name}: {blocks} block(s), {max(blocks - WARMUP_BLOCKS, 0)} after "
+            f"{WARMUP_BLOCKS} warm-up, fewer than {MIN_DEPTH_BLOCKS}: aggregate throughput "
             "drift not judged"
         ]
     low, high = drift["change_ci95"]
