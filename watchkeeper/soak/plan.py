@@ -140,7 +140,7 @@ class TaskCycle:
 
 def _dealt(order: list[Task]) -> list[Task]:
     seen: dict[str, int] = {}
-    ranked = []
+    ranked: list[tuple[int, int, Task]] = []
     for task in order:
         ranked.append((seen.get(task.category, 0), len(ranked), task))
         seen[task.category] = seen.get(task.category, 0) + 1
