@@ -21,6 +21,7 @@ from typing import Any
 
 from watchkeeper.campaign.soak_deliverable import write_soak_deliverable
 from watchkeeper.config import Config
+from watchkeeper.config.paths import under_working_dir
 from watchkeeper.errors import PublishError
 from watchkeeper.publish.deliverable import RECORD_NAME, read_record
 from watchkeeper.publish.soak_report import SOAK_SUMMARY, read_summary
@@ -88,10 +89,7 @@ def _command(config: Config, campaign: StoredCampaign, reports: Path, recommenda
 def _shown(path: Path) -> str:
     """The path as a reader can reuse it: relative to the working directory when under it, so
     a committed report does not carry this machine's absolute paths."""
-    try:
-        return str(path.resolve().relative_to(Path.cwd().resolve()))
-    except ValueError:
-        return str(path)
+    return under_working_dir(path) or str(path)
 
 
 def report_command(

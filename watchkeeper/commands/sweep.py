@@ -39,6 +39,7 @@ from watchkeeper.campaign.sweep_plan import (
     sweep_racer,
 )
 from watchkeeper.config import Config, ProfileConfig
+from watchkeeper.config.paths import under_working_dir
 from watchkeeper.errors import ConfigError
 from watchkeeper.load.shape import LoadShape
 from watchkeeper.load.tasks import load_taskset
@@ -340,7 +341,4 @@ def _report(
 
 def _committed_name(path: Path) -> str:
     """`systemd/x.service` for a unit under the working directory, else its file name."""
-    try:
-        return path.resolve().relative_to(Path.cwd().resolve()).as_posix()
-    except ValueError:
-        return path.name
+    return under_working_dir(path) or path.name

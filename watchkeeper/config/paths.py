@@ -40,3 +40,12 @@ def runs_log_dir() -> Path:
 def project_root() -> Path:
     """The source checkout (for jobs/ and reports/ defaults when run from a clone)."""
     return Path(__file__).resolve().parents[2]
+
+
+def under_working_dir(path: Path) -> str | None:
+    """`path` relative to the working directory (posix), or None when it lies outside: how a
+    committed file names another without this machine's absolute paths."""
+    try:
+        return path.resolve().relative_to(Path.cwd().resolve()).as_posix()
+    except ValueError:
+        return None

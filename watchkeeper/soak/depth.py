@@ -113,12 +113,13 @@ def block_rows(
         if not s.is_probe and s.error is None and s.completion_tokens:
             by_block[s.block].append(s)
     ordered = {block: _by_start(part) for block, part in by_block.items()}
-    k = common_work([_done_under_load(o, block_s) for o in ordered.values()])
+    done = {block: _done_under_load(part, block_s) for block, part in ordered.items()}
+    k = common_work(list(done.values()))
     out = []
     for block, part in ordered.items():
         work = part[:k]
         busy = sum(float(s.latency_s or 0.0) for s in work)
-        if k < 1 or _done_under_load(part, block_s) < k or busy <= 0:
+        if k < 1 or done[block] < k or busy <= 0:
             continue
         tokens = sum(int(s.completion_tokens or 0) for s in work)
         tps = [s.decode_tps for s in part if s.decode_tps]

@@ -154,7 +154,7 @@ def block_cycle(tasks: tuple[Task, ...], *, seed: int, block: int, concurrency: 
     which requests share the server's steps (a long prompt's prefill stalls every slot's
     decode), so blocks that drew different stretches of the task set scattered 7.6-10% in
     aggregate throughput over the 130-minute soak of 28 Nov 2026, while the same 12 requests
-    replayed back to back on the same server scattered ~1.5%
+    replayed back to back on the same server scattered 1.2%
     (`benchmarks/depth4_host_wander.py`). The same order in every block compares like with like;
     the depth-1 blocks and the probes still cover the whole set."""
     if concurrency > 1:
