@@ -1,6 +1,7 @@
 """Where does a depth-4 soak's block-to-block noise come from: the host, or the blocks' mix?
 
-The 130-minute depth-4 soak of the committed unit (reports/speculative_soak.json, 28 Nov 2026)
+The 130-minute depth-4 soak of the committed unit
+(reports/2026-11-28-soak-c4-shuffled/speculative_soak.json, 28 Nov 2026)
 measured its 2-minute blocks' aggregate throughput scattering 10.0% (baseline) and 7.6%
 (ngram-mod) around their trends, three times what the depth-4 simulation assumed, so its drift
 CIs never reached the 10% threshold. Two explanations predict different things:
