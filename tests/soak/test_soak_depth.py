@@ -17,6 +17,7 @@ from watchkeeper.config import SoakConfig
 from watchkeeper.config.durations import parse_duration
 from watchkeeper.config.paths import project_root
 from watchkeeper.daemon.jobdefs import load_jobs
+from watchkeeper.publish.soak_drift import drift_cell, drift_entries
 from watchkeeper.publish.soak_report import render, series_rows, stability_line, summary
 from watchkeeper.soak.depth import (
     block_rows,
@@ -220,7 +221,8 @@ def test_the_judge_reads_depth_4_on_aggregate_throughput_and_keeps_every_block()
     (drift,) = s["drift"]
     assert drift["estimator"] == "aggregate" and drift["verdict"] == "no drift"
     text = render(s)
-    assert ", no drift (aggregate, 35 blocks after 2 warm-up)" in text
+    k = entry["depth_drift"]["work_requests"]
+    assert f", no drift (aggregate, 35 blocks after 2 warm-up, {k} requests a block)" in text
     assert "Little's law" in text
     assert "Above concurrency 1 the drift is the aggregate throughput's" in text
     assert stability_line(s, fallback="").startswith("3. **Stable under sustained load: met.**")
@@ -281,3 +283,21 @@ def test_an_inconclusive_series_says_how_many_times_the_blocks_its_noise_needs()
     _, (note,) = depth_lines("n c4", narrow, 18)
     assert "about 1.4x the blocks if its -3% holds" in note, note
     assert "at the threshold" in settle_text(0.05, -0.10, 0.10)
+
+
+def test_a_slow_host_s_few_requests_a_block_are_named_with_the_block_length_that_fixes_it() -> None:
+    """On a host half as fast (28 Nov 2026) 2-minute blocks held K = 4 requests where the
+    committed soak had 12, and the CIs came out ~+-30%: the report must say so, not leave a
+    silently weak verdict. A host at a quarter of the model's speed holds few requests a block;
+    the model's own speed holds many and gets no such note."""
+    slow = drift_of(replace(MODEL, aggregate_tps=MODEL.aggregate_tps / 4), 0)
+    assert slow["work_requests"] < 8
+    _, notes = depth_lines("qwen-baseline c4", slow, slow["blocks"])
+    (note,) = [n for n in notes if "requests finished under load" in n]
+    assert f"only {slow['work_requests']} requests" in note
+    assert f"{12 / slow['work_requests']:.1f}x as long" in note
+    fast = drift_of(MODEL, 0)
+    assert fast["work_requests"] >= 12
+    assert not any("under load" in n for n in depth_lines("b c4", fast, fast["blocks"])[1])
+    (entry,) = drift_entries([{"profile": "b", "concurrency": 4, "depth_drift": slow}])
+    assert f"{slow['work_requests']} requests a block)" in drift_cell(entry)

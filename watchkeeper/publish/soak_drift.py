@@ -37,11 +37,7 @@ def drift_entries(series: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
                     "verdict": depth["verdict"],
                     "blocks": depth["blocks"],
                     "autocorrelation": depth["autocorrelation"],
-                    **(
-                        {"warmup_blocks": depth["warmup_blocks"]}
-                        if "warmup_blocks" in depth
-                        else {}
-                    ),
+                    **{k: depth[k] for k in ("warmup_blocks", "work_requests") if k in depth},
                 }
             )
         elif "throughput_drift" in e:
@@ -157,5 +153,6 @@ def drift_cell(d: Mapping[str, Any] | None) -> str:
     cell = f"{d['change']:+.1%} ({_pct(d['ci95'])})"
     if d.get("estimator") == "aggregate":
         warmup = f" after {d['warmup_blocks']} warm-up" if d.get("warmup_blocks") else ""
-        cell += f", {d['verdict']} (aggregate, {d['blocks']} blocks{warmup})"
+        work = f", {d['work_requests']} requests a block" if d.get("work_requests") else ""
+        cell += f", {d['verdict']} (aggregate, {d['blocks']} blocks{warmup}{work})"
     return cell

@@ -67,6 +67,17 @@ of 28 Nov 2026 both fresh servers ran their first two blocks 6-10% (baseline) an
 its first cycle aside for the same reason."""
 
 
+MIN_WORK = 8
+"""A block's work (K, `common_work`) below this many requests: its aggregate turns on which
+few prompts they are and on one answer's length (a tie flip). On a host half as fast as the
+one the soak was sized on (28 Nov 2026), 2-minute blocks finished K = 4 (baseline) and 7
+(ngram-mod) requests under load where the same soak had read K = 12, and a 140-minute soak's
+half-widths came out near 30% where the K = 12 soak's were 2% and 9%. Below it the report says
+so and how much longer a block would reach `TARGET_WORK`."""
+TARGET_WORK = 12
+"""The work per block the committed replayed soak had (K = 12, block noise 1-4%)."""
+
+
 FULL_BLOCK = 0.75
 """A block whose work is less than this share of the series' median was cut short (the
 soak's end, a crash, a stop): it has no row, so it does not shrink every block's work."""
@@ -230,7 +241,9 @@ def series_drift(
         threshold=threshold,
         floor=floor,
     )
-    return None if drift is None else {**drift, "warmup_blocks": WARMUP_BLOCKS}
+    if drift is None:
+        return None
+    return {**drift, "warmup_blocks": WARMUP_BLOCKS, "work_requests": usable[0]["work_requests"]}
 
 
 def settle_text(half_width: float, change: float, threshold: float) -> str:
@@ -250,6 +263,20 @@ def _warmup(drift: dict[str, Any]) -> str:
     return f" after {drift['warmup_blocks']} warm-up" if drift.get("warmup_blocks") else ""
 
 
+def _small_work(name: str, drift: dict[str, Any]) -> list[str]:
+    """A note when each block's work was under `MIN_WORK` requests: the verdict stands (its CI
+    carries the noise) but its power rests on K, and a slow host shrinks K silently, so it is
+    said whatever the verdict."""
+    k = drift.get("work_requests")
+    if k is None or k >= MIN_WORK:
+        return []
+    return [
+        f"{name}: each block's work was only {k} requests finished under load (fewer than "
+        f"{MIN_WORK}): the aggregate turns on which few prompts they are; blocks about "
+        f"{TARGET_WORK / max(k, 1):.1f}x as long (`--block`) would hold ~{TARGET_WORK}"
+    ]
+
+
 def depth_lines(
     name: str, drift: dict[str, Any] | None, blocks: int
 ) -> tuple[list[str], list[str]]:
@@ -263,6 +290,7 @@ def depth_lines(
             "drift not judged"
         ]
     low, high = drift["change_ci95"]
+    small = _small_work(name, drift)
     figures = (
         f"{drift['change']:+.0%} over the soak (aggregate throughput per block, slope over "
         f"{drift['blocks']} blocks{_warmup(drift)}, 95% CI {low:+.0%}..{high:+.0%}, lag-1 r "
@@ -270,13 +298,19 @@ def depth_lines(
         ")"
     )
     if is_slowdown(drift):
-        return [f"{name}: throughput drifted {figures} (absolute: the host's load counts too)"], []
+        return [
+            f"{name}: throughput drifted {figures} (absolute: the host's load counts too)"
+        ], small
     if drift["verdict"] == "drift":
-        return [], [f"{name}: throughput rose {figures}: not a reason"]
+        return [], [f"{name}: throughput rose {figures}: not a reason", *small]
     if drift["verdict"] == "no drift":
-        return [], [f"{name}: no throughput drift beyond {drift['threshold']:.0%}: {figures}"]
+        return [], [
+            f"{name}: no throughput drift beyond {drift['threshold']:.0%}: {figures}",
+            *small,
+        ]
     return [], [
+        *small,
         f"{name}: throughput drift inconclusive: {figures} reaches past "
         f"+-{drift['threshold']:.0%}; at this noise, "
-        f"{settle_text(drift['half_width'], drift['change'], drift['threshold'])}"
+        f"{settle_text(drift['half_width'], drift['change'], drift['threshold'])}",
     ]
