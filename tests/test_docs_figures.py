@@ -22,6 +22,8 @@ REPORTS = ROOT / "reports"
 SOAK_1127 = REPORTS / "2026-11-27-soak-c1"
 SHUFFLED = REPORTS / "2026-11-28-soak-c4-shuffled"
 """The 130-minute depth-4 soak whose blocks each drew their own stretch of the task set."""
+REPLAYED_90M = REPORTS / "2026-11-28-soak-c1-90m"
+"""The 90-minute depth-4 soak whose blocks replayed one task order (the first of that design)."""
 """The soak of 27 Nov (of sweep campaign 3 of that day): docs/soak.md's measurements."""
 
 
@@ -139,6 +141,7 @@ def test_the_committed_reports_agree_with_each_other_and_the_renderer() -> None:
         SOAK_1127,
         REPORTS / "2026-11-28-soak-c5",
         SHUFFLED,
+        REPLAYED_90M,
         REPORTS,
         REPORTS / "code-edit",
     ):
@@ -188,7 +191,7 @@ def test_the_replayed_soaks_depth4_figures_in_soak_md_and_the_readme_are_the_com
 ):
     """The committed soak (depth-4 blocks replaying one order): docs/soak.md's table and the
     README quote the verdicts, changes and CIs its JSON holds."""
-    data = json.loads((REPORTS / "speculative_soak.json").read_text())
+    data = json.loads((REPLAYED_90M / "speculative_soak.json").read_text())
     page = doc("soak.md")
     readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
     assert data["duration"] == "90m"
