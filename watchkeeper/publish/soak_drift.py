@@ -22,7 +22,7 @@ def _pct(ci: Sequence[float] | None) -> str:
 def drift_entries(series: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Each series' judged throughput drift: at concurrency 1 the slope of its block medians;
     above 1, where judged on aggregate throughput (soak/depth.py), that slope with its
-    verdict (`drift`, `no drift`, `inconclusive`) and block count."""
+    verdict (`drift`, `no drift`, `no slowdown`, `inconclusive`) and block count."""
     out = []
     for e in series:
         depth = e.get("depth_drift")
@@ -56,8 +56,10 @@ def drift_entries(series: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
 def unresolved_drift(s: Mapping[str, Any]) -> list[dict[str, Any]]:
     """Series the soak did not run long enough to settle; a `stable` verdict does not cover
     them. Judged on aggregate throughput (depth > 1): its verdict is `inconclusive` (the CI
-    reaches past +-threshold without excluding 0). Otherwise: the CI reaches past the
-    threshold on the losing side without lying wholly beyond it."""
+    reaches past -threshold without a slowdown beyond it; `no slowdown`, a CI that reaches
+    past only +threshold, is resolved). Otherwise: the CI reaches past the threshold on the
+    losing side without lying wholly beyond it. Both read only the losing side: stability
+    asks whether the server slowed."""
     threshold = drift_threshold_of(s)
     return [
         d

@@ -156,11 +156,20 @@ def _aggregate_text(s: Mapping[str, Any]) -> str:
             "the tokens of all requests in flight per second of each block), a least-squares "
             "slope over all blocks"
         )
+    one_sided = any(d.get("verdict") == "no slowdown" for d in s.get("drift", []))
     return (
         f"Above concurrency 1 the drift is the aggregate throughput's ({figure} with an "
         "autocorrelation-aware 95% CI: per-request speeds there scatter with the batch they "
         'shared (docs/soak.md, "Judging depth 4"). `no drift`: the CI lies within the '
-        "threshold either way; `inconclusive`: it reaches past it."
+        "threshold either way; "
+        + (
+            "`no slowdown`: its lower end lies within it and only its upper end reaches past "
+            "(stability asks whether the server slowed; a rise is not a reason); "
+            if one_sided
+            else ""
+        )
+        + "`inconclusive`: it reaches past it"
+        + (" on the losing side." if one_sided else ".")
     )
 
 

@@ -35,7 +35,10 @@ sum of squares over its AR(1) expectation `n - tr(HR)`, and the t quantile takes
 degrees of freedom with `c = w'Rw / w'w`.
 
 The verdict: `drift` when the CI excludes 0 and the change is beyond the threshold;
-`no drift` when the whole CI lies within +-threshold; `inconclusive` otherwise. A 15% step
+`no drift` when the whole CI lies within +-threshold; `no slowdown` when its lower end lies
+within it and only its upper end reaches past (stability asks whether the server slowed: a
+rise is never a reason, and depth 1 has always counted such a CI as resolved, see
+`publish/soak_drift.unresolved_drift`); `inconclusive` otherwise. A 15% step
 halfway reads as a slope of about -22% over the soak (a least-squares line through a step at
 the middle drops 1.5 times the step from end to end); the A/A and positive controls and the
 CI's width after 150 minutes are simulated in `soak/simulate.py`
@@ -59,7 +62,7 @@ from watchkeeper.soak.views import SoakSampleView
 
 MIN_DEPTH_BLOCKS = 6
 """Blocks of one series before its slope is judged (as `trends.MIN_BLOCKS`)."""
-VERDICTS = ("drift", "no drift", "inconclusive")
+VERDICTS = ("drift", "no drift", "no slowdown", "inconclusive")
 WARMUP_BLOCKS = 2
 """A series' first blocks are warm-up, set aside from its slope: in the replayed depth-4 soak
 of 28 Nov 2026 both fresh servers ran their first two blocks 6-10% (baseline) and 17-22%
@@ -221,11 +224,15 @@ def slope_drift(
 
 def classify_drift(change: float, low: float, high: float, threshold: float) -> str:
     """`drift`: CI excludes 0 and the change passes the threshold; `no drift`: the CI lies
-    within +-threshold; else `inconclusive` (the soak was too short to say)."""
+    within +-threshold; `no slowdown`: only its upper end reaches past (the server did not
+    slow beyond the threshold; it may have sped up); else `inconclusive` (the soak was too
+    short to say whether it slowed)."""
     if (high < 0 and change < -threshold) or (low > 0 and change > threshold):
         return "drift"
     if -threshold < low and high < threshold:
         return "no drift"
+    if -threshold < low:
+        return "no slowdown"
     return "inconclusive"
 
 
@@ -306,6 +313,12 @@ def depth_lines(
     if drift["verdict"] == "no drift":
         return [], [
             f"{name}: no throughput drift beyond {drift['threshold']:.0%}: {figures}",
+            *small,
+        ]
+    if drift["verdict"] == "no slowdown":
+        return [], [
+            f"{name}: no slowdown beyond {drift['threshold']:.0%}: {figures}; only its rise "
+            f"is unresolved (up to {high:+.0%}), which is not a reason",
             *small,
         ]
     return [], [
