@@ -186,19 +186,37 @@ def test_the_real_depth4_soaks_figures_in_soak_md_are_the_committed_soaks() -> N
         assert quoted in page, quoted
 
 
-def test_the_replayed_soaks_depth4_figures_in_soak_md_and_the_readme_are_the_committed_soaks() -> (
-    None
-):
-    """The committed soak (depth-4 blocks replaying one order): docs/soak.md's table and the
-    README quote the verdicts, changes and CIs its JSON holds."""
-    data = json.loads((REPLAYED_90M / "speculative_soak.json").read_text())
-    page = doc("soak.md")
-    readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
-    assert data["duration"] == "90m"
+def _depth4_rows(data: dict[str, Any]) -> list[tuple[str, str]]:
+    """(table row head, README figure) of each depth-4 series of a soak's JSON."""
+    out = []
     for got in data["drift"]:
         low, high = got["ci95"]
         arm = "baseline" if got["profile"] == data["baseline"] else "ngram-mod"
         figures = f"{got['change']:+.1%} ({low * 100:+.1f}..{high:+.1%})"
         row = f"| {arm} c{got['concurrency']} | {got['verdict']} | {figures} | {got['blocks']} |"
+        out.append((row, f"{arm} {got['verdict']}, {figures}"))
+    return out
+
+
+def test_the_replayed_90_minute_soaks_depth4_figures_in_soak_md_are_its_jsons() -> None:
+    """The first soak whose depth-4 blocks replayed one order: docs/soak.md's table quotes the
+    verdicts, changes and CIs its JSON holds."""
+    data = json.loads((REPLAYED_90M / "speculative_soak.json").read_text())
+    page = doc("soak.md")
+    assert data["duration"] == "90m"
+    for row, _ in _depth4_rows(data):
         assert row in page, row
-        assert f"{arm} {got['verdict']}, {figures}" in readme, figures
+
+
+def test_the_committed_soaks_depth4_figures_in_soak_md_and_the_readme_are_its_jsons() -> None:
+    """The committed soak of the recommendation (reports/speculative_soak.json): docs/soak.md's
+    table and the README quote the verdicts, changes and CIs its JSON holds, and the README
+    its length."""
+    data = json.loads((REPORTS / "speculative_soak.json").read_text())
+    page = doc("soak.md")
+    readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    minutes = int(data["duration"].removesuffix("m"))
+    assert f"ran the unit's own flags for {minutes} minutes at depth 4" in readme
+    for row, figure in _depth4_rows(data):
+        assert row in page, row
+        assert figure in readme, figure
