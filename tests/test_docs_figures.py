@@ -20,11 +20,11 @@ from watchkeeper.publish.soak_report import render, splice
 ROOT = Path(__file__).resolve().parents[1]
 REPORTS = ROOT / "reports"
 SOAK_1127 = REPORTS / "2026-11-27-soak-c1"
+"""The soak of 27 Nov (of sweep campaign 3 of that day): docs/soak.md's measurements."""
 SHUFFLED = REPORTS / "2026-11-28-soak-c4-shuffled"
 """The 130-minute depth-4 soak whose blocks each drew their own stretch of the task set."""
 REPLAYED_90M = REPORTS / "2026-11-28-soak-c1-90m"
 """The 90-minute depth-4 soak whose blocks replayed one task order (the first of that design)."""
-"""The soak of 27 Nov (of sweep campaign 3 of that day): docs/soak.md's measurements."""
 
 
 def doc(name: str) -> str:

@@ -83,11 +83,10 @@ TARGET_WORK = 12
 
 TRANSIENT_Z = 5.0
 """Block-noise sds beyond both neighbours for a block to read as transient
-(`transient_blocks`). On the
-140-minute soak of 29 Nov 2026 the baseline's blocks sat within ~1% of their line, until a
-47-second test run beside the soak (pytest and mypy at nice 19) read one block 19% low; that
-one block took the series from a CI of +-4% to -19..+12%. At 5 sds a Gaussian series sets a
-block aside about once in a million."""
+(`transient_blocks`). On the 140-minute soak of 29 Nov 2026 the baseline's blocks sat within
+~1% of their line, until a 47-second test run beside the soak (pytest and mypy at nice 19)
+read one block 19% low; that one block took the series from a CI of +-4% to -19..+12%.
+Seeded A/A, step, decline and noisy series set no block aside at 5 (tests/soak)."""
 TRANSIENT_MIN = 0.05
 """...and at least this far off (5%), so a quiet series does not set aside a 2% blip."""
 
@@ -277,18 +276,15 @@ def series_drift(
 ) -> dict[str, Any] | None:
     """`slope_drift` over a series' `block_rows` (their aggregate throughput), its first
     `WARMUP_BLOCKS` set aside, and any `transient_blocks` (kept in the figures with their
-    deviation from the line, and named in the report)."""
+    deviation from their two neighbours, geometric mean, and named in the report)."""
     usable = [r for r in rows if r["throughput_tps"] > 0][WARMUP_BLOCKS:]
     t_h = [r["t_h"] for r in usable]
     values = [r["throughput_tps"] for r in usable]
     transient = transient_blocks(values)
-    deviation = {
-        i: math.sqrt(values[i] / values[i - 1] * values[i] / values[i + 1]) - 1.0 for i in transient
-    }
-    if transient:
-        keep = [i for i in range(len(usable)) if i not in transient]
-        t_h, values = [t_h[i] for i in keep], [values[i] for i in keep]
-    drift = slope_drift(t_h, values, threshold=threshold, floor=floor)
+    keep = [i for i in range(len(usable)) if i not in transient]
+    drift = slope_drift(
+        [t_h[i] for i in keep], [values[i] for i in keep], threshold=threshold, floor=floor
+    )
     if drift is None:
         return None
     out = {**drift, "warmup_blocks": WARMUP_BLOCKS, "work_requests": usable[0]["work_requests"]}
@@ -296,8 +292,8 @@ def series_drift(
         out["transients"] = [
             {
                 "block": usable[i]["block"],
-                "t_h": usable[i]["t_h"],
-                "deviation": deviation[i],
+                "t_h": t_h[i],
+                "deviation": math.sqrt(values[i] / values[i - 1] * values[i] / values[i + 1]) - 1,
             }
             for i in transient
         ]
@@ -362,7 +358,7 @@ def depth_lines(
             "drift not judged"
         ]
     low, high = drift["change_ci95"]
-    small = _small_work(name, drift) + _transient_note(name, drift)
+    extra = _small_work(name, drift) + _transient_note(name, drift)
     figures = (
         f"{drift['change']:+.0%} over the soak (aggregate throughput per block, slope over "
         f"{drift['blocks']} blocks{_warmup(drift)}, 95% CI {low:+.0%}..{high:+.0%}, lag-1 r "
@@ -372,23 +368,23 @@ def depth_lines(
     if is_slowdown(drift):
         return [
             f"{name}: throughput drifted {figures} (absolute: the host's load counts too)"
-        ], small
+        ], extra
     if drift["verdict"] == "drift":
-        return [], [f"{name}: throughput rose {figures}: not a reason", *small]
+        return [], [f"{name}: throughput rose {figures}: not a reason", *extra]
     if drift["verdict"] == "no drift":
         return [], [
             f"{name}: no throughput drift beyond {drift['threshold']:.0%}: {figures}",
-            *small,
+            *extra,
         ]
     if drift["verdict"] == "no slowdown":
         return [], [
             f"{name}: no slowdown beyond {drift['threshold']:.0%}: {figures}; only its rise "
             f"is unresolved (up to {high:+.0%}), which is not a reason",
-            *small,
+            *extra,
         ]
     return [], [
-        *small,
         f"{name}: throughput drift inconclusive: {figures} reaches past "
         f"+-{drift['threshold']:.0%}; at this noise, "
         f"{settle_text(drift['half_width'], drift['change'], drift['threshold'])}",
+        *extra,
     ]
