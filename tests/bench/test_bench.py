@@ -30,33 +30,57 @@ from watchkeeper.store.schema import (
 PROFILES = "smollm2-baseline,smollm2-selfdraft,smollm2-ngram"
 
 
-TASKS = {"prose-01": 24, "tool_call-01": 24, "summarize-02": 48, "code_edit-01": 48}
-"""The standard set's tasks the bench runs, one per category, with their answer lengths. The
-summary and the code edit keep 48 tokens and their whole prompts: that is where SmolLM2 copies
-its prompt, so the n-gram arm drafts and has a bound (a code edit cut to its file's head, or
-whole at 96 tokens without the summary, drafted nothing: measured 2026-11-28)."""
+TASKS = {"prose-01": 24, "tool_call-01": 24, "code_gen-01": 24}
+"""The standard set's tasks the bench runs, with their answer lengths: all three have short
+prompts (under 100 tokens). The standard set's long-prompt tasks cost the fixture most of its
+time in prefill (a 700-token summary or code edit: 3 s on the baseline, 6 s on the self-draft
+arm, twice that on the exact identity pass's ubatch-1 servers), and the whole `code_edit-01`
+drafted nothing on the n-gram arm (measured 2026-11-29)."""
+
+COPY_TEXT = (
+    "The harbour master opens the gates at six in the morning, checks the tide tables, "
+    "and writes the expected arrivals on the blackboard beside the fish market, so that "
+    "every crew knows when to bring their boats in before the evening wind turns."
+)
+
+COPY_TASK = {
+    "id": "copy-01",
+    "category": "summarize",
+    "messages": [
+        {
+            "role": "user",
+            "content": f"Repeat the following text word for word, nothing else:\n\n{COPY_TEXT}",
+        }
+    ],
+    "max_tokens": 48,
+}
+"""The n-gram arm's task: an answer that copies its 91-token prompt, so n-gram lookup drafts
+(36 of 48 tokens drafted and accepted, 2026-11-29) and the arm has a bound, without a long
+prefill."""
 
 
 def bench_tasks() -> list[dict[str, Any]]:
-    """The four tasks of `TASKS`, in the standard set's order."""
+    """The three tasks of `TASKS` in the standard set's order, then `COPY_TASK`: four tasks,
+    four categories."""
     chosen = []
     for line in Path("jobs/tasksets/standard.jsonl").read_text().splitlines():
         task = json.loads(line)
         if task["id"] in TASKS:
             chosen.append({**task, "max_tokens": TASKS[task["id"]]})
-    assert len(chosen) == 4
-    return chosen
+    assert len(chosen) == 3
+    return [*chosen, COPY_TASK]
 
 
 @pytest.fixture(scope="module")
 def bench_run(
     real_server: tuple[ServerBinary, ModelFile], tmp_path_factory: pytest.TempPathFactory
 ) -> tuple[dict[str, object], Path, str]:
-    """One small real bench shared by the assertions below: 4 tasks x 3 arms x 3 rounds,
-    answers of 24 and 48 tokens, one process per arm (`restart_every = 0`: the restarts and their
-    rewarms are `test_bench_restarts.py`'s), and the exact identity pass on all 4 tasks, which
-    the tests below assert on (quietly: 141 s, measured 2026-11-28; the earlier fixture,
-    with `code_edit-01` and `summarize-02` whole, 48-token answers and restarts, took 368 s)."""
+    """One small real bench shared by the assertions below: 4 short-prompt tasks x 3 arms x 3
+    rounds, answers of 24 and 48 tokens, one process per arm (`restart_every = 0`: the restarts
+    and their rewarms are `test_bench_restarts.py`'s), and the exact identity pass on all 4
+    tasks, which the tests below assert on. Quietly: the module 91 s, the bench in it 68 s,
+    measured 2026-11-29 (the same bench with a 700-token summary and code edit: 185 s that
+    day, 141 s on 2026-11-28; the fixture before that, with restarts, 368 s)."""
     root = tmp_path_factory.mktemp("bench")
     url = f"sqlite:///{root / 'wk.db'}"
     config = root / "watchkeeper.toml"
@@ -303,7 +327,7 @@ def test_the_measured_speedup_never_beats_the_bound_beyond_its_ci(
     lies wholly above it must come with a note naming the suspect input, never efficiency > 1."""
     result, _, _ = bench_run
     # Each candidate must have drafted (without an acceptance there is no bound): the n-gram
-    # arm drafts only where an answer copies 12 tokens of its prompt, as the code edit does.
+    # arm drafts only where an answer copies 12 tokens of its prompt, as `COPY_TASK` does.
     ngram = arm(result, "smollm2-ngram")["overall"]["acceptance_rate"]  # type: ignore[index]
     assert ngram is not None, "the n-gram arm drafted nothing: no answer copied its prompt"
     specs = {a["name"]: a for a in result["arms"]}
