@@ -8,6 +8,9 @@ those cells back, so before issue 28 the night could read `no change`; now the n
 say what happened: a regression outright, or `suspicious: tail regression` with the clipped
 cells listed, all on the current arm's slow side; or, where the host's own noise is as large
 as a pause, `inconclusive`: never `no change`.
+
+Beside a one-core neighbour (`scripts/neighbour.sh`, benchmarks/controls_beside_neighbour.py):
+10 of 10 passed, 1.5-1.7 min a run (2026-11-29).
 """
 
 from __future__ import annotations
