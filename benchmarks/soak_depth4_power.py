@@ -8,7 +8,8 @@ as `plan.block_cycle` sends since 28 Nov 2026; `shuffled`: each block its own st
 before) it prints, over `--seeds` soaks of one series:
 
 - the 95% CI half-width of the drift over the soak (median and 90th percentile) and how many
-  soaks resolved (`no drift`: the CI inside +-10%), on an A/A series;
+  soaks resolved (`no drift`: the CI inside +-10%; or `no slowdown`: only its upper end past
+  +10%, resolved since 29 Nov 2026), on an A/A series;
 - at `--depth4-minutes` (default 150) of depth-4 soak: the A/A count (soaks with no slowdown
   reason, wanted in at least 19 of 20) and the positive control (a server slowed 15% halfway,
   read as drift);
@@ -36,6 +37,8 @@ from watchkeeper.soak.trends import block_medians, relative_trend
 
 THRESHOLD = 0.10
 FLOOR = 0.3  # soak.autocorrelation_floor
+RESOLVED = ("no drift", "no slowdown")
+"""The depth-4 verdicts that resolve a series (soak/depth.classify_drift)."""
 
 
 def judged(model: SoakModel, depth4_minutes: float, seed: int) -> dict[str, Any]:
@@ -69,7 +72,7 @@ def widths_for(model: SoakModel, seeds: range) -> list[dict[str, Any]]:
                 "blocks_per_series": aa[0]["blocks"],
                 "half_width_median": float(np.median(hw)),
                 "half_width_p90": float(np.percentile(hw, 90)),
-                "resolved": sum(d["verdict"] == "no drift" for d in aa),
+                "resolved": sum(d["verdict"] in RESOLVED for d in aa),
             }
         )
     return widths

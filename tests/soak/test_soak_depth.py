@@ -246,7 +246,10 @@ def test_an_inconclusive_depth_4_series_is_not_resolved() -> None:
     verdict = judge(short, SoakConfig())
     (entry,) = verdict.figures["series"]
     assert entry["depth_drift"]["verdict"] == "inconclusive"
-    assert any("throughput drift inconclusive" in n for n in verdict.notes)
+    assert any(
+        "throughput drift inconclusive" in n and "reaches past -10% (a slowdown" in n
+        for n in verdict.notes
+    )
     s = summary(
         verdict.to_json(), series_rows(short.samples), subject="s", baseline="b",
         duration="40m", sweep_campaign=None, command="c",

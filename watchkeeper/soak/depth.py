@@ -384,7 +384,7 @@ def depth_lines(
         ]
     return [], [
         f"{name}: throughput drift inconclusive: {figures} reaches past "
-        f"+-{drift['threshold']:.0%}; at this noise, "
+        f"-{drift['threshold']:.0%} (a slowdown that large is not ruled out); at this noise, "
         f"{settle_text(drift['half_width'], drift['change'], drift['threshold'])}",
         *extra,
     ]
