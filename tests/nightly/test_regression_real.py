@@ -10,6 +10,10 @@ the verdict: it uses the nightly's default threshold (3%) and CI.
 
 The two builds are shell wrappers around the cached binary, configured as `server.binary`:
 different files (so different sha256, so different identities), the same llama.cpp underneath.
+
+Beside a one-core neighbour (`scripts/neighbour.sh`, benchmarks/controls_beside_neighbour.py,
+2026-11-29): 4 of 4 passed, 6.1-6.4 min a run (fewer than ten: 25 minutes of the session's
+CPU were what was left for it).
 """
 
 from __future__ import annotations
