@@ -12,7 +12,7 @@ The two builds are shell wrappers around the cached binary, configured as `serve
 different files (so different sha256, so different identities), the same llama.cpp underneath.
 
 Beside a one-core neighbour (`scripts/neighbour.sh`, benchmarks/controls_beside_neighbour.py,
-2026-11-29): 4 of 4 passed, 6.1-6.4 min a run (fewer than ten: 25 minutes of the session's
+2026-11-29): 4 of 4 passed, 6.1-6.5 min a run (fewer than ten: 25 minutes of the session's
 CPU were what was left for it).
 """
 
