@@ -210,7 +210,7 @@ def test_a_soak_beside_the_reference_files_a_slower_build_and_never_an_identical
     """The A/A soak restarts its pair every 2 cycles (the mechanics: warm-up cycles, one
     judged cycle per pair); the slower build's soak keeps one pair, so each cycle is a
     replicate. Both 130 s with restarts, as this test was until 2026-11-29, failed 2 of 2
-    beside a one-core neighbour: ~11 cycles instead of ~13 left 4 process pairs, and at 4 the
+    beside a one-core neighbour: 10-11 cycles left 4 process pairs, and at 4 the
     AR(1)-aware interval (soak/paired.py: lag-1 0.25 measured, 0.75 after the small-sample
     correction, one degree of freedom) read a 0.49x build as 0.04-5.9, `inconclusive`, with
     every cycle at 0.39-0.59. The product reads 4 replicates so, neighbour or not: a soak
