@@ -28,12 +28,12 @@ ROOT = Path(__file__).resolve().parent.parent
 CONTROLS = {
     "soak_reference": "tests/soak/test_soak_reference.py::"
     "test_a_soak_beside_the_reference_files_a_slower_build_and_never_an_identical_one",
-    "regression_real": "tests/nightly/test_regression_real.py::"
-    "test_shipped_nightly_jobs_judge_aa_nights_quietly_and_file_a_slower_build_once",
     "stall_real": "tests/nightly/test_stall_real.py::"
     "test_a_build_that_stalls_on_a_few_requests_is_not_called_no_change",
     "soak_drift": "tests/soak/test_soak_faults.py::"
     "test_a_server_restarted_as_a_slower_build_halfway_shows_as_throughput_drift",
+    "daemon_nights": "tests/daemon/test_daemon_nights.py::"
+    "test_the_daemon_passes_two_aa_nights_then_files_one_issue_for_a_slower_build",
 }
 """Short name -> pytest node id of each real-server positive control."""
 

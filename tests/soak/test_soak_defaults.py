@@ -221,7 +221,7 @@ def test_the_nightly_of_a_recommendation_guards_its_unit_on_its_own_categories(
     """`nightly --recommendation F --category code_edit` (jobs/nightly-code-edit.toml): the
     night judges the record's chosen arm, its profile from the record as the unit ships it
     (not from watchkeeper.toml, which has no block for it), on code edits only. The night
-    itself is the real one elsewhere (tests/nightly/test_regression_real.py); here only what
+    itself is the real one elsewhere (tests/daemon/test_daemon_nights.py); here only what
     it is handed."""
     import watchkeeper.commands.nightly as nightly_module
 

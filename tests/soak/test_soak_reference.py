@@ -5,7 +5,7 @@ finding.
 The unit tests pin down the schedule and the statistics on constructed samples; the real test
 soaks SmolLM2 twice on real servers: once beside an identical reference, restarted every 2
 cycles (an A/A soak, which may never file anything), and once with a slower current build (a
-server stopped half of the wall clock, the slowdown tests/nightly/test_regression_real.py
+server stopped half of the wall clock, the slowdown tests/daemon/test_daemon_nights.py
 uses), which must be a confirmed regression finding whose ratio joins the nightly series."""
 
 from __future__ import annotations
