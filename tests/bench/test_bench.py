@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from sqlalchemy import select
+from support.taskfiles import copy_task
 
 from watchkeeper.analysis.latency import Slo
 from watchkeeper.cli.app import main
@@ -37,26 +38,8 @@ time in prefill (a 700-token summary or code edit: 3 s on the baseline, 6 s on t
 arm, twice that on the exact identity pass's ubatch-1 servers), and the whole `code_edit-01`
 drafted nothing on the n-gram arm (measured 2026-11-29)."""
 
-COPY_TEXT = (
-    "The harbour master opens the gates at six in the morning, checks the tide tables, "
-    "and writes the expected arrivals on the blackboard beside the fish market, so that "
-    "every crew knows when to bring their boats in before the evening wind turns."
-)
-
-COPY_TASK = {
-    "id": "copy-01",
-    "category": "summarize",
-    "messages": [
-        {
-            "role": "user",
-            "content": f"Repeat the following text word for word, nothing else:\n\n{COPY_TEXT}",
-        }
-    ],
-    "max_tokens": 48,
-}
-"""The n-gram arm's task: an answer that copies its 91-token prompt, so n-gram lookup drafts
-(36 of 48 tokens drafted and accepted, 2026-11-29) and the arm has a bound, without a long
-prefill."""
+COPY_TASK = copy_task("copy-01", "summarize", 48)
+"""The n-gram arm's task (support/taskfiles.copy_task), so the arm has a bound."""
 
 
 def bench_tasks() -> list[dict[str, Any]]:

@@ -10,6 +10,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from support.taskfiles import copy_task
 
 from watchkeeper.campaign.sweep_plan import sweep_profiles
 from watchkeeper.commands.sweep import sweep_command
@@ -39,7 +40,11 @@ def test_sweep_recommends_conservatively_and_writes_a_service_file(
 ) -> None:
     tasks = tmp_path / "tasks.jsonl"
     lines = [json.loads(x) for x in Path("jobs/tasksets/standard.jsonl").read_text().splitlines()]
-    picked = [t for t in lines if t["id"] in ("prose-02", "prose-03", "code_edit-02")]
+    picked = [t for t in lines if t["id"] in ("prose-02", "prose-03")]
+    # The code task copies a short prompt, so the n-gram arms draft, without the 500-token
+    # prefill of the standard set's code edits (the exact identity pass prefills it a token at
+    # a time).
+    picked.append(copy_task("copy-code", "code_edit", 32))
     for t in picked:
         t["max_tokens"] = 32
     tasks.write_text("\n".join(json.dumps(t) for t in picked) + "\n")
@@ -107,8 +112,8 @@ def test_sweep_recommends_conservatively_and_writes_a_service_file(
                 "WHERE r.purpose = 'measured'"
             ).fetchall()
         }
-    assert probed_tasks == {"prose-02", "code_edit-02"}, probed_tasks
-    assert measured_tasks == {"prose-02", "prose-03", "code_edit-02"}, measured_tasks
+    assert probed_tasks == {"prose-02", "copy-code"}, probed_tasks
+    assert measured_tasks == {"prose-02", "prose-03", "copy-code"}, measured_tasks
     assert "They ran on 2 of the 3 measured tasks" in report_text
     record = json.loads((tmp_path / "reports" / "speculative_recommendation.json").read_text())
     assert str(tmp_path) not in json.dumps(record) and "/.cache/" not in json.dumps(record)

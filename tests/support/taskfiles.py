@@ -5,6 +5,31 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
+
+COPY_TEXT = (
+    "The harbour master opens the gates at six in the morning, checks the tide tables, "
+    "and writes the expected arrivals on the blackboard beside the fish market, so that "
+    "every crew knows when to bring their boats in before the evening wind turns."
+)
+
+
+def copy_task(task_id: str, category: str, max_tokens: int) -> dict[str, Any]:
+    """A task whose answer copies its 91-token prompt, so n-gram lookup drafts (36 of 48
+    tokens drafted and accepted, 2026-11-29) without the long prefill of the standard set's
+    code edits and summaries (500-700 tokens: seconds a request, twice that on an exact
+    identity pass's ubatch-1 server)."""
+    return {
+        "id": task_id,
+        "category": category,
+        "messages": [
+            {
+                "role": "user",
+                "content": f"Repeat the following text word for word, nothing else:\n\n{COPY_TEXT}",
+            }
+        ],
+        "max_tokens": max_tokens,
+    }
 
 
 def write_taskset(directory: Path, tasks: Sequence[tuple[str, str]], max_tokens: int = 12) -> Path:
