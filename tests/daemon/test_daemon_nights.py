@@ -17,6 +17,9 @@ This is the nightly's real-server positive control. Until 2026-11-29 a second te
 (tests/nightly/test_regression_real.py) ran the same four nights through `run_once` instead of
 the scheduler, 5.6 minutes of the suite for the same claim; its assertions live here now.
 
+Beside a one-core neighbour (`scripts/neighbour.sh`, benchmarks/controls_beside_neighbour.py
+--only daemon_nights, 2026-11-29): 10 of 10 passed, 5.7-6.4 min a run (5.3 min quietly).
+
 The daemon runs on the real clock; the test never does: it orders runs by their recorded
 times and counts starts in the daemon's log. (The digest covers the noon-to-noon UTC night it
 runs in: should noon UTC fall in the ~40 s between the first night and the digest after the
