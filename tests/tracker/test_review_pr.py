@@ -12,6 +12,7 @@ import git
 import pytest
 from sqlalchemy import delete
 from support.fakeforge import FakeForge, serve
+from support.taskfiles import write_taskset
 from support.trackerkit import TOKEN_ENV, Sleeps, tracker_config
 
 from watchkeeper.analysis.benchmark import BenchResult
@@ -31,6 +32,12 @@ from watchkeeper.tracker.pr_comment import ProfileReview, review_comment, review
 GOLDEN = Path(__file__).parents[1] / "golden" / "pr_comment.md"
 BASE_TOML = '[profiles.prod]\nmodel = "smollm2-135m-instruct-q4_1"\nctx_size = 1024\n'
 NGRAM_TOML = BASE_TOML + 'spec_type = "ngram-simple"\n'
+BRIEF_TASKS = [
+    ("brief-01", "Write two sentences about a planned database maintenance window."),
+    ("brief-02", "Explain in two sentences why a cache can make a web page faster."),
+]
+"""The review's two tasks: 40-token answers, so a review costs a quarter of the standard set's
+first two (128 tokens each, on six measured servers and two exact identity passes)."""
 
 
 class Upstream:
@@ -81,8 +88,8 @@ def make_config(forge: FakeForge, upstream: Upstream, tmp_path: Path, **server: 
         tracker=tracker_config(forge),
         review=ReviewConfig(
             clone_url=str(Path(upstream.bare.git_dir)),
+            taskset=str(write_taskset(tmp_path, BRIEF_TASKS, max_tokens=40)),
             checkout_dir=str(tmp_path / "checkouts"),
-            limit=2,
             per_category=0,
             rounds=3,
             max_rounds=3,  # the pilot is the whole review here: sizing is tested on its own

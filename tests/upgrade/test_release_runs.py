@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+from support.taskfiles import copy_task
 
 from watchkeeper.campaign.release_runs import (
     MeasureSettings,
@@ -16,7 +17,7 @@ from watchkeeper.campaign.release_runs import (
     release_server,
 )
 from watchkeeper.commands.upgrade_check import plain_twin
-from watchkeeper.config import Config, DatabaseConfig, ProfileConfig, ServerConfig
+from watchkeeper.config import BenchConfig, Config, DatabaseConfig, ProfileConfig, ServerConfig
 from watchkeeper.errors import ConfigError
 from watchkeeper.server import identity, install
 from watchkeeper.server.binary import ServerBinary
@@ -100,10 +101,20 @@ def test_a_release_measurement_runs_the_rounds_and_nothing_else(
     real_server: tuple[ServerBinary, ModelFile], tmp_path: Path
 ) -> None:
     """A bisect step's batch asks for the throughput ratio only: no identity probes, no
-    replay, no cost calibration (they cost as long as a SmolLM2 batch's rounds)."""
+    replay, no cost calibration (they cost as long as a SmolLM2 batch's rounds). Three short
+    tasks in three categories: the standard set's six prompts (500-700 tokens) took 2 s each to
+    prefill on one thread, 50 s for what is asserted here."""
     binary, _ = real_server
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text(
+        "".join(
+            json.dumps(copy_task(f"t-{c}", c, 12)) + "\n"
+            for c in ("prose", "code_edit", "summarize")
+        )
+    )
     config = Config(
         database=DatabaseConfig(url=f"sqlite:///{tmp_path / 'wk.db'}"),
+        bench=BenchConfig(taskset=str(tasks)),
         server=ServerConfig(startup_timeout_s=120),
         profiles={"s": ProfileConfig(model=SMOLLM2, ctx_size=1024, threads=1)},
     )
@@ -119,7 +130,7 @@ def test_a_release_measurement_runs_the_rounds_and_nothing_else(
         settings=settings,
         progress=said.append,
     )
-    assert len(pairs) == 12  # 6 categories x 2 rounds, both sides answered
+    assert len(pairs) == 6  # 3 categories x 2 rounds, both sides answered
     assert sorted({p.round for p in pairs}) == [4, 5]  # renumbered to pool with batch 1
     assert not [m for m in said if "identity probes" in m or "verification cost" in m]
     with open_database(config.database.url) as db:
