@@ -36,8 +36,9 @@ BRIEF_TASKS = [
     ("brief-01", "Write two sentences about a planned database maintenance window."),
     ("brief-02", "Explain in two sentences why a cache can make a web page faster."),
 ]
-"""The review's two tasks: 40-token answers, so a review costs a quarter of the standard set's
-first two (128 tokens each, on six measured servers and two exact identity passes)."""
+"""The review's two tasks: 40-token answers instead of the standard set's first two (128 tokens
+each, on six measured servers and two exact identity passes): the sticky-comment test went from
+100 s to 37 s (2026-11-29, quiet)."""
 
 
 class Upstream:
