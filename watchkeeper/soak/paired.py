@@ -79,15 +79,30 @@ def ar1_t_interval(logs: Sequence[float], *, floor: float, confidence: float = 0
     if n < 2:
         return Interval(float(x.mean()) if n else 0.0, -math.inf, math.inf, 0.0, floor, float(n))
     r_hat = lag1(x)
-    r = min(MAX_AUTOCORRELATION, max(floor, r_hat + (1.0 + 4.0 * r_hat) / n, 0.0))
-    k = np.arange(1, n)
-    c = 1.0 + 2.0 * float(((1.0 - k / n) * r**k).sum())
-    variance = float(x.var(ddof=1)) * (n - 1) / max(n - c, 0.5) * c / n
+    r = _r_used(r_hat, n, floor)
+    c = _ar1_factor(r, n)
     n_eff = n / c
     half = float(scipy_stats.t.ppf(0.5 + confidence / 2.0, max(n_eff - 1.0, 1.0)))
-    half *= math.sqrt(variance)
+    half *= math.sqrt(_series_variance(x, c) * c / n)
     mean = float(x.mean())
     return Interval(mean, mean - half, mean + half, r_hat, r, n_eff)
+
+
+def _r_used(r_hat: float, n: int, floor: float) -> float:
+    return min(MAX_AUTOCORRELATION, max(floor, r_hat + (1.0 + 4.0 * r_hat) / n, 0.0))
+
+
+def _ar1_factor(r: float, n: int) -> float:
+    """c = 1 + 2 sum_k (1 - k/n) r^k: how much the mean's variance grows under correlation."""
+    k = np.arange(1, n)
+    return 1.0 + 2.0 * float(((1.0 - k / n) * r**k).sum())
+
+
+def _series_variance(x: np.ndarray, c: float) -> float:
+    """s2' = s2 (n - 1) / (n - c): the sample variance with its shrinkage under correlation
+    undone (the deviations are taken from a mean that moved with them)."""
+    n = x.size
+    return float(x.var(ddof=1)) * (n - 1) / max(n - c, 0.5)
 
 
 def cycle_length(params: dict[str, Any]) -> int:
