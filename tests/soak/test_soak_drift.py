@@ -286,3 +286,18 @@ def test_one_arm_slowing_to_one_request_a_block_alone_is_still_a_reason() -> Non
         assert not any(UNJUDGED in n for n in verdict.notes), verdict.notes
         (reason,) = throughput_reasons(data)
         assert reason.startswith("s c1: throughput drifted -"), reason
+
+
+def test_an_inconclusive_ratio_to_the_reference_says_how_many_pairs_would_decide_it() -> None:
+    """Six pairs with 6% of scatter per block cannot call a build at 0.93x: the line says how
+    much longer a soak would (soak.paired.pairs_needed); a decided ratio carries no hint."""
+    noisy = paired_soak(lambda _: 93.0, steady, cycles=8, seed=1, scatter=lambda _: 0.06)
+    verdict = judge(noisy, CFG)
+    (entry,) = verdict.figures["reference"]
+    assert (entry["verdict"], entry["n_pairs"]) == ("inconclusive", 6)
+    m = entry["pairs_needed"]
+    assert m is not None and m > 6
+    (line,) = [n for n in verdict.notes if "vs reference" in n]
+    assert f"about {m} process pairs ({m / 6:.1f}x this soak) would decide it 8 times" in line
+    (clear,) = judge(paired_soak(lambda _: 50.0, steady), CFG).figures["reference"]
+    assert clear["verdict"] == "regression" and clear["pairs_needed"] is None

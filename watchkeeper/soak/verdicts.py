@@ -22,7 +22,13 @@ from watchkeeper.config import SoakConfig
 from watchkeeper.config.durations import parse_duration
 from watchkeeper.soak import probes
 from watchkeeper.soak.drift import Lines, pair_drift, pair_lines, paired_arms, series_trends
-from watchkeeper.soak.paired import MIN_CYCLES, cold_blocks, reference_ratios, series_label
+from watchkeeper.soak.paired import (
+    MAX_SIZED_PAIRS,
+    MIN_CYCLES,
+    cold_blocks,
+    reference_ratios,
+    series_label,
+)
 from watchkeeper.soak.trends import MIN_BLOCKS, Trend, block_medians, level_shift, theil_sen
 from watchkeeper.soak.views import SoakData, SoakSampleView
 
@@ -195,6 +201,8 @@ def _reference_lines(paired: Sequence[dict[str, Any]]) -> Lines:
             f"{entry['n_cycles']} cycles, {entry['n_pairs']} process pairs, effective n "
             f"{entry['n_eff']:.1f}, threshold {entry['threshold']:.0%}), {entry['verdict']}"
         )
+        if entry["verdict"] == "inconclusive":
+            text += _sizing(entry)
         if entry["verdict"] == "regression" and not entry["aa"] and entry["confirmed"]:
             reasons.append(text + ", in both halves of the soak")
         elif entry["aa"] and entry["verdict"] in ("regression", "improvement"):
@@ -202,6 +210,21 @@ def _reference_lines(paired: Sequence[dict[str, Any]]) -> Lines:
         else:
             notes.append(text)
     return reasons, notes
+
+
+def _sizing(entry: dict[str, Any]) -> str:
+    """What would decide an inconclusive ratio (soak.paired.pairs_needed), in pairs and in
+    this soak's length: the one figure an operator needs to plan the next soak."""
+    m, n = entry.get("pairs_needed"), entry["n_pairs"]
+    if m is None:
+        return (
+            f"; at this noise not even {MAX_SIZED_PAIRS} process pairs would decide it 8 times "
+            "in 10"
+        )
+    return (
+        f"; at this noise about {m} process pairs ({m / n:.1f}x this soak) would decide it "
+        f"8 times in 10 if its {entry['estimate']:.3f}x holds"
+    )
 
 
 def _pair_drift_lines(drifts: Sequence[dict[str, Any]], cfg: SoakConfig) -> Lines:
