@@ -145,14 +145,13 @@ def pairs_needed(logs: Sequence[float], *, threshold: float, floor: float) -> in
     mean, r_used, sigma = float(rows.mean), float(rows.r), math.sqrt(float(rows.variance))
     band = math.log1p(threshold)
     want = "no change" if abs(mean) < band else ("slower" if mean < 0 else "faster")
-    noise = np.random.default_rng(0).standard_normal((SIZING_REPS, MAX_SIZED_PAIRS))
+    # Drawn once at the longest length: a soak of m pairs is the first m of each row.
+    series = np.random.default_rng(0).standard_normal((SIZING_REPS, MAX_SIZED_PAIRS))
+    for t in range(1, MAX_SIZED_PAIRS):
+        series[:, t] = r_used * series[:, t - 1] + math.sqrt(1.0 - r_used**2) * series[:, t]
 
     def power(m: int) -> float:
-        series = np.empty((SIZING_REPS, m))
-        series[:, 0] = noise[:, 0]
-        for t in range(1, m):
-            series[:, t] = r_used * series[:, t - 1] + math.sqrt(1.0 - r_used**2) * noise[:, t]
-        drawn = _ar1_rows(mean + sigma * series, floor, 0.95)
+        drawn = _ar1_rows(mean + sigma * series[:, :m], floor, 0.95)
         hits = sum(
             classify(math.exp(mu), math.exp(mu - h), math.exp(mu + h), threshold) == want
             for mu, h in zip(drawn.mean.tolist(), drawn.half.tolist(), strict=True)
