@@ -13,6 +13,14 @@ never `no change`.
 The pause is driven by the server's own tasks, not the wall clock: a pause every ten seconds
 landed on none of the night's 36 measured requests once in a quiet CI run (2026-11-29: p95
 607 ms against the reference's 615), and the night rightly read `no change`.
+
+Beside a one-core neighbour (`scripts/neighbour.sh`, benchmarks/controls_beside_neighbour.py
+--runs 10 --only stall_real), the task-driven stall: 10 of 10 passed, 1.8-2.1 min a run
+(2026-11-29, at 321aefc). Every night read `suspicious: tail regression` from the latencies:
+11 or 12 of the 36 current requests took 1.9-2.8x the reference's and none the other way (sign
+test p <= 0.0005, against the 5 of 0 it needs), while the decode ratio stayed near 1.0
+(0.98-1.02, `inconclusive`): the pause lands in the prompt phase. Quietly on this host it takes
+1.8-1.9 min, as the wall-clock stall did (1.8).
 """
 
 from __future__ import annotations
