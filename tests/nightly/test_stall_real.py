@@ -47,16 +47,26 @@ if "--help" in args or "--version" in args:
 proc = subprocess.Popen([REAL, *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
 
 
+stopping = threading.Event()
+lock = threading.Lock()
+
+
 def stop(*_):
-    proc.send_signal(signal.SIGCONT)
-    proc.terminate()
+    with lock:
+        stopping.set()
+        proc.send_signal(signal.SIGCONT)
+        proc.terminate()
 
 
-def pause():
+def pause(task):
     time.sleep(0.05)
-    proc.send_signal(signal.SIGSTOP)
+    with lock:
+        if stopping.is_set():
+            return
+        proc.send_signal(signal.SIGSTOP)
     time.sleep({pause_s})
     proc.send_signal(signal.SIGCONT)
+    print(f"{marker} task {{task}}", flush=True)
 
 
 signal.signal(signal.SIGTERM, stop)
@@ -68,17 +78,20 @@ for line in proc.stdout:
     if b"processing task" in line:
         tasks += 1
         if tasks % {every} == 0:
-            threading.Thread(target=pause, daemon=True).start()
+            threading.Thread(target=pause, args=(tasks,), daemon=True).start()
 sys.exit(proc.wait())
 """
 EVERY = 3
 PAUSE_S = 1.0
+MARKER = "stall-build: paused"
 
 
 def stalling(tmp_path: Path, real: Path) -> Path:
     script = tmp_path / "stall-build" / "llama-server"
     script.parent.mkdir(parents=True)
-    text = STALL.format(python=sys.executable, real=str(real), every=EVERY, pause_s=PAUSE_S)
+    text = STALL.format(
+        python=sys.executable, real=str(real), every=EVERY, pause_s=PAUSE_S, marker=MARKER
+    )
     script.write_text(text, encoding="utf-8")
     script.chmod(0o755)
     return script
@@ -115,6 +128,12 @@ def test_a_build_that_stalls_on_a_few_requests_is_not_called_no_change(
     reference_pin(good, profile="s", by="test", reason="plain build", progress=lambda _m: None)
 
     (night,) = nightly_command(slow, progress=lambda _m: None).nights
+    # The fault was applied: the wrapper logs each pause into the server's log.
+    paused = sum(
+        log.read_text(encoding="utf-8", errors="replace").count(MARKER)
+        for log in tmp_path.rglob("*.log")
+    )
+    assert paused >= 10, f"the stalling build paused only {paused} tasks"
     assert not night.aa
     overall = next(r for r in night.ratios if r.category == "all")
     check = next(c for c in night.checks if c.category == "all")
