@@ -40,6 +40,8 @@ WARMUP_CYCLES = 1
 campaign from before `cold_block` incidents): in a real A/A soak here it read 1.238 against
 1.02-1.06 for the rest (both servers' first minutes under load)."""
 MAX_AUTOCORRELATION = 0.9
+CONFIDENCE = 0.95
+"""The soak's ratio interval, and the interval its sizing judges simulated soaks with."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,7 +70,9 @@ def _lag1_rows(x: np.ndarray) -> np.ndarray:
     return np.where(denominator > 0, numerator / safe, 0.0)
 
 
-def ar1_t_interval(logs: Sequence[float], *, floor: float, confidence: float = 0.95) -> Interval:
+def ar1_t_interval(
+    logs: Sequence[float], *, floor: float, confidence: float = CONFIDENCE
+) -> Interval:
     """Student's t interval of the mean of an AR(1)-correlated series, in log space.
 
     Consecutive cycles share the hour they ran in, so their ratios correlate; a plain t
@@ -141,7 +145,7 @@ def pairs_needed(logs: Sequence[float], *, threshold: float, floor: float) -> in
     x = np.asarray(logs, float)
     if x.size < 2:
         return None
-    rows = _ar1_rows(x, floor, 0.95)
+    rows = _ar1_rows(x, floor, CONFIDENCE)
     mean, r_used, sigma = float(rows.mean), float(rows.r), math.sqrt(float(rows.variance))
     band = math.log1p(threshold)
     want = "no change" if abs(mean) < band else ("slower" if mean < 0 else "faster")
@@ -151,7 +155,7 @@ def pairs_needed(logs: Sequence[float], *, threshold: float, floor: float) -> in
         series[:, t] = r_used * series[:, t - 1] + math.sqrt(1.0 - r_used**2) * series[:, t]
 
     def power(m: int) -> float:
-        drawn = _ar1_rows(mean + sigma * series[:, :m], floor, 0.95)
+        drawn = _ar1_rows(mean + sigma * series[:, :m], floor, CONFIDENCE)
         hits = sum(
             classify(math.exp(mu), math.exp(mu - h), math.exp(mu + h), threshold) == want
             for mu, h in zip(drawn.mean.tolist(), drawn.half.tolist(), strict=True)

@@ -25,6 +25,7 @@ from watchkeeper.soak.drift import Lines, pair_drift, pair_lines, paired_arms, s
 from watchkeeper.soak.paired import (
     MAX_SIZED_PAIRS,
     MIN_CYCLES,
+    SIZING_POWER,
     cold_blocks,
     reference_ratios,
     series_label,
@@ -218,13 +219,17 @@ def _sizing(entry: dict[str, Any]) -> str:
     m, n = entry.get("pairs_needed"), entry["n_pairs"]
     if m is None:
         return (
-            f"; at this noise not even {MAX_SIZED_PAIRS} process pairs would decide it 8 times "
-            "in 10"
+            f"; at this noise not even {MAX_SIZED_PAIRS} process pairs would decide it "
+            f"{_power_text()}"
         )
     return (
         f"; at this noise about {m} process pairs ({m / n:.1f}x this soak) would decide it "
-        f"8 times in 10 if its {entry['estimate']:.3f}x holds"
+        f"{_power_text()} if its {entry['estimate']:.3f}x holds"
     )
+
+
+def _power_text() -> str:
+    return f"{SIZING_POWER * 10:.0f} times in 10"
 
 
 def _pair_drift_lines(drifts: Sequence[dict[str, Any]], cfg: SoakConfig) -> Lines:
