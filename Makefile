@@ -6,7 +6,7 @@ WK     := $(BIN)/watchkeeper
 
 QUICKSTART_PROFILES ?= qwen-baseline,qwen-draft4,qwen-ngram
 
-.PHONY: help venv setup quickstart gpu-check bench test test-fast test-clock lint typecheck unit postgres faketime ccache clean
+.PHONY: help venv setup quickstart gpu-check bench test test-fast test-clock lint typecheck unit prebuild postgres faketime ccache clean
 
 help:
 	@echo "make quickstart  venv + llama-server build + Qwen models, then the paired bench"
@@ -67,8 +67,14 @@ lint: venv
 typecheck: venv
 	$(BIN)/mypy
 
+# The builds (the configured llama.cpp release and its predecessor) and SmolLM2 are made
+# before pytest starts, outside every test's timeout: on a bare machine the first build takes
+# 7-14 minutes (tests/support/prebuild.py; cached, a second).
+prebuild: venv ccache
+	PYTHONPATH=tests $(BIN)/python -m support.prebuild
+
 # The 15 slowest tests close every run, so drift in the suite's cost shows in every CI log.
-unit: venv postgres ccache
+unit: venv postgres ccache prebuild
 	$(BIN)/pytest -q --durations=15
 
 # The clock-dependent unit tests under faked clocks: a month/year-end minute, and both

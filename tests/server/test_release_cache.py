@@ -9,6 +9,8 @@ import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from support.releases import PREVIOUS_RELEASE
+
 from watchkeeper.config import Config, ProfileConfig, ServerConfig
 from watchkeeper.server import build, cache, identity, install
 from watchkeeper.server.binary import ServerBinary
@@ -118,10 +120,6 @@ def test_the_built_server_names_its_release_in_version_and_props(
         finally:
             client.close()
     assert str(props.get("build_info", "")).startswith(f"b{number}")
-
-
-PREVIOUS_RELEASE = "11401.0.0"
-"""The release before the configured 11434.0.0 on the index (built once, then cached)."""
 
 
 def test_two_real_releases_live_side_by_side_in_the_cache(
