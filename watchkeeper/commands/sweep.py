@@ -300,6 +300,7 @@ def _report(
     # ...and the slots and prompt cache it renders with, so a soak or re-render under a
     # config that does not repeat them serves the same unit.
     record.extra["served"] = served_extra(config.service)
+    record.extra["record"] = _committed_name(reports / RECORD_NAME)  # the set it belongs to
     write_record(reports / RECORD_NAME, record)
     view = SweepView(
         result=result,

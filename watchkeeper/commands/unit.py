@@ -20,7 +20,7 @@ from watchkeeper.config.service import ServiceConfig
 from watchkeeper.errors import ConfigError
 from watchkeeper.host import gpu as host_gpu
 from watchkeeper.publish.deliverable import RECORD_NAME, RecommendationRecord, read_record
-from watchkeeper.publish.systemd import UNIT_NAME, render_unit, write_service
+from watchkeeper.publish.systemd import render_unit, unit_name, write_service
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,7 +89,10 @@ def unit_command(
     # auto: a GPU on this host counts, whatever the sweep's host had (NVML, else nvidia-smi).
     detected = service.gpu == "auto" and bool(host_gpu.devices())
     text = render_unit(
-        record, service, filename=output.name if output else UNIT_NAME, gpu_detected=detected
+        record,
+        service,
+        filename=output.name if output else unit_name(record),
+        gpu_detected=detected,
     )
     if output is not None:
         write_service(output, text)

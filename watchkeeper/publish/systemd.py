@@ -86,6 +86,19 @@ def specifiers(text: str) -> str:
     return text.replace("%", "%%")
 
 
+def unit_name(record: RecommendationRecord) -> str:
+    """The unit's own file name, as its sweep wrote it (`extra.unit`), else the default's."""
+    return Path(str(record.extra.get("unit") or UNIT_NAME)).name
+
+
+def own_docs_dir(service: ServiceConfig, filename: str) -> ServiceConfig:
+    """Each unit its own documentation folder (`/usr/share/doc/<unit>/`) unless [service]
+    docs_dir says where: two units sharing one folder overwrite each other's report."""
+    if "docs_dir" in service.model_fields_set:
+        return service
+    return service.model_copy(update={"docs_dir": f"/usr/share/doc/{Path(filename).stem}"})
+
+
 def documentation_url(record: RecommendationRecord, service: ServiceConfig) -> str:
     """Percent-encoded (a space would split the list; systemd wants one URL per word)."""
     if service.reports_url:
@@ -171,7 +184,7 @@ def render_unit(
     """`gpu_detected`: the installing host has a GPU (with [service] gpu = auto, the unit
     then offloads and sees the device nodes, whatever the sweep's host had)."""
     arm = record.chosen
-    service = as_rendered(record, service)
+    service = own_docs_dir(as_rendered(record, service), filename)
     gpu = wants_gpu(record.gpu, service, detected=gpu_detected)
     argv = exec_argv(arm, service, gpu=gpu)
     spec = arm.profile.get("spec_type") or "no speculation"
