@@ -29,6 +29,7 @@ from watchkeeper.publish.deliverable import RECORD_NAME, RecommendationRecord, r
 from watchkeeper.publish.served import as_rendered, served_arm
 from watchkeeper.publish.soak_report import headline_text, render
 from watchkeeper.publish.systemd import render_unit
+from watchkeeper.publish.verify import model_digests
 
 SOAK_JSON = "speculative_soak.json"
 SOAK_MD = "speculative_soak.md"
@@ -146,7 +147,8 @@ def check_unit(root: Path, s: DeliverableSet) -> list[Disagreement]:
         if key == "ExecStart" and f and e:
             out += _argv_fields(s.unit, exec_words(f[0]), exec_words(e[0]), s.json)
         else:
-            out.append(Disagreement(s.unit, key, " | ".join(f), " | ".join(e), s.json))
+            field = "model digest (ExecStartPre)" if key == "ExecStartPre" else key
+            out.append(Disagreement(s.unit, field, " | ".join(f), " | ".join(e), s.json))
     if not out and text != want:
         a, b = text.splitlines(), want.splitlines()
         i = next(
@@ -176,7 +178,7 @@ def check_report(root: Path, s: DeliverableSet) -> list[Disagreement]:
         if figure not in text:
             out.append(Disagreement(name, "figure", "(absent)", figure, s.json))
     out += _paths_and_mix(name, text, s)
-    digests = model_digests(r)
+    digests = model_digests(r)  # publish/verify.py: what the unit checks before start
     for arm, model, sha in ((m[0], m[1], m[2]) for m in _SHA_ROW.findall(text)):
         want = digests.get(f"{model}.gguf")
         if want is not None and want != sha and arm in _arm_names(r):
@@ -232,13 +234,6 @@ def _paths_and_mix(name: str, text: str, s: DeliverableSet) -> list[Disagreement
 
 def _arm_names(r: RecommendationRecord) -> set[str]:
     return {a.name for a in (r.chosen, r.baseline, r.closest) if a is not None}
-
-
-def model_digests(r: RecommendationRecord) -> dict[str, str]:
-    """GGUF file name -> sha256, as the record keeps them (extra.digests.models)."""
-    d = r.extra.get("digests", {})
-    models = d.get("models", {}) if isinstance(d, Mapping) else {}
-    return {str(k): str(v) for k, v in models.items()} if isinstance(models, Mapping) else {}
 
 
 def _campaign(name: str, text: str, s: DeliverableSet) -> list[Disagreement]:

@@ -22,6 +22,7 @@ from watchkeeper.config.service import ServiceConfig
 from watchkeeper.errors import ConfigError
 from watchkeeper.publish.deliverable import ArmRecipe, RecommendationRecord
 from watchkeeper.publish.served import as_rendered, served_arm, wants_gpu
+from watchkeeper.publish.verify import pinned_files, pins_note, verify_argv
 
 _ENV = Environment(
     loader=PackageLoader("watchkeeper", "templates"),
@@ -180,9 +181,11 @@ def render_unit(
     *,
     filename: str = UNIT_NAME,
     gpu_detected: bool = False,
+    binary_sha256: str = "",
 ) -> str:
     """`gpu_detected`: the installing host has a GPU (with [service] gpu = auto, the unit
-    then offloads and sees the device nodes, whatever the sweep's host had)."""
+    then offloads and sees the device nodes, whatever the sweep's host had).
+    `binary_sha256`: the binary's digest where `watchkeeper unit` found it (publish/verify.py)."""
     arm = record.chosen
     service = own_docs_dir(as_rendered(record, service), filename)
     gpu = wants_gpu(record.gpu, service, detected=gpu_detected)
@@ -190,12 +193,14 @@ def render_unit(
     spec = arm.profile.get("spec_type") or "no speculation"
     if arm.profile.get("draft_n_max"):
         spec += f", n_max {arm.profile['draft_n_max']}"
+    pins = pinned_files(record, service, binary_sha256)
     text = _ENV.get_template("llama-server.service.j2").render(
+        exec_start_pre=exec_line(verify_argv(pins, Path(filename).stem)),
         headline=record.headline,
         campaign_id=record.campaign_id,
         report=record.report,
         filename=filename,
-        notes=notes(record, service),
+        notes=notes(record, service) + _comment(pins_note(pins, record, service)),
         documentation=specifiers(documentation_url(record, service)),
         profile=specifiers(arm.name),
         spec_summary=specifiers(spec),
