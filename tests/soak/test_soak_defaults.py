@@ -141,6 +141,10 @@ def test_the_soak_report_and_the_sweep_reports_stability_line() -> None:
         verdict, rows, subject="draft4", baseline="baseline", duration="2m",
         sweep_campaign=7, command="watchkeeper soak --recommendation r.json", cache_ram_mib=0,
     )  # fmt: skip
+    # Figures in the old layout (identical_output_rate then held the consistent rate) are
+    # read as they meant, and the summary writes the new one.
+    assert (s["identical_output_rate"], s["consistent_output_rate"]) == (0.75, 1.0)
+    assert "strictly_identical_rate" not in s
     text = render(s)
     assert "| draft4 | 4 | baseline | 4 | 3 | 1 | 0 | 0 | 0 |" in text
     assert "consistent with their reference 100% of the time (75% token for token)" in text
