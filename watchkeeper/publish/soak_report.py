@@ -26,6 +26,7 @@ from watchkeeper.publish.soak_drift import (
     stability_state,
     unresolved_text,
 )
+from watchkeeper.publish.soak_hours import hours_shortfall
 from watchkeeper.soak.verdicts import output_rates
 
 if TYPE_CHECKING:
@@ -379,6 +380,8 @@ def stability_line(s: Mapping[str, Any] | None, *, fallback: str) -> str:
         "unjudged": "not resolved",
         "judged in part": "met where resolved",
     }.get(state, f"not met ({s.get('verdict')})")
+    if state == "judged" and (short := hours_shortfall(s)):
+        verdict = short  # no drift or leak, but not "met" on less load than the target
     text = unresolved_text(s) if state in ("unjudged", "judged in part") else None
     unresolved = f"; {text}" if text else ""
     cache = " (prompt cache off)" if s.get("cache_ram_mib") == 0 else ""
