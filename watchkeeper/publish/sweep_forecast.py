@@ -11,7 +11,9 @@ in memory, and names the arms the ceiling dropped, which have no acceptance here
 
 The TTFT column compares servers in different cache states when some arms get a fresh process
 every round (their n-gram state outlives requests) while the baseline keeps one process and
-restores cached prompts: `ttft_note` says so instead of letting 55 ms sit beside 2250 ms.
+restores cached prompts: `ttft_note` says so instead of letting 55 ms sit beside 2250 ms, and
+`latency_section` sets the end-to-end and TTFT latency ratios (with CIs) beside the decode
+speed-up for the arms that ran in the baseline's cache state.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from watchkeeper.analysis.benchmark import ALL, ArmSpec
+from watchkeeper.analysis.latency import Estimate, ratio_over_rounds, result_latency
 from watchkeeper.analysis.speculation import measured_bound
 from watchkeeper.publish import markdown as md
 from watchkeeper.publish.sweep_view import SweepView
@@ -146,7 +149,76 @@ def ttft_note(v: SweepView) -> list[str]:
         f"TTFT is not comparable between {', '.join(kept)} and {', '.join(fresh)}: the latter "
         "got a fresh process every round (their n-gram state outlives requests), so every "
         "prompt was prefilled afresh, while the former kept one process whose prompt cache "
-        "restored prompts it had seen. Compare TTFT within each group only; an end-to-end "
-        "latency ratio with a CI is not part of this report yet.",
+        "restored prompts it had seen. Compare TTFT within each group only (the latency "
+        "table below compares only arms in the baseline's state).",
+        "",
+    ]
+
+
+def _ratio_text(e: Estimate | None) -> str:
+    if e is None:
+        return "—"
+    if not e.has_ci:
+        return f"{e.estimate:.2f}x (no CI)"
+    return f"{e.estimate:.2f}x ({e.low:.2f}-{e.high:.2f})"
+
+
+def latency_rows(v: SweepView) -> list[list[str]]:
+    """Per candidate: the decode speed-up beside its end-to-end and TTFT p90 latency ratios
+    (candidate over baseline, paired by round, 95% CI; below 1 is faster), where the two ran in
+    the same cache state; else why not."""
+    table = {s.arm: s for s in result_latency(v.result)}
+    base_name = v.result.baseline.name
+    base = table.get(base_name)
+    renewed = set(v.result.method.renewed)
+    rows = []
+    for arm in v.result.arms:
+        if arm.role != "candidate" or (st := v.result.stats(arm.name, ALL)) is None:
+            continue
+        cand = table.get(arm.name)
+        decode = _ratio_text(
+            Estimate(st.speedup.estimate, st.speedup.low, st.speedup.high, 2)
+            if st.speedup and st.speedup.has_ci
+            else None
+        )
+        if (arm.name in renewed) != (base_name in renewed):
+            why = "not comparable: a fresh process every round on one side only (cache states)"
+            rows.append([arm.name, decode, "—", "—", why])
+            continue
+        if base is None or cand is None:
+            rows.append([arm.name, decode, "—", "—", "no latency recorded"])
+            continue
+        e2e = ratio_over_rounds(base.by_round.get("e2e_p90", {}), cand.by_round.get("e2e_p90", {}))
+        ttft = ratio_over_rounds(
+            base.by_round.get("ttft_p90", {}), cand.by_round.get("ttft_p90", {})
+        )
+        costs = e2e is not None and e2e.has_ci and e2e.low > 1.0
+        faster = st.speedup is not None and st.speedup.verdict == "faster"
+        reading = (
+            "decodes faster but costs end-to-end latency: not to be recommended on decode speed "
+            "alone"
+            if costs and faster
+            else "same cache state"
+        )
+        rows.append([arm.name, decode, _ratio_text(e2e), _ratio_text(ttft), reading])
+    return rows
+
+
+def latency_section(v: SweepView) -> list[str]:
+    rows = latency_rows(v)
+    if not rows:
+        return []
+    return [
+        "## What users feel: end-to-end latency beside decode speed",
+        "",
+        "Candidate over baseline, paired by round, geometric mean with a 95% CI over rounds: "
+        "decode tok/s (above 1 is faster), p90 end-to-end and p90 TTFT latency (below 1 is "
+        "faster). Only arms that ran in the baseline's cache state are compared.",
+        "",
+        md.table(
+            ["arm", "decode speed-up", "e2e p90 ratio", "TTFT p90 ratio", "reading"],
+            rows,
+            "lrrrl",
+        ),
         "",
     ]

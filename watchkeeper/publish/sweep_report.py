@@ -20,7 +20,7 @@ from watchkeeper.analysis.racing_types import Drop
 from watchkeeper.publish import markdown as md
 from watchkeeper.publish.deliverable import RECORD_NAME
 from watchkeeper.publish.sweep_criteria import criteria_section
-from watchkeeper.publish.sweep_forecast import forecast_section, ttft_note
+from watchkeeper.publish.sweep_forecast import forecast_section, latency_section, ttft_note
 from watchkeeper.publish.sweep_view import SweepView
 from watchkeeper.publish.sweep_view import ratio_text as _ci
 from watchkeeper.publish.sweep_workload import winner_section, workload_section
@@ -210,6 +210,7 @@ def render_sweep_sections(v: SweepView) -> str:
         *workload_section(v),
         *_curve_section(v),
         *ttft_note(v),
+        *latency_section(v),
         *forecast_section(v),
         *criteria_section(v),
         *service_file_section(v),
