@@ -115,6 +115,9 @@ def main() -> int:
     parser.add_argument("--profiles", default="qwen-baseline,qwen-draft4,qwen-draft8,qwen-draft16")
     parser.add_argument("--per-category", type=int, default=1)
     parser.add_argument("--max-tokens", type=int, default=64)
+    parser.add_argument(
+        "--category", action="append", help="only these categories (e.g. tool_call, prose)"
+    )
     parser.add_argument("--json", action="store_true")
     parser.add_argument(
         "--from",
@@ -137,6 +140,7 @@ def main() -> int:
         for t in select(
             load_taskset(config.bench.resolved_taskset()), per_category=args.per_category
         )
+        if not args.category or t.category in args.category
     ]
     started = time.monotonic()
     arms = []
