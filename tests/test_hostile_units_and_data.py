@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import tempfile
@@ -27,13 +28,16 @@ from watchkeeper.nightly.reference import snapshot_binary
 from watchkeeper.publish.deliverable import read_record
 from watchkeeper.publish.served import as_rendered
 from watchkeeper.publish.systemd import exec_argv
+from watchkeeper.publish.verify import pinned_files, verify_argv
 from watchkeeper.server.binary import ServerBinary
+from watchkeeper.server.models import sha256_of
 from watchkeeper.store.db import head_revision, make_engine, open_database, upgrade
 from watchkeeper.store.repository import Repository
 from watchkeeper.store.schema import ServerBuild
 
 ROOT = Path(__file__).resolve().parents[1]
 RECOMMENDATION = ROOT / "reports" / "speculative_recommendation.json"
+MODEL = "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"
 SYSTEMD = Path("/lib/systemd/systemd")
 
 
@@ -114,6 +118,8 @@ def parsed_unit(unit: Path, runtime: Path) -> dict[str, str]:
         key, sep, value = raw.strip().partition(": ")
         if sep:
             settings.setdefault(key, value)
+            if key == "Command Line":  # ExecStartPre's, then ExecStart's
+                settings["Command Lines"] = settings.get("Command Lines", "") + value + "\n"
     return settings
 
 
@@ -183,8 +189,14 @@ def test_a_path_with_a_space_and_a_percent_is_read_by_systemd_as_written(
     assert expected[expected.index("--parallel") + 1] == "4"
     parsed = parsed_unit(unit, open_dir / "runtime")
     # '$' stays doubled until the process starts, where systemd turns '$$' into '$'.
-    argv = [w.replace("$$", "$") for w in systemd_words(parsed["Command Line"])]
+    pre, start = parsed["Command Lines"].splitlines()
+    argv = [w.replace("$$", "$") for w in systemd_words(start)]
     assert argv == expected
+    # The digest check before start reaches /bin/sh as written: paths quoted, '$' kept.
+    pins = pinned_files(record, as_rendered(record, service), sha256_of(binary))
+    script = verify_argv(pins, unit.stem)
+    assert [w.replace("$$", "$") for w in systemd_words(pre)] == script
+    assert pins[-1].what == "binary" and shlex.quote(str(models / MODEL)) in script[-1]
     assert any("models 100% $HOME ;\\n \"q\" 'q'/" in a for a in argv)
     assert parsed["ReadOnlyPaths"] == f"{binary.parent} {models}"
     assert parsed["User"] == "svc"

@@ -141,6 +141,10 @@ def test_the_soak_report_and_the_sweep_reports_stability_line() -> None:
         verdict, rows, subject="draft4", baseline="baseline", duration="2m",
         sweep_campaign=7, command="watchkeeper soak --recommendation r.json", cache_ram_mib=0,
     )  # fmt: skip
+    # Figures in the old layout (identical_output_rate then held the consistent rate) are
+    # read as they meant, and the summary writes the new one.
+    assert (s["identical_output_rate"], s["consistent_output_rate"]) == (0.75, 1.0)
+    assert "strictly_identical_rate" not in s
     text = render(s)
     assert "| draft4 | 4 | baseline | 4 | 3 | 1 | 0 | 0 | 0 |" in text
     assert "consistent with their reference 100% of the time (75% token for token)" in text
@@ -206,8 +210,9 @@ def test_a_stable_soak_whose_drift_ci_reaches_past_the_threshold_says_it_is_not_
         {**verdict, "figures": {"series": series[:1]}}, [r for r in rows if r.concurrency == 1],
         subject="s", baseline="b", duration="100m", sweep_campaign=3, command="c",
     )  # fmt: skip
+    # Drift resolved, but the summary says nothing of each arm's hours under load: not "met".
     assert stability_line(resolved, fallback="").startswith(
-        "3. **Stable under sustained load: met.**"
+        "3. **Stable under sustained load: not yet: each arm's time under load unknown"
     )
 
 
@@ -307,5 +312,10 @@ def test_a_soak_too_short_to_judge_drift_or_memory_never_reads_met() -> None:
     judged = {**s, "drift": [{"profile": p, "concurrency": c, "change": 0.0,
                               "ci95": [-0.02, 0.02]} for p in ("base", "ngram") for c in (1, 4)],
               "rss": {"base": {"slope_mb_per_h": 0.5, "judged": True}}}  # fmt: skip
-    assert "Stable under sustained load: met." in stability_line(judged, fallback="")
+    # Every drift and leak judged, but 36 minutes is not the request's overnight per arm.
+    assert "Stable under sustained load: not yet" in stability_line(judged, fallback="")
+    overnight = {**judged, "block_s": 3600.0, "blocks": [
+        {"profile": p, "concurrency": c, "rows": [{}] * 8}
+        for p in ("base", "ngram") for c in (1, 4)]}  # fmt: skip
+    assert "Stable under sustained load: met." in stability_line(overnight, fallback="")
     assert headline_text(judged).startswith("**stable**")

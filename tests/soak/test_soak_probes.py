@@ -75,8 +75,9 @@ def test_a_flip_at_a_near_tie_is_consistent_and_the_soak_stays_stable() -> None:
     )  # fmt: skip
     verdict = judge(data(samples), SoakConfig(), near_tie_threshold=0.1)
     assert not [r for r in verdict.reasons if "probes" in r]
-    assert verdict.figures["identical_output_rate"] == 1.0
-    assert verdict.figures["strictly_identical_rate"] == 0.5
+    # identical means token for token; consistent (near ties counted in) has its own key
+    assert verdict.figures["identical_output_rate"] == 0.5
+    assert verdict.figures["consistent_output_rate"] == 1.0
 
 
 def test_a_token_the_reference_did_not_nearly_tie_with_makes_the_soak_unstable() -> None:

@@ -60,7 +60,12 @@ def test_the_acceptance_line_says_both_modes_with_counts(result: BenchResult) ->
     }
     text = render_sweep_sections(_view(replace(result, extras=extras), None))
     line = next(x for x in text.splitlines() if x.startswith("1. **Identical output"))
-    assert "in the exact mode; as served: identical 0 of 3, near ties 3" in line, line
+    # The claim's counts: probes where it drafted, exact and as served.
+    assert "as served: identical 0 of 3" in line.split("**")[2], line
+    assert (
+        "As served (the rounds' own servers, batched prompt processing and draft "
+        "verification: what users get): identical 0 of 3, near ties 3" in line
+    )
     assert "Exact mode (`--ubatch-size 1` on both sides" in line
     assert "As served (the rounds' own servers" in line and "only a mismatch" in line
     # Without the served pass (a bench, or an old campaign), the line is as before.

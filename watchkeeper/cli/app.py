@@ -15,12 +15,21 @@ from collections.abc import Sequence
 from rich.markup import escape
 
 from watchkeeper import __version__
-from watchkeeper.cli import daemon, database, deliver, measure, nightly, tracker, upgrades
+from watchkeeper.cli import (
+    daemon,
+    database,
+    deliver,
+    deliver_checks,
+    measure,
+    nightly,
+    tracker,
+    upgrades,
+)
 from watchkeeper.cli.common import OneLineParser, apply_sampling, console
 from watchkeeper.config import load_config
 from watchkeeper.errors import WatchkeeperError
 
-GROUPS = (measure, deliver, database, nightly, tracker, daemon, upgrades)
+GROUPS = (measure, deliver, deliver_checks, database, nightly, tracker, daemon, upgrades)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -50,6 +50,7 @@ from watchkeeper.publish.soak_report import summary_for
 from watchkeeper.publish.sweep_report import preface, render_sweep_sections
 from watchkeeper.publish.sweep_view import SweepView, soak_command
 from watchkeeper.publish.systemd import render_unit, write_service
+from watchkeeper.publish.verify import record_digests
 from watchkeeper.store.db import Database, open_database
 from watchkeeper.store.racing_store import RacingStore
 
@@ -300,6 +301,8 @@ def _report(
     # ...and the slots and prompt cache it renders with, so a soak or re-render under a
     # config that does not repeat them serves the same unit.
     record.extra["served"] = served_extra(config.service)
+    record.extra["record"] = _committed_name(reports / RECORD_NAME)  # the set it belongs to
+    record.extra["digests"] = {"models": record_digests(result)}  # checked before each start
     write_record(reports / RECORD_NAME, record)
     view = SweepView(
         result=result,

@@ -20,7 +20,8 @@ from watchkeeper.config.service import ServiceConfig
 from watchkeeper.errors import ConfigError
 from watchkeeper.host import gpu as host_gpu
 from watchkeeper.publish.deliverable import RECORD_NAME, RecommendationRecord, read_record
-from watchkeeper.publish.systemd import UNIT_NAME, render_unit, write_service
+from watchkeeper.publish.systemd import render_unit, unit_name, write_service
+from watchkeeper.server.models import sha256_of
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,8 +89,15 @@ def unit_command(
         )
     # auto: a GPU on this host counts, whatever the sweep's host had (NVML, else nvidia-smi).
     detected = service.gpu == "auto" and bool(host_gpu.devices())
+    # The binary found here is pinned: a later swap stops the start (publish/verify.py).
+    binary = Path(service.binary)
+    pin = sha256_of(binary) if binary.is_file() else ""
     text = render_unit(
-        record, service, filename=output.name if output else UNIT_NAME, gpu_detected=detected
+        record,
+        service,
+        filename=output.name if output else unit_name(record),
+        gpu_detected=detected,
+        binary_sha256=pin,
     )
     if output is not None:
         write_service(output, text)

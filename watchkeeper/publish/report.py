@@ -345,7 +345,16 @@ def write_bench_report(
 
     report = folder / "report.md"
     write(report, folder)
-    write(reports_dir / "latest.md", reports_dir)
+    if writes_latest(result, reports_dir):
+        write(reports_dir / "latest.md", reports_dir)
     if extra_copy is not None:
         write(extra_copy, extra_copy.parent)
     return report
+
+
+def writes_latest(result: BenchResult, reports_dir: Path) -> bool:
+    """`latest.md` is the last campaign's report, except in a deliverable set's folder (one
+    holding a sweep's recommendation), where it stays the set's answer, its sweep: the
+    code-edit set's read as a nightly while the default set's read as a sweep
+    (`watchkeeper check-set` holds every set to this)."""
+    return result.kind == "sweep" or not (reports_dir / "speculative_recommendation.json").is_file()

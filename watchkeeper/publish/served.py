@@ -30,8 +30,10 @@ from watchkeeper.publish.deliverable import ArmRecipe, RecommendationRecord
 CACHE_RAM_FLAGS = ("--cache-ram", "-cram")
 _SLOTS_FLAGS = ("--parallel", "-np")
 _CTX_FLAGS = ("--ctx-size", "-c")
-SERVED_KEYS = ("slots", "cache_ram_mib")
-"""The [service] keys the record keeps as its unit was rendered with (`record.extra["served"]`)."""
+SERVED_KEYS = ("slots", "cache_ram_mib", "port")
+"""The [service] keys the record keeps as its unit was rendered with (`record.extra["served"]`):
+the port too, so two sets' units install side by side (the code-edit unit and the default one
+bound the same port when each was re-rendered under a config that did not say)."""
 _NGL: tuple[str, ...] = ("-ngl", "--gpu-layers", "--n-gpu-layers")
 _NGLD: tuple[str, ...] = ("-ngld", "--spec-draft-ngl", "--gpu-layers-draft", "--n-gpu-layers-draft")
 """Every spelling of -ngl and -ngld (server/flags.py's, old and new builds): `-ngl` and

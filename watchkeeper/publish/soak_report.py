@@ -26,6 +26,8 @@ from watchkeeper.publish.soak_drift import (
     stability_state,
     unresolved_text,
 )
+from watchkeeper.publish.soak_hours import hours_shortfall
+from watchkeeper.soak.verdicts import output_rates
 
 if TYPE_CHECKING:
     from watchkeeper.soak.views import SoakSampleView
@@ -98,8 +100,8 @@ def summary(
         "errors": figures.get("errors"),
         "restarts": figures.get("restarts"),
         "crashes": figures.get("crashes"),
-        "identical_output_rate": figures.get("identical_output_rate"),
-        "strictly_identical_rate": figures.get("strictly_identical_rate"),
+        "identical_output_rate": output_rates(figures)[0],
+        "consistent_output_rate": output_rates(figures)[1],
         "probe_totals": figures.get("probe_totals"),
         "identity": [
             {k: e.get(k) for k in _IDENTITY_KEYS} for e in figures.get("identical_output", [])
@@ -340,8 +342,8 @@ def render(s: Mapping[str, Any]) -> str:
         "",
         f"Whole soak: {s.get('requests')} requests, {s.get('errors')} errors, "
         f"{s.get('restarts')} restarts ({s.get('crashes')} crashes); temperature-0 probes "
-        f"consistent with their reference {_share(s.get('identical_output_rate'))} of the time "
-        f"({_share(s.get('strictly_identical_rate'))} token for token). "
+        f"consistent with their reference {_share(output_rates(s)[1])} of the time "
+        f"({_share(output_rates(s)[0])} token for token). "
         f"A leak is RSS growth above {s.get('leak_threshold_mb_per_hour')} MB/h with its CI "
         "above 0.",
         "",
@@ -378,12 +380,14 @@ def stability_line(s: Mapping[str, Any] | None, *, fallback: str) -> str:
         "unjudged": "not resolved",
         "judged in part": "met where resolved",
     }.get(state, f"not met ({s.get('verdict')})")
+    if state == "judged" and (short := hours_shortfall(s)):
+        verdict = short  # no drift or leak, but not "met" on less load than the target
     text = unresolved_text(s) if state in ("unjudged", "judged in part") else None
     unresolved = f"; {text}" if text else ""
     cache = " (prompt cache off)" if s.get("cache_ram_mib") == 0 else ""
     probes = s.get("probe_totals") or {}
     consistent = (
-        f", temperature-0 probes consistent {_share(s.get('identical_output_rate'))} "
+        f", temperature-0 probes consistent {_share(output_rates(s)[1])} "
         f"({probes.get('identical', 0)} of {probes.get('compared', 0)} identical, "
         f"{probes.get('mismatch', 0)} mismatches)"
         if probes.get("compared")

@@ -12,6 +12,7 @@ from watchkeeper.analysis.identity_gate import identity_status
 from watchkeeper.checks.served_identity import served_text
 from watchkeeper.config import ProfileConfig
 from watchkeeper.publish import markdown as md
+from watchkeeper.publish.identity_claim import IdentityClaim, identity_claim
 from watchkeeper.publish.soak_report import BEGIN, END, SOAK_REPORT, stability_line
 from watchkeeper.publish.sweep_view import SweepView, recommendation_soak_command
 from watchkeeper.publish.sweep_view import ratio_text as _ci
@@ -81,22 +82,22 @@ def criteria_section(v: SweepView) -> list[str]:
     counts = ", ".join(f"{k} {verdicts.get(k, 0)}" for k in VERDICTS)
     mismatches = [r for r in v.result.identity if r.arm == arm and r.verdict == "mismatch"]
     status = identity_status(v.result, arm)
+    served = (v.result.extras.get("identity_served") or {}).get(arm)
+    claim = drafted_claim(v, arm, served, resolved=status.resolved)
     if mismatches:
         identical = "not met"
     elif status.resolved:
-        identical = "met"
+        identical = claim.label
     else:
         identical = "unresolved (no recommendation may name this arm)"
-    served = (v.result.extras.get("identity_served") or {}).get(arm)
     exact = any(
         m.get("mode") == "exact"
         for a, m in (v.result.extras.get("identity_modes") or {}).items()
         if a == arm
     )
     mode = " in the exact mode" if exact else ""
-    as_served = f"; as served: {served_text(served)}" if served else ""
     out.append(
-        f"1. **Identical output: {identical}{mode}{as_served}.** "
+        f"1. **Identical output: {identical}{mode}** ({claim.counts}). "
         + (
             "Exact mode (`--ubatch-size 1` on both sides, so any divergence is speculation's): "
             if exact
@@ -174,3 +175,16 @@ def profile_toml(name: str, profile: ProfileConfig) -> str:
         elif isinstance(value, int | float) and math.isfinite(float(value)):
             lines.append(f"{key} = {value}")
     return "\n".join(lines)
+
+
+def drafted_claim(
+    v: SweepView, arm: str, served: dict[str, object] | None, *, resolved: bool
+) -> IdentityClaim:
+    """The identity claim from the probes in categories where ``arm`` drafted."""
+    probes: list[tuple[str, str]] = []
+    drafted: dict[str, tuple[int, int]] = {}
+    for st in v.result.categories:
+        if st.arm == arm:
+            probes += [(st.category, k) for k, n in st.verdicts.items() for _ in range(n)]
+            drafted[st.category] = (st.drafted, st.accepted)
+    return identity_claim(probes, drafted, served, resolved=resolved)

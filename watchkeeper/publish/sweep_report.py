@@ -13,11 +13,14 @@ exact command that would produce it; none is assumed.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from watchkeeper.analysis.acceptance import explain, result_curves
 from watchkeeper.analysis.racing_types import Drop
 from watchkeeper.publish import markdown as md
 from watchkeeper.publish.deliverable import RECORD_NAME
 from watchkeeper.publish.sweep_criteria import criteria_section
+from watchkeeper.publish.sweep_forecast import forecast_section, latency_section, ttft_note
 from watchkeeper.publish.sweep_view import SweepView
 from watchkeeper.publish.sweep_view import ratio_text as _ci
 from watchkeeper.publish.sweep_workload import winner_section, workload_section
@@ -206,15 +209,30 @@ def render_sweep_sections(v: SweepView) -> str:
         *winner_section(v),
         *workload_section(v),
         *_curve_section(v),
+        *ttft_note(v),
+        *latency_section(v),
+        *forecast_section(v),
         *criteria_section(v),
+        *service_file_section(v),
+    ]
+    return "\n".join(parts).rstrip() + "\n"
+
+
+def service_file_section(v: SweepView) -> list[str]:
+    """How to render this set's own unit elsewhere: its own record and unit name (the
+    code-edit set's report told the reader to render the default set's unit)."""
+    extra = v.record.extra if v.record is not None else {}
+    record = str(extra.get("record") or f"reports/{RECORD_NAME}")
+    name = Path(v.service_path).name
+    port = (extra.get("served") or {}).get("port", 8080)
+    return [
         "## Service file",
         "",
         f"`{v.service_path}` runs {v.chosen} (campaign {v.result.campaign_id}), rendered with "
         "this host's [service] keys; its header says what came closest and what would change "
         "the answer. For another host, render it from the committed recommendation "
         f"(`{RECORD_NAME}` beside this report) with that host's paths: `watchkeeper unit "
-        "--recommendation reports/" + RECORD_NAME + " --binary /opt/llama.cpp/bin/llama-server "
-        "--model-dir /srv/models --user llama --port 8080 --output "
-        "/etc/systemd/system/llama-server-speculative.service`.",
+        f"--recommendation {record} --binary /opt/llama.cpp/bin/llama-server "
+        f"--model-dir /srv/models --user llama --port {port} --output "
+        f"/etc/systemd/system/{name}`.",
     ]
-    return "\n".join(parts).rstrip() + "\n"

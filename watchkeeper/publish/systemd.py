@@ -22,6 +22,7 @@ from watchkeeper.config.service import ServiceConfig
 from watchkeeper.errors import ConfigError
 from watchkeeper.publish.deliverable import ArmRecipe, RecommendationRecord
 from watchkeeper.publish.served import as_rendered, served_arm, wants_gpu
+from watchkeeper.publish.verify import pinned_files, pins_note, verify_argv
 
 _ENV = Environment(
     loader=PackageLoader("watchkeeper", "templates"),
@@ -84,6 +85,19 @@ def specifiers(text: str) -> str:
             hint="check the recommendation record and [service] for stray newlines",
         )
     return text.replace("%", "%%")
+
+
+def unit_name(record: RecommendationRecord) -> str:
+    """The unit's own file name, as its sweep wrote it (`extra.unit`), else the default's."""
+    return Path(str(record.extra.get("unit") or UNIT_NAME)).name
+
+
+def own_docs_dir(service: ServiceConfig, filename: str) -> ServiceConfig:
+    """Each unit its own documentation folder (`/usr/share/doc/<unit>/`) unless [service]
+    docs_dir says where: two units sharing one folder overwrite each other's report."""
+    if "docs_dir" in service.model_fields_set:
+        return service
+    return service.model_copy(update={"docs_dir": f"/usr/share/doc/{Path(filename).stem}"})
 
 
 def documentation_url(record: RecommendationRecord, service: ServiceConfig) -> str:
@@ -167,22 +181,26 @@ def render_unit(
     *,
     filename: str = UNIT_NAME,
     gpu_detected: bool = False,
+    binary_sha256: str = "",
 ) -> str:
     """`gpu_detected`: the installing host has a GPU (with [service] gpu = auto, the unit
-    then offloads and sees the device nodes, whatever the sweep's host had)."""
+    then offloads and sees the device nodes, whatever the sweep's host had).
+    `binary_sha256`: the binary's digest where `watchkeeper unit` found it (publish/verify.py)."""
     arm = record.chosen
-    service = as_rendered(record, service)
+    service = own_docs_dir(as_rendered(record, service), filename)
     gpu = wants_gpu(record.gpu, service, detected=gpu_detected)
     argv = exec_argv(arm, service, gpu=gpu)
     spec = arm.profile.get("spec_type") or "no speculation"
     if arm.profile.get("draft_n_max"):
         spec += f", n_max {arm.profile['draft_n_max']}"
+    pins = pinned_files(record, service, binary_sha256)
     text = _ENV.get_template("llama-server.service.j2").render(
+        exec_start_pre=exec_line(verify_argv(pins, Path(filename).stem)),
         headline=record.headline,
         campaign_id=record.campaign_id,
         report=record.report,
         filename=filename,
-        notes=notes(record, service),
+        notes=notes(record, service) + _comment(pins_note(pins, record, service)),
         documentation=specifiers(documentation_url(record, service)),
         profile=specifiers(arm.name),
         spec_summary=specifiers(spec),

@@ -12,7 +12,7 @@ judged on their ratio, the drift both share being the host's (soak/drift.py).
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -39,9 +39,10 @@ __all__ = [
     "Trend",
     "acceptance_curves",
     "block_medians",
-    "identical_rate",
+    "consistent_rate",
     "judge",
     "level_shift",
+    "output_rates",
     "theil_sen",
 ]
 """The trend helpers moved to soak/trends.py; benchmarks and tests still import them here."""
@@ -280,10 +281,23 @@ def _identity_rule(identical: Sequence[dict[str, Any]], cfg: SoakConfig) -> Line
     return [], notes
 
 
-def identical_rate(identical: Sequence[dict[str, Any]]) -> float | None:
+def consistent_rate(identical: Sequence[dict[str, Any]]) -> float | None:
     """Share of the probes whose answer is consistent with their reference (identical, a near
     tie or a length cut), of those that could be judged."""
     return probes.consistent_rate(identical)
+
+
+def output_rates(figures: Mapping[str, Any]) -> tuple[float | None, float | None]:
+    """(identical, consistent) from a soak's figures or summary JSON, of either age.
+
+    `identical_output_rate` once held the *consistent* rate (near ties and length cuts
+    counted in), beside `strictly_identical_rate`: a reader took 100% "identical" from a soak
+    whose probes were token-identical 48% of the time. Now `identical_output_rate` is identical
+    token for token and `consistent_output_rate` its own key; a JSON without the latter is the
+    old layout and reads as it meant."""
+    if "consistent_output_rate" in figures:
+        return figures.get("identical_output_rate"), figures.get("consistent_output_rate")
+    return figures.get("strictly_identical_rate"), figures.get("identical_output_rate")
 
 
 def _block_s(params: dict[str, Any]) -> float | None:
@@ -357,8 +371,8 @@ def judge(data: SoakData, cfg: SoakConfig, *, near_tie_threshold: float = 0.1) -
         "profiles_stopped": stopped,
         "db_outages": kinds["db_outage"],
         "incidents": dict(kinds),
-        "identical_output_rate": identical_rate(identical),
-        "strictly_identical_rate": probes.identical_rate(identical),
+        "identical_output_rate": probes.identical_rate(identical),
+        "consistent_output_rate": consistent_rate(identical),
         "probe_totals": probes.totals(identical),
         "identical_output": identical,
         "series": series,

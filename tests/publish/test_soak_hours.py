@@ -1,0 +1,51 @@
+""" "Stable: met" only when each arm's own time under load reaches the target at depth 1 and at
+the unit's slots: the committed 140-minute soak (arms alternating 2-minute blocks, depth 4
+only) held 64 minutes of each arm and read "met"."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from watchkeeper.publish.soak_hours import arm_hours, block_s, hours_shortfall, unit_slots
+from watchkeeper.publish.soak_report import stability_line
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _committed() -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((ROOT / "reports/speculative_soak.json").read_text())
+    return data
+
+
+def test_the_committed_default_soak_reads_not_yet_with_its_hours() -> None:
+    s = _committed()
+    assert block_s(s) == 120.0 and unit_slots(s) == 4
+    hours = arm_hours(s)
+    assert hours == {
+        ("qwen-baseline", 4): 32 * 120 / 3600,
+        ("qwen-sweep-ngram-mod", 4): 32 * 120 / 3600,
+    }
+    assert hours_shortfall(s) == (
+        "not yet: 1.1 of 8 hours (qwen-baseline at depth 4, its own time under load; the arms "
+        "alternate blocks); depth 1, which the unit serves, not soaked"
+    )
+    assert stability_line(s, fallback="").startswith(
+        "3. **Stable under sustained load: not yet: 1.1"
+    )
+
+
+def test_enough_hours_at_every_served_depth_reads_met_and_one_short_arm_does_not() -> None:
+    s = _committed()
+    rows = [{}] * 4  # four one-hour blocks each
+    s["block_s"] = 7200.0
+    s["blocks"] = [
+        {"profile": p, "concurrency": c, "rows": rows}
+        for p in ("qwen-baseline", "qwen-sweep-ngram-mod")
+        for c in (1, 4)
+    ]
+    assert hours_shortfall(s) == ""
+    s["blocks"][-1] = {**s["blocks"][-1], "rows": rows[:3]}
+    assert hours_shortfall(s).startswith("not yet: 6.0 of 8 hours (qwen-sweep-ngram-mod at depth 4")
+    assert hours_shortfall(s, target_h=6.0) == ""

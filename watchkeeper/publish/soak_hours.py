@@ -1,0 +1,76 @@
+"""Has each arm been under load long enough, at every depth its unit serves, to say "stable"?
+
+The request asks for a server "stable under sustained load overnight". A soak alternates its
+arms block by block, so a 140-minute soak at depth 4 holds about 70 minutes of each arm, and a
+unit of 4 slots also serves one request at a time: "stable: met" from it said more than was
+measured. Here each arm's own time under load is summed per depth from the soak's block rows
+(blocks x block length), and the criterion reads "not yet: N of M hours" until every arm has
+the target at depth 1 and at the unit's slots.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from watchkeeper.config.durations import parse_duration
+
+TARGET_H = 8.0
+"""The request's "overnight", per arm and depth ([soak] duration's default, 8h)."""
+_BLOCK = re.compile(r"--block[ =](\S+)")
+
+
+def block_s(s: Mapping[str, Any]) -> float | None:
+    """One block's length: the summary's own, else the `--block` of the command it records."""
+    if isinstance(s.get("block_s"), int | float):
+        return float(s["block_s"])
+    m = _BLOCK.search(str(s.get("command") or ""))
+    return float(parse_duration(m.group(1))) if m else None
+
+
+def unit_slots(s: Mapping[str, Any]) -> int | None:
+    flags = ((s.get("unit") or {}).get("flags") or {}).get(s.get("subject")) or []
+    for i, f in enumerate(flags[:-1]):
+        if f in ("--parallel", "-np"):
+            return int(flags[i + 1])
+    return None
+
+
+def arm_hours(s: Mapping[str, Any]) -> dict[tuple[str, int], float] | None:
+    """Each (arm, depth)'s own time under load in hours; None where the block length is not
+    known."""
+    length = block_s(s)
+    if length is None:
+        return None
+    return {
+        (str(b["profile"]), int(b["concurrency"])): len(b.get("rows", [])) * length / 3600
+        for b in s.get("blocks", [])
+    }
+
+
+def hours_shortfall(s: Mapping[str, Any], target_h: float = TARGET_H) -> str:
+    """Empty when every arm had `target_h` under load at depth 1 and at the unit's slots; else
+    what "not yet" says: the least any arm had, and the depths never soaked."""
+    hours = arm_hours(s)
+    if hours is None:
+        return "not yet: each arm's time under load unknown (no block length in the soak)"
+    depths = sorted({1, unit_slots(s) or max((d for _, d in hours), default=1)})
+    arms = sorted({p for p, _ in hours} | {str(s.get("subject")), str(s.get("baseline"))})
+    missing = [d for d in depths if not any((a, d) in hours for a in arms)]
+    short = sorted((hours.get((a, d), 0.0), a, d) for a in arms for d in depths if d not in missing)
+    if not missing and (not short or short[0][0] >= target_h):
+        return ""
+    parts = []
+    if short and short[0][0] < target_h:
+        h, arm, depth = short[0]
+        parts.append(
+            f"not yet: {h:.1f} of {target_h:g} hours ({arm} at depth {depth}, its own time "
+            "under load; the arms alternate blocks)"
+        )
+    if missing:
+        said = " and ".join(str(d) for d in missing)
+        parts.append(
+            f"{'not yet: ' if not parts else ''}depth {said}, which the unit serves, not soaked"
+        )
+    return "; ".join(parts)
