@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import math
 import re
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
@@ -19,18 +20,19 @@ from watchkeeper.config import Config
 from watchkeeper.config.base import CATEGORY_PATTERN
 from watchkeeper.config.durations import parse_duration
 from watchkeeper.errors import ConfigError
-from watchkeeper.redaction import redact
+from watchkeeper.redaction import redact, redacted
 
 if TYPE_CHECKING:
     from watchkeeper.analysis.workload_mix import Mix
     from watchkeeper.load.records import Task
     from watchkeeper.load.shape import LoadShape
 
-console = Console(stderr=True, highlight=False)
-out = Console(highlight=False)
+
+console = Console(file=redacted(lambda: sys.stderr), stderr=True, highlight=False)
+out = Console(file=redacted(lambda: sys.stdout), highlight=False)
 if not out.is_terminal:
     # Cron mail and CI logs are read in wide viewers; 80 columns would fold every table.
-    out = Console(highlight=False, width=160)
+    out = Console(file=redacted(lambda: sys.stdout), highlight=False, width=160)
 
 Handler = Callable[[argparse.Namespace, Config], int]
 

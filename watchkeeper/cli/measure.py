@@ -178,6 +178,7 @@ def cmd_import_tasks(args: argparse.Namespace, config: Config) -> int:
 
 
 def cmd_profiles(args: argparse.Namespace, config: Config) -> int:
+    from watchkeeper.redaction import redact_json
     from watchkeeper.server.profiles import BUILTIN_PROFILES, all_profiles
 
     rows: list[dict[str, Any]] = []
@@ -185,7 +186,9 @@ def cmd_profiles(args: argparse.Namespace, config: Config) -> int:
         source = "config" if name in config.profiles else "built-in"
         if name in config.profiles and name in BUILTIN_PROFILES:
             source = "config (overrides built-in)"
-        rows.append({"name": name, "source": source, **profile.model_dump(exclude_none=True)})
+        # A url profile's URL may carry a password: shown masked, as every printer does.
+        dumped = redact_json(profile.model_dump(exclude_none=True))
+        rows.append({"name": name, "source": source, **dumped})
     if args.json:
         out.print_json(json.dumps(rows))
         return 0
@@ -194,7 +197,8 @@ def cmd_profiles(args: argparse.Namespace, config: Config) -> int:
         spec = f" spec={row['spec_type']}" if "spec_type" in row else ""
         n_max = f" n_max={row['draft_n_max']}" if "draft_n_max" in row else ""
         out.print(
-            f"{row['name']:<20} {row['model']}{draft}{spec}{n_max}  [dim]({row['source']})[/dim]"
+            escape(f"{row['name']:<20} {row['model']}{draft}{spec}{n_max}")
+            + f"  [dim]({row['source']})[/dim]"
         )
     return 0
 

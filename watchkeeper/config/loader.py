@@ -16,6 +16,7 @@ from pydantic_core import ErrorDetails
 
 from watchkeeper.config.model import Config
 from watchkeeper.errors import ConfigError
+from watchkeeper.redaction import remember_url, remember_urls_in
 
 CONFIG_ENV = "WATCHKEEPER_CONFIG"
 
@@ -33,6 +34,9 @@ def _describe(error: ErrorDetails) -> str:
 
 
 def parse_config(data: dict[str, Any], *, source: str) -> Config:
+    # Every URL's password is remembered before anything can echo it (a validation error
+    # quotes its input), so the redactor masks it however it is spelled.
+    remember_urls_in(data)
     try:
         return Config.model_validate({**data, "source": source})
     except ValidationError as exc:
@@ -55,6 +59,7 @@ def find_config_file(explicit: str | Path | None) -> Path | None:
 
 def load_config(explicit: str | Path | None = None) -> Config:
     """Load `--config`, `$WATCHKEEPER_CONFIG`, `./watchkeeper.toml`, or the built-in defaults."""
+    remember_url(os.environ.get("WATCHKEEPER_DATABASE_URL"))
     path = find_config_file(explicit)
     if path is None:
         return Config()

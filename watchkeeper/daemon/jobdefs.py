@@ -32,6 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from watchkeeper.config.base import Category
 from watchkeeper.config.durations import parse_duration
 from watchkeeper.errors import ConfigError
+from watchkeeper.redaction import remember_urls_in
 
 Kind = Literal[
     "soak", "bench", "nightly", "digest", "triage", "review-pr", "health", "upgrade", "bisect"
@@ -211,6 +212,7 @@ def _problems(exc: ValidationError, prefix: str = "") -> str:
 
 
 def parse_job(name: str, data: dict[str, Any], *, source: str) -> JobDef:
+    remember_urls_in(data)  # a health job's URL: its password is masked wherever it shows
     try:
         raw = JobFile.model_validate(data)
     except ValidationError as exc:
