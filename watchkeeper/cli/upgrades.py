@@ -28,19 +28,21 @@ def cmd_cache(args: argparse.Namespace, config: Config) -> int:
 
     cache_dir = config.server.resolved_cache_dir()
     found = releases(cache_dir)
+    named = split(args.keep) or []
+    keep = {config.server.llama_cpp_version, *named}
+    # The plan (and its refusal of a --keep that is not cached) before anything is printed.
+    plan = prune_plan(found, keep=keep, recent=args.recent, named=named) if args.prune else []
     for r in found:
-        named = f"b{r.build_number}" if r.build_number is not None else "unnamed (build 0)"
+        build = f"b{r.build_number}" if r.build_number is not None else "unnamed (build 0)"
         state = "built" if r.built else "source only"
         used = r.last_used.strftime("%Y-%m-%d %H:%M") if r.last_used else "never"
         out.print(
-            f"{r.key:<22} {r.variant:<5} {named:<18} {state:<12} "
+            f"{r.key:<22} {r.variant:<5} {build:<18} {state:<12} "
             f"{r.size_bytes / 2**20:>7.0f} MiB  last used {used}"
         )
-    if args.prune:
-        keep = {config.server.llama_cpp_version, *(split(args.keep) or [])}
-        for doomed in prune_plan(found, keep=keep, recent=args.recent):
-            progress(f"removing {doomed.path} ({doomed.size_bytes / 2**20:.0f} MiB)")
-            remove(doomed, progress)
+    for doomed in plan:
+        progress(f"removing {doomed.path} ({doomed.size_bytes / 2**20:.0f} MiB)")
+        remove(doomed, progress)
     out.print(disk_figure(cache_dir).line())
     return 0
 

@@ -32,6 +32,7 @@ from watchkeeper.campaign.bench import execute_bench
 from watchkeeper.campaign.bench_plan import BenchPlan
 from watchkeeper.campaign.bench_report import finish_with_report
 from watchkeeper.config import Config, ModelConfig, ProfileConfig
+from watchkeeper.config.inputs import parse_toml_text
 from watchkeeper.errors import ReviewError, TrackerError, TrackerPermanentError, WatchkeeperError
 from watchkeeper.load.records import RunResult
 from watchkeeper.load.tasks import load_taskset, select
@@ -91,7 +92,7 @@ def load_side(root: Path, rel: str, side: str) -> Side:
     base and head can both be loaded into one config."""
     path = root / rel
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        data = parse_toml_text(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         return Side({}, {})
     except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:

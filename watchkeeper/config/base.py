@@ -10,6 +10,11 @@ CATEGORY_PATTERN = r"^[a-z][a-z0-9_]{0,63}$"
 Category = Annotated[str, Field(pattern=CATEGORY_PATTERN)]
 """A task category's name as a config key takes it (code_edit, tool_call)."""
 
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,63}$"
+Name = Annotated[str, Field(pattern=NAME_PATTERN)]
+"""A model's or a profile's name: it becomes a file name (`<profile>.log` in the run's folder,
+the bundle's model file), so no separator, no leading dot (`..`), at most 64 characters."""
+
 
 class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)

@@ -14,6 +14,7 @@ from typing import Any
 from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 
+from watchkeeper.config.inputs import parse_toml_text
 from watchkeeper.config.model import Config
 from watchkeeper.errors import ConfigError
 from watchkeeper.redaction import remember_url, remember_urls_in
@@ -83,7 +84,7 @@ def load_config(explicit: str | Path | None = None) -> Config:
 def parse_toml(text: str, *, source: str) -> dict[str, Any]:
     """`text` as TOML, every failure a `ConfigError` naming `source` (the config, a job file)."""
     try:
-        return tomllib.loads(text)
+        return parse_toml_text(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(
             f"{source}: invalid TOML: {exc}",

@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 
 from pydantic import Field, field_validator, model_validator
 
-from watchkeeper.config.base import Category
+from watchkeeper.config.base import Category, Name
 from watchkeeper.config.base import Strict as _Strict
 from watchkeeper.config.daemon import DaemonConfig
 from watchkeeper.config.durations import parse_duration
@@ -434,8 +434,8 @@ class BisectConfig(_Strict):
 class Config(_Strict):
     database: DatabaseConfig = Field(default_factory=DatabaseConfig)
     server: ServerConfig = Field(default_factory=ServerConfig)
-    models: dict[str, ModelConfig] = Field(default_factory=dict)
-    profiles: dict[str, ProfileConfig] = Field(default_factory=dict)
+    models: dict[Name, ModelConfig] = Field(default_factory=dict)
+    profiles: dict[Name, ProfileConfig] = Field(default_factory=dict)
     bench: BenchConfig = Field(default_factory=BenchConfig)
     load: LoadConfig = Field(default_factory=LoadConfig)
     detector: DetectorConfig = Field(default_factory=DetectorConfig)

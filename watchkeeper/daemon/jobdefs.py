@@ -31,6 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from watchkeeper.config.base import Category
 from watchkeeper.config.durations import parse_duration
+from watchkeeper.config.inputs import parse_toml_text, regular_file
 from watchkeeper.errors import ConfigError
 from watchkeeper.redaction import remember_urls_in
 
@@ -288,8 +289,9 @@ def load_jobs(directory: Path) -> list[JobDef]:
         )
     jobs = []
     for path in sorted(directory.glob("*.toml")):
+        regular_file(path, "job file", ConfigError)  # a FIFO named *.toml would hang the read
         try:
-            data = tomllib.loads(path.read_text(encoding="utf-8"))
+            data = parse_toml_text(path.read_text(encoding="utf-8"))
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"{path}: not valid TOML: {exc}", hint=_HINT) from None
         except RecursionError:

@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from watchkeeper.config.inputs import read_text
 from watchkeeper.config.tracker import TrackerConfig, valid_repository
 from watchkeeper.errors import ConfigError
 from watchkeeper.redaction import remember
@@ -53,18 +54,7 @@ def load_token(config: TrackerConfig, environ: dict[str, str] | None = None) -> 
     file_name = env.get(f"{config.token_env}_FILE", "") or config.token_file
     if file_name:
         path = Path(file_name).expanduser()
-        try:
-            value = path.read_text(encoding="utf-8").strip()
-        except OSError as exc:
-            raise ConfigError(
-                f"tracker token file {path}: cannot read it ({exc.strerror})",
-                hint="check tracker.token_file (or $" + config.token_env + "_FILE)",
-            ) from exc
-        except UnicodeDecodeError:
-            raise ConfigError(
-                f"tracker token file {path}: not UTF-8 text",
-                hint="check tracker.token_file (or $" + config.token_env + "_FILE)",
-            ) from None
+        value = read_text(path, "tracker token file", ConfigError, limit=1 << 16).strip()
         if value:
             return _one_token(value, f"tracker token file {path}")
         raise ConfigError(f"tracker token file {path} is empty")
