@@ -207,11 +207,17 @@ class OneLineParser(argparse.ArgumentParser):
         raise SystemExit(2)
 
 
+def plain(value: object) -> str:
+    """`value` as text rich prints as written: stored text (a finding's title holding
+    `[/INST]`, a note, a path with `[x]` in it) is never read as markup."""
+    return escape(str(value))
+
+
 def progress(message: str) -> None:
     """Progress goes to stderr, so it runs under --json too: stdout stays one JSON document,
     and a 40-minute sweep with --json still says what it is doing. A progress line may name a
     URL (an external server, a remote): it goes through the one redactor."""
-    console.print(f"[dim]·[/dim] {redact(message)}")
+    console.print(f"[dim]·[/dim] {plain(redact(message))}")
 
 
 def add_common(parser: argparse.ArgumentParser) -> None:
@@ -373,6 +379,19 @@ def add_load_options(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _replay_fits(name: str, span_s: float, speed: float) -> None:
+    """A trace replayed at `speed` x its own pace must end within a year: refused here, before
+    a server starts (`--rate 1e-9` on a one-minute trace would run for centuries)."""
+    from watchkeeper.load.traffic import MAX_TRACE_SPAN_S
+
+    if span_s / speed > MAX_TRACE_SPAN_S:
+        raise ConfigError(
+            f"{name}: replayed at --rate {speed:g} its {span_s:.3g} s take "
+            f"{span_s / speed / 86400:.3g} days, more than a year",
+            hint="with --trace, --rate is a speed factor (2: twice as fast)",
+        )
+
+
 def load_shape_from_args(args: argparse.Namespace) -> LoadShape:
     """The CLI's load options (`add_load_options`) as a `LoadShape`; a trace's arrival
     offsets come with it (its tasks replace the task set: campaign/bench.py)."""
@@ -389,6 +408,7 @@ def load_shape_from_args(args: argparse.Namespace) -> LoadShape:
                 hint="add arrival_s to every line, or import it as a task set (import-tasks)",
             )
         trace_tasks = tuple(tasks)
+        _replay_fits(args.trace, trace[-1], args.rate or 1.0)
     return LoadShape(
         rate=args.rate,
         arrival=args.arrival,

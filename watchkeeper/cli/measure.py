@@ -23,6 +23,7 @@ from watchkeeper.cli.common import (
     names,
     out,
     output_file,
+    plain,
     progress,
     split,
 )
@@ -39,9 +40,11 @@ def cmd_setup(args: argparse.Namespace, config: Config) -> int:
     result = run_setup(
         config, models=args.model or None, profiles=args.profile or None, progress=progress
     )
-    out.print(f"llama-server: {result.binary.path} ({result.binary.version})")
+    out.print(f"llama-server: {plain(result.binary.path)} ({plain(result.binary.version)})")
     for model in result.models:
-        out.print(f"model {model.name}: {model.path} sha256 {model.sha256[:12]}…")
+        out.print(
+            f"model {plain(model.name)}: {plain(model.path)} sha256 {plain(model.sha256[:12])}…"
+        )
     from watchkeeper.server.cache import disk_figure
 
     out.print(disk_figure(config.server.resolved_cache_dir()).line())
@@ -164,7 +167,7 @@ def _bench_ladder(args: argparse.Namespace, config: Config, shape: Any) -> int:
     else:
         for c in result.crossovers:
             out.print(escape(c.sentence))
-        out.print(f"wall time {result.wall_s / 60:.1f} min; report: {result.report_path}")
+        out.print(f"wall time {result.wall_s / 60:.1f} min; report: {plain(result.report_path)}")
     return 0
 
 
@@ -173,7 +176,7 @@ def cmd_import_tasks(args: argparse.Namespace, config: Config) -> int:
 
     done = import_tasks_command(Path(args.source), Path(args.out), fmt=args.format)
     counts = ", ".join(f"{k} {v}" for k, v in done.categories.items())
-    out.print(f"{done.tasks} tasks ({counts}) written to {done.out}")
+    out.print(f"{plain(done.tasks)} tasks ({plain(counts)}) written to {plain(done.out)}")
     return 0
 
 
@@ -238,7 +241,9 @@ def register(sub: Any) -> None:
     )
     add_common(p)
     p.add_argument("--dry-run", action="store_true", help="print the plan; run nothing")
-    p.add_argument("--profiles", metavar="A,B,...", help="arms (default: the four SmolLM2 ones)")
+    p.add_argument(
+        "--profiles", type=names, metavar="A,B,...", help="arms (default: the four SmolLM2 ones)"
+    )
     p.add_argument("--rounds", type=ROUNDS, default=3, help="measured rounds, at least 3 (CIs)")
     p.add_argument("--fit-context", type=FIT_CONTEXT, default=32768, metavar="N")
     p.add_argument(

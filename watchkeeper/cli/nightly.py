@@ -18,6 +18,7 @@ from watchkeeper.cli.common import (
     add_sampling,
     names,
     out,
+    plain,
     progress,
     split,
 )
@@ -55,10 +56,10 @@ def cmd_digest(args: argparse.Namespace, config: Config) -> int:
     if args.json:
         out.print_json(json.dumps(outcome.to_json()))
     else:
-        out.print(f"[bold]{outcome.digest.headline}[/bold]")
-        out.print(f"digest: {outcome.path}")
+        out.print(f"[bold]{plain(outcome.digest.headline)}[/bold]")
+        out.print(f"digest: {plain(outcome.path)}")
         if outcome.published:
-            out.print(outcome.published.message)
+            out.print(plain(outcome.published.message))
     return 0
 
 
@@ -69,7 +70,7 @@ def cmd_findings(args: argparse.Namespace, config: Config) -> int:
         if args.id is None:
             raise ConfigError(f"`findings {args.action}` needs a finding id")
         f = findings_decide(config, action=args.action, finding_id=args.id, note=args.note or "")
-        out.print(f"finding #{f.id} is now {f.status}: {f.title}")
+        out.print(f"finding #{plain(f.id)} is now {plain(f.status)}: {plain(f.title)}")
         return 0
     rows = findings_list(config, statuses=split(args.status))
     if args.json:
@@ -108,11 +109,11 @@ def cmd_aa(args: argparse.Namespace, config: Config) -> int:
         f"flagged ({share(rate)}, 95% CI {share(low)}-{share(high)}); "
         f"{result.series - result.tested} with insufficient data"
     )
-    out.print(f"labels: {result.labels}")
+    out.print(f"labels: {plain(result.labels)}")
     for line in result.flagged:
-        out.print(f"  flagged: {line}")
+        out.print(f"  flagged: {plain(line)}")
     if result.environment_noise:
-        out.print(f"  the night read as environment noise: {result.environment_noise}")
+        out.print(f"  the night read as environment noise: {plain(result.environment_noise)}")
     return 0
 
 
@@ -158,7 +159,7 @@ def cmd_nightly(args: argparse.Namespace, config: Config) -> int:
                 f"  {r.metric:<12} {r.estimate:.3f} {ci} {r.verdict} ({what}; watched, not filed)"
             )
         if night.report_path:
-            out.print(f"  report: {night.report_path}")
+            out.print(f"  report: {plain(night.report_path)}")
     for profile, fa in outcome.false_alarms:
         if fa.family_rate is not None:
             out.print(
@@ -178,7 +179,9 @@ def cmd_reference(args: argparse.Namespace, config: Config) -> int:
         ref = reference_pin(
             config, profile=args.profile, by=args.by, reason=args.reason or "", progress=progress
         )
-        out.print(f"reference #{ref.id} of {ref.profile} pinned by {ref.pinned_by}")
+        out.print(
+            f"reference #{plain(ref.id)} of {plain(ref.profile)} pinned by {plain(ref.pinned_by)}"
+        )
         return 0
     rows = reference_history(config, profile=args.profile, active_only=args.action == "show")
     if args.json:

@@ -17,6 +17,8 @@ from watchkeeper.cli.common import (
     int_in,
     names,
     out,
+    output_file,
+    plain,
     progress,
     split,
 )
@@ -73,29 +75,31 @@ def cmd_bisect(args: argparse.Namespace, config: Config) -> int:
         out.print_json(json.dumps(run.to_json()))
         return 1 if failed else 0
     for line in steps_text(result.steps):
-        out.print(f"  {line}")
+        out.print(f"  {plain(line)}")
     if result.status == "found":
-        out.print(f"first bad release: {result.first_bad} ({result.tag})")
+        out.print(f"first bad release: {plain(result.first_bad)} ({plain(result.tag)})")
         if len(result.located) > 1:
             for step in result.located:
                 ci = (
                     f" (95% CI {step.low:.3f} to {step.high:.3f})" if step.low and step.high else ""
                 )
                 ratio = f"{step.estimate:.3f}{ci}" if step.estimate is not None else "—"
-                out.print(f"  step {step.release} ({step.tag}): {ratio} against {step.predecessor}")
+                out.print(
+                    plain(f"  step {step.release} ({step.tag}): {ratio} against {step.predecessor}")
+                )
     elif result.status == "no difference":
         out.print("no change at the ends: no release between them differs beyond the threshold")
         if result.nearest:
-            out.print(f"nearest releases to check: {', '.join(result.nearest)}")
+            out.print(f"nearest releases to check: {plain(', '.join(result.nearest))}")
     else:
-        out.print(f"inconclusive between {' and '.join(result.unresolved or ())}")
+        out.print(f"inconclusive between {plain(' and '.join(result.unresolved or ()))}")
     for line in run.link.lines():
-        out.print(f"tracker: {line}")
-    out.print(f"report: {run.report_path}  state: {run.state_path}")
+        out.print(f"tracker: {plain(line)}")
+    out.print(f"report: {plain(run.report_path)}  state: {plain(run.state_path)}")
     if run.link.failed:
         out.print("the result is safe in the report and the state file; rerun to post it")
     for note in result.notes:
-        out.print(f"  note: {note}")
+        out.print(f"  note: {plain(note)}")
     return 1 if failed else 0
 
 
@@ -119,12 +123,12 @@ def cmd_upgrade_check(args: argparse.Namespace, config: Config) -> int:
         push=args.push,
     )
     for v in check.verdicts:
-        out.print(f"{v.profile}: {v.verdict} — {v.reason}")
+        out.print(f"{plain(v.profile)}: {plain(v.verdict)} — {plain(v.reason)}")
         for line in v.flags.lines():
-            out.print(f"  {line}")
-    out.print(f"report: {check.report_path}")
+            out.print(f"  {plain(line)}")
+    out.print(f"report: {plain(check.report_path)}")
     if check.published is not None:
-        out.print(f"reports repository: {check.published.message}")
+        out.print(f"reports repository: {plain(check.published.message)}")
     return 0 if all(v.verdict in ("safe", "improvement") for v in check.verdicts) else 1
 
 
@@ -188,7 +192,9 @@ def register(sub: Any) -> None:
         help="ranges bisected at most: the one asked about plus the second steps it shows",
     )
     p.add_argument("--json", action="store_true", help="print the result as JSON")
-    p.add_argument("--state", metavar="F", help="state file (default: data dir/bisect/...)")
+    p.add_argument(
+        "--state", type=output_file, metavar="F", help="state file (default: data dir/bisect/...)"
+    )
     p.add_argument(
         "--finding",
         type=POSITIVE_ID,

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import tomllib
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -276,8 +277,16 @@ def cron_fields(cron: str) -> dict[str, str]:
     return dict(zip(keys, parts, strict=True))
 
 
+_EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
+"""A fixed start for the "can it ever fire" test (never the wall clock: tests inject time)."""
+
+
 def _check_cron(raw: JobFile) -> None:
-    CronTrigger(**cron_fields(raw.cron), timezone=ZoneInfo(raw.timezone))
+    """The expression parses and fires at least once: `0 0 30 2 *` (30 February) parses but
+    never fires, and a job that can never run is a mistake, not a disabled job."""
+    trigger = CronTrigger(**cron_fields(raw.cron), timezone=ZoneInfo(raw.timezone))
+    if trigger.get_next_fire_time(None, _EPOCH) is None:
+        raise ValueError("no date matches it (e.g. 30 February, 31 April): it would never run")
 
 
 def load_jobs(directory: Path) -> list[JobDef]:

@@ -237,8 +237,15 @@ def _expected_keys() -> list[str]:
 
 
 def write_service(path: Path, text: str) -> Path:
+    """`text` in `path`, all or nothing: no `.tmp` stays behind when the write fails."""
+    if path.is_dir():
+        raise ConfigError(f"{path}: is a folder", hint="name the unit file to write in it")
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
     return path
