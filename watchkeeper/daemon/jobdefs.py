@@ -30,7 +30,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from apscheduler.triggers.cron import CronTrigger
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from watchkeeper.config.base import Category
+from watchkeeper.config.base import VERSION_PATTERN, Category
 from watchkeeper.config.durations import parse_duration
 from watchkeeper.config.inputs import parse_toml_text, regular_file
 from watchkeeper.errors import ConfigError
@@ -101,7 +101,7 @@ class DigestArgs(_Strict):
 
 
 class UpgradeArgs(_Strict):
-    to: str = "latest"
+    to: Annotated[str, Field(pattern=f"^latest$|{VERSION_PATTERN}")] = "latest"
     profiles: Profiles | None = None
     """Default: [nightly] profiles."""
     rounds: Annotated[int, Field(ge=3, le=1000)] | None = None
