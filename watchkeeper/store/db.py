@@ -87,8 +87,9 @@ def make_engine(url: str) -> Engine:
     try:
         parsed = make_url(url)
     except (ArgumentError, ValueError) as exc:  # ValueError: a port that is not a number
+        detail = exc if isinstance(exc, ArgumentError) else "its port is not a number"
         raise StoreError(
-            f"invalid database URL {masked(url)}: {exc}",
+            f"invalid database URL {masked(url)}: {detail}",
             hint="e.g. postgresql://USER@HOST:5432/DB (the port a number)",
         ) from exc
     _supported(url, parsed.get_backend_name())
