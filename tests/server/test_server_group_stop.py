@@ -25,11 +25,11 @@ from watchkeeper.server.models import ModelFile
 WRAPPERS = {
     # SIG_IGN survives fork and exec: llama-server ignores SIGTERM too, so only SIGKILL of
     # the group after the grace period stops it.
-    "ignores TERM": "trap '' TERM\n\"{binary}\" \"$@\"\necho wrapper done\n",
+    "ignores TERM": 'trap \'\' TERM\n"{binary}" "$@"\necho wrapper done\n',
     # The shell defers its trap until its foreground child ends, and never forwards it.
-    "traps TERM, forwards nothing": "trap 'echo wrapper got TERM' TERM\n\"{binary}\" \"$@\"\n",
+    "traps TERM, forwards nothing": 'trap \'echo wrapper got TERM\' TERM\n"{binary}" "$@"\n',
     # A subshell in between: llama-server is a grandchild of the wrapper.
-    "subshell, no exec": "trap 'exit 0' TERM\n( \"{binary}\" \"$@\" )\n",
+    "subshell, no exec": 'trap \'exit 0\' TERM\n( "{binary}" "$@" )\n',
 }
 
 

@@ -86,8 +86,10 @@ def cmd_bundle(args: argparse.Namespace, config: Config) -> int:
         progress=progress,
     )
     out.print(
-        f"bundle: {len(bundle.files)} files, {bundle.size / (1 << 20):.0f} MiB in {bundle.root}; "
-        f"on the GPU host, with no network: sh {bundle.root}/install.sh [DEST]",
+        plain(
+            f"bundle: {len(bundle.files)} files, {bundle.size / (1 << 20):.0f} MiB in "
+            f"{bundle.root}; on the GPU host, with no network: sh {bundle.root}/install.sh [DEST]"
+        ),
         soft_wrap=True,
     )
     return 0

@@ -80,8 +80,10 @@ def cmd_findings(args: argparse.Namespace, config: Config) -> int:
     for r in rows if not args.json else []:
         state = "confirmed" if r["confirmed"] else "candidate"
         out.print(
-            f"#{r['id']:<5} {r['status']:<12} {r['kind']:<18} {state:<9} x{r['occurrences']}"
-            f"  {r['title']}"
+            plain(
+                f"#{r['id']:<5} {r['status']:<12} {r['kind']:<18} {state:<9} x{r['occurrences']}"
+                f"  {r['title']}"
+            )
         )
     return 0
 
@@ -105,9 +107,11 @@ def cmd_aa(args: argparse.Namespace, config: Config) -> int:
     rate = result.false_positive_rate
     low, high = data["false_positive_rate_ci95"]
     out.print(
-        f"A/A on {result.profile}: {len(result.flagged)} of {result.tested} judged series "
-        f"flagged ({share(rate)}, 95% CI {share(low)}-{share(high)}); "
-        f"{result.series - result.tested} with insufficient data"
+        plain(
+            f"A/A on {result.profile}: {len(result.flagged)} of {result.tested} judged series "
+            f"flagged ({share(rate)}, 95% CI {share(low)}-{share(high)}); "
+            f"{result.series - result.tested} with insufficient data"
+        )
     )
     out.print(f"labels: {plain(result.labels)}")
     for line in result.flagged:
@@ -134,7 +138,7 @@ def cmd_nightly(args: argparse.Namespace, config: Config) -> int:
         kind = "A/A night" if night.aa else "current vs reference"
         pinned = " (reference pinned tonight)" if night.pinned_now else ""
         out.print(
-            f"[bold]{night.profile}[/bold]: campaign {night.campaign_id}, {kind} "
+            f"[bold]{plain(night.profile)}[/bold]: campaign {night.campaign_id}, {kind} "
             f"#{night.reference_id}{pinned}"
         )
         for r in night.ratios:
@@ -145,9 +149,11 @@ def cmd_nightly(args: argparse.Namespace, config: Config) -> int:
             )
             mark = " confirmed" if r.confirmed else ""
             out.print(
-                f"  {r.category:<12} {r.estimate:.3f} {ci} {r.verdict}{mark} "
-                f"(n={r.n_pairs} pairs, {r.n_tasks} tasks x {r.n_rounds} rounds, "
-                f"threshold {r.threshold:.0%})"
+                plain(
+                    f"  {r.category:<12} {r.estimate:.3f} {ci} {r.verdict}{mark} "
+                    f"(n={r.n_pairs} pairs, {r.n_tasks} tasks x {r.n_rounds} rounds, "
+                    f"threshold {r.threshold:.0%})"
+                )
             )
             check = next((c for c in night.checks if c.category == r.category), None)
             if check is not None and check.describe():
@@ -156,16 +162,22 @@ def cmd_nightly(args: argparse.Namespace, config: Config) -> int:
             ci = f"[{r.low:.3f}, {r.high:.3f}]" if r.low is not None and r.high is not None else ""
             what = "reference p90 TTFT / current" if r.metric == "ttft_p90" else "current / ref"
             out.print(
-                f"  {r.metric:<12} {r.estimate:.3f} {ci} {r.verdict} ({what}; watched, not filed)"
+                plain(
+                    f"  {r.metric:<12} {r.estimate:.3f} {ci} {r.verdict} "
+                    f"({what}; watched, not filed)"
+                )
             )
         if night.report_path:
             out.print(f"  report: {plain(night.report_path)}")
     for profile, fa in outcome.false_alarms:
         if fa.family_rate is not None:
             out.print(
-                f"{profile}: {fa.family_flagged} of {fa.nights} A/A nights with a confirmed flag "
-                f"in any series ({fa.family_rate:.1%}, Wilson CI {fa.family_low:.1%}-"
-                f"{fa.family_high:.1%}; target <= 1% per profile-night)"
+                plain(
+                    f"{profile}: {fa.family_flagged} of {fa.nights} A/A nights with a "
+                    f"confirmed flag in any series ({fa.family_rate:.1%}, "
+                    f"Wilson CI {fa.family_low:.1%}-"
+                    f"{fa.family_high:.1%}; target <= 1% per profile-night)"
+                )
             )
     return 0
 
@@ -191,9 +203,11 @@ def cmd_reference(args: argparse.Namespace, config: Config) -> int:
     for row in rows if not args.json else []:
         state = "active" if row["active"] else "retired"
         out.print(
-            f"#{row['id']} {row['profile']} {state}: pinned {row['pinned_at']} by "
-            f"{row['pinned_by']} ({row['reason'] or 'no reason given'}); {row['binary']}; "
-            f"model {str(row['model_sha256'])[:12]}; flags {row['config_hash']}"
+            plain(
+                f"#{row['id']} {row['profile']} {state}: pinned {row['pinned_at']} by "
+                f"{row['pinned_by']} ({row['reason'] or 'no reason given'}); {row['binary']}; "
+                f"model {str(row['model_sha256'])[:12]}; flags {row['config_hash']}"
+            )
         )
     return 0
 

@@ -41,8 +41,10 @@ def cmd_cache(args: argparse.Namespace, config: Config) -> int:
         state = "built" if r.built else "source only"
         used = r.last_used.strftime("%Y-%m-%d %H:%M") if r.last_used else "never"
         out.print(
-            f"{r.key:<22} {r.variant:<5} {build:<18} {state:<12} "
-            f"{r.size_bytes / 2**20:>7.0f} MiB  last used {used}"
+            plain(
+                f"{r.key:<22} {r.variant:<5} {build:<18} {state:<12} "
+                f"{r.size_bytes / 2**20:>7.0f} MiB  last used {used}"
+            )
         )
     for doomed in plan:
         progress(f"removing {doomed.path} ({doomed.size_bytes / 2**20:.0f} MiB)")
