@@ -8,7 +8,7 @@ llama-server started. The classes and what was tried:
 
 - path: a model or profile name, a release version, a job's `to` that would climb out of its
   folder (`../`, `a/b`, `..`); `--out`, `--output`, `--service-file`, `--state` naming a folder,
-  a file or a missing folder; `cache --prune --keep` of a release that is not cached; a bundle
+  a file, a FIFO, or a path under a file; `cache --prune --keep` of a release that is not cached; a bundle
   of an unknown model or a missing GGUF (no half-built bundle);
 - refuse early: a trace replay longer than a year at `--rate`; `gpu-check --dry-run` with an
   unknown, empty, single or repeated profile list; crons no date matches (30 February,
@@ -137,18 +137,28 @@ CASES: dict[str, Case] = {
     ),
     # -- path: outputs ------------------------------------------------------------------
     "unit --output a folder": Case(lambda t: ["unit", "--output", str(t)], "is a folder"),
-    "unit --output in a missing folder": Case(
-        lambda t: ["unit", "--output", str(t / "no" / "x.service")], "does not exist"
+    "unit --output under a file": Case(
+        lambda t: ["unit", "--output", str(write(t / "in" / "f", "x") / "u" / "x.service")],
+        "is not a folder",
     ),
-    "sweep --service-file in a missing folder": Case(
-        lambda t: ["sweep", "--service-file", str(t / "no" / "x.service")], "does not exist"
+    "sweep --service-file under a file": Case(
+        lambda t: ["sweep", "--service-file", str(write(t / "in" / "f", "x") / "x.service")],
+        "is not a folder",
     ),
     "sweep --service-file a folder": Case(
         lambda t: ["sweep", "--service-file", str(t)], "is a folder"
     ),
-    "bisect --state in a missing folder": Case(
-        lambda t: ["bisect", "--good", "1", "--bad", "2", "--state", str(t / "no" / "s.json")],
-        "does not exist",
+    "bisect --state under a file": Case(
+        lambda t: [
+            "bisect",
+            "--good",
+            "1",
+            "--bad",
+            "2",
+            "--state",
+            str(write(t / "in" / "f", "x") / "s.json"),
+        ],
+        "is not a folder",
     ),
     "bundle --out a file": Case(
         lambda t: ["bundle", "--out", str(write(t / "in" / "f", "x"))], "not a folder"

@@ -191,6 +191,23 @@ def output_file(text: str) -> str:
     return text
 
 
+def new_file(text: str) -> str:
+    """An argparse type: a file to write whose missing folders are made when it is written
+    (a unit, a state file): a folder, or a file standing where a folder must be, is refused
+    here, before anything is measured."""
+    path = Path(text).expanduser()
+    if not text.strip():
+        raise argparse.ArgumentTypeError("needs a file name")
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text} is a folder; name a file in it")
+    parent = path.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        raise argparse.ArgumentTypeError(f"{parent} is not a folder, so {text} cannot be made")
+    return text
+
+
 def concurrency_list(text: str) -> str:
     """An argparse type: a non-empty comma list of concurrencies (1 to 256), as a comma list."""
     parts = [p.strip() for p in text.split(",")]

@@ -29,8 +29,8 @@ from watchkeeper.cli.common import (
     duration,
     int_in,
     names,
+    new_file,
     out,
-    output_file,
     plain,
     progress,
     split,
@@ -302,7 +302,7 @@ def register(sub: Any) -> None:
     add_open_loop_options(p, "sweep")
     p.add_argument(
         "--service-file",
-        type=output_file,  # a folder that exists: checked before the first server starts
+        type=new_file,  # not a folder, no file in the way: checked before any server starts
         metavar="PATH",
         help="where to write the systemd unit (default: systemd/llama-server-speculative.service)",
     )
@@ -364,7 +364,7 @@ def register(sub: Any) -> None:
         "it keeps the baseline)",
     )
     p.add_argument(
-        "--output", type=output_file, metavar="PATH", help="write the unit here, not to stdout"
+        "--output", type=new_file, metavar="PATH", help="write the unit here, not to stdout"
     )
     p.add_argument("--json", action="store_true", help="print the unit and its source as JSON")
     p.set_defaults(handler=cmd_unit)

@@ -16,8 +16,8 @@ from watchkeeper.cli.common import (
     add_common,
     int_in,
     names,
+    new_file,
     out,
-    output_file,
     plain,
     progress,
     release,
@@ -201,7 +201,7 @@ def register(sub: Any) -> None:
     )
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.add_argument(
-        "--state", type=output_file, metavar="F", help="state file (default: data dir/bisect/...)"
+        "--state", type=new_file, metavar="F", help="state file (default: data dir/bisect/...)"
     )
     p.add_argument(
         "--finding",

@@ -31,7 +31,7 @@ def regular_file(path: Path, what: str, error: type[WatchkeeperError]) -> os.sta
     try:
         info = path.stat()
     except FileNotFoundError:
-        raise error(f"{path}: {what} not found") from None
+        raise error(f"{path}: cannot read the {what}: file not found") from None
     except OSError as exc:
         raise error(f"{path}: cannot read the {what}: {exc.strerror}") from None
     if stat.S_ISDIR(info.st_mode):
