@@ -324,3 +324,17 @@ def test_a_hostile_database_url_is_one_line_without_a_traceback(
 def test_the_classes_hold_what_the_issue_listed() -> None:
     """The tally the closing note reports: at least this many cases per class."""
     assert len(CASES) + len(DB_CASES) >= 60
+
+
+def test_cache_prune_keeps_a_release_named_by_version_or_folder_and_removes_the_rest(
+    hostile_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The refusal's positive side: a --keep that names cached releases prunes exactly the
+    others (the configured release is not cached here, so it keeps nothing by itself)."""
+    cache = _cached(hostile_dir)
+    write(cache / "llama.cpp" / "9002.0.0-cuda" / "build" / "bin" / "llama-server", "x")
+    config = write(hostile_dir / "in" / "wk.toml", f'[server]\ncache_dir = "{cache}"\n')
+    argv = ["cache", "--prune", "--recent", "0", "--keep", "9000.0.0,9002.0.0-cuda"]
+    assert run_cli([*argv, "--config", str(config)]) == 0, capsys.readouterr().err
+    left = sorted(p.name for p in (cache / "llama.cpp").iterdir() if p.is_dir())
+    assert left == ["9000.0.0", "9002.0.0-cuda"]

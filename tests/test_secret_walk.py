@@ -17,10 +17,12 @@ The walk covers len(WALK) commands x 2 databases x (plain, --json) with six secr
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import socket
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import quote, unquote
 
 import pytest
 import structlog
@@ -194,8 +196,8 @@ def test_no_planted_secret_reaches_a_commands_output_or_its_files(
     tmp, configs = planted
     ran = []
     for database, config in configs.items():
-        for json in (False, True) if _has_json(command) else (False,):
-            argv = _argv(command, tmp, config, json)
+        for as_json in (False, True) if _has_json(command) else (False,):
+            argv = _argv(command, tmp, config, as_json)
             capsys.readouterr()
             code = run_cli(argv)
             out, err = capsys.readouterr()
@@ -245,3 +247,40 @@ def test_a_health_job_password_of_any_spelling_is_masked_in_output_status_and_ro
     assert "5ecret" not in out + err, out + err
     assert "job_run" in (tmp / "wk.db").read_bytes().decode("latin-1")
     assert b"5ecret" not in (tmp / "wk.db").read_bytes()
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "postgresql://wk:it's-5ecret@db/wk",
+        'postgresql://wk:d"q-5ecret@db/wk',
+        "postgresql://wk:sp ace-5ecret@db/wk",
+        "postgresql://wk:a@b-5ecret@db/wk",
+        "postgresql://wk:pct%2F-5ecret@db/wk",
+        "https://tok-5ecret@git.example.com/x.git",
+    ],
+)
+def test_a_remembered_password_is_masked_in_every_spelling(url: str) -> None:
+    redaction.forget_all()
+    try:
+        redaction.remember_url(url)
+        password = url.split("://", 1)[1].rsplit("@", 1)[0].split(":", 1)[-1]
+        for text in (
+            url,
+            f"error: {url} is unreachable",
+            json.dumps({"url": url}),
+            quote(password, safe=""),
+            unquote(password),
+            f"the password was {password!r}",
+        ):
+            assert "5ecret" not in redaction.redact(text), text
+        assert redaction.redact("nothing secret here") == "nothing secret here"
+    finally:
+        redaction.forget_all()
+
+
+def test_a_short_password_is_not_remembered_but_still_masked_in_its_url() -> None:
+    redaction.forget_all()
+    redaction.remember_url("postgresql://wk:pw@db/wk")
+    assert redaction.redact("a pw in prose") == "a pw in prose"
+    assert redaction.redact("postgresql://wk:pw@db/wk") == "postgresql://wk:***@db/wk"
