@@ -169,6 +169,17 @@ def load_trace(path: Path) -> tuple[list[Task], list[float] | None]:
     return [t for _, _, t in rows], None
 
 
+def check_replay(name: str, span_s: float, speed: float) -> None:
+    """A trace replayed at `speed` x its own pace must end within a year: refused before a
+    server starts (`--rate 1e-9` on a one-minute trace would run for centuries)."""
+    if span_s / speed > MAX_TRACE_SPAN_S:
+        raise TaskSetError(
+            f"{name}: replayed at --rate {speed:g} its {span_s:.3g} s take "
+            f"{span_s / speed / 86400:.3g} days, more than a year",
+            hint="with --trace, --rate is a speed factor (2: twice as fast)",
+        )
+
+
 def _arrival(raw: dict[str, Any], where: str) -> float | None:
     value = raw.get("arrival_s", raw.get("timestamp"))
     if value is None:
