@@ -40,6 +40,7 @@ pytest_plugins = [
     "support.triagekit",
     "support.benchresult",
     "support.realnight",
+    "support.hostile",
 ]
 
 PG_ADMIN_URL = os.environ.get(

@@ -293,7 +293,7 @@ CASES: dict[str, Case] = {
             "--taskset",
             str(_write(t / "in" / "ts.jsonl", _BAD_BYTES)),
         ],
-        "cannot read task set",
+        "cannot read the task set",
     ),
     # -- job files -------------------------------------------------------------------------
     "job file not UTF-8": Case(_jobs(_BAD_BYTES), "not UTF-8"),

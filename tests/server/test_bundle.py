@@ -19,7 +19,7 @@ import pytest
 
 from watchkeeper.commands.bundle import SUMS, build_bundle, seal, write_install_script
 from watchkeeper.config import Config
-from watchkeeper.errors import ConfigError
+from watchkeeper.errors import ConfigError, InstallError
 
 WHEEL_WRITER = '''
 import os, zipfile
@@ -171,3 +171,37 @@ def test_a_bundle_refuses_a_folder_with_files_in_it(tmp_path: Path) -> None:
     (tmp_path / "old.txt").write_text("x")
     with pytest.raises(ConfigError, match="not empty"):
         build_bundle(Config(), tmp_path, progress=lambda _: None)
+
+
+@pytest.mark.parametrize("extra", ["wheels/watchkeeper-9.9.9-py3-none-any.whl", "models/x/y.whl"])
+def test_install_sh_refuses_a_file_its_checksums_do_not_list(tmp_path: Path, extra: str) -> None:
+    """A wheel dropped in beside the listed ones (a newer version pip would prefer) stops the
+    install before anything is installed; so does a symlink to one."""
+    bundle = _tiny_bundle(tmp_path)
+    (bundle / extra).parent.mkdir(parents=True, exist_ok=True)
+    (bundle / extra).write_bytes(b"not listed")
+    done = _install(bundle, tmp_path / "host" / "wk", tmp_path / "cache")
+    assert done.returncode != 0
+    assert "SHA256SUMS does not list" in done.stderr and extra in done.stderr
+    assert not (tmp_path / "host" / "wk").exists() and not (tmp_path / "cache").exists()
+    (bundle / extra).unlink()
+    (bundle / "wheels" / "linked.whl").symlink_to(bundle / "install.sh")
+    done = _install(bundle, tmp_path / "host" / "wk", tmp_path / "cache")
+    assert done.returncode != 0 and "wheels/linked.whl" in done.stderr
+    assert not (tmp_path / "host" / "wk").exists()
+
+
+def test_a_bundle_that_fails_half_way_leaves_nothing_behind(tmp_path: Path) -> None:
+    """The project wheel cannot be built (the source is no Python project): the staging folder
+    goes, and no `--out` folder is there for the rerun to refuse as "not empty"."""
+    source = tmp_path / "not-a-project"
+    source.mkdir()
+    out = tmp_path / "bundle"
+    with pytest.raises(InstallError, match="build the wheel"):
+        build_bundle(Config(), out, models=(), source_root=source, progress=lambda _: None)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["not-a-project"]
+    out.mkdir()  # an empty folder is a fine target, and stays one after a failure
+    with pytest.raises(InstallError):
+        build_bundle(Config(), out, models=(), source_root=source, progress=lambda _: None)
+    assert out.is_dir() and not any(out.iterdir())
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bundle", "not-a-project"]

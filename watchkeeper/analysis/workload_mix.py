@@ -81,6 +81,10 @@ def _normalised(weights: Mapping[str, float], source: str) -> Mix:
     return Mix(tuple((c, weights[c] / total) for c in sorted(weights)), source)
 
 
+MAX_WEIGHT = 1e12
+"""Weights are relative shares (70/30, 0.7/0.3): any mix a person means fits far below this."""
+
+
 def parse_mix(text: str) -> Mix:
     """`category=weight` pairs separated by commas, weights finite and above 0, each category
     once; normalised to sum 1 (70/30 and 0.7/0.3 are the same mix)."""
@@ -99,6 +103,8 @@ def parse_mix(text: str) -> Mix:
             raise ValueError(f"{name}: weight {value.strip()!r} is not a number") from None
         if not math.isfinite(weight) or weight <= 0:
             raise ValueError(f"{name}: weight must be a finite number above 0, got {value!r}")
+        if weight > MAX_WEIGHT:  # two of 1e308 overflow their sum: shares, not magnitudes
+            raise ValueError(f"{name}: weight {value.strip()} is above {MAX_WEIGHT:g}")
         if name in weights:
             raise ValueError(f"{name} is given twice; give each category once")
         weights[name] = weight

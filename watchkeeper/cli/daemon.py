@@ -10,7 +10,7 @@ from typing import Any
 
 from rich.markup import escape
 
-from watchkeeper.cli.common import add_common, out
+from watchkeeper.cli.common import add_common, out, plain
 from watchkeeper.config import Config
 
 
@@ -41,7 +41,7 @@ def cmd_status(args: argparse.Namespace, config: Config) -> int:
         if daemon
         else "not running"
     )
-    out.print(f"[bold]host {status.host_id}[/bold]: daemon {state}")
+    out.print(f"[bold]host {plain(status.host_id)}[/bold]: daemon {plain(state)}")
     out.print(f"{'job':<16} {'kind':<10} {'scope':<6} {'next run':<26} last run")
     for j in status.jobs:
         nxt = j.next_run.isoformat(timespec="seconds") if j.next_run else "disabled"
@@ -51,11 +51,11 @@ def cmd_status(args: argparse.Namespace, config: Config) -> int:
             took = f", {j.last.duration_s:.0f}s" if j.last.duration_s is not None else ""
             last = f"{j.last.outcome} at {when} on {j.last.host_id}{took}"
             if j.last.error:
-                last += f": {escape(j.last.error[:100])}"
-        out.print(f"{j.name:<16} {j.kind:<10} {j.scope:<6} {nxt:<26} {last}")
+                last += f": {j.last.error[:100]}"
+        out.print(plain(f"{j.name:<16} {j.kind:<10} {j.scope:<6} {nxt:<26} {last}"))
     findings = ", ".join(f"{k} {v}" for k, v in sorted(status.open_findings.items())) or "none"
-    out.print(f"open findings: {findings}")
-    out.print(f"spool depth: {status.spool_depth}")
+    out.print(f"open findings: {plain(findings)}")
+    out.print(f"spool depth: {plain(status.spool_depth)}")
     return 0
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from watchkeeper.cli.common import add_common, out
+from watchkeeper.cli.common import add_common, out, plain
 from watchkeeper.config import Config
 
 
@@ -13,10 +13,10 @@ def cmd_db(args: argparse.Namespace, config: Config) -> int:
     from watchkeeper.commands.database import downgrade_command, upgrade_command
 
     if args.db_command == "upgrade":
-        out.print(upgrade_command(config, args.revision))
+        out.print(plain(upgrade_command(config, args.revision)))
     else:
         done = downgrade_command(config, args.revision, drop_everything=args.yes_drop_everything)
-        out.print(f"database {done.url} downgraded from {done.before} to {done.after}")
+        out.print(plain(f"database {done.url} downgraded from {done.before} to {done.after}"))
     return 0
 
 

@@ -29,7 +29,9 @@ from watchkeeper.cli.common import (
     duration,
     int_in,
     names,
+    new_file,
     out,
+    plain,
     progress,
     split,
     workload_mix,
@@ -52,7 +54,7 @@ def cmd_sweep(args: argparse.Namespace, config: Config) -> int:
         taskset=Path(args.taskset) if args.taskset else None,
         per_category=args.per_category,
         identity_per_category=args.identity_per_category or None,
-        service_path=Path(args.service_file),
+        service_path=Path(args.service_file or "systemd/llama-server-speculative.service"),
         budget_min=args.budget,
         race=not args.no_race,
         max_tokens=args.max_tokens,
@@ -73,10 +75,10 @@ def cmd_sweep(args: argparse.Namespace, config: Config) -> int:
             out.print(f"for the mix {escape(rec.mix.text)}: {escape(rec.workload.text)}")
         if result.race is not None:
             for d in result.race.drops:
-                out.print(f"{d.arm}: {drop_status(d)}")
+                out.print(f"{plain(d.arm)}: {plain(drop_status(d))}")
             for c in result.race.decisions:
-                out.print(f"{c.category}: {c.pick} ({c.status})")
-        out.print(f"service file: {result.service_path}")
+                out.print(f"{plain(c.category)}: {plain(c.pick)} ({plain(c.status)})")
+        out.print(f"service file: {plain(result.service_path)}")
     return 0
 
 
@@ -126,7 +128,7 @@ def cmd_unit(args: argparse.Namespace, config: Config) -> int:
         print(result.text, end="")  # the unit itself, byte for byte, for a redirect
     else:
         what = "speculates" if result.speculates else "keeps the baseline"
-        out.print(f"wrote {result.path}: profile {result.profile} ({what})")
+        out.print(f"wrote {plain(result.path)}: profile {plain(result.profile)} ({plain(what)})")
     return 0
 
 
@@ -143,7 +145,9 @@ def cmd_report(args: argparse.Namespace, config: Config) -> int:
     if args.json:
         out.print_json(json.dumps(result.to_json()))
     else:
-        out.print(f"{result.kind} campaign {result.campaign_id} ({result.verdict}): {result.path}")
+        out.print(
+            plain(f"{result.kind} campaign {result.campaign_id} ({result.verdict}): {result.path}")
+        )
     return 0
 
 
@@ -181,8 +185,10 @@ def cmd_soak(args: argparse.Namespace, config: Config) -> int:
     if args.json:
         out.print_json(json.dumps(result.to_json()))
     else:
-        out.print(f"soak campaign {result.campaign_id} {result.status}: {result.verdict.headline}")
-        out.print(f"  sampling (load requests): {result.sampling.label()}")
+        out.print(
+            plain(f"soak campaign {result.campaign_id} {result.status}: {result.verdict.headline}")
+        )
+        out.print(f"  sampling (load requests): {plain(result.sampling.label())}")
         for line in (*result.verdict.reasons, *result.verdict.notes):
             out.print(f"  - {escape(line)}")
     if result.status == "interrupted":
@@ -296,7 +302,7 @@ def register(sub: Any) -> None:
     add_open_loop_options(p, "sweep")
     p.add_argument(
         "--service-file",
-        default="systemd/llama-server-speculative.service",
+        type=new_file,  # not a folder, no file in the way: checked before any server starts
         metavar="PATH",
         help="where to write the systemd unit (default: systemd/llama-server-speculative.service)",
     )
@@ -357,7 +363,9 @@ def register(sub: Any) -> None:
         help="the unit for one workload category: the sweep's pick for it (the baseline where "
         "it keeps the baseline)",
     )
-    p.add_argument("--output", metavar="PATH", help="write the unit here instead of printing it")
+    p.add_argument(
+        "--output", type=new_file, metavar="PATH", help="write the unit here, not to stdout"
+    )
     p.add_argument("--json", action="store_true", help="print the unit and its source as JSON")
     p.set_defaults(handler=cmd_unit)
 

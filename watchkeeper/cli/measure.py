@@ -23,6 +23,7 @@ from watchkeeper.cli.common import (
     names,
     out,
     output_file,
+    plain,
     progress,
     split,
 )
@@ -39,9 +40,11 @@ def cmd_setup(args: argparse.Namespace, config: Config) -> int:
     result = run_setup(
         config, models=args.model or None, profiles=args.profile or None, progress=progress
     )
-    out.print(f"llama-server: {result.binary.path} ({result.binary.version})")
+    out.print(f"llama-server: {plain(result.binary.path)} ({plain(result.binary.version)})")
     for model in result.models:
-        out.print(f"model {model.name}: {model.path} sha256 {model.sha256[:12]}…")
+        out.print(
+            f"model {plain(model.name)}: {plain(model.path)} sha256 {plain(model.sha256[:12])}…"
+        )
     from watchkeeper.server.cache import disk_figure
 
     out.print(disk_figure(config.server.resolved_cache_dir()).line())
@@ -83,8 +86,10 @@ def cmd_bundle(args: argparse.Namespace, config: Config) -> int:
         progress=progress,
     )
     out.print(
-        f"bundle: {len(bundle.files)} files, {bundle.size / (1 << 20):.0f} MiB in {bundle.root}; "
-        f"on the GPU host, with no network: sh {bundle.root}/install.sh [DEST]",
+        plain(
+            f"bundle: {len(bundle.files)} files, {bundle.size / (1 << 20):.0f} MiB in "
+            f"{bundle.root}; on the GPU host, with no network: sh {bundle.root}/install.sh [DEST]"
+        ),
         soft_wrap=True,
     )
     return 0
@@ -164,7 +169,7 @@ def _bench_ladder(args: argparse.Namespace, config: Config, shape: Any) -> int:
     else:
         for c in result.crossovers:
             out.print(escape(c.sentence))
-        out.print(f"wall time {result.wall_s / 60:.1f} min; report: {result.report_path}")
+        out.print(f"wall time {result.wall_s / 60:.1f} min; report: {plain(result.report_path)}")
     return 0
 
 
@@ -173,11 +178,12 @@ def cmd_import_tasks(args: argparse.Namespace, config: Config) -> int:
 
     done = import_tasks_command(Path(args.source), Path(args.out), fmt=args.format)
     counts = ", ".join(f"{k} {v}" for k, v in done.categories.items())
-    out.print(f"{done.tasks} tasks ({counts}) written to {done.out}")
+    out.print(f"{plain(done.tasks)} tasks ({plain(counts)}) written to {plain(done.out)}")
     return 0
 
 
 def cmd_profiles(args: argparse.Namespace, config: Config) -> int:
+    from watchkeeper.redaction import redact_json
     from watchkeeper.server.profiles import BUILTIN_PROFILES, all_profiles
 
     rows: list[dict[str, Any]] = []
@@ -185,7 +191,9 @@ def cmd_profiles(args: argparse.Namespace, config: Config) -> int:
         source = "config" if name in config.profiles else "built-in"
         if name in config.profiles and name in BUILTIN_PROFILES:
             source = "config (overrides built-in)"
-        rows.append({"name": name, "source": source, **profile.model_dump(exclude_none=True)})
+        # A url profile's URL may carry a password: shown masked, as every printer does.
+        dumped = redact_json(profile.model_dump(exclude_none=True))
+        rows.append({"name": name, "source": source, **dumped})
     if args.json:
         out.print_json(json.dumps(rows))
         return 0
@@ -194,7 +202,8 @@ def cmd_profiles(args: argparse.Namespace, config: Config) -> int:
         spec = f" spec={row['spec_type']}" if "spec_type" in row else ""
         n_max = f" n_max={row['draft_n_max']}" if "draft_n_max" in row else ""
         out.print(
-            f"{row['name']:<20} {row['model']}{draft}{spec}{n_max}  [dim]({row['source']})[/dim]"
+            escape(f"{row['name']:<20} {row['model']}{draft}{spec}{n_max}")
+            + f"  [dim]({row['source']})[/dim]"
         )
     return 0
 
@@ -234,7 +243,9 @@ def register(sub: Any) -> None:
     )
     add_common(p)
     p.add_argument("--dry-run", action="store_true", help="print the plan; run nothing")
-    p.add_argument("--profiles", metavar="A,B,...", help="arms (default: the four SmolLM2 ones)")
+    p.add_argument(
+        "--profiles", type=names, metavar="A,B,...", help="arms (default: the four SmolLM2 ones)"
+    )
     p.add_argument("--rounds", type=ROUNDS, default=3, help="measured rounds, at least 3 (CIs)")
     p.add_argument("--fit-context", type=FIT_CONTEXT, default=32768, metavar="N")
     p.add_argument(

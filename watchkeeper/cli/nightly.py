@@ -18,6 +18,7 @@ from watchkeeper.cli.common import (
     add_sampling,
     names,
     out,
+    plain,
     progress,
     split,
 )
@@ -55,10 +56,10 @@ def cmd_digest(args: argparse.Namespace, config: Config) -> int:
     if args.json:
         out.print_json(json.dumps(outcome.to_json()))
     else:
-        out.print(f"[bold]{outcome.digest.headline}[/bold]")
-        out.print(f"digest: {outcome.path}")
+        out.print(f"[bold]{plain(outcome.digest.headline)}[/bold]")
+        out.print(f"digest: {plain(outcome.path)}")
         if outcome.published:
-            out.print(outcome.published.message)
+            out.print(plain(outcome.published.message))
     return 0
 
 
@@ -69,7 +70,7 @@ def cmd_findings(args: argparse.Namespace, config: Config) -> int:
         if args.id is None:
             raise ConfigError(f"`findings {args.action}` needs a finding id")
         f = findings_decide(config, action=args.action, finding_id=args.id, note=args.note or "")
-        out.print(f"finding #{f.id} is now {f.status}: {f.title}")
+        out.print(f"finding #{plain(f.id)} is now {plain(f.status)}: {plain(f.title)}")
         return 0
     rows = findings_list(config, statuses=split(args.status))
     if args.json:
@@ -79,8 +80,10 @@ def cmd_findings(args: argparse.Namespace, config: Config) -> int:
     for r in rows if not args.json else []:
         state = "confirmed" if r["confirmed"] else "candidate"
         out.print(
-            f"#{r['id']:<5} {r['status']:<12} {r['kind']:<18} {state:<9} x{r['occurrences']}"
-            f"  {r['title']}"
+            plain(
+                f"#{r['id']:<5} {r['status']:<12} {r['kind']:<18} {state:<9} x{r['occurrences']}"
+                f"  {r['title']}"
+            )
         )
     return 0
 
@@ -104,15 +107,17 @@ def cmd_aa(args: argparse.Namespace, config: Config) -> int:
     rate = result.false_positive_rate
     low, high = data["false_positive_rate_ci95"]
     out.print(
-        f"A/A on {result.profile}: {len(result.flagged)} of {result.tested} judged series "
-        f"flagged ({share(rate)}, 95% CI {share(low)}-{share(high)}); "
-        f"{result.series - result.tested} with insufficient data"
+        plain(
+            f"A/A on {result.profile}: {len(result.flagged)} of {result.tested} judged series "
+            f"flagged ({share(rate)}, 95% CI {share(low)}-{share(high)}); "
+            f"{result.series - result.tested} with insufficient data"
+        )
     )
-    out.print(f"labels: {result.labels}")
+    out.print(f"labels: {plain(result.labels)}")
     for line in result.flagged:
-        out.print(f"  flagged: {line}")
+        out.print(f"  flagged: {plain(line)}")
     if result.environment_noise:
-        out.print(f"  the night read as environment noise: {result.environment_noise}")
+        out.print(f"  the night read as environment noise: {plain(result.environment_noise)}")
     return 0
 
 
@@ -133,7 +138,7 @@ def cmd_nightly(args: argparse.Namespace, config: Config) -> int:
         kind = "A/A night" if night.aa else "current vs reference"
         pinned = " (reference pinned tonight)" if night.pinned_now else ""
         out.print(
-            f"[bold]{night.profile}[/bold]: campaign {night.campaign_id}, {kind} "
+            f"[bold]{plain(night.profile)}[/bold]: campaign {night.campaign_id}, {kind} "
             f"#{night.reference_id}{pinned}"
         )
         for r in night.ratios:
@@ -144,9 +149,11 @@ def cmd_nightly(args: argparse.Namespace, config: Config) -> int:
             )
             mark = " confirmed" if r.confirmed else ""
             out.print(
-                f"  {r.category:<12} {r.estimate:.3f} {ci} {r.verdict}{mark} "
-                f"(n={r.n_pairs} pairs, {r.n_tasks} tasks x {r.n_rounds} rounds, "
-                f"threshold {r.threshold:.0%})"
+                plain(
+                    f"  {r.category:<12} {r.estimate:.3f} {ci} {r.verdict}{mark} "
+                    f"(n={r.n_pairs} pairs, {r.n_tasks} tasks x {r.n_rounds} rounds, "
+                    f"threshold {r.threshold:.0%})"
+                )
             )
             check = next((c for c in night.checks if c.category == r.category), None)
             if check is not None and check.describe():
@@ -155,16 +162,22 @@ def cmd_nightly(args: argparse.Namespace, config: Config) -> int:
             ci = f"[{r.low:.3f}, {r.high:.3f}]" if r.low is not None and r.high is not None else ""
             what = "reference p90 TTFT / current" if r.metric == "ttft_p90" else "current / ref"
             out.print(
-                f"  {r.metric:<12} {r.estimate:.3f} {ci} {r.verdict} ({what}; watched, not filed)"
+                plain(
+                    f"  {r.metric:<12} {r.estimate:.3f} {ci} {r.verdict} "
+                    f"({what}; watched, not filed)"
+                )
             )
         if night.report_path:
-            out.print(f"  report: {night.report_path}")
+            out.print(f"  report: {plain(night.report_path)}")
     for profile, fa in outcome.false_alarms:
         if fa.family_rate is not None:
             out.print(
-                f"{profile}: {fa.family_flagged} of {fa.nights} A/A nights with a confirmed flag "
-                f"in any series ({fa.family_rate:.1%}, Wilson CI {fa.family_low:.1%}-"
-                f"{fa.family_high:.1%}; target <= 1% per profile-night)"
+                plain(
+                    f"{profile}: {fa.family_flagged} of {fa.nights} A/A nights with a "
+                    f"confirmed flag in any series ({fa.family_rate:.1%}, "
+                    f"Wilson CI {fa.family_low:.1%}-"
+                    f"{fa.family_high:.1%}; target <= 1% per profile-night)"
+                )
             )
     return 0
 
@@ -178,7 +191,9 @@ def cmd_reference(args: argparse.Namespace, config: Config) -> int:
         ref = reference_pin(
             config, profile=args.profile, by=args.by, reason=args.reason or "", progress=progress
         )
-        out.print(f"reference #{ref.id} of {ref.profile} pinned by {ref.pinned_by}")
+        out.print(
+            f"reference #{plain(ref.id)} of {plain(ref.profile)} pinned by {plain(ref.pinned_by)}"
+        )
         return 0
     rows = reference_history(config, profile=args.profile, active_only=args.action == "show")
     if args.json:
@@ -188,9 +203,11 @@ def cmd_reference(args: argparse.Namespace, config: Config) -> int:
     for row in rows if not args.json else []:
         state = "active" if row["active"] else "retired"
         out.print(
-            f"#{row['id']} {row['profile']} {state}: pinned {row['pinned_at']} by "
-            f"{row['pinned_by']} ({row['reason'] or 'no reason given'}); {row['binary']}; "
-            f"model {str(row['model_sha256'])[:12]}; flags {row['config_hash']}"
+            plain(
+                f"#{row['id']} {row['profile']} {state}: pinned {row['pinned_at']} by "
+                f"{row['pinned_by']} ({row['reason'] or 'no reason given'}); {row['binary']}; "
+                f"model {str(row['model_sha256'])[:12]}; flags {row['config_hash']}"
+            )
         )
     return 0
 

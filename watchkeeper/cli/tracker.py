@@ -6,7 +6,7 @@ import argparse
 import json
 from typing import Any
 
-from watchkeeper.cli.common import POSITIVE_ID, add_common, add_sampling, out, progress
+from watchkeeper.cli.common import POSITIVE_ID, add_common, add_sampling, out, plain, progress
 from watchkeeper.config import Config
 from watchkeeper.errors import ConfigError
 
@@ -24,11 +24,11 @@ def cmd_triage(args: argparse.Namespace, config: Config) -> int:
         f"{len(outcome.closed)} closed, {len(outcome.decisions)} maintainer decision(s)"
     )
     if outcome.capped:
-        out.print(f"  {len(outcome.capped)} finding(s) wait for tomorrow (per-night cap)")
+        out.print(f"  {plain(len(outcome.capped))} finding(s) wait for tomorrow (per-night cap)")
     for line in outcome.decisions:
-        out.print(f"  decision: {line}")
+        out.print(f"  decision: {plain(line)}")
     for line in outcome.errors:
-        out.print(f"  [yellow]will retry next run:[/yellow] {line}")
+        out.print(f"  [yellow]will retry next run:[/yellow] {plain(line)}")
     return 0
 
 
@@ -47,7 +47,7 @@ def cmd_review_pr(args: argparse.Namespace, config: Config) -> int:
         out.print_json(json.dumps(outcome.to_json()))
         return 0
     for r in outcome.reviews:
-        out.print(f"PR #{r.number} @ {r.head_sha[:10]}: {r.status} — {r.detail}")
+        out.print(plain(f"PR #{r.number} @ {r.head_sha[:10]}: {r.status} — {r.detail}"))
     if not outcome.reviews:
         out.print("no pull request to review")
     return 0

@@ -16,8 +16,12 @@ from watchkeeper.cli.common import (
     add_common,
     int_in,
     names,
+    new_file,
     out,
+    plain,
     progress,
+    release,
+    release_or_latest,
     split,
 )
 from watchkeeper.config import Config
@@ -28,19 +32,23 @@ def cmd_cache(args: argparse.Namespace, config: Config) -> int:
 
     cache_dir = config.server.resolved_cache_dir()
     found = releases(cache_dir)
+    named = split(args.keep) or []
+    keep = {config.server.llama_cpp_version, *named}
+    # The plan (and its refusal of a --keep that is not cached) before anything is printed.
+    plan = prune_plan(found, keep=keep, recent=args.recent, named=named) if args.prune else []
     for r in found:
-        named = f"b{r.build_number}" if r.build_number is not None else "unnamed (build 0)"
+        build = f"b{r.build_number}" if r.build_number is not None else "unnamed (build 0)"
         state = "built" if r.built else "source only"
         used = r.last_used.strftime("%Y-%m-%d %H:%M") if r.last_used else "never"
         out.print(
-            f"{r.key:<22} {r.variant:<5} {named:<18} {state:<12} "
-            f"{r.size_bytes / 2**20:>7.0f} MiB  last used {used}"
+            plain(
+                f"{r.key:<22} {r.variant:<5} {build:<18} {state:<12} "
+                f"{r.size_bytes / 2**20:>7.0f} MiB  last used {used}"
+            )
         )
-    if args.prune:
-        keep = {config.server.llama_cpp_version, *(split(args.keep) or [])}
-        for doomed in prune_plan(found, keep=keep, recent=args.recent):
-            progress(f"removing {doomed.path} ({doomed.size_bytes / 2**20:.0f} MiB)")
-            remove(doomed, progress)
+    for doomed in plan:
+        progress(f"removing {doomed.path} ({doomed.size_bytes / 2**20:.0f} MiB)")
+        remove(doomed, progress)
     out.print(disk_figure(cache_dir).line())
     return 0
 
@@ -71,29 +79,31 @@ def cmd_bisect(args: argparse.Namespace, config: Config) -> int:
         out.print_json(json.dumps(run.to_json()))
         return 1 if failed else 0
     for line in steps_text(result.steps):
-        out.print(f"  {line}")
+        out.print(f"  {plain(line)}")
     if result.status == "found":
-        out.print(f"first bad release: {result.first_bad} ({result.tag})")
+        out.print(f"first bad release: {plain(result.first_bad)} ({plain(result.tag)})")
         if len(result.located) > 1:
             for step in result.located:
                 ci = (
                     f" (95% CI {step.low:.3f} to {step.high:.3f})" if step.low and step.high else ""
                 )
                 ratio = f"{step.estimate:.3f}{ci}" if step.estimate is not None else "—"
-                out.print(f"  step {step.release} ({step.tag}): {ratio} against {step.predecessor}")
+                out.print(
+                    plain(f"  step {step.release} ({step.tag}): {ratio} against {step.predecessor}")
+                )
     elif result.status == "no difference":
         out.print("no change at the ends: no release between them differs beyond the threshold")
         if result.nearest:
-            out.print(f"nearest releases to check: {', '.join(result.nearest)}")
+            out.print(f"nearest releases to check: {plain(', '.join(result.nearest))}")
     else:
-        out.print(f"inconclusive between {' and '.join(result.unresolved or ())}")
+        out.print(f"inconclusive between {plain(' and '.join(result.unresolved or ()))}")
     for line in run.link.lines():
-        out.print(f"tracker: {line}")
-    out.print(f"report: {run.report_path}  state: {run.state_path}")
+        out.print(f"tracker: {plain(line)}")
+    out.print(f"report: {plain(run.report_path)}  state: {plain(run.state_path)}")
     if run.link.failed:
         out.print("the result is safe in the report and the state file; rerun to post it")
     for note in result.notes:
-        out.print(f"  note: {note}")
+        out.print(f"  note: {plain(note)}")
     return 1 if failed else 0
 
 
@@ -117,12 +127,12 @@ def cmd_upgrade_check(args: argparse.Namespace, config: Config) -> int:
         push=args.push,
     )
     for v in check.verdicts:
-        out.print(f"{v.profile}: {v.verdict} — {v.reason}")
+        out.print(f"{plain(v.profile)}: {plain(v.verdict)} — {plain(v.reason)}")
         for line in v.flags.lines():
-            out.print(f"  {line}")
-    out.print(f"report: {check.report_path}")
+            out.print(f"  {plain(line)}")
+    out.print(f"report: {plain(check.report_path)}")
     if check.published is not None:
-        out.print(f"reports repository: {check.published.message}")
+        out.print(f"reports repository: {plain(check.published.message)}")
     return 0 if all(v.verdict in ("safe", "improvement") for v in check.verdicts) else 1
 
 
@@ -173,8 +183,12 @@ def register(sub: Any) -> None:
         "goes to the tracker issue of the regression finding it explains, once.",
     )
     add_common(p)
-    p.add_argument("--good", required=True, metavar="V", help="a release known to be good")
-    p.add_argument("--bad", required=True, metavar="V", help="a release known to be bad")
+    p.add_argument(
+        "--good", type=release, required=True, metavar="V", help="a release known to be good"
+    )
+    p.add_argument(
+        "--bad", type=release, required=True, metavar="V", help="a release known to be bad"
+    )
     _measure_options(p)
     p.add_argument("--rounds", type=ROUNDS, default=3, metavar="N", help="rounds per batch")
     p.add_argument("--max-rounds", type=ROUNDS, default=12, metavar="N", help="rounds per step")
@@ -186,7 +200,9 @@ def register(sub: Any) -> None:
         help="ranges bisected at most: the one asked about plus the second steps it shows",
     )
     p.add_argument("--json", action="store_true", help="print the result as JSON")
-    p.add_argument("--state", metavar="F", help="state file (default: data dir/bisect/...)")
+    p.add_argument(
+        "--state", type=new_file, metavar="F", help="state file (default: data dir/bisect/...)"
+    )
     p.add_argument(
         "--finding",
         type=POSITIVE_ID,
@@ -207,7 +223,13 @@ def register(sub: Any) -> None:
         "are safe/improvement.",
     )
     add_common(p)
-    p.add_argument("--to", default="latest", metavar="V", help="candidate: latest or a version")
+    p.add_argument(
+        "--to",
+        type=release_or_latest,
+        default="latest",
+        metavar="V",
+        help="candidate: latest or a version",
+    )
     _measure_options(p)
     p.add_argument("--rounds", type=ROUNDS, metavar="N", help="rounds (default: nightly.rounds)")
     p.add_argument(

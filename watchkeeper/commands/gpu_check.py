@@ -33,7 +33,7 @@ from watchkeeper.publish.gpu_check_lines import GpuCheckSummary, gpu_check_summa
 from watchkeeper.server.gguf import GgufError, read_context_length
 from watchkeeper.server.install import cached_binary, ensure_binary
 from watchkeeper.server.models import ModelStore
-from watchkeeper.server.profiles import SMOLLM2
+from watchkeeper.server.profiles import SMOLLM2, get_profile
 
 Progress = Callable[[str], None]
 
@@ -132,6 +132,14 @@ def plan_check(
             hint=f"--rounds {ROUNDS}",
         )
     config = check_config(config)
+    for name in profiles:  # the plan names real arms, a dry run included
+        get_profile(config, name)
+    if len(profiles) < 2 or len(set(profiles)) != len(profiles):
+        raise ConfigError(
+            f"gpu-check --profiles {','.join(profiles)}: needs a baseline and at least one "
+            "other arm, each named once",
+            hint=f"e.g. --profiles {','.join(PROFILES[:2])}",
+        )
     tasks = _categories(config) * per_category
     arms = len(profiles)
     passes = rounds + config.bench.warmup_rounds

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import shutil
 import socket
 import time
@@ -32,6 +33,8 @@ from watchkeeper.campaign.bench import execute_bench
 from watchkeeper.campaign.bench_plan import BenchPlan
 from watchkeeper.campaign.bench_report import finish_with_report
 from watchkeeper.config import Config, ModelConfig, ProfileConfig
+from watchkeeper.config.base import NAME_PATTERN
+from watchkeeper.config.inputs import parse_toml_text, read_text
 from watchkeeper.errors import ReviewError, TrackerError, TrackerPermanentError, WatchkeeperError
 from watchkeeper.load.records import RunResult
 from watchkeeper.load.tasks import load_taskset, select
@@ -90,11 +93,11 @@ def load_side(root: Path, rel: str, side: str) -> Side:
     """The profiles (and pinned models) one side of the PR defines, namespaced by side so that
     base and head can both be loaded into one config."""
     path = root / rel
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
+    if not path.exists():
         return Side({}, {})
-    except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+    try:  # a PR's file is hostile input: a symlink to /dev/zero is refused unread
+        data = parse_toml_text(read_text(path, f"{side}: {rel}", ReviewError, limit=1 << 20))
+    except (OSError, tomllib.TOMLDecodeError) as exc:
         raise ReviewError(f"{side}: {rel}: cannot read it ({exc})") from exc
     except RecursionError:
         raise ReviewError(f"{side}: {rel}: cannot read it (nested too deeply)") from None
@@ -109,6 +112,9 @@ def load_side(root: Path, rel: str, side: str) -> Side:
         }
     except ValidationError as exc:
         raise ReviewError(f"{side}: {rel}: {exc.errors()[0]['msg']}") from exc
+    bad = [n for n in (*models, *profiles) if not re.fullmatch(NAME_PATTERN, n)]
+    if bad:  # a name becomes a file name (its server log): no `../`
+        raise ReviewError(f"{side}: {rel}: {bad[0]!r} is not a name (letters, digits, . _ + -)")
     renamed_models = {
         f"{side}-{name}": m.model_copy(
             update={"path": str((root / Path(m.path).expanduser()).resolve())}

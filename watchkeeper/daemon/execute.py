@@ -24,7 +24,7 @@ from watchkeeper.daemon.logs import get_logger
 from watchkeeper.daemon.memory import release_free_memory
 from watchkeeper.daemon.metrics import DaemonMetrics
 from watchkeeper.errors import WatchkeeperError
-from watchkeeper.redaction import redact
+from watchkeeper.redaction import redact, redact_json
 from watchkeeper.store.db import Database
 from watchkeeper.store.jobs import JobStore
 from watchkeeper.store.runs import RunRows
@@ -156,7 +156,9 @@ class JobRunner:
             outcome, error = "failed", redact(f"{type(exc).__name__}: {exc}")
             log.error("job_crashed", traceback=traceback.format_exc())
         duration = time.monotonic() - started
-        details = {**result.details, "summary": result.summary}
+        # Stored, shown by `status` and logged: whatever a job put in its summary or details
+        # (a URL it checked) passes the one redactor first.
+        details = redact_json({**result.details, "summary": result.summary})
         if result.campaign_id is not None:
             details["campaign_id"] = result.campaign_id
         samples = result.samples
@@ -177,7 +179,7 @@ class JobRunner:
             outcome=outcome,
             duration_s=round(duration, 3),
             campaign_id=result.campaign_id,
-            summary=result.summary,
+            summary=details["summary"],
             error=error,
         )
         # The job's peak is over: without this the daemon's resting RSS is the highest peak

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import tomllib
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -29,9 +30,11 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from apscheduler.triggers.cron import CronTrigger
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from watchkeeper.config.base import Category
+from watchkeeper.config.base import VERSION_PATTERN, Category
 from watchkeeper.config.durations import parse_duration
+from watchkeeper.config.inputs import parse_toml_text, regular_file
 from watchkeeper.errors import ConfigError
+from watchkeeper.redaction import remember_urls_in
 
 Kind = Literal[
     "soak", "bench", "nightly", "digest", "triage", "review-pr", "health", "upgrade", "bisect"
@@ -98,7 +101,7 @@ class DigestArgs(_Strict):
 
 
 class UpgradeArgs(_Strict):
-    to: str = "latest"
+    to: Annotated[str, Field(pattern=f"^latest$|{VERSION_PATTERN}")] = "latest"
     profiles: Profiles | None = None
     """Default: [nightly] profiles."""
     rounds: Annotated[int, Field(ge=3, le=1000)] | None = None
@@ -211,6 +214,7 @@ def _problems(exc: ValidationError, prefix: str = "") -> str:
 
 
 def parse_job(name: str, data: dict[str, Any], *, source: str) -> JobDef:
+    remember_urls_in(data)  # a health job's URL: its password is masked wherever it shows
     try:
         raw = JobFile.model_validate(data)
     except ValidationError as exc:
@@ -273,8 +277,16 @@ def cron_fields(cron: str) -> dict[str, str]:
     return dict(zip(keys, parts, strict=True))
 
 
+_EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
+"""A fixed start for the "can it ever fire" test (never the wall clock: tests inject time)."""
+
+
 def _check_cron(raw: JobFile) -> None:
-    CronTrigger(**cron_fields(raw.cron), timezone=ZoneInfo(raw.timezone))
+    """The expression parses and fires at least once: `0 0 30 2 *` (30 February) parses but
+    never fires, and a job that can never run is a mistake, not a disabled job."""
+    trigger = CronTrigger(**cron_fields(raw.cron), timezone=ZoneInfo(raw.timezone))
+    if trigger.get_next_fire_time(None, _EPOCH) is None:
+        raise ValueError("no date matches it (e.g. 30 February, 31 April): it would never run")
 
 
 def load_jobs(directory: Path) -> list[JobDef]:
@@ -286,8 +298,9 @@ def load_jobs(directory: Path) -> list[JobDef]:
         )
     jobs = []
     for path in sorted(directory.glob("*.toml")):
+        regular_file(path, "job file", ConfigError)  # a FIFO named *.toml would hang the read
         try:
-            data = tomllib.loads(path.read_text(encoding="utf-8"))
+            data = parse_toml_text(path.read_text(encoding="utf-8"))
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"{path}: not valid TOML: {exc}", hint=_HINT) from None
         except RecursionError:

@@ -38,6 +38,7 @@ from watchkeeper.daemon.jobdefs import (
     UpgradeArgs,
 )
 from watchkeeper.errors import ConfigError
+from watchkeeper.redaction import redact_url
 from watchkeeper.server.process import check_external
 from watchkeeper.store.db import Database, masked
 from watchkeeper.tracker.bodies import digest_day
@@ -190,7 +191,7 @@ def health_job(config: Config, args: HealthArgs, ctx: JobContext) -> JobResult:
     server = args.url or config.server.resolved_external_url()
     if server:
         check_external(server, timeout_s=args.timeout_s)
-        checked.append(f"llama-server {server}")
+        checked.append(f"llama-server {redact_url(server)}")
     ctx.progress(f"healthy: {', '.join(checked)}")
     return JobResult(summary=f"healthy: {', '.join(checked)}", samples=0)
 

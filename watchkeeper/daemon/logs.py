@@ -13,7 +13,7 @@ from typing import Any, TextIO
 
 import structlog
 
-from watchkeeper.redaction import redact
+from watchkeeper.redaction import redact_json
 
 LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING}
 
@@ -29,7 +29,7 @@ def use_json(log_format: str, stream: TextIO) -> bool:
 def redact_event(_logger: Any, _method: str, event: dict[str, Any]) -> dict[str, Any]:
     """Every string of a log line through the one redactor: a job logs URLs (a server's, the
     database's, a git remote) and the journal is read by more people than the config file."""
-    return {k: redact(v) if isinstance(v, str) else v for k, v in event.items()}
+    return {k: redact_json(v) for k, v in event.items()}
 
 
 def configure(log_format: str = "auto", level: str = "info", stream: TextIO | None = None) -> None:

@@ -12,6 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from watchkeeper.config.inputs import read_text
 from watchkeeper.errors import TaskSetError
 from watchkeeper.load.records import Task
 
@@ -79,12 +80,7 @@ def parse_task(raw: Any, *, path: Path, line: int) -> Task:
 
 
 def load_taskset(path: Path) -> list[Task]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError as exc:
-        raise TaskSetError(f"{path}: task set file not found") from exc
-    except (OSError, UnicodeDecodeError) as exc:
-        raise TaskSetError(f"{path}: cannot read task set: {exc}") from exc
+    text = read_text(path, "task set", TaskSetError)
     tasks: list[Task] = []
     seen: dict[str, int] = {}
     for number, line in enumerate(text.splitlines(), start=1):
@@ -98,6 +94,8 @@ def load_taskset(path: Path) -> list[Task]:
             ) from exc
         except RecursionError:
             raise _fail(path, number, "<line>", "invalid JSON: nested too deeply") from None
+        except ValueError:  # Python's int digit limit: a number of thousands of digits
+            raise _fail(path, number, "<line>", "a number with thousands of digits") from None
         task = parse_task(raw, path=path, line=number)
         if task.id in seen:
             raise _fail(

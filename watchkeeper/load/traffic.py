@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from watchkeeper.config.inputs import parse_json, read_text
 from watchkeeper.errors import TaskSetError
 from watchkeeper.load.records import Task
 from watchkeeper.load.tasks import CATEGORIES
@@ -134,24 +135,24 @@ def import_sharegpt(path: Path, *, default_max_tokens: int = DEFAULT_MAX_TOKENS)
 def load_trace(path: Path) -> tuple[list[Task], list[float] | None]:
     """The trace's requests as tasks in arrival order, and their arrival offsets in seconds
     from the first (None when some line has no arrival time: nothing to replay)."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise TaskSetError(f"{path}: cannot read the trace: {exc}") from exc
+    text = read_text(path, "trace", TaskSetError)
     rows: list[tuple[float | None, int, Task]] = []
+    seen: dict[str, int] = {}
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip() or line.lstrip().startswith("#"):
             continue
         where = f"{path}:{number}"
-        try:
-            raw = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise TaskSetError(f"{where}: invalid JSON: {exc.msg}") from exc
-        except RecursionError:
-            raise TaskSetError(f"{where}: invalid JSON: nested too deeply") from None
+        raw = parse_json(line, where, TaskSetError)
         if not isinstance(raw, dict):
             raise TaskSetError(f"{where}: expected a JSON object")
-        rows.append((_arrival(raw, where), number, _trace_task(raw, where, len(rows))))
+        task = _trace_task(raw, where, len(rows))
+        if task.id in seen:  # a task set's ids are unique: refused here, not by its reader
+            raise TaskSetError(
+                f"{where}: id {task.id!r} is also the id of line {seen[task.id]}",
+                hint="every request of a trace needs its own id (or none: one is given)",
+            )
+        seen[task.id] = number
+        rows.append((_arrival(raw, where), number, task))
     if not rows:
         raise TaskSetError(f"{path}: the trace is empty")
     if all(a is not None for a, _, _ in rows):
@@ -166,6 +167,17 @@ def load_trace(path: Path) -> tuple[list[Task], list[float] | None]:
             )
         return [t for _, _, t in rows], offsets
     return [t for _, _, t in rows], None
+
+
+def check_replay(name: str, span_s: float, speed: float) -> None:
+    """A trace replayed at `speed` x its own pace must end within a year: refused before a
+    server starts (`--rate 1e-9` on a one-minute trace would run for centuries)."""
+    if span_s / speed > MAX_TRACE_SPAN_S:
+        raise TaskSetError(
+            f"{name}: replayed at --rate {speed:g} its {span_s:.3g} s take "
+            f"{span_s / speed / 86400:.3g} days, more than a year",
+            hint="with --trace, --rate is a speed factor (2: twice as fast)",
+        )
 
 
 def _arrival(raw: dict[str, Any], where: str) -> float | None:
@@ -203,14 +215,7 @@ def _trace_task(raw: dict[str, Any], where: str, index: int) -> Task:
 
 
 def _read_json(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError as exc:
-        raise TaskSetError(f"{path}: file not found") from exc
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise TaskSetError(f"{path}: cannot read JSON: {exc}") from exc
-    except RecursionError:
-        raise TaskSetError(f"{path}: cannot read JSON: nested too deeply") from None
+    return parse_json(read_text(path, "ShareGPT file", TaskSetError), str(path), TaskSetError)
 
 
 def taskset_lines(tasks: Sequence[Task]) -> str:

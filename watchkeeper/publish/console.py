@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from watchkeeper.analysis.benchmark import BenchResult, CategoryStats
@@ -12,6 +13,13 @@ from watchkeeper.analysis.summary import RunSummary
 from watchkeeper.checks.gap_floor import GapFloor
 from watchkeeper.format import MISSING, fixed, share, speedup
 from watchkeeper.publish.gpu_rows import gpu_measured, gpu_rows
+
+
+def plain(value: object) -> str:
+    """`value` as text rich prints as written: a stored title holding `[/INST]` or a path
+    with `[x]` in it is text, not markup (rich raised MarkupError on the first)."""
+    return escape(str(value))
+
 
 VERDICTS = ("identical", "near_tie", "batch_variance", "length_only", "unverified", "mismatch")
 
@@ -62,9 +70,9 @@ def print_run_summary(console: Console, result: RunView) -> None:
         acceptance,
     )
     console.print(table)
-    console.print(f"stored in {result.database}")
+    console.print(f"stored in {plain(result.database)}")
     if result.error:
-        console.print(f"[red]run error:[/red] {result.error}")
+        console.print(f"[red]run error:[/red] {plain(result.error)}")
 
 
 def _ci(stats: CategoryStats) -> str:
@@ -138,12 +146,14 @@ def print_bench(console: Console, result: BenchResult) -> None:
         verdicts = arm_stats.overall.verdicts
         if arm.role == "candidate" and verdicts:
             counts = ", ".join(f"{v} {verdicts[v]}" for v in VERDICTS if verdicts.get(v))
-            console.print(f"identity {arm.name}: {counts}")
+            console.print(f"identity {plain(arm.name)}: {plain(counts)}")
     floor = result.extras.get("noise_floor")
     if isinstance(floor, dict):
-        console.print(f"A/A on the baseline server: {GapFloor.from_json(floor).describe()}")
+        console.print(f"A/A on the baseline server: {plain(GapFloor.from_json(floor).describe())}")
     for arm, mode in sorted((result.extras.get("identity_modes") or {}).items()):
-        console.print(f"identity mode {arm}: {mode.get('mode')} ({mode.get('reason')})")
+        console.print(
+            f"identity mode {plain(arm)}: {plain(mode.get('mode'))} ({plain(mode.get('reason'))})"
+        )
     power = result.extras.get("identity_power") or {}
     for control in ("offline", "live"):
         if isinstance(power.get(control), dict):
@@ -154,6 +164,8 @@ def print_bench(console: Console, result: BenchResult) -> None:
             f"{share(result.control.identical_rate)} of {result.control.requests}"
         )
     for finding in result.findings:
-        console.print(f"[yellow]finding[/yellow] [{finding.severity}] {finding.title}")
+        console.print(
+            f"[yellow]finding[/yellow] [{plain(finding.severity)}] {plain(finding.title)}"
+        )
     if result.report_path:
-        console.print(f"report: {result.report_path}")
+        console.print(f"report: {plain(result.report_path)}")

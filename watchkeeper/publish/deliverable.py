@@ -25,6 +25,7 @@ from watchkeeper.analysis.racing_types import RaceState
 from watchkeeper.analysis.recommend import Recommendation
 from watchkeeper.analysis.stats import RatioCI
 from watchkeeper.config import ProfileConfig
+from watchkeeper.config.inputs import regular_file
 from watchkeeper.errors import ConfigError
 from watchkeeper.host.info import HostInfo
 from watchkeeper.publish.arm_recipe import DROPPED_FLAGS, ArmRecipe, arm_recipe, portable_flags
@@ -341,6 +342,8 @@ def write_record(path: Path, record: RecommendationRecord) -> Path:
 
 
 def read_record(path: Path) -> RecommendationRecord:
+    if path.exists():  # a FIFO or a device would hang the read or never end
+        regular_file(path, "recommendation record", ConfigError)
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import tempfile
 import textwrap
 from pathlib import Path
 from urllib.parse import quote
@@ -255,8 +256,17 @@ def _expected_keys() -> list[str]:
 
 
 def write_service(path: Path, text: str) -> Path:
+    """`text` in `path`, all or nothing: no `.tmp` stays behind when the write fails."""
+    if path.is_dir():
+        raise ConfigError(f"{path}: is a folder", hint="name the unit file to write in it")
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        os.fchmod(fd, 0o644)  # a unit is read by systemd and by whoever installs it
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.replace(name, path)
+    except BaseException:
+        Path(name).unlink(missing_ok=True)
+        raise
     return path

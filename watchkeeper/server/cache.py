@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+from watchkeeper.errors import ConfigError
 from watchkeeper.server.build import build_lock
 from watchkeeper.server.identity import MARKER
 from watchkeeper.server.sdist import version_key
@@ -119,10 +120,25 @@ def releases(cache_dir: Path) -> list[CachedRelease]:
 
 
 def prune_plan(
-    found: Iterable[CachedRelease], *, keep: set[str], recent: int = DEFAULT_KEEP_RECENT
+    found: Iterable[CachedRelease],
+    *,
+    keep: set[str],
+    recent: int = DEFAULT_KEEP_RECENT,
+    named: Iterable[str] = (),
 ) -> list[CachedRelease]:
     """The releases the policy removes: everything except the versions in `keep` and the
-    `recent` most recently used others (never used counts as oldest)."""
+    `recent` most recently used others (never used counts as oldest). A version the user
+    `named` to keep must be cached: a mistyped `--keep` would otherwise keep nothing and
+    prune the very release it meant to keep, so it is refused before anything is removed."""
+    found = list(found)
+    cached = {r.version for r in found} | {r.key for r in found}
+    missing = sorted(set(named) - cached)
+    if missing:
+        raise ConfigError(
+            f"--keep {', '.join(missing)}: not a cached release; nothing was removed",
+            hint="`watchkeeper cache` lists the cached releases (first column)",
+        )
+    keep = keep | {r.version for r in found if r.key in set(named)}
     others = [r for r in found if r.version not in keep]
     epoch = datetime.min.replace(tzinfo=UTC)
     others.sort(key=lambda r: r.last_used or epoch, reverse=True)

@@ -264,7 +264,13 @@ class ManagedServer:
 
     def stop(self, *, kill: bool = False) -> int | None:
         """SIGTERM, then SIGKILL after the grace period (at once with ``kill``: a server
-        that stopped answering will not shut down gracefully). Returns the exit code."""
+        that stopped answering will not shut down gracefully). Returns the exit code.
+
+        The signals go to the whole process group (the server starts in a session of its
+        own): `server.binary` may be a wrapper script (numactl, taskset, an env setup) that
+        runs llama-server as its child and does not forward SIGTERM, or ignores it. Signalling
+        only the wrapper's pid left llama-server running with the port held; the group
+        reaches both, and whatever of the group outlives the wrapper is stopped too."""
         if self._sampler is not None:
             self._sampler.sample()
             self._sampler.stop()
@@ -272,14 +278,13 @@ class ManagedServer:
         if proc is None:
             return None
         if proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                proc.send_signal(signal.SIGKILL if kill else signal.SIGTERM)
+            _signal_group(proc.pid, signal.SIGKILL if kill else signal.SIGTERM)
             try:
                 proc.wait(timeout=self._stop_timeout)
             except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    proc.kill()
+                _signal_group(proc.pid, signal.SIGKILL)
                 proc.wait(timeout=self._stop_timeout)
+        _stop_group(proc.pid, self._stop_timeout)
         return proc.returncode
 
     def __enter__(self) -> ManagedServer:
@@ -293,6 +298,37 @@ class ManagedServer:
         tb: TracebackType | None,
     ) -> None:
         self.stop()
+
+
+def _signal_group(pgid: int, sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)
+
+
+def _group_members(pgid: int) -> list[psutil.Process]:
+    """The live (not zombie) processes of process group `pgid`."""
+    found = []
+    for proc in psutil.process_iter():
+        try:
+            if os.getpgid(proc.pid) == pgid and proc.status() != psutil.STATUS_ZOMBIE:
+                found.append(proc)
+        except (ProcessLookupError, psutil.Error):
+            continue
+    return found
+
+
+def _stop_group(pgid: int, grace_s: float) -> None:
+    """The group's leader is gone: SIGTERM what is left of its group (a wrapper's child),
+    SIGKILL after `grace_s`, and wait until none is left (a killed process holds its port
+    until it is gone)."""
+    members = _group_members(pgid)
+    if not members:
+        return
+    _signal_group(pgid, signal.SIGTERM)
+    _, alive = psutil.wait_procs(members, timeout=grace_s)
+    if alive:
+        _signal_group(pgid, signal.SIGKILL)
+        psutil.wait_procs(alive, timeout=grace_s)
 
 
 def check_external(base_url: str, timeout_s: float = 5.0) -> None:

@@ -30,7 +30,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from watchkeeper.config.paths import project_root
 from watchkeeper.errors import ConfigError, StoreError, WatchkeeperError
 from watchkeeper.host.private import private_file
-from watchkeeper.redaction import redact_url
+from watchkeeper.redaction import redact_url, remember_url
 
 
 def masked(url: str) -> str:
@@ -66,24 +66,32 @@ def backend_name(url: str) -> str:
     """'sqlite' or 'postgresql': for callers that choose a mechanism by database (fleet locks)."""
     try:
         return _supported(url, make_url(_normalise(url)).get_backend_name())
-    except ArgumentError as exc:
+    except (ArgumentError, ValueError) as exc:
         raise StoreError(f"invalid database URL {masked(url)}: {exc}") from exc
 
 
 def sqlite_file(url: str) -> Path | None:
     """The file of a SQLite URL (None for Postgres and for an in-memory database)."""
-    parsed = make_url(_normalise(url))
+    try:
+        parsed = make_url(_normalise(url))
+    except (ArgumentError, ValueError):  # not a SQLite file; make_engine says what is wrong
+        return None
     if parsed.get_backend_name() != "sqlite" or not parsed.database:
         return None
     return None if parsed.database == ":memory:" else Path(parsed.database)
 
 
 def make_engine(url: str) -> Engine:
+    remember_url(url)  # the database edge: its password is masked wherever it turns up
     url = _normalise(url)
     try:
         parsed = make_url(url)
-    except ArgumentError as exc:
-        raise StoreError(f"invalid database URL {masked(url)}: {exc}") from exc
+    except (ArgumentError, ValueError) as exc:  # ValueError: a port that is not a number
+        detail = exc if isinstance(exc, ArgumentError) else "its port is not a number"
+        raise StoreError(
+            f"invalid database URL {masked(url)}: {detail}",
+            hint="e.g. postgresql://USER@HOST:5432/DB (the port a number)",
+        ) from exc
     _supported(url, parsed.get_backend_name())
     kwargs: dict[str, Any] = {"future": True}
     if parsed.get_backend_name() == "sqlite":

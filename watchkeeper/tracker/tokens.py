@@ -8,15 +8,41 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from watchkeeper.config.inputs import read_text
 from watchkeeper.config.tracker import TrackerConfig, valid_repository
 from watchkeeper.errors import ConfigError
+from watchkeeper.redaction import remember
 from watchkeeper.tracker import gitea, github
 from watchkeeper.tracker.forge import Forge
 from watchkeeper.tracker.http import ApiClient, RetryPolicy
+
+_TOKEN = re.compile(r"[\x21-\x7e]{1,1024}")
+"""One HTTP header value: printable ASCII without spaces (GitHub's and Gitea's tokens are)."""
+
+
+def _one_token(value: str, where: str) -> str:
+    """`value` remembered by the redactor, if it is exactly one token; else a refusal that
+    never quotes it (a second line, or a space, would otherwise reach the HTTP client, whose
+    "illegal header value" error echoes the whole value)."""
+    remember(value)
+    for line in value.splitlines():
+        remember(line.strip())
+    if "\n" in value or "\r" in value:
+        raise ConfigError(
+            f"{where}: holds more than one line",
+            hint="the token file holds the token alone, on one line",
+        )
+    if not _TOKEN.fullmatch(value):
+        raise ConfigError(
+            f"{where}: not a token (printable ASCII without spaces, at most 1024 characters)",
+            hint="the token file holds the token alone, on one line",
+        )
+    return value
 
 
 def load_token(config: TrackerConfig, environ: dict[str, str] | None = None) -> str:
@@ -24,24 +50,13 @@ def load_token(config: TrackerConfig, environ: dict[str, str] | None = None) -> 
     env = os.environ if environ is None else environ
     value = env.get(config.token_env, "").strip()
     if value:
-        return value
+        return _one_token(value, f"${config.token_env}")
     file_name = env.get(f"{config.token_env}_FILE", "") or config.token_file
     if file_name:
         path = Path(file_name).expanduser()
-        try:
-            value = path.read_text(encoding="utf-8").strip()
-        except OSError as exc:
-            raise ConfigError(
-                f"tracker token file {path}: cannot read it ({exc.strerror})",
-                hint="check tracker.token_file (or $" + config.token_env + "_FILE)",
-            ) from exc
-        except UnicodeDecodeError:
-            raise ConfigError(
-                f"tracker token file {path}: not UTF-8 text",
-                hint="check tracker.token_file (or $" + config.token_env + "_FILE)",
-            ) from None
+        value = read_text(path, "tracker token file", ConfigError, limit=1 << 16).strip()
         if value:
-            return value
+            return _one_token(value, f"tracker token file {path}")
         raise ConfigError(f"tracker token file {path} is empty")
     raise ConfigError(
         f"no tracker token: ${config.token_env} is not set and no token file is configured",
