@@ -320,7 +320,14 @@ def workload_choice(
     candidates = [a.name for a in result.arms if a.role == "candidate"]
     threshold = result.method.threshold
     speedups = [
-        mix_speedup(a, per_round(result, a), mix, threshold, per_task=per_task(result, a))
+        mix_speedup(
+            a,
+            per_round(result, a),
+            mix,
+            threshold,
+            per_task=per_task(result, a),
+            family=len(candidates),
+        )
         for a in candidates
     ]
     own = next((c for c in per_category if mix.categories == (c.category,)), None)
