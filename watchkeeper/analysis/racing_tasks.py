@@ -31,6 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats as scipy_stats
 
+from watchkeeper.analysis.racing_types import Table
 from watchkeeper.analysis.stats import CONFIDENCE, MIN_ROUNDS, Pair
 
 MIN_TASK_REPLICATES = 12
@@ -78,6 +79,23 @@ def task_interval(
         n,
         len({p.round for p in pairs}),
     )
+
+
+def arm_task_cis(table: Table, arms: Sequence[str], baseline: str) -> dict[str, TaskInterval]:
+    """Each arm's interval over tasks against the baseline, from every measured pair (only
+    where the set has `MIN_TASK_REPLICATES` tasks)."""
+    out = {}
+    for arm in arms:
+        if arm != baseline and (ci := task_interval(table.pairs(arm, baseline, None))):
+            out[arm] = ci
+    return out
+
+
+def task_ci_text(cis: dict[str, TaskInterval]) -> str:
+    """'ngram 1.04x (0.97-1.11), ... over 36 tasks': the CIs a short sweep still has."""
+    items = ", ".join(f"{a} {c.estimate:.2f}x ({c.low:.2f}-{c.high:.2f})" for a, c in cis.items())
+    tasks = max(c.tasks for c in cis.values())
+    return f"{items}, 95% CI over {tasks} tasks each paired back to back (analysis/racing_tasks)"
 
 
 @dataclass(frozen=True, slots=True)
