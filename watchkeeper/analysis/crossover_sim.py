@@ -100,15 +100,18 @@ def simulate_coverage(
     sd: float = 0.10,
     slopes: tuple[float, float] = (0.1, 0.3),
     levels: Sequence[float] = LEVELS,
+    truth_at: float | None = None,
 ) -> Coverage:
     """`ladders` synthetic ladders, the true crossover drawn log-uniformly between the second
-    and the second-to-last level, the slope (log ratio per doubling) uniformly from `slopes`."""
+    and the second-to-last level (or fixed at ``truth_at``: the coverage is conditional on
+    where it falls, about 95% on a measured level and near 100% midway between two), the slope
+    (log ratio per doubling) uniformly from `slopes`."""
     rng = np.random.default_rng(seed)
     lo, hi = math.log2(levels[1]), math.log2(levels[-2])
     covered = closed = closed_covered = non_monotone = 0
     widths: list[float] = []
     for _ in range(ladders):
-        truth = 2.0 ** rng.uniform(lo, hi)
+        truth = 2.0 ** rng.uniform(lo, hi) if truth_at is None else truth_at
         slope = float(rng.uniform(*slopes))
         hit, shut, bent, width = one_ladder(
             rng, truth, slope=slope, sd=sd, rounds=rounds, levels=levels
