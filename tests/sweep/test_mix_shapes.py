@@ -10,7 +10,13 @@ from dataclasses import replace
 
 import numpy as np
 
-from watchkeeper.analysis.workload_mix import MIN_MIX_TASKS, Mix, choose_for_mix, mix_speedup
+from watchkeeper.analysis.workload_mix import (
+    MIN_MIX_TASKS,
+    Mix,
+    choose_for_mix,
+    few_tasks_caveat,
+    mix_speedup,
+)
 
 CATEGORIES = ("code_edit", "prose", "tool_call")
 MIX = Mix(tuple((c, 1.0 / 3) for c in CATEGORIES))
@@ -79,3 +85,11 @@ def test_four_arms_identical_to_the_baseline_are_seldom_recommended() -> None:
             arms.append(mix_speedup(f"a{arm}", per_round, MIX, 0.03, per_task=per_task, family=4))
         picked += choose_for_mix(MIX, arms, {}).profile is not None
     assert picked <= 2
+
+
+def test_a_category_pick_from_few_tasks_says_what_they_cannot_support() -> None:
+    """One category's CI under bimodal task effects covered 59% at 3 tasks, 83% at 6 and 90%
+    at 12 (`benchmarks/category_shapes.py`): a pick from fewer than 12 says so, and what
+    would."""
+    assert "3 task(s) in a category" in few_tasks_caveat(3)
+    assert few_tasks_caveat(MIN_MIX_TASKS) == "" and few_tasks_caveat(None) == ""

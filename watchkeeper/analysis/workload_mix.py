@@ -335,14 +335,15 @@ class WorkloadChoice:
 def few_tasks_caveat(tasks: int | None) -> str:
     """What a few tasks a category cannot support, said beside a pick: the t interval over
     tasks assumes their effects are near-normal. Simulated (`benchmarks/mix_shapes.py`), with
-    30% of code edits at 2x and the rest 1x, the mix's 95% CI covered 59-72% at 3 tasks a
-    category, ~89% at 6 and 92-96% at 12."""
+    30% of code edits at 2x and the rest 1x, the mix's 95% CI covered 62-76% at 3 tasks a
+    category, ~88-90% at 6 and 91-95% at 12; one category's own CI (`recommend`'s picks,
+    `benchmarks/category_shapes.py`) 59%, 83% and 90%."""
     if tasks is None or tasks >= MIN_MIX_TASKS:
         return ""
     return (
         f"; with {tasks} task(s) in a category the interval holds only if the tasks' effects "
         f"are near-normal (uneven effects, as n-gram drafting has on code edits: coverage "
-        f"59-72% at 3 tasks); {MIN_MIX_TASKS} tasks a category would support it"
+        f"about 60% at 3 tasks); {MIN_MIX_TASKS} tasks a category would support it"
     )
 
 
