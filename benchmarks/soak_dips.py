@@ -17,6 +17,10 @@ Scenarios (the dip multiplies the block's aggregate throughput):
   server's own). Wanted: never `no drift`.
 - `stall -12% every 10th`: smaller stalls, which the slope alone resolves; a series with two
   or more dips kept is held unresolved (`depth.RECURRING_DIPS`).
+- `leak -10%`: a decline at the threshold itself (a `no drift` or `no slowdown` there is a
+  false resolution at the boundary).
+- `leak -10% as the host quietens +8%`: an unpaired series reads the product (-2.8%): its
+  absolute throughput cannot tell a leak from a host that got quieter; only a paired soak can.
 - `leak + 3 late dips`: a -6% decline over the soak and three -25% dips in its last fifth.
   Wanted: never `no drift`.
 
@@ -103,6 +107,11 @@ SCENARIOS: dict[str, tuple[SoakModel, Scenario]] = {
     "stall -12% every 10th": (MODEL, _every(10, 0.88)),
     "leak -6% + 3 late -25% dips": (replace(MODEL, trend=-0.06), _late),
     "leak -6%, no dips": (replace(MODEL, trend=-0.06), lambda m, o: (m, o)),
+    "leak -10% (the threshold)": (replace(MODEL, trend=-0.10), lambda m, o: (m, o)),
+    "leak -10% as the host quietens +8%": (
+        replace(MODEL, trend=(1 - 0.10) * 1.08 - 1),
+        lambda m, o: (m, o),
+    ),
 }
 
 
