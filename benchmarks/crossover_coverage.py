@@ -36,6 +36,27 @@ def main() -> None:
             f"| {sd:.2f} | {rounds} | {c.rate:.1%} | {c.closed / c.ladders:.0%} | "
             f"{c.closed_rate:.1%} | {c.non_monotone / c.ladders:.1%} | {width} doublings |"
         )
+    print("On SLO attainment (the rate ladder's default; issue 75): 30 requests a round, the")
+    print("difference falling 0.1-0.3 points a doubling, round logit sd shared / half own")
+    print("| logit sd | rounds | coverage | closed | coverage (closed) | non-monotone | width |")
+    print("|---|---|---|---|---|---|---|")
+    for sd, rounds in ((0.3, 3), (0.3, 5), (0.5, 5)):
+        c = simulate_coverage(args.ladders, seed=args.seed, sd=sd, rounds=rounds, metric="goodput")
+        width = f"{c.median_width_doublings:.2f}" if c.median_width_doublings else "-"
+        print(
+            f"| {sd:.1f} | {rounds} | {c.rate:.1%} | {c.closed / c.ladders:.0%} | "
+            f"{c.closed_rate:.1%} | {c.non_monotone / c.ladders:.1%} | {width} doublings |"
+        )
+    print("Conditional on where the true crossover falls (issue 75): on a measured level, or")
+    print("midway (in log load) between two")
+    print("| round sd | rounds | at level 4 | at 2.83 (between 2 and 4) | at 5.66 |")
+    print("|---|---|---|---|---|")
+    for sd, rounds in SETTINGS:
+        rates = [
+            simulate_coverage(args.ladders, seed=args.seed, sd=sd, rounds=rounds, truth_at=t).rate
+            for t in (4.0, 2.0**1.5, 2.0**2.5)
+        ]
+        print(f"| {sd:.2f} | {rounds} | " + " | ".join(f"{r:.1%}" for r in rates) + " |")
 
 
 if __name__ == "__main__":

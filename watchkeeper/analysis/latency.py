@@ -110,8 +110,9 @@ class LatencyStats:
     goodput_by_round: dict[int, float] = field(default_factory=dict)
     output_tps_by_round: dict[int, float] = field(default_factory=dict)
     by_round: dict[str, dict[int, float]] = field(default_factory=dict)
-    """Per-round figures the ladder pairs by round: `attainment` (share of requests good),
-    `ttft_p90`, `e2e_p90`, `acceptance`, `tokens_per_step`, `tokens_per_chunk`."""
+    """Per-round figures the ladder pairs by round: `attainment` (share of requests good) and
+    `requests` (how many it was read from: its binomial floor, load_compare), `ttft_p90`,
+    `e2e_p90`, `acceptance`, `tokens_per_step`, `tokens_per_chunk`."""
     attainment: Estimate | None = None
     """Share of the round's requests meeting the SLO, mean over rounds: defined (0) where a
     round has no good request, unlike goodput's ratio."""
@@ -339,6 +340,7 @@ def _per_round(
             "acceptance",
             "tokens_per_step",
             "tokens_per_chunk",
+            "requests",
         )
     }
     for rnd, samples in by_round.items():
@@ -346,6 +348,7 @@ def _per_round(
         n_good = sum(is_good(s, slo) for s in samples)
         if samples:
             out["attainment"][rnd] = n_good / len(samples)
+            out["requests"][rnd] = float(len(samples))
         if seconds > 0:
             out["goodput"][rnd] = n_good / seconds
             out["output_tps"][rnd] = (

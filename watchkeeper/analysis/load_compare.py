@@ -9,7 +9,10 @@ decides:
 - `goodput`: paired SLO attainment, the candidate's share of requests meeting the SLO minus
   the baseline's, paired by round, t interval over rounds. Unlike goodput's ratio it stays
   defined when a round has no good request (0 - 0 is a difference; 0 / 0 is not); pays
-  beyond `ATTAINMENT_THRESHOLD`.
+  beyond `ATTAINMENT_THRESHOLD`. Its half-width is never below the per-request binomial's
+  (`binomial_half`): rounds that all read the same difference (3 of 3 good in each arm)
+  gave a CI of one point in 20% of A/A levels at 3 requests a round (issue 75;
+  analysis/goodput_sim.py, `benchmarks/goodput_power.py`).
 - `e2e_p90`, `ttft_p90`: the baseline's per-round p90 over the candidate's (higher = better,
   as the nightly's tail series read), paired by round, t interval in log space.
 - `decode`: the bench's paired speed-up (tasks x rounds, analysis/stats.py).
@@ -116,7 +119,7 @@ def _rounds_needed(values: np.ndarray, null: float, threshold: float) -> int | N
     return None
 
 
-def _state(est: float, low: float, high: float, null: float, threshold: float) -> str:
+def state_of(est: float, low: float, high: float, null: float, threshold: float) -> str:
     if low > null and est > null + threshold:
         return "pays"
     if high < null and est < null - threshold:
@@ -124,12 +127,34 @@ def _state(est: float, low: float, high: float, null: float, threshold: float) -
     return "no clear difference"
 
 
+def binomial_half(
+    candidate: Sequence[float], baseline: Sequence[float], counts: Sequence[tuple[float, float]]
+) -> float:
+    """The floor under the attainment difference's half-width: the per-request binomial of
+    each arm's pooled share over its requests, each share shrunk by one good and one bad
+    request (Agresti-Coull style: 3 of 3 good reads 0.8, not a certain 1), at 95%. It is
+    what the rounds' spread cannot fall below however alike the rounds read."""
+    var = 0.0
+    for shares, side in ((candidate, 0), (baseline, 1)):
+        n = sum(c[side] for c in counts)
+        good = sum(a * c[side] for a, c in zip(shares, counts, strict=True))
+        p = (good + 1.0) / (n + 2.0)
+        var += p * (1.0 - p) / max(n, 1.0)
+    return float(scipy_stats.norm.ppf(0.5 + CONFIDENCE / 2.0)) * math.sqrt(var)
+
+
 def paired_reading(
-    metric: str, candidate: Mapping[int, float], baseline: Mapping[int, float]
+    metric: str,
+    candidate: Mapping[int, float],
+    baseline: Mapping[int, float],
+    *,
+    requests: tuple[Mapping[int, float], Mapping[int, float]] | None = None,
 ) -> Reading | None:
     """A per-round figure paired by round: the difference for `goodput` (SLO attainment),
     else the log ratio baseline / candidate (latency: lower is better). None: no shared round
-    (or a latency of 0)."""
+    (or a latency of 0). ``requests``: (candidate, baseline) requests per round, which floor
+    the attainment's half-width (`binomial_half`); without them a goodput interval of zero
+    width reads `no CI`."""
     shared = sorted(set(candidate) & set(baseline))
     if not shared:
         return None
@@ -150,7 +175,13 @@ def paired_reading(
         * values.std(ddof=1)
         / math.sqrt(values.size)
     )
-    state = _state(mean, mean - half, mean + half, null, threshold)
+    if metric == "goodput" and requests is not None:
+        counts = [(requests[0].get(r, 0.0), requests[1].get(r, 0.0)) for r in shared]
+        floor = binomial_half([candidate[r] for r in shared], [baseline[r] for r in shared], counts)
+        half = max(half, floor)
+    state = state_of(mean, mean - half, mean + half, null, threshold)
+    if metric == "goodput" and half <= 0:
+        state = "no CI"  # equal differences every round, and no request counts to floor them
     if metric == "goodput" and all(candidate[r] == 0 and baseline[r] == 0 for r in shared):
         state = "neither meets the SLO"
     needed = _rounds_needed(values, null, threshold) if state == "no clear difference" else None
@@ -190,7 +221,15 @@ def level_readings(
             found.append(None)
             continue
         key = "attainment" if metric == "goodput" else metric
-        found.append(paired_reading(metric, cand.by_round.get(key, {}), base.by_round.get(key, {})))
+        counts = (cand.by_round.get("requests", {}), base.by_round.get("requests", {}))
+        found.append(
+            paired_reading(
+                metric,
+                cand.by_round.get(key, {}),
+                base.by_round.get(key, {}),
+                requests=counts if metric == "goodput" else None,
+            )
+        )
     return tuple(r for r in found if r is not None)
 
 

@@ -30,6 +30,7 @@ from watchkeeper.analysis.workload_mix import (
     MixSpeedup,
     WorkloadChoice,
     choose_for_mix,
+    few_tasks_caveat,
     mix_speedup,
     task_set_mix,
 )
@@ -236,7 +237,7 @@ def _choose(category: str, stats: Sequence[CategoryStats], excluded: dict[str, s
         best.speedup.low,
         best.speedup.high,
         "highest lower 95% CI bound among profiles called faster (CI above 1.0, estimate "
-        f"beyond {best.speedup.threshold:.0%})",
+        f"beyond {best.speedup.threshold:.0%}){few_tasks_caveat(best.speedup.n_clusters)}",
         best.arm,
         best.speedup.estimate,
         best.speedup.low,
@@ -320,7 +321,14 @@ def workload_choice(
     candidates = [a.name for a in result.arms if a.role == "candidate"]
     threshold = result.method.threshold
     speedups = [
-        mix_speedup(a, per_round(result, a), mix, threshold, per_task=per_task(result, a))
+        mix_speedup(
+            a,
+            per_round(result, a),
+            mix,
+            threshold,
+            per_task=per_task(result, a),
+            family=len(candidates),
+        )
         for a in candidates
     ]
     own = next((c for c in per_category if mix.categories == (c.category,)), None)

@@ -7,6 +7,14 @@ of the baseline's time, so the whole workload's speed-up is the weighted harmoni
 S = 1 / sum_c(w_c / s_c). An arithmetic mean of speed-ups would credit a 2x category with
 time it never saved.
 
+Within a category, s_c is the *geometric* mean of its tasks' speed-ups: each task counts once,
+whatever its length (the per-category statistics' own estimand). That is not the category's
+time-weighted speed-up (a harmonic mean weighted by tokens), which a unit serving those very
+tasks would see: for an arm uneven across tasks (n-gram drafting, 2x on some edits and 1x on
+the rest) the geometric mean reads 4-6% above it (issue 75). The simulations' truth
+(`benchmarks/mix_coverage.py`, `benchmarks/mix_shapes.py`) is computed the same way: exp of
+the mean task log effect per category, harmonic across categories.
+
 Replicates are rounds *and* tasks, as in each category's own CI (analysis/floor.py). One
 round's disturbance moves every task of that round at once (one round read 0.871 across all
 tasks on this host), so requests within a round are not independent: each measured round r
@@ -52,6 +60,11 @@ from watchkeeper.analysis.stats import (
 TASK_SET = "the task set's own proportions (measured tasks per category)"
 """`Mix.source` of the default mix."""
 GIVEN = "--mix"
+MIN_MIX_TASKS = 12
+"""Tasks a category from which the mix's interval held 90% or more under bimodal task
+effects (`few_tasks_caveat`)."""
+FAMILY_ALPHA = 0.05
+"""The recommendation's family-wise error over the arms it chooses among (Bonferroni)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,6 +167,12 @@ class MixSpeedup:
     """Weighted categories this arm has no per-round value for at all."""
     few_tasks: tuple[str, ...] = ()
     """Weighted categories with fewer than two tasks: no task spread, so no CI."""
+    min_tasks: int | None = None
+    """The fewest tasks in a weighted category (None: no task term)."""
+    family_low: float | None = None
+    """The lower bound at 1 - 0.05 / arms (Bonferroni over the arms the mix chooses among):
+    what `choose_for_mix` requires above 1, so four arms identical to the baseline are not
+    recommended 5% of the time (`benchmarks/mix_coverage.py --family`)."""
 
     @property
     def has_ci(self) -> bool:
@@ -225,6 +244,7 @@ def mix_speedup(
     *,
     per_task: Mapping[str, Sequence[float]] | None = None,
     min_rounds: int = MIN_ROUNDS,
+    family: int = 1,
 ) -> MixSpeedup:
     """``per_round``: category -> round -> that round's speed-up (a geometric mean of the
     category's paired ratios). S_r = 1 / sum_c(w_c / s_{c,r}) for each round that measured
@@ -274,6 +294,10 @@ def mix_speedup(
                 round_values=tuple(values), few_tasks=few,
             )  # fmt: skip
         lo, hi = floor.interval()
+    guard = lo
+    if family > 1:
+        wide = 1.0 - FAMILY_ALPHA / family
+        guard = log_t_interval(logs, wide)[0] if floor is None else floor.interval(wide)[0]
     low, high = float(np.exp(lo)), float(np.exp(hi))
     verdict = classify(estimate, low, high, threshold)
     needed: int | None = None
@@ -291,6 +315,8 @@ def mix_speedup(
         threshold,
         rounds_needed=needed,
         round_values=tuple(values),
+        family_low=float(np.exp(guard)),
+        min_tasks=min(len(per_task.get(c, ())) for c in mix.categories) if per_task else None,
     )
 
 
@@ -312,13 +338,32 @@ class WorkloadChoice:
         return f"keep the baseline ({self.reason})"
 
 
+def few_tasks_caveat(tasks: int | None) -> str:
+    """What a few tasks a category cannot support, said beside a pick: the t interval over
+    tasks assumes their effects are near-normal. Simulated (`benchmarks/mix_shapes.py`), with
+    30% of code edits at 2x and the rest 1x, the mix's 95% CI covered 62-76% at 3 tasks a
+    category, ~88-90% at 6 and 91-95% at 12; one category's own CI (`recommend`'s picks,
+    `benchmarks/category_shapes.py`) 59%, 83% and 90%."""
+    if tasks is None or tasks >= MIN_MIX_TASKS:
+        return ""
+    return (
+        f"; with {tasks} task(s) in a category the interval holds only if the tasks' effects "
+        f"are near-normal (uneven effects, as n-gram drafting has on code edits: coverage "
+        f"about 60% at 3 tasks); {MIN_MIX_TASKS} tasks a category would support it"
+    )
+
+
 def choose_for_mix(
     mix: Mix, speedups: Sequence[MixSpeedup], excluded: Mapping[str, str]
 ) -> WorkloadChoice:
     """Among arms not excluded, those called faster: the highest lower bound. Otherwise keep
     the baseline, naming the best estimate and what would settle it."""
     eligible = [s for s in speedups if s.arm not in excluded]
-    faster = [s for s in eligible if s.verdict == "faster" and s.low is not None]
+    faster = [
+        s
+        for s in eligible
+        if s.verdict == "faster" and s.low is not None and (s.family_low or s.low) > 1.0
+    ]
     if faster:
         best = max(faster, key=lambda s: (s.low or 0.0, s.arm))
         return WorkloadChoice(
@@ -326,7 +371,7 @@ def choose_for_mix(
             best.arm,
             best,
             "highest lower 95% CI bound among settings called faster for the mix (CI above "
-            f"1.0, estimate beyond {best.threshold:.0%})",
+            f"1.0, estimate beyond {best.threshold:.0%}){few_tasks_caveat(best.min_tasks)}",
             tuple(speedups),
         )
     # Faster with confidence but disqualified: say why, or the reader thinks it was noise.
@@ -334,6 +379,12 @@ def choose_for_mix(
         f"; {s.arm} {s.text} is excluded by {excluded[s.arm]}"
         for s in speedups
         if s.arm in excluded and s.verdict == "faster"
+    )
+    barred += "".join(
+        f"; {s.arm} reads faster on its own 95% CI but not across the arms compared (its "
+        f"family-wise lower bound {s.family_low:.2f})"
+        for s in eligible
+        if s.verdict == "faster" and s.family_low is not None and s.family_low <= 1.0
     )
     measured = [s for s in eligible if s.estimate is not None]
     if not measured:

@@ -21,6 +21,7 @@ from watchkeeper.analysis.racing import (
     start,
 )
 from watchkeeper.analysis.racing_gates import ceiling_drops, idle_drops
+from watchkeeper.analysis.racing_tasks import TaskInterval, arm_task_cis, task_ci_text
 from watchkeeper.analysis.racing_types import (
     Ceiling,
     Cell,
@@ -160,6 +161,9 @@ class Racer:
         self.stop_reason = ""
         self.unprobed: dict[str, str] = {}
         """Surviving arms left out of the identity probes, and why."""
+        self.task_cis: dict[str, TaskInterval] = {}
+        """Where the budget stopped the race short of a CI over rounds on a large task set:
+        each arm's CI over its tasks (analysis/racing_tasks.py)."""
         self.budget_hint = ""
         """Where the budget stopped the race before any CI existed: what budget would have
         reached one (the report's "what would change the answer")."""
@@ -192,6 +196,16 @@ class Racer:
                     f"short of the {self.settings.min_rounds} a CI needs, so no arm has one; "
                     f"`--budget {budget_text(need)}` would reach them at this pace"
                 )
+                # Issue 75 planning hook: a large task set answers from its tasks instead.
+                self.task_cis = arm_task_cis(Table(cells_of(runs)), self.state.active, base)
+                if self.task_cis:
+                    self.budget_hint = (
+                        f"more rounds for a CI over rounds: this sweep stopped after "
+                        f"{self.state.rounds} round(s), short "
+                        f"of the {self.settings.min_rounds} it needs; over its tasks each arm "
+                        f"has one: {task_ci_text(self.task_cis)}"
+                    )
+                    self.progress(f"race: CIs over tasks: {task_ci_text(self.task_cis)}")
             self.progress(
                 f"race: stop after round {self.state.rounds}: {why}; identity probes for "
                 + ", ".join(probed)

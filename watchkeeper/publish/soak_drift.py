@@ -37,7 +37,11 @@ def drift_entries(series: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
                     "verdict": depth["verdict"],
                     "blocks": depth["blocks"],
                     "autocorrelation": depth["autocorrelation"],
-                    **{k: depth[k] for k in ("warmup_blocks", "work_requests") if k in depth},
+                    **{
+                        k: depth[k]
+                        for k in ("warmup_blocks", "work_requests", "slope_verdict", "dips")
+                        if k in depth
+                    },
                 }
             )
         elif "throughput_drift" in e:
@@ -126,19 +130,30 @@ def unresolved_text(s: Mapping[str, Any]) -> str | None:
     if not unresolved:
         return "; ".join(unjudged) or None
     threshold = drift_threshold_of(s)
+    # A series held unresolved by recurring dips (soak/dips.py) does not reach past anything.
+    dipped = [d for d in unresolved if "slope_verdict" in d]
+    unresolved = [d for d in unresolved if "slope_verdict" not in d]
+    recurring = [
+        f"{d['profile']} at concurrency {d['concurrency']}: {len(d.get('dips') or ())} blocks "
+        f"fell off and came back, which nothing outside the server explains (its slope alone "
+        f"reads {d['slope_verdict']}, {d['change']:+.0%}, 95% CI {_pct(d['ci95'])})"
+        for d in dipped
+    ]
     items = "; ".join(
         f"{d['profile']} at concurrency {d['concurrency']} {d['change']:+.0%} "
         f"(95% CI {_pct(d['ci95'])}{_blocks_needed(d, threshold)})"
         for d in unresolved
     )
-    return "; ".join(
+    reach = (
         [
             f"throughput drift not resolved in {s.get('duration')}: {items} reaches past the "
             f"-{threshold:.0%} threshold (docs/soak.md, "
-            '"Soaking the sweep\'s recommendation")',
-            *unjudged,
+            '"Soaking the sweep\'s recommendation")'
         ]
+        if unresolved
+        else []
     )
+    return "; ".join([*reach, *recurring, *unjudged])
 
 
 def _blocks_needed(d: Mapping[str, Any], threshold: float) -> str:

@@ -78,16 +78,22 @@ def series_trends(
     for s in samples:
         if not s.is_probe and s.error is None:
             groups[(s.profile, s.concurrency)].append(s)
+    by_series = {key: block_rows(rows, origin, block_s=block_s) for key, rows in groups.items()}
     for (profile, conc), rows in sorted(groups.items()):
         entry = _series_entry(profile, conc, rows, origin, slice_s)
-        entry["block_rows"] = block_rows(rows, origin, block_s=block_s)
+        entry["block_rows"] = by_series[(profile, conc)]
+        # The other profiles' blocks: what may explain a dip (soak/dips.py).
+        others = [r for (p, _), r in sorted(by_series.items()) if p != profile]
         name = f"{profile} c{conc}"
         if profile in paired:
             entry["drift_judged"] = "paired"
         elif conc > 1:
             entry["drift_judged"] = "aggregate"
             entry["depth_drift"] = series_drift(
-                entry["block_rows"], threshold=cfg.drift_threshold, floor=cfg.autocorrelation_floor
+                entry["block_rows"],
+                threshold=cfg.drift_threshold,
+                floor=cfg.autocorrelation_floor,
+                others=others,
             )
             reason, note = depth_lines(name, entry["depth_drift"], len(entry["block_rows"]))
             reasons.extend(reason)

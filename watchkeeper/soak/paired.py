@@ -128,50 +128,87 @@ SIZING_POWER = 0.8
 """A longer soak is sized to decide 8 times in 10, not half the time."""
 SIZING_REPS = 200
 MAX_SIZED_PAIRS = 400
+SIGMA_CONFIDENCE = 0.8
+"""The range's upper end sizes at the spread's 80% upper confidence bound (chi-square on the
+series' effective degrees of freedom): six pairs estimate a spread within a factor ~2."""
+MIN_LAG1_PAIRS = 30
+"""From this many pairs the sizing reads the series' own lag-1 (bias-corrected, floored);
+below, it is fixed at the configured floor: from 6 pairs the estimate scatters by +-0.4 and
+moved the old hint several-fold from draw to draw."""
+MIN_SIZING_PAIRS = 8
+"""Below this many pairs a hint never says "not even `MAX_SIZED_PAIRS`": the spread is not
+known well enough to give up on a longer soak."""
 
 
-def pairs_needed(logs: Sequence[float], *, threshold: float, floor: float) -> int | None:
+class Sizing(NamedTuple):
+    """How many process pairs would decide a ratio: at its point spread (`low`) and at the
+    spread's upper confidence bound (`high`). None: more than `MAX_SIZED_PAIRS`."""
+
+    low: int | None
+    high: int | None
+
+
+def pairs_needed(logs: Sequence[float], *, threshold: float, floor: float) -> Sizing | None:
     """How many process pairs would decide an `inconclusive` ratio 8 times in 10, if its
-    estimate, its spread and its correlation (as the interval used it) hold: the operator's
-    next step is a longer soak, and "inconclusive" alone does not say how much longer.
+    estimate holds, as a range: the operator's next step is a longer soak, and "inconclusive"
+    alone does not say how much longer.
 
     By simulation, not by formula: at few pairs the bias-corrected, floored lag-1 and the t
     quantile's degrees of freedom vary from series to series, and a power formula with point
-    values under-sizes short soaks (8 pairs for a 0.95x build at 3% sd: 67% decided, where
-    this hints 13: 96%; tests/soak/test_soak_interval.py). So AR(1) series of m pairs are drawn
-    at the estimate, its spread and the correlation the interval used, and judged by the
-    interval itself; m is the smallest reaching SIZING_POWER (common random numbers: the same
-    draws for every m, all rows judged at once: about 10 ms). None: more than MAX_SIZED_PAIRS."""
+    values under-sizes short soaks. AR(1) series of m pairs are drawn at the estimate and a
+    spread, and judged by the interval itself; m is the smallest reaching SIZING_POWER (common
+    random numbers: the same draws for every m, all rows judged at once).
+
+    What it no longer reads from the few pairs it has (issue 75): their own lag-1 estimate
+    (below `MIN_LAG1_PAIRS` the draws and the spread's correction use the configured
+    ``floor``, fixed), and a single
+    spread: the range runs from the point spread to its `SIGMA_CONFIDENCE` upper bound. Sized
+    from 6 pairs of a series that 14 pairs decide, the old single hint ran 7 to 400+ over 20
+    draws and gave up ("not even 400") in some; `benchmarks/pairs_needed_scatter.py`. None
+    below 2 pairs."""
     x = np.asarray(logs, float)
-    if x.size < 2:
+    n = x.size
+    if n < 2:
         return None
-    rows = _ar1_rows(x, floor, CONFIDENCE)
-    mean, r_used, sigma = float(rows.mean), float(rows.r), math.sqrt(float(rows.variance))
+    r = floor
+    if n >= MIN_LAG1_PAIRS:  # enough pairs for the series' own lag-1, bias-corrected
+        r_hat = lag1(x)
+        r = min(MAX_AUTOCORRELATION, max(floor, r_hat + (1.0 + 4.0 * r_hat) / n))
+    k = np.arange(1, n)
+    c = 1.0 + 2.0 * float(((1.0 - k / n) * r**k).sum())
+    sigma = math.sqrt(float(x.var(ddof=1)) * (n - 1) / max(n - c, 0.5))
+    df = max(n / c - 1.0, 1.0)
+    upper = sigma * math.sqrt(df / float(scipy_stats.chi2.ppf(1.0 - SIGMA_CONFIDENCE, df)))
+    mean = float(x.mean())
     band = math.log1p(threshold)
     want = "no change" if abs(mean) < band else ("slower" if mean < 0 else "faster")
     # Drawn once at the longest length: a soak of m pairs is the first m of each row.
     series = np.random.default_rng(0).standard_normal((SIZING_REPS, MAX_SIZED_PAIRS))
     for t in range(1, MAX_SIZED_PAIRS):
-        series[:, t] = r_used * series[:, t - 1] + math.sqrt(1.0 - r_used**2) * series[:, t]
+        series[:, t] = r * series[:, t - 1] + math.sqrt(1.0 - r**2) * series[:, t]
 
-    def power(m: int) -> float:
-        drawn = _ar1_rows(mean + sigma * series[:, :m], floor, CONFIDENCE)
-        hits = sum(
-            classify(math.exp(mu), math.exp(mu - h), math.exp(mu + h), threshold) == want
-            for mu, h in zip(drawn.mean.tolist(), drawn.half.tolist(), strict=True)
-        )
-        return hits / SIZING_REPS
+    def fewest(spread: float) -> int | None:
+        def power(m: int) -> float:
+            drawn = _ar1_rows(mean + spread * series[:, :m], floor, CONFIDENCE)
+            hits = sum(
+                classify(math.exp(mu), math.exp(mu - h), math.exp(mu + h), threshold) == want
+                for mu, h in zip(drawn.mean.tolist(), drawn.half.tolist(), strict=True)
+            )
+            return hits / SIZING_REPS
 
-    fewest, most = MIN_CYCLES, MAX_SIZED_PAIRS
-    if power(most) < SIZING_POWER:
-        return None
-    while fewest < most:
-        mid = (fewest + most) // 2
-        if power(mid) >= SIZING_POWER:
-            most = mid
-        else:
-            fewest = mid + 1
-    return fewest
+        low, high = MIN_CYCLES, MAX_SIZED_PAIRS
+        if power(high) < SIZING_POWER:
+            return None
+        while low < high:
+            mid = (low + high) // 2
+            if power(mid) >= SIZING_POWER:
+                high = mid
+            else:
+                low = mid + 1
+        return low
+
+    point = fewest(sigma)
+    return Sizing(point, fewest(upper) if point is not None else None)
 
 
 def cycle_length(params: dict[str, Any]) -> int:
@@ -377,8 +414,9 @@ def _ratio_verdict(
         "ci95": [low, high],
         "half_width": math.sqrt(high / low) - 1.0,
         "pairs_needed": (
-            pairs_needed(values, threshold=threshold, floor=autocorrelation_floor)
+            list(sizing)
             if verdict == "inconclusive"
+            and (sizing := pairs_needed(values, threshold=threshold, floor=autocorrelation_floor))
             else None
         ),
         "autocorrelation": {"estimate": interval.r_estimate, "used": interval.r_used},

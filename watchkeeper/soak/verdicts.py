@@ -25,6 +25,8 @@ from watchkeeper.soak.drift import Lines, pair_drift, pair_lines, paired_arms, s
 from watchkeeper.soak.paired import (
     MAX_SIZED_PAIRS,
     MIN_CYCLES,
+    MIN_SIZING_PAIRS,
+    SIGMA_CONFIDENCE,
     SIZING_POWER,
     cold_blocks,
     reference_ratios,
@@ -215,16 +217,32 @@ def _reference_lines(paired: Sequence[dict[str, Any]]) -> Lines:
 
 
 def _sizing(entry: dict[str, Any]) -> str:
-    """What would decide an inconclusive ratio (soak.paired.pairs_needed), in pairs and in
-    this soak's length: the one figure an operator needs to plan the next soak."""
-    m, n = entry.get("pairs_needed"), entry["n_pairs"]
-    if m is None:
+    """What would decide an inconclusive ratio (soak.paired.pairs_needed), as a range of pairs
+    (the point spread to its upper confidence bound) and of this soak's length: the one figure
+    an operator needs to plan the next soak. A soak judged before the range (one number) reads
+    as a range of one."""
+    sized, n = entry.get("pairs_needed"), entry["n_pairs"]
+    low, high = (sized, sized) if not isinstance(sized, list) else sized
+    if low is None:
+        if n < MIN_SIZING_PAIRS:
+            return (
+                f"; {n} pairs cannot size a longer soak (at their point spread it would take "
+                f"more than {MAX_SIZED_PAIRS}): soak {MIN_SIZING_PAIRS} or more and read the "
+                "hint again"
+            )
         return (
             f"; at this noise not even {MAX_SIZED_PAIRS} process pairs would decide it "
             f"{_power_text()}"
         )
+    if high == low:
+        pairs, times = f"{low}", f"{low / n:.1f}"
+    elif high is None:
+        pairs, times = f"{low}-{MAX_SIZED_PAIRS}+", f"{low / n:.1f}+"
+    else:
+        pairs, times = f"{low}-{high}", f"{low / n:.1f}-{high / n:.1f}"
     return (
-        f"; at this noise about {m} process pairs ({m / n:.1f}x this soak) would decide it "
+        f"; at this noise about {pairs} process pairs ({times}x this soak; the upper end if "
+        f"its spread is at its {SIGMA_CONFIDENCE:.0%} upper bound) would decide it "
         f"{_power_text()} if its {entry['estimate']:.3f}x holds"
     )
 
