@@ -51,6 +51,7 @@ WALK: dict[str, list[str]] = {
     "profiles": ["profiles"],
     "sweep": ["sweep", "--profile", "ext"],
     "unit": ["unit", "--recommendation", str(ROOT / "reports" / "speculative_recommendation.json")],
+    "check-set": ["check-set", "--root", str(ROOT)],
     "soak": ["soak", "--profiles", "ext", "--duration", "1m"],
     "report": ["report", "--campaign", "1"],
     "db": ["db", "upgrade"],
