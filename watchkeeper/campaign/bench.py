@@ -29,6 +29,7 @@ from watchkeeper.analysis.benchmark import (
 )
 from watchkeeper.analysis.greedy_echo import with_echoes
 from watchkeeper.analysis.latency import slo_json
+from watchkeeper.analysis.request_acceptance import with_request_acceptance
 from watchkeeper.campaign.bench_plan import BenchPlan, Progress, plan_params
 from watchkeeper.campaign.bench_rounds import Bench, measure_rounds
 from watchkeeper.campaign.calibration import Calibration, arm_specs, calibrate
@@ -434,7 +435,8 @@ def _analyze(
         identity_extras=verdicts.extras(),
     )
     samplers = {p.name: sampling.with_profile(p.profile) for p in prepared}
-    return with_curves(with_echoes(_with_samples(result, runs), runs, samplers), runs)
+    result = with_echoes(_with_samples(result, runs), runs, samplers)
+    return with_request_acceptance(with_curves(result, runs), runs)
 
 
 def _with_samples(result: BenchResult, runs: Sequence[RunResult]) -> BenchResult:

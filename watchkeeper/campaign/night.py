@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from watchkeeper.analysis.benchmark import ALL, BenchResult
+from watchkeeper.campaign.acceptance_findings import record_acceptance_alarms
 from watchkeeper.campaign.bench import execute_bench
 from watchkeeper.campaign.bench_plan import BenchPlan
 from watchkeeper.campaign.bench_report import finish_with_report
@@ -241,7 +242,7 @@ def file_findings(
     rerun_id: int | None,
 ) -> list[int]:
     """One finding per confirmed regression (not per series that shows it), with the night's
-    checks of its category in the evidence."""
+    checks of its category in the evidence; then the acceptance alarms of its drafting arms."""
     recorded = FindingStore(night.db)
     findings = []
     for r, also in finding_series(stored):
@@ -263,4 +264,7 @@ def file_findings(
                 )
             )
         )
+    findings += record_acceptance_alarms(
+        night.db, result.campaign_id, kinds=("nightly",), source="nightly"
+    )
     return findings

@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from watchkeeper.campaign.acceptance_findings import record_acceptance_alarms
 from watchkeeper.campaign.campaigns import register_profile
 from watchkeeper.campaign.defaults import measured_categories, no_profiles, soak_profiles
 from watchkeeper.campaign.load_shape import arrival_from
@@ -424,6 +425,7 @@ def _execute(
     record_findings(FindingStore(repo.db), campaign_id, verdict, final=status == "completed")
     if status == "completed":
         record_ratios(ratios, campaign_id, verdict)
+        record_acceptance_alarms(repo.db, campaign_id, kinds=("soak",), source="soak")
     repo.finish_campaign(campaign_id, status=status, summary=verdict.to_json())
     return SoakCommandResult(
         campaign_id, status, resumed, database, outcome, verdict, plan.sampling

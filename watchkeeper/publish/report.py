@@ -27,6 +27,8 @@ from watchkeeper.analysis.recommend import Choice, Recommendation
 from watchkeeper.checks.guards import GuardFinding
 from watchkeeper.format import MISSING
 from watchkeeper.publish import markdown as md
+from watchkeeper.publish.acceptance_section import HEADERS as ACCEPTANCE_HEADERS
+from watchkeeper.publish.acceptance_section import request_acceptance_rows
 from watchkeeper.publish.gpu_rows import gpu_measured, gpu_rows
 from watchkeeper.publish.identity_lines import identity_section
 from watchkeeper.publish.plots import atomic_write, make_plots
@@ -259,6 +261,8 @@ def _context(
         "category_rows": category_rows(result),
         "bound_rows": bound_rows(result),
         "curve_rows": curve_rows(result),
+        "request_acceptance_headers": ACCEPTANCE_HEADERS,
+        "request_acceptance_rows": request_acceptance_rows(result),
         "overhead_efficiency": f"{OVERHEAD_EFFICIENCY:.0%}",
         "verdicts": VERDICTS,
         "verdict_rows": verdict_rows,

@@ -17,6 +17,7 @@ from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
 from watchkeeper.load.records import RequestSample, RunGpuCost, RunResult, TokenLogprob
+from watchkeeper.load.repetition import repeat_share
 from watchkeeper.store.db import Database
 from watchkeeper.store.schema import Profile, RequestSampleRow, Run
 from watchkeeper.store.upsert import first_or_add
@@ -218,6 +219,7 @@ def _sample_row(run_id: int, s: RequestSample) -> RequestSampleRow:
         decode_tps_client=s.decode_tps_client,
         draft_n=s.draft_n,
         draft_n_accepted=s.draft_n_accepted,
+        repeat_share=repeat_share(s.output_text),
         finish_reason=s.finish_reason,
         output_text=s.output_text,
         output_tokens=[t.to_json() for t in s.tokens] if s.tokens is not None else None,

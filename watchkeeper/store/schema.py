@@ -178,6 +178,10 @@ class RequestSampleRow(Base):
     decode_tps_client: Mapped[float | None] = mapped_column(Float)
     draft_n: Mapped[int | None] = mapped_column(Integer)
     draft_n_accepted: Mapped[int | None] = mapped_column(Integer)
+    repeat_share: Mapped[float | None] = mapped_column(Float)
+    """The share of the output's word 6-grams seen earlier in it (`load/repetition.py`),
+    computed when the row is written so the loop alarm reads a number, not every text; NULL
+    for outputs too short to judge and for rows written before migration 0013."""
     finish_reason: Mapped[str | None] = mapped_column(String(32))
     output_text: Mapped[str] = mapped_column(Text, default="")
     output_tokens: Mapped[list[Any] | None] = mapped_column(JSON)
