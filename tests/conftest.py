@@ -7,6 +7,7 @@ use — the first run of the suite on a fresh machine pays the one-time build (~
 
 from __future__ import annotations
 
+import logging
 import os
 import uuid
 from collections.abc import Iterator
@@ -92,6 +93,19 @@ def _hermetic_data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         "WATCHKEEPER_SERVER_BINARY",
     ):
         monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture(autouse=True)
+def _root_logging_restored() -> Iterator[None]:
+    """The root logger's handlers and level as they were before each test. A command that
+    configures logging (`job run`, `daemon`: daemon/logs.configure) points the root logger at
+    the test's captured stderr, which pytest closes when the test ends; a later test's log line
+    then printed "--- Logging error ---" with a traceback into that test's stderr (the planted-
+    secret walk read it as a crash, depending on which tests shared its xdist worker)."""
+    handlers, level = logging.root.handlers[:], logging.root.level
+    yield
+    logging.root.handlers[:] = handlers
+    logging.root.setLevel(level)
 
 
 @pytest.fixture(scope="session")
