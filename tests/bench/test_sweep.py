@@ -63,15 +63,18 @@ def test_sweep_recommends_conservatively_and_writes_a_service_file(
         service_path=service,
         progress=lambda _m: None,
         served_identity=True,
+        max_arms=10,  # tiers 0-2: the methods and the chain, not the knob variants
     )
     arms = [a.name for a in result.bench.arms]
     assert arms[0] == "smollm2-baseline" and "smollm2-sweep-draft16" in arms
+    assert len(arms) == 10 and "smollm2-sweep-ngram-mod+draft4" in arms
     assert any(name.startswith("smollm2-sweep-ngram") for name in arms)
     # SmolLM2 drafting for itself costs a whole target step per drafted token: no acceptance
     # could make it tie the baseline, so the ceiling rule drops every length unmeasured.
     assert result.race is not None
     ceiling = {d.arm for d in result.race.drops if d.rule == "ceiling" and d.round == 0}
-    assert ceiling == {f"smollm2-sweep-draft{n}" for n in (4, 8, 16)}
+    assert ceiling == {f"smollm2-sweep-draft{n}" for n in (4, 8, 16)}  # not the chain's
+    assert result.race.rounds_by_arm["smollm2-sweep-ngram-mod+draft4"] >= 1
     assert all(result.race.rounds_by_arm[a] == 0 for a in ceiling)
     report_text = (tmp_path / "reports" / "speculative_benchmark.md").read_text()
     assert "dropped before round 1, unmeasured (ceiling)" in report_text

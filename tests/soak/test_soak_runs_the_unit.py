@@ -93,7 +93,10 @@ def test_the_soaks_live_servers_run_the_units_execstart_for_each_arm(
         for a in (record.chosen, record.baseline)
     }
     live = {
-        ("s-ngram" if "--spec-type" in argv else "s-base"): portable_flags(argv) for argv in seen
+        ("s-base" if argv[argv.index("--spec-type") + 1] == "none" else "s-ngram"): (
+            portable_flags(argv)
+        )
+        for argv in seen
     }
     assert live == units  # binary, model paths, host and port aside: flag for flag
     assert units["s-ngram"][-2:] == ("--cache-ram", "256")

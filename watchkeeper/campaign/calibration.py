@@ -114,7 +114,7 @@ def measure_draft_cost(
 ) -> DraftCost:
     """Draft step cost in target steps: measured by running the draft model alone."""
     spec = prepared.spec_type or ""
-    if spec.startswith("ngram"):
+    if spec.startswith("ngram") and "," not in spec:  # not a chain with a model drafter
         return DraftCost(0.0, "n-gram lookup: no draft model, cost taken as 0")
     if not spec.startswith("draft-") or prepared.draft is None or prepared.model is None:
         return DraftCost(None, "unknown drafter cost")

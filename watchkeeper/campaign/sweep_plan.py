@@ -16,19 +16,21 @@ from watchkeeper.analysis.racing_types import RaceArm, RaceSettings, RaceState
 from watchkeeper.campaign.bench_plan import BenchPlan, plan_bench
 from watchkeeper.campaign.load_shape import shape_plan
 from watchkeeper.campaign.racer import Racer, probe_share
+from watchkeeper.campaign.sweep_arms import DEFAULT_MAX_ARMS, ArmPlan, plan_arms
 from watchkeeper.config import Config, ModelConfig, ProfileConfig
 from watchkeeper.errors import ConfigError
 from watchkeeper.load.shape import LoadShape
 from watchkeeper.load.tasks import cap_tokens, select
-from watchkeeper.server.flags import LEARNS_ACROSS_REQUESTS, read_help
+from watchkeeper.server.flags import LEARNS_ACROSS_REQUESTS, HelpInfo, read_help
 from watchkeeper.server.install import ensure_binary
-from watchkeeper.server.models import CATALOG
+from watchkeeper.server.models import CATALOG, ModelStore
 from watchkeeper.server.profiles import QWEN_DRAFT, QWEN_TARGET, SMOLLM2, get_profile
+from watchkeeper.server.spec_discovery import ModelFacts, discover, model_facts
+from watchkeeper.server.spec_knobs import spec_knobs
 from watchkeeper.store.racing_store import RaceArmRecord
 
 Progress = Callable[[str], None]
 Clock = Callable[[], float]
-DRAFT_LENGTHS = (4, 8, 16)
 FAMILIES = {"qwen": (QWEN_TARGET, QWEN_DRAFT), "smollm2": (SMOLLM2, SMOLLM2)}
 
 
@@ -51,20 +53,38 @@ def sweep_profiles(family: str, spec_types: tuple[str, ...]) -> dict[str, Profil
 
 def candidate_profiles(c: Candidates, spec_types: tuple[str, ...]) -> dict[str, ProfileConfig]:
     """The baseline (no speculation), draft-simple at each length where there is a draft, and
-    every n-gram type of the build. Every other setting of the baseline is kept."""
-    plain = c.baseline.model_copy(
-        update={"draft_model": None, "spec_type": None, "draft_n_max": None, "description": ""}
+    every n-gram type of the build, at their defaults (tier 1 of `campaign/sweep_arms.py`,
+    without the models' metadata). Every other setting of the baseline is kept."""
+    target = ModelFacts(c.baseline.model)
+    drafter = ModelFacts(c.draft) if c.draft else None
+    methods = discover(spec_types, target, drafter)
+    plan = plan_arms(c.prefix, c.baseline, c.draft, methods, {}, max_arms=10**6, tiers=1)
+    return plan.profiles
+
+
+def arm_plan(
+    config: Config,
+    c: Candidates,
+    info: HelpInfo,
+    *,
+    max_arms: int = DEFAULT_MAX_ARMS,
+    fetch: bool = True,
+    progress: Progress,
+) -> ArmPlan:
+    """Every method of the build in or out for this pair (its models' GGUF metadata read,
+    fetched first unless `fetch` is off: a dry run reads only what is already here), and the
+    arms raced."""
+    store = ModelStore(config, progress=progress)
+
+    def facts(name: str) -> ModelFacts:
+        path = store.ensure(name).path if fetch else store.path_for(name)
+        return model_facts(path, name)
+
+    drafter = facts(c.draft) if c.draft else None
+    methods = discover(info.spec_types, facts(c.baseline.model), drafter)
+    return plan_arms(
+        c.prefix, c.baseline, c.draft, methods, spec_knobs(info.descriptions), max_arms=max_arms
     )
-    profiles = {f"{c.prefix}-baseline": plain}
-    if c.draft and "draft-simple" in spec_types:
-        for n in DRAFT_LENGTHS:
-            profiles[f"{c.prefix}-sweep-draft{n}"] = plain.model_copy(
-                update={"draft_model": c.draft, "spec_type": "draft-simple", "draft_n_max": n}
-            )
-    for spec in spec_types:
-        if spec.startswith("ngram"):
-            profiles[f"{c.prefix}-sweep-{spec}"] = plain.model_copy(update={"spec_type": spec})
-    return profiles
 
 
 def _model_ref(config: Config, ref: str) -> tuple[Config, str]:
@@ -125,11 +145,14 @@ def sweep_racer(
     served_identity: bool = False,
 ) -> Racer:
     """The racer over the generated arms, in a budget of seconds, told each draft profile's
-    draft length (the ceiling rule drops a draft no acceptance can make pay before round 1)."""
+    draft length (the ceiling rule drops a draft no acceptance can make pay before round 1;
+    not a chain's, whose n-gram part drafts without the model)."""
     drafts = {
         n: p.draft_n_max
         for n in generated
-        if (p := config.profiles[n]).draft_model and p.draft_n_max
+        if (p := config.profiles[n]).draft_model
+        and p.draft_n_max
+        and "," not in (p.spec_type or "")  # a chain's n-gram steps escape the draft's bound
     }
     return Racer(
         arms,
@@ -151,17 +174,45 @@ def sweep_candidates(
     draft: str | None,
     profile: str | None,
     progress: Progress,
+    max_arms: int = DEFAULT_MAX_ARMS,
 ) -> tuple[Config, dict[str, ProfileConfig]]:
     """The config with the candidate profiles added (a user's own profile of the same name
-    wins, as everywhere else), and the candidates: every spec type the installed build
-    accepts."""
+    wins, as everywhere else), and the candidates: every method the installed build and the
+    pair's models can run (campaign/sweep_arms.py), the plan printed first."""
+    config, plan = sweep_arm_plan(
+        config,
+        family=family,
+        target=target,
+        draft=draft,
+        profile=profile,
+        progress=progress,
+        max_arms=max_arms,
+    )
+    for line in plan.lines():
+        progress(f"plan: {line}")
+    generated = plan.profiles
+    return config.model_copy(update={"profiles": {**generated, **config.profiles}}), generated
+
+
+def sweep_arm_plan(
+    config: Config,
+    *,
+    family: str | None,
+    target: str | None,
+    draft: str | None,
+    profile: str | None,
+    progress: Progress,
+    max_arms: int = DEFAULT_MAX_ARMS,
+    fetch: bool = True,
+) -> tuple[Config, ArmPlan]:
+    """The sweep's plan (`sweep --dry-run` prints it with `fetch` off: nothing downloaded)."""
     config, source = resolve_candidates(
         config, family=family, target=target, draft=draft, profile=profile
     )
     binary = ensure_binary(config.server, progress=progress)
     info = read_help(binary, config.server.resolved_cache_dir())
-    generated = candidate_profiles(source, info.spec_types)
-    return config.model_copy(update={"profiles": {**generated, **config.profiles}}), generated
+    plan = arm_plan(config, source, info, max_arms=max_arms, fetch=fetch, progress=progress)
+    return config, plan
 
 
 def sweep_plan(
@@ -213,7 +264,9 @@ def sweep_plan(
         ceiling=racer.ceiling if racer is not None else None,
         restart_every=0 if race else plan.restart_every,
         renew_each_round=frozenset(
-            n for n in generated if config.profiles[n].spec_type in LEARNS_ACROSS_REQUESTS
+            n
+            for n in generated
+            if LEARNS_ACROSS_REQUESTS & set((config.profiles[n].spec_type or "").split(","))
         )
         if race
         else frozenset(),

@@ -29,6 +29,7 @@ _SPECULATIVE = {
     "draft_n_max": None,
     "draft_n_min": None,
     "draft_p_min": None,
+    "spec_knobs": None,
     "draft_gpu_layers": None,
     "draft_cache_type_k": None,
     "draft_cache_type_v": None,

@@ -12,7 +12,7 @@ import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from rich.console import Console
 from rich.markup import escape
@@ -444,3 +444,41 @@ def load_shape_from_args(args: argparse.Namespace) -> LoadShape:
         level_min_s=getattr(args, "level_min_s", None) or LEVEL_MIN_S,
         level_min_requests=getattr(args, "level_min_requests", None) or LEVEL_MIN_REQUESTS,
     )
+
+
+def add_sweep_plan_options(p: Any) -> None:
+    """The sweep's arm plan: `--max-arms` and `--dry-run` (campaign/sweep_arms.py)."""
+    from watchkeeper.commands.sweep import MAX_ARMS as DEFAULT_MAX_ARMS
+
+    p.add_argument(
+        "--max-arms",
+        type=COUNT,
+        default=DEFAULT_MAX_ARMS,
+        metavar="N",
+        help="race at most N arms, baseline included, by tier: the methods at the requests' "
+        "lengths, chains, then knob variants (default %(default)s; each arm costs its share "
+        "of the first rounds before the race drops it)",
+    )
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print every method of the build for this pair, in or out with the reason, and "
+        "the arms with why each is raced; measure nothing (models are read, not fetched)",
+    )
+
+
+def sweep_dry_run(args: argparse.Namespace, config: Config) -> int:
+    from watchkeeper.commands.sweep import sweep_plan_lines
+
+    lines = sweep_plan_lines(
+        config,
+        family=args.family,
+        target=args.target,
+        draft=args.draft,
+        profile=args.profile,
+        progress=progress,
+        max_arms=args.max_arms,
+    )
+    for line in lines:
+        out.print(escape(line))
+    return 0

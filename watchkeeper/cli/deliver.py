@@ -24,6 +24,7 @@ from watchkeeper.cli.common import (
     add_common,
     add_open_loop_options,
     add_sampling,
+    add_sweep_plan_options,
     concurrency_list,
     console,
     duration,
@@ -34,6 +35,7 @@ from watchkeeper.cli.common import (
     plain,
     progress,
     split,
+    sweep_dry_run,
     workload_mix,
 )
 from watchkeeper.config import Config
@@ -44,6 +46,8 @@ def cmd_sweep(args: argparse.Namespace, config: Config) -> int:
     from watchkeeper.commands.sweep import sweep_command
     from watchkeeper.publish.console import print_bench
 
+    if args.dry_run:
+        return sweep_dry_run(args, config)
     result = sweep_command(
         config,
         family=args.family,
@@ -64,6 +68,7 @@ def cmd_sweep(args: argparse.Namespace, config: Config) -> int:
         categories=args.category or None,
         mix=args.mix,
         served_identity=args.identity_as_served,
+        max_arms=args.max_arms,
     )
     if args.json:
         out.print_json(json.dumps(result.to_json(), default=str))
@@ -200,12 +205,12 @@ def register(sub: Any) -> None:
     p = sub.add_parser(
         "sweep",
         help="race spec types and draft lengths, recommend per category, write a service file",
-        description="Candidates: the baseline, draft-simple at n_max 4, 8 and 16 (with a draft "
-        "model) and every n-gram type of the installed build. Arms are measured paired, round "
-        "by round; after each round the racing rule stops measuring arms that lost (see "
-        "docs/sweep.md), until every category is decided, --rounds are done or --budget is "
-        "spent. Writes reports/speculative_benchmark.md and a systemd unit for the chosen "
-        "setting.",
+        description="Candidates: every speculation method the installed build and the pair's "
+        "models can run (--dry-run lists them, in or out, and the arms). Arms are measured "
+        "paired, round by round; after each round the racing rule stops measuring arms that "
+        "lost (see docs/sweep.md), until every category is decided, --rounds are done or "
+        "--budget is spent. Writes reports/speculative_benchmark.md and a systemd unit for the "
+        "chosen setting.",
     )
     add_common(p)
     models = p.add_mutually_exclusive_group()
@@ -300,6 +305,7 @@ def register(sub: Any) -> None:
         "per category, e.g. code_edit=0.7,prose=0.3 (default: the task set's own proportions)",
     )
     add_open_loop_options(p, "sweep")
+    add_sweep_plan_options(p)
     p.add_argument(
         "--service-file",
         type=new_file,  # not a folder, no file in the way: checked before any server starts

@@ -1,8 +1,9 @@
 """`watchkeeper sweep`: spec types x draft lengths on the paired design, raced, then a
 recommendation per category and for the whole workload, and a service file that runs it.
 
-The candidate list comes from the installed build: draft-simple at n_max 4, 8 and 16 (where a
-draft model is given) and every n-gram spec type its `--help` lists; its models come from a
+The candidate list comes from the installed build and the pair's models: every method its
+`--help` lists that the target's and the drafter's GGUF metadata let run, at the knob values
+worth racing (campaign/sweep_arms.py; `--dry-run` prints the plan); its models come from a
 built-in family (`--family`), the user's own target and draft (`--target/--draft`, catalog
 names or GGUF paths) or a profile (`--profile`, its model and draft, its other settings kept).
 
@@ -32,8 +33,10 @@ from watchkeeper.campaign.bench import execute_bench
 from watchkeeper.campaign.bench_report import finish_with_report
 from watchkeeper.campaign.load_shape import load_text
 from watchkeeper.campaign.racer import Racer, race_arms
+from watchkeeper.campaign.sweep_arms import DEFAULT_MAX_ARMS
 from watchkeeper.campaign.sweep_plan import (
     race_records,
+    sweep_arm_plan,
     sweep_candidates,
     sweep_plan,
     sweep_racer,
@@ -59,6 +62,8 @@ Clock = Callable[[], float]
 SPECULATIVE_REPORT = "speculative_benchmark.md"
 DEFAULT_BUDGET_MIN = 40.0
 DEFAULT_MAX_ROUNDS = 5
+MAX_ARMS = DEFAULT_MAX_ARMS
+"""`--max-arms`'s default (campaign/sweep_arms.py says why)."""
 DEFAULT_IDENTITY_PER_CATEGORY = 1
 """The identity pass probes this many tasks of each category, whatever `--per-category`
 measures: every arm the recommendation may name is still probed on every category. In the
@@ -127,6 +132,7 @@ def sweep_command(
     categories: Sequence[str] | None = None,
     mix: Mix | None = None,
     served_identity: bool = False,
+    max_arms: int = DEFAULT_MAX_ARMS,
 ) -> SweepResult:
     """`concurrency` and `load` (`--rate` and its arrivals: campaign/load_shape.py): the load
     every arm is measured under, named by the recommendation and the unit (a speed-up holds
@@ -161,7 +167,13 @@ def sweep_command(
         _check_mix(mix, taskset or config.bench.resolved_taskset(), categories)
     started = clock()
     config, generated = sweep_candidates(
-        config, family=family, target=target, draft=draft, profile=profile, progress=progress
+        config,
+        family=family,
+        target=target,
+        draft=draft,
+        profile=profile,
+        progress=progress,
+        max_arms=max_arms,
     )
     max_rounds = rounds or (DEFAULT_MAX_ROUNDS if race else config.bench.rounds)
     settings = RaceSettings(
@@ -231,6 +243,32 @@ def sweep_command(
             max_tokens=max_tokens,
             progress=progress,
         )
+
+
+def sweep_plan_lines(
+    config: Config,
+    *,
+    family: str | None,
+    target: str | None,
+    draft: str | None,
+    profile: str | None,
+    progress: Progress,
+    max_arms: int = DEFAULT_MAX_ARMS,
+) -> list[str]:
+    """`sweep --dry-run`: every method of the build for the pair, in or out with the reason,
+    and the arms with why each is raced. Nothing is fetched or measured (a model not on disk
+    yet is named as unread)."""
+    _, plan = sweep_arm_plan(
+        config,
+        family=family,
+        target=target,
+        draft=draft,
+        profile=profile,
+        progress=progress,
+        max_arms=max_arms,
+        fetch=False,
+    )
+    return plan.lines()
 
 
 def _check_mix(mix: Mix, taskset: Path, categories: Sequence[str] | None) -> None:

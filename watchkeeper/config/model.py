@@ -74,21 +74,10 @@ class ModelConfig(_Strict):
 
 
 _OPTIONAL_HASH_KEYS = (
-    "gpu_layers",
-    "draft_gpu_layers",
-    "cache_type_k",
-    "cache_type_v",
-    "draft_cache_type_k",
-    "draft_cache_type_v",
-    "flash_attn",
-    "temperature",
-    "top_k",
-    "top_p",
-    "min_p",
-    "sampling_seed",
-    "draft_sampling",
-    "url",
-)
+    "spec_knobs", "gpu_layers", "draft_gpu_layers", "cache_type_k", "cache_type_v",
+    "draft_cache_type_k", "draft_cache_type_v", "flash_attn", "temperature", "top_k", "top_p",
+    "min_p", "sampling_seed", "draft_sampling", "url",
+)  # fmt: skip
 
 URL_PROFILE_KEYS = frozenset(
     {"url", "description", "temperature", "top_k", "top_p", "min_p", "sampling_seed"}
@@ -128,6 +117,11 @@ class ProfileConfig(_Strict):
     draft_n_max: Annotated[int, Field(ge=1, le=256)] | None = None
     draft_n_min: Annotated[int, Field(ge=0, le=256)] | None = None
     draft_p_min: Annotated[float, Field(ge=0.0, le=1.0)] | None = None
+    spec_knobs: dict[str, int | float] | None = None
+    """Other `--spec-*` knobs, named as the build names them without the dashes
+    (`{ spec-ngram-mod-n-match = 24 }`): checked against the build's --help and the spec type
+    (server/spec_knobs.py). Speculative settings, unlike extra_args: a like-for-like twin
+    drops them."""
     ctx_size: Annotated[int, Field(ge=256)] = 4096
     threads: Annotated[int, Field(ge=1)] | None = None
     slots: Annotated[int, Field(ge=1, le=256)] = 1

@@ -122,6 +122,12 @@ def served_flags(arm: ArmRecipe, served: Served) -> tuple[str, ...]:
     profile = ProfileConfig.model_validate(arm.profile)
     shipped = served_profile(profile, served)
     flags = list(arm.flags)
+    if not profile.speculative and "--spec-type" not in flags:
+        # A record from before the baseline pinned `--spec-type none` (server/flags.py
+        # `no_speculation_args`): where build_argv puts it now, after --metrics/--slots.
+        marks = [i for i, f in enumerate(flags) if f in ("--metrics", "--slots")]
+        if marks:
+            flags[marks[-1] + 1 : marks[-1] + 1] = ["--spec-type", "none"]
     for names, value in ((_SLOTS_FLAGS, shipped.slots), (_CTX_FLAGS, shipped.ctx_size)):
         for i, flag in enumerate(flags[:-1]):
             if flag in names:

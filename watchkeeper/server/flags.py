@@ -19,6 +19,7 @@ from pathlib import Path
 from watchkeeper.config import ProfileConfig
 from watchkeeper.errors import FlagError
 from watchkeeper.server.binary import ServerBinary
+from watchkeeper.server.spec_knobs import FIELDS, check_chain, family, speculation_args
 
 _FLAG = re.compile(r"(?<![\w-])(--?[a-zA-Z][\w-]*)")
 _DESCRIPTION_GAP = re.compile(r"\s{2,}(?=[^\s-])")
@@ -52,24 +53,6 @@ _SPELLINGS: dict[str, tuple[str, ...]] = {
 
 _DRAFT_MODEL_FIELDS = ("draft_gpu_layers", "draft_cache_type_k", "draft_cache_type_v")
 _ALLOWED = re.compile(r"allowed values:\s*([\w\s,.-]+?)(?:\(|$)")
-
-# Draft length knobs differ by spec-type family.
-_DRAFT_KNOBS: dict[str, dict[str, tuple[str, ...]]] = {
-    "draft": {
-        "draft_n_max": ("--spec-draft-n-max", "--draft-max", "--draft-n-max"),
-        "draft_n_min": ("--spec-draft-n-min", "--draft-min", "--draft-n-min"),
-        "draft_p_min": ("--spec-draft-p-min", "--draft-p-min"),
-    },
-    "ngram-simple": {"draft_n_max": ("--spec-ngram-simple-size-m", "--spec-ngram-size-m")},
-    "ngram-map-k": {"draft_n_max": ("--spec-ngram-map-k-size-m",)},
-    "ngram-map-k4v": {"draft_n_max": ("--spec-ngram-map-k-size-m",)},
-    "ngram-mod": {
-        "draft_n_max": ("--spec-ngram-mod-n-max",),
-        "draft_n_min": ("--spec-ngram-mod-n-min",),
-    },
-    "ngram-cache": {},
-}
-
 
 LEARNS_ACROSS_REQUESTS = frozenset({"ngram-mod", "ngram-cache"})
 """Spec types whose drafting state outlives a request (llama.cpp 11434, common/speculative.cpp):
@@ -203,12 +186,10 @@ def _pick(field: str, spellings: tuple[str, ...], info: HelpInfo) -> str:
     )
 
 
-def _family(spec_type: str) -> str:
-    return "draft" if spec_type.startswith("draft-") else spec_type
-
-
 def resolve_spec_type(profile: ProfileConfig, info: HelpInfo) -> tuple[str | None, list[str]]:
-    """The spec type to pass, and notes. A draft model never silently means 'no speculation'."""
+    """The spec type (or comma-separated chain) to pass, and notes. A draft model never
+    silently means 'no speculation'; every part of a chain is checked against the build's
+    list and gets the drafter it needs (server/spec_knobs.check_chain)."""
     notes: list[str] = []
     spec_type = profile.spec_type
     if profile.draft_model is not None and spec_type is None:
@@ -219,23 +200,12 @@ def resolve_spec_type(profile: ProfileConfig, info: HelpInfo) -> tuple[str | Non
         )
     if spec_type is None:
         return None, notes
-    if info.spec_types and spec_type not in info.spec_types:
-        raise FlagError(
-            f"spec type {spec_type!r} is not supported by this llama-server build; "
-            f"supported: {', '.join(info.spec_types)}"
-        )
     if not info.spec_types and spec_type != "none":
         raise FlagError(
             f"spec type {spec_type!r} requested but this llama-server build has no --spec-type"
         )
-    if spec_type.startswith("draft-") and profile.draft_model is None:
-        raise FlagError(f"spec type {spec_type!r} needs a draft_model in the profile")
-    if profile.draft_model is not None and not spec_type.startswith("draft-"):
-        raise FlagError(
-            f"profile has a draft_model but spec type {spec_type!r} does not use one; "
-            "use a draft-* spec type or remove draft_model"
-        )
-    return spec_type, notes
+    parts = check_chain(spec_type, info.spec_types, has_draft=profile.draft_model is not None)
+    return ",".join(parts), notes
 
 
 def build_argv(
@@ -273,18 +243,7 @@ def build_argv(
     if spec_type is not None and spec_type != "none":
         if draft_path is not None:
             add("draft_model", draft_path)
-        add("spec_type", spec_type)
-        knobs = _DRAFT_KNOBS.get(_family(spec_type), {})
-        for field in ("draft_n_max", "draft_n_min", "draft_p_min"):
-            value = getattr(profile, field)
-            if value is None:
-                continue
-            if field not in knobs:
-                raise FlagError(
-                    f"profile field {field!r} is not supported for spec type {spec_type!r}; "
-                    f"supported draft fields for it: {', '.join(sorted(knobs)) or 'none'}"
-                )
-            argv.extend([_pick(field, knobs[field], info), str(value)])
+        argv.extend(speculation_args(profile, spec_type, info.flags))
         if profile.draft_sampling is not None:
             argv.extend(_draft_sampling_args(profile.draft_sampling, spec_type, info))
     else:
@@ -292,21 +251,34 @@ def build_argv(
             raise FlagError(
                 "profile field 'draft_sampling' is set but the profile does not speculate"
             )
-        for field in ("draft_n_max", "draft_n_min", "draft_p_min"):
-            if getattr(profile, field) is not None:
-                raise FlagError(
-                    f"profile field {field!r} is set but the profile does not speculate"
-                )
+        for name in (*FIELDS, "spec_knobs"):
+            if getattr(profile, name) is not None:
+                raise FlagError(f"profile field {name!r} is set but the profile does not speculate")
+        argv.extend(no_speculation_args(info))
     argv.extend(offload_and_cache_args(profile, info, cuda=cuda))
     _check_extra_args(profile.extra_args, info)
     argv.extend(profile.extra_args)
     return ServerArgs(argv=tuple(argv), notes=tuple(notes))
 
 
+def no_speculation_args(info: HelpInfo) -> list[str]:
+    """`--spec-type none` where the build lists it: a build whose default speculates (an
+    upstream change proposes ngram-mod by default) would otherwise make the baseline draft and
+    pull every ratio towards 1. It says what the baseline is in its own argv (and in every
+    unit rendered from it). What it cannot do in 11434: `--spec-type` appends its names to
+    the default list (common/arg.cpp), so under a speculating default `none` would be added
+    beside it, not replace it; the real-server test (tests/server/test_baseline_real.py) is
+    what shows the baseline drafts nothing, and runs on every build. A build without
+    --spec-type gets nothing."""
+    if "--spec-type" in info.flags and "none" in info.spec_types:
+        return ["--spec-type", "none"]
+    return []
+
+
 def _draft_sampling_args(value: str, spec_type: str, info: HelpInfo) -> list[str]:
     """--spec-draft-sampling: only a draft model samples its proposals (n-gram types have no
     draft distribution), and only a build that has the flag can be told."""
-    if _family(spec_type) != "draft":
+    if not any(family(p) == "draft" for p in spec_type.split(",")):
         raise FlagError(
             f"profile field 'draft_sampling' needs a draft-* spec type, not {spec_type!r}"
         )

@@ -105,6 +105,43 @@ def read_context_length(path: Path) -> int | None:
     return None
 
 
+_SCALARS = {
+    0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q",
+    12: "<d",
+}  # fmt: skip
+Scalar = int | float | bool | str
+
+
+def read_metadata(path: Path, *, max_string: int = 4096) -> dict[str, Scalar]:
+    """The key/value section's scalars and short strings (`general.architecture`,
+    `<arch>.nextn_predict_layers`, `<arch>.block_count`, ...): what the sweep's discovery reads
+    to know which speculation methods a model can run. Arrays (the vocabulary) are skipped,
+    as are strings longer than `max_string` (a chat template)."""
+    out: dict[str, Scalar] = {}
+    with path.open("rb") as stream:
+        if _read(stream, 4) != _MAGIC:
+            raise GgufError(f"{path} is not a GGUF file")
+        if _u32(stream) < 2:
+            raise GgufError(f"{path}: GGUF version too old")
+        _u64(stream)
+        for _ in range(_u64(stream)):
+            key = _string(stream)
+            kind = _u32(stream)
+            if kind in _SCALARS:
+                fmt = _SCALARS[kind]
+                value = struct.unpack(fmt, _read(stream, struct.calcsize(fmt)))[0]
+                out[key] = bool(value) if kind == 7 else value
+            elif kind == _STRING:
+                size = _u64(stream)
+                if size <= max_string:
+                    out[key] = _read(stream, size).decode("utf-8", errors="replace")
+                else:
+                    stream.seek(size, 1)
+            else:
+                _skip_value(stream, kind)
+    return out
+
+
 def read_weights(path: Path) -> GgufWeights:
     """The tensor table of a GGUF (v2 or v3) file: where each tensor's data starts."""
     size = path.stat().st_size

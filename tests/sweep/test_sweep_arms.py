@@ -1,0 +1,125 @@
+"""What a pair can run, discovered from GGUF metadata, and the arm list the sweep races: every
+method in or out with its reason, each arm with why it is there, the cap applied by tier."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from support.ggufkit import write_gguf
+
+from watchkeeper.campaign.sweep_arms import plan_arms
+from watchkeeper.config import ProfileConfig
+from watchkeeper.server.gguf import read_metadata
+from watchkeeper.server.spec_discovery import discover, model_facts
+from watchkeeper.server.spec_knobs import SpecKnob
+
+BUILD = (
+    "none", "draft-simple", "draft-eagle3", "draft-mtp", "draft-dflash", "draft-dspark",
+    "ngram-simple", "ngram-map-k", "ngram-map-k4v", "ngram-mod", "ngram-cache",
+)  # fmt: skip
+KNOBS = {
+    f: SpecKnob(f, "N", d)
+    for f, d in (
+        ("--spec-draft-n-max", "3"),
+        ("--spec-draft-p-min", "0.00"),
+        ("--spec-ngram-mod-n-match", "24"),
+        ("--spec-ngram-map-k-size-n", "12"),
+        ("--spec-ngram-map-k4v-size-n", "4"),  # already 4: no arm for it
+    )
+}
+
+
+def _model(tmp_path: Path, name: str, **meta: object) -> Path:
+    return write_gguf(tmp_path / f"{name}.gguf", {"general.name": name, **meta})
+
+
+def test_metadata_is_read_from_the_header(tmp_path: Path) -> None:
+    path = _model(
+        tmp_path, "q", **{"general.architecture": "qwen35", "qwen35.nextn_predict_layers": 1,
+                          "tokenizer.ggml.tokens": ["a", "b"], "x.flag": True, "x.f": 0.5}
+    )  # fmt: skip
+    meta = read_metadata(path)
+    assert meta["general.architecture"] == "qwen35"
+    assert meta["qwen35.nextn_predict_layers"] == 1
+    assert meta["x.flag"] is True and meta["x.f"] == 0.5
+    assert "tokenizer.ggml.tokens" not in meta  # arrays are skipped
+
+
+def test_the_qwen_pair_runs_draft_simple_and_ngram_but_not_mtp_or_trained_drafters(
+    tmp_path: Path,
+) -> None:
+    target = model_facts(_model(tmp_path, "t", **{"general.architecture": "qwen2"}), "qwen-1.5b")
+    draft = model_facts(_model(tmp_path, "d", **{"general.architecture": "qwen2"}), "qwen-0.5b")
+    methods = {m.spec_type: m for m in discover(BUILD, target, draft)}
+    assert [s for s, m in methods.items() if m.runs] == [
+        "none", "draft-simple", "ngram-simple", "ngram-map-k", "ngram-map-k4v", "ngram-mod",
+        "ngram-cache",
+    ]  # fmt: skip
+    assert "qwen2.nextn_predict_layers" in methods["draft-mtp"].why
+    assert (
+        "needs an eagle3 drafter; qwen-0.5b is a plain qwen2 model" in methods["draft-eagle3"].why
+    )
+
+
+def test_mtp_heads_run_draft_mtp_without_a_draft_model(tmp_path: Path) -> None:
+    path = _model(
+        tmp_path, "m", **{"general.architecture": "qwen35", "qwen35.nextn_predict_layers": 1}
+    )
+    methods = {m.spec_type: m for m in discover(BUILD, model_facts(path, "mtp-model"), None)}
+    assert methods["draft-mtp"].runs and not methods["draft-mtp"].sidecar
+    assert "1 NextN/MTP layer(s)" in methods["draft-mtp"].why
+    assert not methods["draft-simple"].runs
+    plan = plan_arms("m", ProfileConfig(model="mtp-model"), None, list(methods.values()), KNOBS)
+    profiles = plan.profiles
+    assert [profiles[f"m-sweep-mtp{n}"].draft_n_max for n in (1, 2, 3)] == [1, 2, 3]
+    assert all(p.draft_model is None for p in profiles.values())
+    assert profiles["m-sweep-ngram-mod+mtp1"].spec_type == "ngram-mod,draft-mtp"
+    lines = "\n".join(plan.lines())
+    assert "in  draft-mtp: mtp-model (qwen35) carries 1 NextN/MTP layer(s)" in lines
+    assert "out draft-simple: no draft model given" in lines
+
+
+def test_trained_drafters_are_told_apart_by_architecture(tmp_path: Path) -> None:
+    target = model_facts(_model(tmp_path, "t", **{"general.architecture": "llama"}), "t")
+    eagle = model_facts(_model(tmp_path, "e", **{"general.architecture": "eagle3"}), "e3")
+    spark = model_facts(
+        _model(tmp_path, "s", **{"general.architecture": "dflash",
+                                 "dflash.sample_from_anchor": True}), "ds"
+    )  # fmt: skip
+    runs = lambda d: {m.spec_type for m in discover(BUILD, target, d) if m.runs}  # noqa: E731
+    assert runs(eagle) - runs(None) == {"draft-eagle3"}
+    assert runs(spark) - runs(None) == {"draft-dspark"}
+    missing = model_facts(tmp_path / "absent.gguf", "absent")
+    why = {m.spec_type: m.why for m in discover(BUILD, target, missing)}
+    assert why["draft-eagle3"] == "absent: file not available to read its metadata"
+
+
+def test_the_qwen_plan_names_every_arm_and_why_and_caps_by_tier(tmp_path: Path) -> None:
+    target = model_facts(_model(tmp_path, "t", **{"general.architecture": "qwen2"}), "t")
+    draft = model_facts(_model(tmp_path, "d", **{"general.architecture": "qwen2"}), "d")
+    methods = discover(BUILD, target, draft)
+    full = plan_arms("qwen", ProfileConfig(model="t"), "d", methods, KNOBS, max_arms=100)
+    names = [a.name.removeprefix("qwen-") for a in full.arms]
+    assert names == [
+        "baseline", "sweep-draft4", "sweep-draft8", "sweep-draft16", "sweep-ngram-simple",
+        "sweep-ngram-map-k", "sweep-ngram-map-k4v", "sweep-ngram-mod", "sweep-ngram-cache",
+        "sweep-ngram-mod+draft4", "sweep-draft8-pmin0.5", "sweep-draft8-pmin0.9",
+        "sweep-ngram-map-k-n4", "sweep-ngram-mod-match12",
+    ]  # fmt: skip
+    profiles = full.profiles
+    chain = profiles["qwen-sweep-ngram-mod+draft4"]
+    assert (chain.spec_type, chain.draft_model, chain.draft_n_max) == (
+        "ngram-mod,draft-simple",
+        "d",
+        4,
+    )
+    assert profiles["qwen-sweep-ngram-mod"].draft_model is None
+    assert profiles["qwen-sweep-ngram-mod-match12"].spec_knobs == {"spec-ngram-mod-n-match": 12}
+    assert "(build default 24)" in next(a.why for a in full.arms if "match12" in a.name)
+    assert "build default 0.00" in next(a.why for a in full.arms if "pmin0.9" in a.name)
+    capped = plan_arms("qwen", ProfileConfig(model="t"), "d", methods, KNOBS, max_arms=11)
+    kept = [a.name for a in capped.arms if a.included]
+    assert len(kept) == 11 and "qwen-sweep-ngram-mod+draft4" in kept
+    out = [a for a in capped.arms if not a.included]
+    assert {a.tier for a in out} == {3} and all("--max-arms 11" in a.left_out for a in out)
+    assert "arms: 11 raced of 14 planned" in capped.lines()

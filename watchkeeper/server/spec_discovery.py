@@ -1,0 +1,156 @@
+"""Which speculation methods a target and its optional drafter can run on the installed build:
+discovered from the build's `--help` (its spec types) and the models' GGUF metadata, never
+assumed.
+
+What decides each method (llama.cpp 11434, common/speculative.cpp and src/llama-model.cpp):
+- draft-simple: any second model (the sweep trusts the user on the shared tokenizer; the
+  server refuses a pair whose vocabularies differ too much at start).
+- draft-mtp: the target's own NextN/MTP heads, `<arch>.nextn_predict_layers` > 0 (Qwen3.5,
+  Qwen3-Next, GLM-4.5, DeepSeek-V3, MiMo, Step-3.5, ...), or a sidecar model that has them.
+  Whether the build has an MTP graph for that architecture is the loader's call: a start that
+  fails is an arm dropped with the server's error, not a silent skip.
+- draft-eagle3: a drafter of architecture `eagle3` (trained against this target's layers).
+- draft-dflash / draft-dspark: a drafter of architecture `dflash`; DSpark is the anchor-first
+  variant (`dflash.sample_from_anchor` or a confidence head, `dflash.has_confidence_head`).
+- the n-gram types: no model at all; every one the build lists runs on any target.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from watchkeeper.server.gguf import GgufError, Scalar, read_metadata
+
+
+@dataclass(frozen=True, slots=True)
+class ModelFacts:
+    """What a GGUF's metadata says about the speculation it can take part in."""
+
+    name: str
+    architecture: str = ""
+    nextn_layers: int = 0
+    """`<arch>.nextn_predict_layers`: the NextN/MTP heads the file carries (0: none)."""
+    anchor_first: bool = False
+    """A dflash-architecture drafter trained DSpark's way (anchor sampling / confidence head)."""
+    note: str = ""
+    """Why facts are missing (the file is not there yet, not a GGUF)."""
+
+    @property
+    def drafter_kind(self) -> str:
+        """'eagle3', 'dflash', 'dspark' for a trained drafter; '' for a plain language model."""
+        if self.architecture == "eagle3":
+            return "eagle3"
+        if self.architecture == "dflash":
+            return "dspark" if self.anchor_first else "dflash"
+        return ""
+
+
+def _truthy(value: Scalar | None) -> bool:
+    return value is True or (isinstance(value, str) and value.lower() == "true")
+
+
+def facts_of(meta: dict[str, Scalar], name: str) -> ModelFacts:
+    arch = str(meta.get("general.architecture", ""))
+    nextn = meta.get(f"{arch}.nextn_predict_layers", 0)
+    return ModelFacts(
+        name,
+        arch,
+        int(nextn) if isinstance(nextn, int | float) else 0,
+        _truthy(meta.get("dflash.sample_from_anchor"))
+        or _truthy(meta.get("dflash.has_confidence_head")),
+    )
+
+
+def model_facts(path: Path | None, name: str) -> ModelFacts:
+    """The facts of one model file; a missing or unreadable file says so in `note` (the
+    methods that need facts are then out, with that reason)."""
+    if path is None or not path.is_file():
+        return ModelFacts(name, note=f"{name}: file not available to read its metadata")
+    try:
+        return facts_of(read_metadata(path), name)
+    except (GgufError, OSError) as exc:
+        return ModelFacts(name, note=f"{name}: {exc}")
+
+
+@dataclass(frozen=True, slots=True)
+class Method:
+    """One spec type of the build: whether this pair can run it, and why (or why not)."""
+
+    spec_type: str
+    runs: bool
+    why: str
+    sidecar: bool = False
+    """It drafts with the second model (`-md`)."""
+
+
+def discover(
+    spec_types: tuple[str, ...], target: ModelFacts, drafter: ModelFacts | None
+) -> list[Method]:
+    """Every spec type the build lists, in its order, in or out with the reason."""
+    out: list[Method] = []
+    for spec in spec_types:
+        if spec == "none":
+            out.append(Method(spec, True, "the baseline: passed as --spec-type none"))
+        elif spec.startswith("ngram"):
+            out.append(Method(spec, True, "n-gram lookup in the context: needs no model"))
+        elif spec == "draft-simple":
+            out.append(_simple(drafter))
+        elif spec == "draft-mtp":
+            out.append(_mtp(target, drafter))
+        elif spec in ("draft-eagle3", "draft-dflash", "draft-dspark"):
+            out.append(_trained(spec, drafter))
+        else:
+            out.append(Method(spec, False, "a type this version of watchkeeper does not know"))
+    return out
+
+
+def _simple(drafter: ModelFacts | None) -> Method:
+    if drafter is None:
+        return Method("draft-simple", False, "no draft model given (--draft or the profile)")
+    if drafter.drafter_kind:
+        return Method(
+            "draft-simple",
+            False,
+            f"{drafter.name} is a {drafter.drafter_kind} drafter, not a language model",
+        )
+    return Method("draft-simple", True, f"draft model {drafter.name}", sidecar=True)
+
+
+def _mtp(target: ModelFacts, drafter: ModelFacts | None) -> Method:
+    if target.nextn_layers > 0:
+        return Method(
+            "draft-mtp",
+            True,
+            f"{target.name} ({target.architecture}) carries {target.nextn_layers} NextN/MTP "
+            "layer(s): its own heads draft, no -md",
+        )
+    if drafter is not None and drafter.nextn_layers > 0:
+        return Method(
+            "draft-mtp",
+            True,
+            f"sidecar {drafter.name} carries {drafter.nextn_layers} NextN/MTP layer(s)",
+            sidecar=True,
+        )
+    why = target.note or (
+        f"{target.name} ({target.architecture or 'unknown architecture'}) has no "
+        f"{target.architecture or '<arch>'}.nextn_predict_layers: no MTP heads"
+    )
+    return Method("draft-mtp", False, why)
+
+
+def _trained(spec: str, drafter: ModelFacts | None) -> Method:
+    kind = spec.removeprefix("draft-")
+    a = "an" if kind.startswith("e") else "a"
+    if drafter is None:
+        return Method(spec, False, f"needs {a} {kind} drafter; no draft model given")
+    if drafter.note:
+        return Method(spec, False, drafter.note)
+    if drafter.drafter_kind == kind:
+        return Method(spec, True, f"{drafter.name} is a {kind} drafter", sidecar=True)
+    what = (
+        f"a {drafter.drafter_kind} drafter"
+        if drafter.drafter_kind
+        else f"a plain {drafter.architecture or 'language'} model"
+    )
+    return Method(spec, False, f"needs {a} {kind} drafter; {drafter.name} is {what}")
