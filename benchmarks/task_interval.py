@@ -1,6 +1,7 @@
 """Coverage and false calls of the interval over tasks from one round
 (analysis/racing_tasks.py), by task count and task-effect shape, with and without the server
-instance's floor. Seeded, no server.
+instance's and the round's floors (`ROUND_SD`; the simulation draws a round effect of that
+size). Seeded, no server.
 
     PYTHONPATH=. .venv/bin/python benchmarks/task_interval.py [--sims 2000]
 """
@@ -16,12 +17,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sims", type=int, default=2000)
     args = parser.parse_args()
-    print(f"{args.sims} one-round task sets each (task log sd ~0.2, cell sd 3%, instance 0.8%)")
     print(
-        "| shape | tasks | coverage, no floor | coverage | mean 1.0x called (false) | 1.10x called |"
+        f"{args.sims} one-round task sets each (task log sd ~0.2, 'tight' 0.02; cell sd 3%,"
+        " instance 0.8%, round 2%)"
+    )
+    print(
+        "| shape | tasks | coverage, no floors | coverage | mean 1.0x called (false) | 1.10x called |"
     )
     print("|---|---|---|---|---|---|")
-    for shape in ("normal", "skewed", "bimodal"):
+    for shape in ("normal", "skewed", "bimodal", "tight"):
         for tasks in (12, 24, 36, 300):
             bare, _ = simulate_coverage(shape, tasks, args.sims, seed=1, floor=False)
             cov, aa = simulate_coverage(shape, tasks, args.sims, seed=1)
