@@ -123,3 +123,11 @@ def test_the_qwen_plan_names_every_arm_and_why_and_caps_by_tier(tmp_path: Path) 
     out = [a for a in capped.arms if not a.included]
     assert {a.tier for a in out} == {3} and all("--max-arms 11" in a.left_out for a in out)
     assert "arms: 11 raced of 14 planned" in capped.lines()
+
+
+def test_the_clis_arm_cap_default_is_the_engines() -> None:
+    """The parser carries the default as a literal (building it imports no stage)."""
+    from watchkeeper.campaign.sweep_arms import DEFAULT_MAX_ARMS
+    from watchkeeper.cli.common import SWEEP_MAX_ARMS
+
+    assert SWEEP_MAX_ARMS == DEFAULT_MAX_ARMS

