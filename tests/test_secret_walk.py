@@ -258,7 +258,7 @@ def test_a_health_job_password_of_any_spelling_is_masked_in_output_status_and_ro
         "postgresql://wk:sp ace-5ecret@db/wk",
         "postgresql://wk:a@b-5ecret@db/wk",
         "postgresql://wk:pct%2F-5ecret@db/wk",
-        "https://tok-5ecret@git.example.com/x.git",
+        "https://ghp-tok-5ecret-0123456789@git.example.com/x.git",
     ],
 )
 def test_a_remembered_password_is_masked_in_every_spelling(url: str) -> None:
@@ -285,3 +285,23 @@ def test_a_short_password_is_not_remembered_but_still_masked_in_its_url() -> Non
     redaction.remember_url("postgresql://wk:pw@db/wk")
     assert redaction.redact("a pw in prose") == "a pw in prose"
     assert redaction.redact("postgresql://wk:pw@db/wk") == "postgresql://wk:***@db/wk"
+
+
+def test_a_remembered_secret_is_masked_as_a_word_never_inside_other_words() -> None:
+    """A reviewer's cases: `postgres:postgres` remembered turned "postgresql" into "***ql", a
+    password of digits cut a JSON number in two, a bare user `true` rewrote JSON's `true`."""
+    redaction.forget_all()
+    try:
+        for url in (
+            "postgresql://postgres:postgres@db/postgres",
+            "postgresql://u:20261206@db/x",
+            "https://true@git.example.com/x.git",
+        ):
+            redaction.remember_url(url)
+        text = json.dumps({"backend": "postgresql", "n": 202612061, "ok": True})
+        assert redaction.redact(text) == text
+        assert json.loads(redaction.redact(json.dumps({"n": 202612061})))["n"] == 202612061
+        assert redaction.redact("password was 20261206.") == "password was ***."
+        assert "true@" not in redaction.redact("https://true@git.example.com/x.git")
+    finally:
+        redaction.forget_all()

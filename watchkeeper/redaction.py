@@ -18,9 +18,12 @@ word a pattern reads), so every secret is also *remembered* where it enters: a U
 when the config, a job file or the database edge reads the URL (`remember_url`), a tracker
 token when it is read (`remember`). `redact` then masks each remembered value verbatim, in
 its percent-encoded and JSON-escaped spellings too, wherever it turns up: an error, a log
-line, a stored row, a JSON document. Values shorter than `MIN_REMEMBERED` characters are not
-remembered (masking every "pw" in a report would garble it); the patterns still mask them in
-a URL.
+line, a stored row, a JSON document, but only as a whole word (not inside a longer word or
+number), and values shorter than `MIN_REMEMBERED` characters are not remembered: a remembered
+"postgres" must not turn "postgresql" into "***ql", nor a password of digits a JSON number
+into invalid JSON; the patterns still mask short ones in a URL. A bare user name in an
+http(s) URL is remembered only from `MIN_BARE_TOKEN` characters (a token named "true" would
+otherwise rewrite every JSON `true`).
 It imports nothing of the package, so the lowest layer may use it.
 """
 
@@ -49,7 +52,13 @@ _PARAMETER = re.compile(
 )
 
 
-MIN_REMEMBERED = 4
+MIN_REMEMBERED = 6
+MIN_BARE_TOKEN = 16
+"""A bare http(s) user name this long is taken for a token and remembered (forge tokens run
+20-40 characters); a shorter one is a user name."""
+_WORD_EDGE_L = r"(?<![A-Za-z0-9_%])"
+_WORD_EDGE_R = r"(?![A-Za-z0-9_])"
+"""A remembered secret is masked where it stands as a word of its own."""
 _remembered: set[str] = set()
 _lock = threading.Lock()
 
@@ -64,7 +73,9 @@ def remember(secret: str | None) -> None:
 
 
 def remember_url(url: str | None) -> None:
-    """Remember the password (and an http(s) URL's bare user name, usually a token) of `url`."""
+    """Remember the password of `url`, and an http(s) URL's bare user name when it is long
+    enough to be a token (`MIN_BARE_TOKEN`): a short one ("alice", "true") is masked by its
+    pattern in URL form only, so it cannot rewrite every word that happens to match it."""
     if not url or "@" not in url:
         return
     try:
@@ -74,12 +85,9 @@ def remember_url(url: str | None) -> None:
         netloc = url.split("://", 1)[-1].split("/", 1)[0]
         user, _, password = netloc.rpartition("@")[0].partition(":")
     remember(password)
-    if not password and _scheme(url) in ("http", "https"):
+    scheme = url.split("://", 1)[0].lower() if "://" in url else ""
+    if not password and user and len(user) >= MIN_BARE_TOKEN and scheme in ("http", "https"):
         remember(user)
-
-
-def _scheme(url: str) -> str:
-    return url.split("://", 1)[0].lower() if "://" in url else ""
 
 
 def remember_urls_in(data: Any) -> None:
@@ -115,7 +123,7 @@ def redact(text: str) -> str:
         known = sorted(_remembered, key=len, reverse=True)
     for secret in known:
         if secret in text:
-            text = text.replace(secret, MASK)
+            text = re.sub(_WORD_EDGE_L + re.escape(secret) + _WORD_EDGE_R, MASK, text)
     text = _PASSWORD.sub(_mask_password, text)
     text = _BARE_USER.sub(lambda m: f"{m.group('scheme')}{MASK}@", text)
     return _PARAMETER.sub(lambda m: f"{m.group('name')}={MASK}", text)
