@@ -98,6 +98,13 @@ def _cached(t: Path) -> Path:
     return cache
 
 
+def _default_unit_under_a_file(t: Path) -> list[str]:
+    """The sweep's default `systemd/...service`, where `systemd` is a file in the working
+    folder: refused before the sweep, as an explicit --service-file is."""
+    write(t / "systemd", "x")
+    return ["sweep", "--family", "smollm2"]
+
+
 def _cache_prune(keep: str) -> Case:
     def argv(t: Path) -> list[str]:
         config = write(t / "in" / "wk.toml", f'[server]\ncache_dir = "{_cached(t)}"\n')
@@ -145,6 +152,7 @@ CASES: dict[str, Case] = {
         lambda t: ["sweep", "--service-file", str(write(t / "in" / "f", "x") / "x.service")],
         "is not a folder",
     ),
+    "sweep's default service file under a file": Case(_default_unit_under_a_file, "systemd is"),
     "sweep --service-file a folder": Case(
         lambda t: ["sweep", "--service-file", str(t)], "is a folder"
     ),

@@ -40,7 +40,10 @@ from watchkeeper.cli.common import (
     workload_mix,
 )
 from watchkeeper.config import Config
+from watchkeeper.errors import ConfigError
 from watchkeeper.publish.sweep_report import drop_status
+
+DEFAULT_SERVICE_FILE = "systemd/llama-server-speculative.service"
 
 
 def cmd_sweep(args: argparse.Namespace, config: Config) -> int:
@@ -49,6 +52,11 @@ def cmd_sweep(args: argparse.Namespace, config: Config) -> int:
 
     if args.dry_run:
         return sweep_dry_run(args, config)
+    service_file = args.service_file or DEFAULT_SERVICE_FILE
+    try:  # the default too is checked before anything is measured, as --service-file is
+        new_file(service_file)
+    except argparse.ArgumentTypeError as exc:
+        raise ConfigError(f"--service-file: {exc}", hint="pass --service-file PATH") from None
     result = sweep_command(
         config,
         family=args.family,
@@ -59,7 +67,7 @@ def cmd_sweep(args: argparse.Namespace, config: Config) -> int:
         taskset=Path(args.taskset) if args.taskset else None,
         per_category=args.per_category,
         identity_per_category=args.identity_per_category or None,
-        service_path=Path(args.service_file or "systemd/llama-server-speculative.service"),
+        service_path=Path(service_file),
         budget_min=args.budget,
         race=not args.no_race,
         max_tokens=args.max_tokens,
