@@ -131,3 +131,21 @@ def test_the_clis_arm_cap_default_is_the_engines() -> None:
     from watchkeeper.cli.common import SWEEP_MAX_ARMS
 
     assert SWEEP_MAX_ARMS == DEFAULT_MAX_ARMS
+
+
+def test_a_chain_is_priced_and_plotted_by_its_model_drafter_wherever_it_stands() -> None:
+    """A reviewer's case: `ngram-mod,draft-simple` was taken for free n-gram lookup (its cost,
+    its acceptance curve, whether it rejection-samples) because of its first part."""
+    from watchkeeper.analysis.racing_types import arm_cost
+    from watchkeeper.checks.distribution import is_sample_and_match
+    from watchkeeper.server.spec_knobs import has_lookup, lookup_only, model_drafter
+
+    for chain in ("ngram-mod,draft-simple", "draft-simple,ngram-mod"):
+        assert model_drafter(chain) == "draft-simple"
+        assert has_lookup(chain) and not lookup_only(chain)
+        assert arm_cost(chain, 4, True) == arm_cost("draft-simple", 4, True)
+        assert not is_sample_and_match(chain, "probabilistic")
+        assert is_sample_and_match(chain, None)
+    assert lookup_only("ngram-mod") and model_drafter("ngram-mod") is None
+    assert arm_cost("ngram-mod", None, True) == 1.0
+    assert not lookup_only(None) and model_drafter(None) is None

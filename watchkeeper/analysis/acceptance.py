@@ -26,6 +26,7 @@ from watchkeeper.analysis.benchmark import ArmSpec, BenchResult
 from watchkeeper.load.records import RunResult
 from watchkeeper.server.counters import EMPTY, SpecCounters
 from watchkeeper.server.endpoints import spec_counters
+from watchkeeper.server.spec_knobs import model_drafter
 
 LOW_ACCEPTANCE = 0.2
 """Positions accepting under this share are the ones a draft length pays for and throws away."""
@@ -179,7 +180,7 @@ def curves_json(
 
 def _curve_n_max(arm: ArmSpec) -> int | None:
     """Draft models draft up to n_max positions; n-gram types size their own drafts."""
-    return arm.draft_n_max if (arm.spec_type or "").startswith("draft-") else None
+    return arm.draft_n_max if model_drafter(arm.spec_type) is not None else None
 
 
 def with_curves(result: BenchResult, runs: Sequence[RunResult]) -> BenchResult:

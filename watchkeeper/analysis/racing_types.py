@@ -10,6 +10,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from watchkeeper.analysis.stats import MIN_ROUNDS, Pair, RatioCI, paired_speedup
+from watchkeeper.server.spec_knobs import lookup_only
 
 ROUND_DRIFT_SD = 0.06
 """Round-to-round drift of one arm's half of a round, as a log-ratio sd: DESIGN.md measured
@@ -203,6 +204,6 @@ def arm_cost(spec_type: str | None, draft_n_max: int | None, speculative: bool) 
     """Cheaper first: the baseline, then n-gram lookup (no draft model), then drafts by size."""
     if not speculative:
         return 0.0
-    if (spec_type or "").startswith("ngram"):
+    if lookup_only(spec_type):
         return 1.0
     return 2.0 + float(draft_n_max or 16)

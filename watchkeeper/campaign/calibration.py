@@ -22,6 +22,7 @@ from watchkeeper.load.records import Task
 from watchkeeper.load.runner import LoadSettings
 from watchkeeper.server.endpoints import TransportError, complete, make_http_client, tokenize
 from watchkeeper.server.launch import PreparedProfile, RunningServer, serve
+from watchkeeper.server.spec_knobs import lookup_only, model_drafter
 
 Progress = Callable[[str], None]
 CALIBRATION_TASKS = 3
@@ -114,9 +115,9 @@ def measure_draft_cost(
 ) -> DraftCost:
     """Draft step cost in target steps: measured by running the draft model alone."""
     spec = prepared.spec_type or ""
-    if spec.startswith("ngram") and "," not in spec:  # not a chain with a model drafter
+    if lookup_only(spec):
         return DraftCost(0.0, "n-gram lookup: no draft model, cost taken as 0")
-    if not spec.startswith("draft-") or prepared.draft is None or prepared.model is None:
+    if model_drafter(spec) is None or prepared.draft is None or prepared.model is None:
         return DraftCost(None, "unknown drafter cost")
     if prepared.draft.sha256 == prepared.model.sha256:
         return DraftCost(1.0, "draft model is the target model")

@@ -45,6 +45,7 @@ from watchkeeper.checks.replay import chat_prompt_tokens
 from watchkeeper.load.records import Task
 from watchkeeper.load.sampling import SamplingSettings
 from watchkeeper.server.endpoints import ServerClient, TransportError, complete
+from watchkeeper.server.spec_knobs import model_drafter
 
 N_PROBS = 20
 """Target tokens reported per position; the rest is the PIT's tail bin."""
@@ -350,7 +351,7 @@ def is_sample_and_match(spec_type: str | None, draft_sampling: str | None) -> bo
     (its default); only `--spec-draft-sampling probabilistic` rejection-samples."""
     if not spec_type or spec_type == "none":
         return False
-    return not (spec_type.startswith("draft-") and draft_sampling == "probabilistic")
+    return not (model_drafter(spec_type) is not None and draft_sampling == "probabilistic")
 
 
 def correctness(arm: str, category: str, title: str, evidence: dict[str, Any]) -> GuardFinding:

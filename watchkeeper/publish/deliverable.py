@@ -30,6 +30,7 @@ from watchkeeper.errors import ConfigError
 from watchkeeper.host.info import HostInfo
 from watchkeeper.publish.arm_recipe import DROPPED_FLAGS, ArmRecipe, arm_recipe, portable_flags
 from watchkeeper.publish.workload_record import WorkloadRecord, workload_record
+from watchkeeper.server.spec_knobs import has_lookup
 
 __all__ = [
     "DROPPED_FLAGS",
@@ -245,7 +246,7 @@ def reading(
         settle = best.settle if best is not None else settle_text(ci)
         if settle:
             change.append(f"for {closest}: {settle} would tell whether its gain is real")
-        if (_spec_type(result, closest) or "").startswith("ngram"):
+        if has_lookup(_spec_type(result, closest)):
             change.append(
                 "a workload whose answers repeat their context (code edits, long structured "
                 "output), where n-gram lookup drafts for free: measure with your own task set "

@@ -22,6 +22,7 @@ from matplotlib.figure import Figure
 from watchkeeper.analysis.acceptance import result_curves
 from watchkeeper.analysis.benchmark import ALL, BenchResult
 from watchkeeper.nightly.digest import RatioPlotData, SeriesPlotData
+from watchkeeper.server.spec_knobs import model_drafter
 
 _DPI = 110
 _SIZE = (8.0, 4.5)
@@ -145,7 +146,7 @@ def _tps(result: BenchResult) -> Figure | None:
 def _acceptance(result: BenchResult) -> Figure | None:
     points: list[tuple[int, float, str]] = []
     for arm in result.arms:
-        if not (arm.spec_type or "").startswith("draft-") or arm.draft_n_max is None:
+        if model_drafter(arm.spec_type) is None or arm.draft_n_max is None:
             continue
         stats = result.stats(arm.name)
         if stats is not None and stats.acceptance_rate is not None:

@@ -111,6 +111,24 @@ def chain_parts(spec_type: str) -> tuple[str, ...]:
     return tuple(p.strip() for p in spec_type.split(",") if p.strip())
 
 
+def model_drafter(spec_type: str | None) -> str | None:
+    """The chain's model-drafter part (`draft-*`), wherever it stands in the chain; None for
+    n-gram lookup alone. Read by what prices, plots or verifies a drafter, so a chain
+    `ngram-mod,draft-simple` is not taken for free lookup because of its first part."""
+    return next((p for p in chain_parts(spec_type or "") if p.startswith("draft-")), None)
+
+
+def has_lookup(spec_type: str | None) -> bool:
+    """Whether any part of the chain is n-gram lookup (drafts for free on repeated text)."""
+    return any(p.startswith("ngram") for p in chain_parts(spec_type or ""))
+
+
+def lookup_only(spec_type: str | None) -> bool:
+    """Every part n-gram lookup: no model drafter to pay for."""
+    parts = chain_parts(spec_type or "")
+    return bool(parts) and all(p.startswith("ngram") for p in parts)
+
+
 def check_chain(spec_type: str, supported: tuple[str, ...], *, has_draft: bool) -> tuple[str, ...]:
     """The parts of a spec type or chain, each checked against the build's list, with the
     drafter each needs."""
