@@ -197,7 +197,8 @@ def test_a_stable_soak_whose_drift_ci_reaches_past_the_threshold_says_it_is_not_
         command="c", drift_threshold=0.10,
     )  # fmt: skip
     line = stability_line(s, fallback="")
-    assert line.startswith("3. **Stable under sustained load: met where resolved.**")
+    # Judged in part and far short of the 8 hours a side: neither "met" nor "met where resolved".
+    assert line.startswith("3. **Stable under sustained load: not yet:")
     # ... and how many times its blocks its noise needs ((0.21 / 0.10)^2), not "a longer soak".
     assert (
         "not resolved in 100m: b at concurrency 4 +4% (95% CI -16%..+26%; at its noise, about "

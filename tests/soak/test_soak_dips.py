@@ -149,3 +149,22 @@ def test_the_shape_rule_and_the_cap() -> None:
     assert len(aside) == 1 and len(kept) == 1 and set(aside + kept) == {10, 20}
     assert why[aside[0]]["block"] == rows[aside[0]]["block"]
     assert split_dips(t_h, twice, []) == ([], [10, 20], {})
+
+
+def test_a_soak_held_by_recurring_dips_never_reads_stable_met() -> None:
+    """A reviewer's case: a server that stalls in every 10th block kept `stable`, and the
+    sweep report's line read "met where resolved"; recurring dips are a stability finding."""
+    from watchkeeper.publish.soak_report import stability_line
+
+    dipped = {
+        "profile": "b", "concurrency": 4, "verdict": "inconclusive", "slope_verdict": "no drift",
+        "change": -0.01, "ci95": [-0.04, 0.02], "dips": [{"block": 9}, {"block": 19}],
+    }  # fmt: skip
+    s = {
+        "campaign_id": 1, "verdict": "stable", "subject": "s", "baseline": "b",
+        "duration": "8h", "restarts": 0, "drift_threshold": 0.10, "drift": [dipped],
+        "series": [{"profile": "b", "concurrency": 4, "errors": 0, "requests": 900}],
+    }  # fmt: skip
+    line = stability_line(s, fallback="")
+    assert line.startswith("3. **Stable under sustained load: not met (recurring dips).**"), line
+    assert "fell off and came back" in line

@@ -24,6 +24,7 @@ from watchkeeper.publish.soak_drift import (
     drift_cell,
     drift_entries,
     stability_state,
+    unresolved_drift,
     unresolved_text,
 )
 from watchkeeper.publish.soak_hours import hours_shortfall
@@ -380,7 +381,11 @@ def stability_line(s: Mapping[str, Any] | None, *, fallback: str) -> str:
         "unjudged": "not resolved",
         "judged in part": "met where resolved",
     }.get(state, f"not met ({s.get('verdict')})")
-    if state == "judged" and (short := hours_shortfall(s)):
+    if any("slope_verdict" in d for d in unresolved_drift(s)):
+        # Blocks that fell off and came back again and again (soak/dips.py): a stability
+        # finding in its own right, never "met where resolved".
+        verdict = "not met (recurring dips)"
+    elif state in ("judged", "judged in part") and (short := hours_shortfall(s)):
         verdict = short  # no drift or leak, but not "met" on less load than the target
     text = unresolved_text(s) if state in ("unjudged", "judged in part") else None
     unresolved = f"; {text}" if text else ""
