@@ -56,7 +56,8 @@ def hours_shortfall(s: Mapping[str, Any], target_h: float = TARGET_H) -> str:
     if hours is None:
         return "not yet: each arm's time under load unknown (no block length in the soak)"
     depths = sorted({1, unit_slots(s) or max((d for _, d in hours), default=1)})
-    arms = sorted({p for p, _ in hours} | {str(s.get("subject")), str(s.get("baseline"))})
+    named = (s.get("subject"), s.get("baseline"))  # a soak without a baseline has one arm
+    arms = sorted({p for p, _ in hours} | {str(a) for a in named if a})
     missing = [d for d in depths if not any((a, d) in hours for a in arms)]
     short = sorted((hours.get((a, d), 0.0), a, d) for a in arms for d in depths if d not in missing)
     if not missing and (not short or short[0][0] >= target_h):

@@ -95,7 +95,7 @@ def criteria_section(v: SweepView) -> list[str]:
         for a, m in (v.result.extras.get("identity_modes") or {}).items()
         if a == arm
     )
-    mode = " in the exact mode" if exact else ""
+    mode = " in the exact mode" if exact and "exact mode" not in identical else ""
     out.append(
         f"1. **Identical output: {identical}{mode}** ({claim.counts}). "
         + (

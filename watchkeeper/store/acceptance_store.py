@@ -78,6 +78,7 @@ class AcceptanceStore:
                     Campaign.id < campaign_id,
                     Campaign.host_id == host,
                     Campaign.kind.in_(list(kinds)),
+                    Campaign.status == "completed",  # an interrupted night is no history
                     Run.arm == arm,
                     Run.purpose == RunPurpose.MEASURED,
                     RequestSampleRow.error.is_(None),
