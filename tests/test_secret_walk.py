@@ -305,3 +305,28 @@ def test_a_remembered_secret_is_masked_as_a_word_never_inside_other_words() -> N
         assert "true@" not in redaction.redact("https://true@git.example.com/x.git")
     finally:
         redaction.forget_all()
+
+
+@pytest.mark.parametrize("log_format", ["json", "console"])
+def test_a_traceback_in_the_daemons_log_is_redacted(log_format: str) -> None:
+    """A reviewer's case: the log's redactor ran before the traceback was rendered, so a
+    library's exception that quoted a URL reached the journal with its password."""
+    import io
+
+    from watchkeeper.daemon import logs
+
+    redaction.forget_all()
+    stream = io.StringIO()
+    try:
+        redaction.remember_url("postgresql://wk:tb-5ecret-pw@db/wk")
+        logs.configure(log_format, "info", stream)
+        try:
+            raise RuntimeError("cannot reach postgresql://wk:tb-5ecret-pw@db/wk")
+        except RuntimeError:
+            logging.getLogger("some.library").exception("failed")
+            structlog.get_logger("watchkeeper").error("job_crashed", exc_info=True)
+    finally:
+        structlog.reset_defaults()
+        redaction.forget_all()
+    text = stream.getvalue()
+    assert text.count("Traceback") == 2 and "5ecret" not in text

@@ -40,10 +40,13 @@ def configure(log_format: str = "auto", level: str = "info", stream: TextIO | No
         structlog.stdlib.add_log_level,
         structlog.stdlib.add_logger_name,
         structlog.processors.TimeStamper(fmt="iso", utc=True),
+        # A traceback is text like any other field: rendered first, so the redactor sees it
+        # (a driver's exception quotes the URL it failed on).
+        structlog.processors.format_exc_info,
         redact_event,
     ]
     final: list[Any] = (
-        [structlog.processors.format_exc_info, structlog.processors.JSONRenderer()]
+        [structlog.processors.JSONRenderer()]
         if use_json(log_format, stream)
         else [structlog.dev.ConsoleRenderer(colors=stream.isatty())]
     )
