@@ -153,6 +153,9 @@ CASES: dict[str, Case] = {
         "is not a folder",
     ),
     "sweep's default service file under a file": Case(_default_unit_under_a_file, "systemd is"),
+    "sweep --dry-run with nothing built": Case(
+        lambda t: ["sweep", "--dry-run", "--family", "smollm2"], "is built yet"
+    ),
     "sweep --service-file a folder": Case(
         lambda t: ["sweep", "--service-file", str(t)], "is a folder"
     ),

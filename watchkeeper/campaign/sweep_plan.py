@@ -22,7 +22,7 @@ from watchkeeper.errors import ConfigError
 from watchkeeper.load.shape import LoadShape
 from watchkeeper.load.tasks import cap_tokens, select
 from watchkeeper.server.flags import LEARNS_ACROSS_REQUESTS, HelpInfo, read_help
-from watchkeeper.server.install import ensure_binary
+from watchkeeper.server.install import ensure_binary, resolve_binary
 from watchkeeper.server.models import CATALOG, ModelStore
 from watchkeeper.server.profiles import QWEN_DRAFT, QWEN_TARGET, SMOLLM2, get_profile
 from watchkeeper.server.spec_discovery import ModelFacts, discover, model_facts
@@ -209,7 +209,16 @@ def sweep_arm_plan(
     config, source = resolve_candidates(
         config, family=family, target=target, draft=draft, profile=profile
     )
-    binary = ensure_binary(config.server, progress=progress)
+    if fetch:
+        binary = ensure_binary(config.server, progress=progress)
+    elif (found := resolve_binary(config.server)) is not None:
+        binary = found
+    else:  # a dry run reads the build's --help, and builds nothing (7-14 minutes here)
+        raise ConfigError(
+            f"no llama-server {config.server.llama_cpp_version} is built yet: the plan reads "
+            "its --help",
+            hint="build it first with `watchkeeper setup`, or set server.binary",
+        )
     info = read_help(binary, config.server.resolved_cache_dir())
     plan = arm_plan(config, source, info, max_arms=max_arms, fetch=fetch, progress=progress)
     return config, plan
