@@ -146,7 +146,9 @@ def test_the_soaks_servers_run_exactly_the_units_execstart(
     config = config.model_copy(update={"service": service})
     committed = read_record(COMMITTED)
     served = committed.extra["served"]
-    assert served == {"slots": 4, "cache_ram_mib": 0}  # what examples/speculative-service.toml set
+    # what examples/speculative-service.toml set, and the port its unit binds (side by side
+    # with the code-edit unit's 8081)
+    assert served == {"slots": 4, "cache_ram_mib": 0, "port": 8080}
     if not kept:
         committed = replace(committed, extra={"unit": committed.extra["unit"]})
     want_slots = slots or (served["slots"] if kept else 1)
@@ -315,7 +317,10 @@ def test_a_gpu_hosts_unit_sees_the_gpu_and_offloads_every_arms_layers(
     info = read_help(server_binary, config.server.resolved_cache_dir())
     committed = read_record(COMMITTED)
     draft = write_record(tmp_path / "draft.json", speculating(committed, server_binary, info))
-    for record, flags in ((COMMITTED, "--slots -ngl all --cache-ram 0"), (draft, "-ngld all")):
+    for record, flags in (
+        (COMMITTED, "--slots --spec-type none -ngl all --cache-ram 0"),
+        (draft, "-ngld all"),
+    ):
         text = unit_on(host, gpu, record, tmp_path / record.stem, monkeypatch)
         assert "PrivateDevices=no" in text and "PrivateDevices=yes" not in text
         assert flags in " ".join(exec_start(text)), exec_start(text)
