@@ -121,7 +121,7 @@ def test_sweep_recommends_conservatively_and_writes_a_service_file(
     record = json.loads((tmp_path / "reports" / "speculative_recommendation.json").read_text())
     assert str(tmp_path) not in json.dumps(record) and "/.cache/" not in json.dumps(record)
     # The serving settings its unit was rendered with ([service] unset: the slots measured).
-    assert record["extra"]["served"] == {"slots": None, "cache_ram_mib": 0}
+    assert record["extra"]["served"] == {"slots": None, "cache_ram_mib": 0, "port": 8080}
     # One process per arm for the sweep, reusing its prompt cache: round 2 prefills almost
     # nothing of the prompts round 1 already sent (llama-server's own counter says so).
     with sqlite3.connect(tmp_path / "wk.db") as con:
