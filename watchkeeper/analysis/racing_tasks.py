@@ -44,7 +44,7 @@ carries it whole."""
 ROUND_SD = 0.02
 """What moves every task of a round at once beyond the instance (log sd): host drift that the
 back-to-back pairing does not cancel (an identical twin's per-round ratio sd was 2.8-5.9% over
-12 tasks, DESIGN.md; 2% is `benchmarks/mix_coverage.py`'s figure for this host). Tasks cannot
+12 tasks, the design notes; 2% is `benchmarks/mix_coverage.py`'s figure for this host). Tasks cannot
 average it away, so it is added to the mean's variance divided by the rounds, never by the
 tasks: without it a one-round interval over 36 near-identical tasks was about half as wide as
 the truth (a reviewer's reading of issue 75's first version)."""
