@@ -16,15 +16,13 @@ import hashlib
 import json
 import os
 import socket
-import stat
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
-import psutil
 import pytest
+from support.hostile import Case, assert_one_line, llama_servers, run_cli, tree, write
 
-from watchkeeper.cli.app import build_parser, main
+from watchkeeper.cli.app import build_parser
 
 SECRET = "hunter2-s3cret"
 DEEP = 100_000
@@ -36,29 +34,11 @@ def _served_record(tmp: Path, slots: object) -> str:
     root = Path(__file__).resolve().parents[1]
     data = json.loads((root / "reports" / "speculative_recommendation.json").read_text())
     data["extra"]["served"] = {"slots": slots, "cache_ram_mib": 0}
-    return str(_write(tmp / "in" / "record.json", json.dumps(data)))
-
-
-@dataclass(frozen=True)
-class Case:
-    """One hostile input: the argv (built in the test's folder) and text that must appear in
-    the error line."""
-
-    argv: Callable[[Path], list[str]]
-    says: str
-
-
-def _write(path: Path, data: str | bytes) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if isinstance(data, bytes):
-        path.write_bytes(data)
-    else:
-        path.write_text(data, encoding="utf-8")
-    return path
+    return str(write(tmp / "in" / "record.json", json.dumps(data)))
 
 
 def _config(text: str) -> Callable[[Path], str]:
-    return lambda tmp: str(_write(tmp / "in" / "wk.toml", text))
+    return lambda tmp: str(write(tmp / "in" / "wk.toml", text))
 
 
 def _cfg_case(command: list[str], text: str, says: str) -> Case:
@@ -67,7 +47,7 @@ def _cfg_case(command: list[str], text: str, says: str) -> Case:
 
 def _trace(lines: str | bytes, fmt: str = "trace") -> Callable[[Path], list[str]]:
     def argv(tmp: Path) -> list[str]:
-        src = _write(tmp / "in" / "trace.jsonl", lines)
+        src = write(tmp / "in" / "trace.jsonl", lines)
         return ["import-tasks", str(src), "--format", fmt, "--out", str(tmp / "in" / "t.jsonl")]
 
     return argv
@@ -75,15 +55,15 @@ def _trace(lines: str | bytes, fmt: str = "trace") -> Callable[[Path], list[str]
 
 def _jobs(job: str | bytes) -> Callable[[Path], list[str]]:
     def argv(tmp: Path) -> list[str]:
-        _write(tmp / "in" / "jobs" / "nightly.toml", job)
-        config = _write(tmp / "in" / "wk.toml", f'[daemon]\njobs_dir = "{tmp / "in" / "jobs"}"\n')
+        write(tmp / "in" / "jobs" / "nightly.toml", job)
+        config = write(tmp / "in" / "wk.toml", f'[daemon]\njobs_dir = "{tmp / "in" / "jobs"}"\n')
         return ["job", "run", "nightly", "--config", str(config)]
 
     return argv
 
 
 def _random_db(tmp: Path) -> str:
-    path = _write(tmp / "in" / "random.db", hashlib.sha256(b"x").digest() * 256)
+    path = write(tmp / "in" / "random.db", hashlib.sha256(b"x").digest() * 256)
     return f"sqlite:///{path}"
 
 
@@ -179,7 +159,7 @@ CASES: dict[str, Case] = {
     "import-tasks --out missing folder": Case(
         lambda t: [
             "import-tasks",
-            str(_write(t / "in" / "t.jsonl", "{}\n")),
+            str(write(t / "in" / "t.jsonl", "{}\n")),
             "--format",
             "trace",
             "--out",
@@ -190,7 +170,7 @@ CASES: dict[str, Case] = {
     "import-tasks --out a folder": Case(
         lambda t: [
             "import-tasks",
-            str(_write(t / "in" / "t.jsonl", "{}\n")),
+            str(write(t / "in" / "t.jsonl", "{}\n")),
             "--format",
             "trace",
             "--out",
@@ -200,7 +180,7 @@ CASES: dict[str, Case] = {
     ),
     # -- the config file -------------------------------------------------------------------
     "config not UTF-8": Case(
-        lambda t: ["profiles", "--config", str(_write(t / "in" / "wk.toml", _BAD_BYTES))],
+        lambda t: ["profiles", "--config", str(write(t / "in" / "wk.toml", _BAD_BYTES))],
         "not UTF-8",
     ),
     "config nested 10^5 deep": _cfg_case(["profiles"], _NESTED_TOML, "nested too deeply"),
@@ -214,7 +194,7 @@ CASES: dict[str, Case] = {
             "p",
             "--config",
             _config(
-                f'[models.mine]\npath = "{_write(t / "in" / "x.gguf", _PASSWD)}"\n'
+                f'[models.mine]\npath = "{write(t / "in" / "x.gguf", _PASSWD)}"\n'
                 '[profiles.p]\nmodel = "mine"\n'
             )(t),
         ],
@@ -257,7 +237,7 @@ CASES: dict[str, Case] = {
                 f'[database]\nurl = "sqlite:///{t / "in" / "no.db"}"\n'
                 f'[tracker]\n{_HTTPS}repository = "ops/llm"\n'
                 f'token_env = "WK_HOSTILE_UNSET"\ntoken_file = "'
-                f'{_write(t / "in" / "token", _BAD_BYTES)}"\n'
+                f'{write(t / "in" / "token", _BAD_BYTES)}"\n'
             )(t),
         ],
         "not UTF-8",
@@ -281,7 +261,7 @@ CASES: dict[str, Case] = {
             "--profile",
             "smollm2-baseline",
             "--taskset",
-            str(_write(t / "in" / "ts.jsonl", _NESTED_JSON)),
+            str(write(t / "in" / "ts.jsonl", _NESTED_JSON)),
         ],
         "nested too deeply",
     ),
@@ -291,7 +271,7 @@ CASES: dict[str, Case] = {
             "--profile",
             "smollm2-baseline",
             "--taskset",
-            str(_write(t / "in" / "ts.jsonl", _BAD_BYTES)),
+            str(write(t / "in" / "ts.jsonl", _BAD_BYTES)),
         ],
         "cannot read the task set",
     ),
@@ -336,41 +316,8 @@ DB_CASES: dict[str, tuple[Callable[[Path], str], list[str], str]] = {
 }
 
 
-def _tree(root: Path) -> dict[str, tuple[int, str]]:
-    """Every file and folder under `root`: mode and content hash (a symlink by its target)."""
-    found: dict[str, tuple[int, str]] = {}
-    for dirpath, dirnames, filenames in os.walk(root):
-        for name in [*dirnames, *filenames]:
-            path = Path(dirpath) / name
-            info = path.lstat()
-            if stat.S_ISLNK(info.st_mode):
-                digest = os.readlink(path)
-            elif stat.S_ISREG(info.st_mode):
-                digest = hashlib.sha256(path.read_bytes()).hexdigest()
-            else:
-                digest = "dir"
-            found[str(path.relative_to(root))] = (info.st_mode, digest)
-    return found
-
-
-def _llama_servers() -> set[int]:
-    return {c.pid for c in psutil.Process().children(recursive=True) if "llama-server" in c.name()}
-
-
-def _run(argv: list[str]) -> int:
-    try:
-        return main(argv)
-    except SystemExit as exc:  # argparse's own exit, in the house format
-        return int(exc.code or 0)
-
-
 def _assert_one_line(code: int, err: str, says: str) -> None:
-    lines = [line for line in err.splitlines() if line.strip()]
-    assert code == 2, err
-    assert "Traceback" not in err, err
-    assert lines and lines[0].startswith("error:"), err
-    assert len(lines) == 1 or (len(lines) == 2 and lines[1].startswith("hint:")), err
-    assert says in lines[0], err
+    assert_one_line(code, err, says)
     assert SECRET not in err, err
 
 
@@ -393,14 +340,14 @@ def test_hostile_input_is_one_line_exit_2_and_changes_nothing(
 ) -> None:
     case = CASES[name]
     argv = case.argv(hostile)
-    before, servers = _tree(hostile), _llama_servers()
+    before, servers = tree(hostile), llama_servers()
     capsys.readouterr()
-    code = _run(argv)
+    code = run_cli(argv)
     out, err = capsys.readouterr()
     _assert_one_line(code, err, case.says)
     assert out == ""
-    assert _tree(hostile) == before, "the failed command wrote or changed a file"
-    assert _llama_servers() == servers
+    assert tree(hostile) == before, "the failed command wrote or changed a file"
+    assert llama_servers() == servers
 
 
 @pytest.mark.parametrize("name", sorted(DB_CASES))
@@ -409,12 +356,12 @@ def test_a_hostile_database_url_is_one_line_without_its_password(
 ) -> None:
     url_of, argv, says = DB_CASES[name]
     monkeypatch.setenv("WATCHKEEPER_DATABASE_URL", url_of(hostile))
-    before = _tree(hostile)
+    before = tree(hostile)
     capsys.readouterr()
-    code = _run(argv)
+    code = run_cli(argv)
     _, err = capsys.readouterr()
     _assert_one_line(code, err, says)
-    assert _tree(hostile) == before, "the failed command wrote or changed a file"
+    assert tree(hostile) == before, "the failed command wrote or changed a file"
 
 
 def test_a_metrics_port_in_use_stops_the_daemon_before_it_touches_anything(
@@ -428,17 +375,17 @@ def test_a_metrics_port_in_use_stops_the_daemon_before_it_touches_anything(
         port = holder.getsockname()[1]
         jobs = hostile / "jobs"
         jobs.mkdir()
-        config = _write(
+        config = write(
             hostile / "wk.toml",
             f'[database]\nurl = "sqlite:///{hostile / "wk.db"}"\n'
             f'[daemon]\njobs_dir = "{jobs}"\nmetrics_port = {port}\n',
         )
-        before = _tree(hostile)
+        before = tree(hostile)
         capsys.readouterr()
-        code = _run(["daemon", "--config", str(config)])
+        code = run_cli(["daemon", "--config", str(config)])
         _, err = capsys.readouterr()
     _assert_one_line(code, err, f"127.0.0.1:{port}")
-    assert _tree(hostile) == before
+    assert tree(hostile) == before
 
 
 def test_every_numeric_option_of_every_command_is_range_checked() -> None:
