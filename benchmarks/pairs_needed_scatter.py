@@ -30,11 +30,10 @@ from watchkeeper.analysis.stats import classify
 from watchkeeper.soak.paired import (
     CONFIDENCE,
     MAX_SIZED_PAIRS,
-    MIN_CYCLES,
-    SIZING_POWER,
-    SIZING_REPS,
     _ar1_rows,
+    ar1_draws,
     ar1_t_interval,
+    fewest_pairs,
     pairs_needed,
 )
 
@@ -55,30 +54,7 @@ def old_pairs_needed(logs: np.ndarray) -> int | None:
     """`pairs_needed` before issue 75: one number at the series' own point values."""
     rows = _ar1_rows(logs, FLOOR, CONFIDENCE)
     mean, r_used, sigma = float(rows.mean), float(rows.r), math.sqrt(float(rows.variance))
-    band = math.log1p(THRESHOLD)
-    want = "no change" if abs(mean) < band else ("slower" if mean < 0 else "faster")
-    series = np.random.default_rng(0).standard_normal((SIZING_REPS, MAX_SIZED_PAIRS))
-    for t in range(1, MAX_SIZED_PAIRS):
-        series[:, t] = r_used * series[:, t - 1] + math.sqrt(1.0 - r_used**2) * series[:, t]
-
-    def power(m: int) -> float:
-        drawn = _ar1_rows(mean + sigma * series[:, :m], FLOOR, CONFIDENCE)
-        hits = sum(
-            classify(math.exp(mu), math.exp(mu - h), math.exp(mu + h), THRESHOLD) == want
-            for mu, h in zip(drawn.mean.tolist(), drawn.half.tolist(), strict=True)
-        )
-        return hits / SIZING_REPS
-
-    low, high = MIN_CYCLES, MAX_SIZED_PAIRS
-    if power(high) < SIZING_POWER:
-        return None
-    while low < high:
-        mid = (low + high) // 2
-        if power(mid) >= SIZING_POWER:
-            high = mid
-        else:
-            low = mid + 1
-    return low
+    return fewest_pairs(ar1_draws(r_used), mean, sigma, threshold=THRESHOLD, floor=FLOOR)
 
 
 def decided(n: int, mean: float, sd: float, r: float, reps: int = 400) -> float:

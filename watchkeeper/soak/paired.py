@@ -160,12 +160,11 @@ def pairs_needed(logs: Sequence[float], *, threshold: float, floor: float) -> Si
     random numbers: the same draws for every m, all rows judged at once).
 
     What it no longer reads from the few pairs it has (issue 75): their own lag-1 estimate
-    (below `MIN_LAG1_PAIRS` the draws and the spread's correction use the configured
-    ``floor``, fixed), and a single
-    spread: the range runs from the point spread to its `SIGMA_CONFIDENCE` upper bound. Sized
-    from 6 pairs of a series that 14 pairs decide, the old single hint ran 7 to 400+ over 20
-    draws and gave up ("not even 400") in some; `benchmarks/pairs_needed_scatter.py`. None
-    below 2 pairs."""
+    (below `MIN_LAG1_PAIRS` the draws and the spread's correction use the configured ``floor``,
+    fixed), and a single spread: the range runs from the point spread to its `SIGMA_CONFIDENCE`
+    upper bound. Sized from 6 pairs of a series that 14 pairs decide, the old single hint ran 7
+    to 400+ over 20 draws and gave up ("not even 400") in some;
+    `benchmarks/pairs_needed_scatter.py`. None below 2 pairs."""
     x = np.asarray(logs, float)
     n = x.size
     if n < 2:
@@ -180,35 +179,49 @@ def pairs_needed(logs: Sequence[float], *, threshold: float, floor: float) -> Si
     df = max(n / c - 1.0, 1.0)
     upper = sigma * math.sqrt(df / float(scipy_stats.chi2.ppf(1.0 - SIGMA_CONFIDENCE, df)))
     mean = float(x.mean())
-    band = math.log1p(threshold)
-    want = "no change" if abs(mean) < band else ("slower" if mean < 0 else "faster")
-    # Drawn once at the longest length: a soak of m pairs is the first m of each row.
+    draws = ar1_draws(r)
+    point = fewest_pairs(draws, mean, sigma, threshold=threshold, floor=floor)
+    if point is None:
+        return Sizing(None, None)
+    return Sizing(point, fewest_pairs(draws, mean, upper, threshold=threshold, floor=floor))
+
+
+def ar1_draws(r: float) -> np.ndarray:
+    """`SIZING_REPS` standard AR(1) series of lag-1 ``r`` at the longest sized length, seeded:
+    a soak of m pairs is the first m of each row (common random numbers for every m)."""
     series = np.random.default_rng(0).standard_normal((SIZING_REPS, MAX_SIZED_PAIRS))
     for t in range(1, MAX_SIZED_PAIRS):
         series[:, t] = r * series[:, t - 1] + math.sqrt(1.0 - r**2) * series[:, t]
+    return series
 
-    def fewest(spread: float) -> int | None:
-        def power(m: int) -> float:
-            drawn = _ar1_rows(mean + spread * series[:, :m], floor, CONFIDENCE)
-            hits = sum(
-                classify(math.exp(mu), math.exp(mu - h), math.exp(mu + h), threshold) == want
-                for mu, h in zip(drawn.mean.tolist(), drawn.half.tolist(), strict=True)
-            )
-            return hits / SIZING_REPS
 
-        low, high = MIN_CYCLES, MAX_SIZED_PAIRS
-        if power(high) < SIZING_POWER:
-            return None
-        while low < high:
-            mid = (low + high) // 2
-            if power(mid) >= SIZING_POWER:
-                high = mid
-            else:
-                low = mid + 1
-        return low
+def fewest_pairs(
+    draws: np.ndarray, mean: float, spread: float, *, threshold: float, floor: float
+) -> int | None:
+    """The fewest pairs (`MIN_CYCLES` to `MAX_SIZED_PAIRS`) whose interval reads the verdict
+    ``mean`` implies in `SIZING_POWER` of the ``draws`` scaled by ``spread``; None when even
+    the longest does not."""
+    band = math.log1p(threshold)
+    want = "no change" if abs(mean) < band else ("slower" if mean < 0 else "faster")
 
-    point = fewest(sigma)
-    return Sizing(point, fewest(upper) if point is not None else None)
+    def power(m: int) -> float:
+        drawn = _ar1_rows(mean + spread * draws[:, :m], floor, CONFIDENCE)
+        hits = sum(
+            classify(math.exp(mu), math.exp(mu - h), math.exp(mu + h), threshold) == want
+            for mu, h in zip(drawn.mean.tolist(), drawn.half.tolist(), strict=True)
+        )
+        return hits / SIZING_REPS
+
+    low, high = MIN_CYCLES, MAX_SIZED_PAIRS
+    if power(high) < SIZING_POWER:
+        return None
+    while low < high:
+        mid = (low + high) // 2
+        if power(mid) >= SIZING_POWER:
+            high = mid
+        else:
+            low = mid + 1
+    return low
 
 
 def cycle_length(params: dict[str, Any]) -> int:
