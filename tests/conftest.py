@@ -41,6 +41,7 @@ pytest_plugins = [
     "support.triagekit",
     "support.benchresult",
     "support.realnight",
+    "support.flagkit",
     "support.hostile",
 ]
 

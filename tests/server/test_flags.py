@@ -5,30 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from support.flagkit import argv_for
 
 from watchkeeper.config import ProfileConfig
 from watchkeeper.errors import FlagError
-from watchkeeper.server.flags import HelpInfo, build_argv, parse_help, read_help
-from watchkeeper.server.install import ServerBinary
+from watchkeeper.server.flags import HelpInfo, build_argv, parse_help
 from watchkeeper.server.profiles import BUILTIN_PROFILES
-
-
-@pytest.fixture(scope="module")
-def help_info(server_binary: ServerBinary, tmp_path_factory: pytest.TempPathFactory) -> HelpInfo:
-    return read_help(server_binary, tmp_path_factory.mktemp("cache"))
-
-
-def argv_for(profile: ProfileConfig, info: HelpInfo, draft: bool = False) -> list[str]:
-    return list(
-        build_argv(
-            profile,
-            info=info,
-            binary=Path("/bin/llama-server"),
-            model_path=Path("/m/target.gguf"),
-            draft_path=Path("/m/draft.gguf") if draft else None,
-            port=8123,
-        ).argv
-    )
 
 
 def test_the_installed_build_lists_the_spec_types_of_design_md(help_info: HelpInfo) -> None:

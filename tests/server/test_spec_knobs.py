@@ -6,34 +6,14 @@ the target's own heads, the trained drafters need their drafter, and the baselin
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
+from support.flagkit import argv_for
 
 from watchkeeper.campaign.sweep_arms import NGRAM_SIZES
 from watchkeeper.config import ProfileConfig
 from watchkeeper.errors import FlagError
-from watchkeeper.server.flags import HelpInfo, build_argv, read_help
-from watchkeeper.server.install import ServerBinary
+from watchkeeper.server.flags import HelpInfo
 from watchkeeper.server.spec_knobs import FIELD_KNOBS, owner, spec_knobs
-
-
-@pytest.fixture(scope="module")
-def help_info(server_binary: ServerBinary, tmp_path_factory: pytest.TempPathFactory) -> HelpInfo:
-    return read_help(server_binary, tmp_path_factory.mktemp("cache"))
-
-
-def argv_for(profile: ProfileConfig, info: HelpInfo, draft: bool = False) -> list[str]:
-    return list(
-        build_argv(
-            profile,
-            info=info,
-            binary=Path("/bin/llama-server"),
-            model_path=Path("/m/target.gguf"),
-            draft_path=Path("/m/draft.gguf") if draft else None,
-            port=8123,
-        ).argv
-    )
 
 
 def test_every_field_knob_the_code_can_emit_is_listed_by_the_build(help_info: HelpInfo) -> None:
