@@ -87,36 +87,30 @@ def record_acceptance_alarms(
     ids = []
     for a in judge_campaign(db, campaign_id, kinds=kinds, params=params):
         pct = f"{a.accepted} of {a.drafted} drafted tokens accepted ({a.collapse.current:.1%})"
+        fired: list[tuple[str, str, str]] = []  # (kind, label, title)
         if a.collapse.fired:
-            ids.append(
-                store.record_recurring(
-                    NewFinding(
-                        campaign_id=campaign_id,
-                        fingerprint=f"{source}-acceptance-collapse:{a.arm}"[:64],
-                        kind="acceptance_collapse",
-                        label="regression",
-                        severity="high",
-                        title=f"{a.arm}: acceptance collapsed to {a.collapse.current:.1%} from "
-                        f"a median of {a.collapse.history_median:.1%} ({pct})",
-                        evidence=a.to_json(),
-                    ),
-                    now=now,
-                )
-            )
+            fired.append((
+                "acceptance_collapse",
+                "regression",
+                f"{a.arm}: acceptance collapsed to {a.collapse.current:.1%} from "
+                f"a median of {a.collapse.history_median:.1%} ({pct})",
+            ))  # fmt: skip
         if a.loop.fired:
-            ids.append(
-                store.record_recurring(
-                    NewFinding(
-                        campaign_id=campaign_id,
-                        fingerprint=f"{source}-acceptance-loop:{a.arm}"[:64],
-                        kind="acceptance_loop",
-                        label="stability",
-                        severity="high",
-                        title=f"{a.arm}: {a.loop.looped} of {a.loop.requests} requests loop "
-                        f"(acceptance near 1 on output that repeats itself; {pct})",
-                        evidence=a.to_json(),
-                    ),
-                    now=now,
-                )
+            fired.append((
+                "acceptance_loop",
+                "stability",
+                f"{a.arm}: {a.loop.looped} of {a.loop.requests} requests loop "
+                f"(acceptance near 1 on output that repeats itself; {pct})",
+            ))  # fmt: skip
+        for kind, label, title in fired:
+            finding = NewFinding(
+                campaign_id=campaign_id,
+                fingerprint=f"{source}-{kind.replace('_', '-')}:{a.arm}"[:64],
+                kind=kind,
+                label=label,
+                severity="high",
+                title=title,
+                evidence=a.to_json(),
             )
+            ids.append(store.record_recurring(finding, now=now))
     return ids
