@@ -84,17 +84,22 @@ def _skip_value(stream: BinaryIO, kind: int) -> None:
 _UINTS = {4: "<I", 5: "<i", 10: "<Q", 11: "<q"}
 
 
+def _key_values(stream: BinaryIO, path: Path) -> int:
+    """Past the header (magic, version 2+, tensor count): the number of key/value pairs."""
+    if _read(stream, 4) != _MAGIC:
+        raise GgufError(f"{path} is not a GGUF file")
+    if _u32(stream) < 2:
+        raise GgufError(f"{path}: GGUF version too old")
+    _u64(stream)
+    return _u64(stream)
+
+
 def read_context_length(path: Path) -> int | None:
     """The context the model was trained for (`<architecture>.context_length`; SmolLM2: 8192):
     llama-server caps a slot's context at it whatever `--ctx-size` asks, so a fit check past
     it measures the model, not the memory. None when the file does not say."""
     with path.open("rb") as stream:
-        if _read(stream, 4) != _MAGIC:
-            raise GgufError(f"{path} is not a GGUF file")
-        if _u32(stream) < 2:
-            raise GgufError(f"{path}: GGUF version too old")
-        _u64(stream)
-        for _ in range(_u64(stream)):
+        for _ in range(_key_values(stream, path)):
             key = _string(stream)
             kind = _u32(stream)
             parts = key.split(".")
@@ -119,12 +124,7 @@ def read_metadata(path: Path, *, max_string: int = 4096) -> dict[str, Scalar]:
     as are strings longer than `max_string` (a chat template)."""
     out: dict[str, Scalar] = {}
     with path.open("rb") as stream:
-        if _read(stream, 4) != _MAGIC:
-            raise GgufError(f"{path} is not a GGUF file")
-        if _u32(stream) < 2:
-            raise GgufError(f"{path}: GGUF version too old")
-        _u64(stream)
-        for _ in range(_u64(stream)):
+        for _ in range(_key_values(stream, path)):
             key = _string(stream)
             kind = _u32(stream)
             if kind in _SCALARS:
