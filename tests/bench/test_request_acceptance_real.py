@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from sqlalchemy import select
+from support.taskfiles import LOOP_PROMPTS
 
 from watchkeeper.campaign.acceptance_findings import judge_campaign
 from watchkeeper.cli.app import main
@@ -19,17 +20,6 @@ from watchkeeper.store.db import open_database
 from watchkeeper.store.schema import RequestSampleRow
 
 PROFILE = "smollm2-selfdraft"
-PROMPTS = (
-    "Write the word hello 80 times, separated by spaces, and nothing else.",
-    "Say 'I love pizza' over and over again, 40 times.",
-    "Say 'We are the champions' over and over again, 40 times.",
-    "Say 'Good morning' over and over again, 40 times.",
-    "Say 'Hello world' over and over again, 40 times.",
-    "Say 'The sky is blue' over and over again, 40 times.",
-)
-"""The first three answers say the phrase again and again (measured 2026-12-06: 50 of 50
-drafted tokens accepted each, 88-93% of their word 6-grams repeated); the last three answer
-in a line and do not loop, so the alarm counts requests, not the run's prompt."""
 
 
 def _standard(path: Path) -> Path:
@@ -50,7 +40,7 @@ def _looping(path: Path) -> Path:
                 }
             )
             + "\n"
-            for i, text in enumerate(PROMPTS)
+            for i, text in enumerate(LOOP_PROMPTS)
         )
     )
     return path

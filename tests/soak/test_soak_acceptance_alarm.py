@@ -10,7 +10,7 @@ from pathlib import Path
 
 from sqlalchemy import select
 from support.soakkit import soak_settings
-from support.taskfiles import write_taskset
+from support.taskfiles import LOOP_PROMPTS, write_taskset
 
 from watchkeeper.commands.soak import soak_command
 from watchkeeper.config import Config, DatabaseConfig, ProfileConfig, ServerConfig
@@ -19,15 +19,6 @@ from watchkeeper.server.models import ModelFile
 from watchkeeper.server.profiles import SMOLLM2
 from watchkeeper.store.db import Database
 from watchkeeper.store.schema import Finding
-
-PROMPTS = (
-    "Write the word hello 80 times, separated by spaces, and nothing else.",
-    "Say 'I love pizza' over and over again, 40 times.",
-    "Say 'We are the champions' over and over again, 40 times.",
-    "Say 'Good morning' over and over again, 40 times.",
-    "Say 'Hello world' over and over again, 40 times.",
-    "Say 'The sky is blue' over and over again, 40 times.",
-)
 
 
 def test_a_soak_whose_server_loops_files_the_loop_alarm(
@@ -47,7 +38,7 @@ def test_a_soak_whose_server_loops_files_the_loop_alarm(
         },
         soak=soak_settings(temperature=0.0, probe_interval_s=600.0),
     )
-    tasks = write_taskset(tmp_path, [(f"loop-{i}", p) for i, p in enumerate(PROMPTS)], 64)
+    tasks = write_taskset(tmp_path, [(f"loop-{i}", p) for i, p in enumerate(LOOP_PROMPTS)], 64)
     result = soak_command(config, duration="40s", block="40s", profiles=["sd"], taskset=tasks)
     assert result.status == "completed"
     db = Database(sqlite_url)

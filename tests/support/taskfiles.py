@@ -13,6 +13,19 @@ COPY_TEXT = (
     "every crew knows when to bring their boats in before the evening wind turns."
 )
 
+LOOP_PROMPTS = (
+    "Write the word hello 80 times, separated by spaces, and nothing else.",
+    "Say 'I love pizza' over and over again, 40 times.",
+    "Say 'We are the champions' over and over again, 40 times.",
+    "Say 'Good morning' over and over again, 40 times.",
+    "Say 'Hello world' over and over again, 40 times.",
+    "Say 'The sky is blue' over and over again, 40 times.",
+)
+"""Prompts for the loop alarm's real controls: with SmolLM2 drafting for itself the first three
+answers say the phrase again and again (measured 2026-12-06: 50 of 50 drafted tokens accepted
+each, 88-93% of their word 6-grams repeated); the last three answer in a line and do not loop,
+so the alarm counts requests, not the run's prompt."""
+
 
 def copy_task(task_id: str, category: str, max_tokens: int) -> dict[str, Any]:
     """A task whose answer copies its 91-token prompt, so n-gram lookup drafts (36 of 48
