@@ -153,6 +153,9 @@ CASES: dict[str, Case] = {
         "is not a folder",
     ),
     "sweep's default service file under a file": Case(_default_unit_under_a_file, "systemd is"),
+    "sweep --max-arms 1 races nothing": Case(
+        lambda t: ["sweep", "--dry-run", "--family", "smollm2", "--max-arms", "1"], "--max-arms"
+    ),
     "sweep --dry-run with nothing built": Case(
         lambda t: ["sweep", "--dry-run", "--family", "smollm2"], "is built yet"
     ),

@@ -341,7 +341,7 @@ def add_sweep_plan_options(p: Any) -> None:
     """The sweep's arm plan: `--max-arms` and `--dry-run` (campaign/sweep_arms.py)."""
     p.add_argument(
         "--max-arms",
-        type=COUNT,
+        type=int_in(2, 1000),  # the baseline and at least one arm to race
         default=SWEEP_MAX_ARMS,
         metavar="N",
         help="race at most N arms, baseline included, by tier: the methods at the requests' "
