@@ -20,6 +20,7 @@ from watchkeeper.cli import (
     database,
     deliver,
     deliver_checks,
+    deliver_set,
     measure,
     nightly,
     tracker,
@@ -29,7 +30,17 @@ from watchkeeper.cli.common import OneLineParser, apply_sampling, console
 from watchkeeper.config import load_config
 from watchkeeper.errors import WatchkeeperError
 
-GROUPS = (measure, deliver, deliver_checks, database, nightly, tracker, daemon, upgrades)
+GROUPS = (
+    measure,
+    deliver,
+    deliver_checks,
+    deliver_set,
+    database,
+    nightly,
+    tracker,
+    daemon,
+    upgrades,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -54,12 +54,14 @@ def ladder_command(
     progress: Progress,
     database: Database | None = None,
     metric: str | None = None,
+    categories: Sequence[str] | None = None,
 ) -> LadderResult:
     """`levels` are concurrencies (closed loop) or, with `rates`, requests per second (open
     loop, the servers' slots from `concurrency`); no levels with `rates`: 25, 50, 75 and 100%
     of the baseline's saturation rate and each slower candidate's own, measured first
     (`campaign.ladder.arm_saturation`). `metric` decides the crossover (None: the mode's
-    default, `analysis.load_compare.default_metric`). The page and its
+    default, `analysis.load_compare.default_metric`). `categories`: only the task set's tasks
+    of these (a workload's own ladder, `commands/served_ladder.py`). The page and its
     plots are written to the reports folder; the result names it (`report_path`)."""
     auto = not levels
     check_levels(levels, rates=rates)
@@ -76,6 +78,7 @@ def ladder_command(
             limit=limit,
             per_category=per_category,
             concurrency=concurrency,
+            categories=categories,
         )
         if auto:
             check_auto_slots(shape.max_concurrency or first.concurrency)

@@ -22,6 +22,7 @@ from jinja2 import Environment, PackageLoader, StrictUndefined
 from watchkeeper.config.service import ServiceConfig
 from watchkeeper.errors import ConfigError
 from watchkeeper.publish.deliverable import ArmRecipe, RecommendationRecord
+from watchkeeper.publish.ladder_claim import load_note
 from watchkeeper.publish.served import as_rendered, served_arm, wants_gpu
 from watchkeeper.publish.verify import pinned_files, pins_note, verify_argv
 
@@ -120,10 +121,7 @@ def notes(record: RecommendationRecord, service: ServiceConfig) -> list[str]:
     out = _comment(f"Measured on {record.hardware}; {record.models}; sampler {record.sampler}.")
     out += _comment(f"What it means: {record.meaning}.")
     if record.load:
-        out += _comment(
-            f"Holds for the load it was measured under: {record.load}. At another load, "
-            "measure it there (`watchkeeper bench --load-ladder`, docs/load.md)."
-        )
+        out += _comment(load_note(record.load, record.extra))
     if not record.speculates:
         closest = record.closest
         if closest is not None:

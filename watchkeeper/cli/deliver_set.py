@@ -1,0 +1,90 @@
+"""`served-ladder` and `deliver-set`: a deliverable set measured at the load its unit serves,
+and made end to end by one command. Its own module (listed in `cli/app.py`'s GROUPS) so
+`cli/deliver.py` stays under the size limit; no group imports another."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from watchkeeper.cli.argtypes import COUNT, MAX_TOKENS, ROUNDS, concurrency_list
+from watchkeeper.cli.common import add_common, out, plain, progress
+from watchkeeper.config import Config
+
+
+def cmd_served_ladder(args: argparse.Namespace, config: Config) -> int:
+    from watchkeeper.commands.served_ladder import served_ladder_command
+
+    result = served_ladder_command(
+        config,
+        recommendation=Path(args.recommendation),
+        levels=[int(v) for v in args.levels.split(",")] if args.levels else None,
+        rounds=args.rounds,
+        taskset=Path(args.taskset) if args.taskset else None,
+        per_category=args.per_category,
+        max_tokens=args.max_tokens,
+        level_min_requests=args.level_min_requests,
+        out=Path(args.out) if args.out else None,
+        progress=progress,
+    )
+    if args.json:
+        out.print_json(json.dumps(result.ladder.to_json()))
+        return 0
+    for claim in result.ladder.levels:
+        out.print(
+            f"c{claim.level}: decode {plain(claim.decode_text())}; E2E p90 "
+            f"{plain(claim.e2e_text())}"
+        )
+    out.print(
+        f"pays up to {result.ladder.pays_up_to} of {result.ladder.slots} slot(s); report: "
+        f"{plain(result.report)}; record: {plain(result.record)}"
+        + (f"; unit re-rendered: {plain(result.unit)}" if result.unit else "")
+    )
+    return 0
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "served-ladder",
+        help="the recommended pick's speed-up at each load its unit serves, as served",
+        description="Run the paired load ladder (bench --load-ladder) over the record's "
+        "baseline and pick started exactly as the unit runs them ([service] slots, context per "
+        "slot, --cache-ram), at 1, 2, 4, ... up to the unit's slots, on the sweep's own "
+        "categories. Each level's decode speed-up and E2E p90 ratio with their CIs go on the "
+        "record (extra.served_ladder) and the unit is re-rendered, so its header states the "
+        "speed-up at 1 and at its slots from this measurement.",
+    )
+    add_common(p)
+    p.add_argument(
+        "--recommendation",
+        required=True,
+        metavar="F",
+        help="the set's speculative_recommendation.json (updated in place)",
+    )
+    p.add_argument(
+        "--levels",
+        type=concurrency_list,
+        metavar="L1,L2,...",
+        help="concurrencies (default: 1, 2, 4, ... up to the unit's slots)",
+    )
+    p.add_argument("--rounds", type=ROUNDS, help="measured rounds per level (default 3)")
+    p.add_argument("--taskset", metavar="F", help="task set (default: bench.taskset)")
+    p.add_argument("--per-category", type=COUNT, metavar="N", help="first N tasks a category")
+    p.add_argument(
+        "--max-tokens",
+        type=MAX_TOKENS,
+        default=0,
+        metavar="N",
+        help="cap every answer at N tokens, both arms alike (the sweep's cut; 0: the tasks' own)",
+    )
+    p.add_argument(
+        "--level-min-requests",
+        type=COUNT,
+        metavar="N",
+        help="requests per arm, round and level at least (default: the ladder's 10)",
+    )
+    p.add_argument("--out", metavar="DIR", help="report folder (default: served-ladder/ beside F)")
+    p.add_argument("--json", action="store_true", help="print the record's ladder as JSON")
+    p.set_defaults(handler=cmd_served_ladder)
