@@ -9,7 +9,14 @@ import json
 from pathlib import Path
 from typing import Any
 
-from watchkeeper.cli.argtypes import COUNT, MAX_TOKENS, ROUNDS, concurrency_list
+from watchkeeper.cli.argtypes import (
+    CATEGORY,
+    COUNT,
+    MAX_TOKENS,
+    ROUNDS,
+    concurrency_list,
+    int_in,
+)
 from watchkeeper.cli.common import add_common, out, plain, progress
 from watchkeeper.config import Config
 
@@ -43,6 +50,45 @@ def cmd_served_ladder(args: argparse.Namespace, config: Config) -> int:
         + (f"; unit re-rendered: {plain(result.unit)}" if result.unit else "")
     )
     return 0
+
+
+def cmd_deliver_set(args: argparse.Namespace, config: Config) -> int:
+    import shlex
+    import sys
+
+    from watchkeeper.commands.deliver_set import SetPlan, deliver_set_command
+
+    plan = SetPlan(
+        out=Path(args.out or config.bench.reports_dir),
+        budget_min=args.budget,
+        service_file=Path(args.service_file),
+        root=Path(args.root),
+        family=args.family,
+        target=args.target,
+        draft=args.draft,
+        profile=args.profile,
+        categories=tuple(args.category or ()),
+        per_category=args.per_category,
+        identity_per_category=args.identity_per_category or None,
+        taskset=Path(args.taskset) if args.taskset else None,
+        max_tokens=args.max_tokens,
+        sweep_rounds=args.rounds,
+        max_arms=args.max_arms,
+        ladder_rounds=args.ladder_rounds,
+    )
+    result = deliver_set_command(
+        config, plan, command="watchkeeper " + shlex.join(sys.argv[1:]), progress=progress
+    )
+    if args.json:
+        out.print_json(json.dumps(result.state.to_json()))
+    else:
+        for stage in result.state.stages:
+            out.print(
+                f"{plain(stage.name)}: {plain(stage.status)} in {stage.wall_s / 60:.1f} min "
+                f"(budget {stage.budget_s / 60:.1f}): {plain(stage.detail)}"
+            )
+        out.print(f"set page: {plain(result.manifest)}")
+    return 0 if result.ok else 1
 
 
 def register(sub: Any) -> None:
@@ -88,3 +134,47 @@ def register(sub: Any) -> None:
     p.add_argument("--out", metavar="DIR", help="report folder (default: served-ladder/ beside F)")
     p.add_argument("--json", action="store_true", help="print the record's ladder as JSON")
     p.set_defaults(handler=cmd_served_ladder)
+
+    p = sub.add_parser(
+        "deliver-set",
+        help="make a whole deliverable set in one command, within a budget, resumable",
+        description="Sweep (report, record, unit), the pick's ladder at every load the unit "
+        "serves, the soak of exactly that unit at depth 1 and at its slots, the nightly's first "
+        "A/A pair, the set's page (deliver_set.md), then check-set; all into --out. The plan "
+        "and each stage's budget are printed first; a stage that cannot fit is skipped and says "
+        "so (its claims stay 'not yet'). The state is kept in --out/deliver_set.json after "
+        "every stage: rerunning the same command continues from the first unfinished stage.",
+    )
+    add_common(p)
+    p.add_argument("--out", metavar="DIR", help="the set's folder (default: bench.reports_dir)")
+    p.add_argument(
+        "--budget", type=float, required=True, metavar="MIN", help="minutes for the whole set"
+    )
+    p.add_argument(
+        "--service-file",
+        default="systemd/llama-server-speculative.service",
+        metavar="PATH",
+        help="the unit the sweep renders (default: %(default)s)",
+    )
+    p.add_argument("--root", default=".", metavar="DIR", help="repository root for check-set")
+    models = p.add_mutually_exclusive_group()
+    models.add_argument("--family", help="a built-in model family (qwen, smollm2)")
+    models.add_argument("--profile", help="sweep this profile's model and draft")
+    models.add_argument("--target", help="the target model (catalog name or GGUF path)")
+    p.add_argument("--draft", help="with --target: the draft model")
+    p.add_argument("--category", type=CATEGORY, action="append", help="only this category")
+    p.add_argument("--per-category", type=COUNT, metavar="N", help="first N tasks a category")
+    p.add_argument(
+        "--identity-per-category",
+        type=int,
+        default=1,
+        metavar="N",
+        help="identity probes a category (0: every task; default 1)",
+    )
+    p.add_argument("--taskset", metavar="F", help="task set (default: bench.taskset)")
+    p.add_argument("--max-tokens", type=MAX_TOKENS, default=64, metavar="N")
+    p.add_argument("--rounds", type=ROUNDS, help="the sweep's most rounds")
+    p.add_argument("--max-arms", type=int_in(2, 1000), metavar="N", help="the sweep's arm cap")
+    p.add_argument("--ladder-rounds", type=ROUNDS, default=3, metavar="N")
+    p.add_argument("--json", action="store_true", help="print the set's state as JSON")
+    p.set_defaults(handler=cmd_deliver_set)
