@@ -154,6 +154,7 @@ LAYERS: list[list[str]] = [
     ["tracker"],
     ["campaign"],
     ["commands"],
+    ["sets"],
     ["daemon"],
     ["cli"],
 ]

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from watchkeeper.commands.served_ladder import served_levels
 from watchkeeper.config.service import ServiceConfig
 from watchkeeper.publish.deliverable import read_record
 from watchkeeper.publish.ladder_claim import LADDER_KEY, LevelClaim, ServedLadder, served_ladder
 from watchkeeper.publish.systemd import render_unit
+from watchkeeper.sets.served_ladder import served_levels
 
 ROOT = Path(__file__).resolve().parents[2]
 RECORD = ROOT / "reports" / "code-edit" / "speculative_recommendation.json"

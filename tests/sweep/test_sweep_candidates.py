@@ -173,7 +173,10 @@ def test_the_sweep_sections_name_drops_winners_criteria_and_the_soak_command(
     text = render_sweep_sections(_view(result, race))
     assert "## Racing sweep" in text and "dropped after round 1 (early)" in text
     assert "Bonferroni split of alpha 0.05 over 3 planned look(s)" in text
-    assert "Unresolved: code_edit (~7 rounds)" in text
+    assert (
+        "Unresolved: code_edit." in text
+        and "More rounds would settle code_edit (~7 rounds)" in text
+    )
     # Decided: the runner-up against the winner; open: the comparison that blocks, by name.
     assert f"| prose | decided | {result.baseline.name} |" in text
     assert text.count(f"{cand[0]} / {result.baseline.name}") == 2

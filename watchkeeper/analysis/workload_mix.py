@@ -185,7 +185,10 @@ class MixSpeedup:
             return "not measured in every category of the mix" + (f" ({gone})" if gone else "")
         if not self.has_ci:
             return f"{self.estimate:.2f}x (no CI: {self.n_rounds} round(s))"
-        return f"{self.estimate:.2f}x (95% CI {self.low:.2f}-{self.high:.2f}, {self.verdict})"
+        return (
+            f"{self.estimate:.2f}x (95% CI {self.low:.2f}-{self.high:.2f} weighted by the mix, "
+            f"{self.verdict})"
+        )
 
     @property
     def settle(self) -> str:

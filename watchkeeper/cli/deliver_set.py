@@ -22,7 +22,7 @@ from watchkeeper.config import Config
 
 
 def cmd_served_ladder(args: argparse.Namespace, config: Config) -> int:
-    from watchkeeper.commands.served_ladder import served_ladder_command
+    from watchkeeper.sets.served_ladder import served_ladder_command
 
     result = served_ladder_command(
         config,
@@ -56,7 +56,7 @@ def cmd_deliver_set(args: argparse.Namespace, config: Config) -> int:
     import shlex
     import sys
 
-    from watchkeeper.commands.deliver_set import SetPlan, deliver_set_command
+    from watchkeeper.sets.deliver_set import SetPlan, deliver_set_command
 
     plan = SetPlan(
         out=Path(args.out or config.bench.reports_dir),

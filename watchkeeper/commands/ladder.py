@@ -61,7 +61,7 @@ def ladder_command(
     of the baseline's saturation rate and each slower candidate's own, measured first
     (`campaign.ladder.arm_saturation`). `metric` decides the crossover (None: the mode's
     default, `analysis.load_compare.default_metric`). `categories`: only the task set's tasks
-    of these (a workload's own ladder, `commands/served_ladder.py`). The page and its
+    of these (a workload's own ladder, `sets/served_ladder.py`). The page and its
     plots are written to the reports folder; the result names it (`report_path`)."""
     auto = not levels
     check_levels(levels, rates=rates)

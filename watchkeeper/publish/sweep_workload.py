@@ -4,7 +4,10 @@ gives up under it and the tool-calls-vs-prose answer. Pure functions of a `Sweep
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from watchkeeper.analysis.benchmark import ALL, BenchResult
+from watchkeeper.analysis.racing_types import CategoryDecision
 from watchkeeper.analysis.workload_mix import TASK_SET
 from watchkeeper.publish import markdown as md
 from watchkeeper.publish.sweep_view import SweepView
@@ -26,8 +29,8 @@ def winner_section(v: SweepView) -> list[str]:
         else:
             status = "unresolved"
             settle = (
-                f"~{d.rounds_needed} rounds"
-                if d.rounds_needed
+                f"~{rounds} rounds"
+                if (rounds := settle_rounds(v, d))
                 else "more rounds alone would not: the tasks differ too much"
             )
         # Decided: how far the runner-up is behind the winner. Unresolved: the comparison that
@@ -65,18 +68,53 @@ def winner_section(v: SweepView) -> list[str]:
     out.append("")
     unresolved = v.race.unresolved()
     if unresolved:
-        names = ", ".join(
-            f"{d.category} (~{d.rounds_needed} rounds)" if d.rounds_needed else d.category
-            for d in unresolved
-        )
-        out.append(
-            f"Unresolved: {names}. Until then each keeps the provisional pick above: an arm "
-            "called faster than the baseline at the look's confidence, else the baseline. "
-            f"`watchkeeper sweep --rounds N` with N at least that many would settle them, if "
-            "the estimates hold."
-        )
+        out.append(unresolved_line(v, unresolved))
         out.append("")
     return out
+
+
+def settle_rounds(v: SweepView, d: CategoryDecision) -> int | None:
+    """The rounds that would settle an open comparison, or None where only more tasks would.
+
+    One instruction per category: the race's own figure is read over rounds, the bench's CI
+    of the same pair over tasks and rounds; where that CI says the tasks differ too much (its
+    settle adds tasks), no number of rounds is offered here either. The default report told
+    the reader "--rounds N would settle" code_gen (~20 rounds) in this table and "more rounds
+    alone would not" for the same comparison in the per-category table above it."""
+    if not d.rounds_needed:
+        return None
+    base = v.result.baseline.name
+    pair = {d.contender, d.runner_up}
+    if base in pair and len(pair - {base}) == 1:
+        (arm,) = pair - {base}
+        stats = v.result.stats(arm or "", d.category)
+        ci = stats.speedup if stats is not None else None
+        if ci is not None and ci.settle is not None and ci.settle.add_tasks:
+            return None
+    return d.rounds_needed
+
+
+def unresolved_line(v: SweepView, unresolved: Sequence[CategoryDecision]) -> str:
+    """The open categories and the one thing that would settle each: rounds, or tasks."""
+    by_rounds = [(d.category, n) for d in unresolved if (n := settle_rounds(v, d))]
+    by_tasks = [d.category for d in unresolved if not settle_rounds(v, d)]
+    parts = [
+        f"Unresolved: {', '.join(d.category for d in unresolved)}. Until then each keeps the "
+        "provisional pick above: an arm called faster than the baseline at the look's "
+        "confidence, else the baseline."
+    ]
+    if by_rounds:
+        names = ", ".join(f"{c} (~{n} rounds)" for c, n in by_rounds)
+        parts.append(
+            f"More rounds would settle {names}: `watchkeeper sweep --rounds N` with N at least "
+            "that many, if the estimates hold."
+        )
+    if by_tasks:
+        parts.append(
+            f"More rounds alone would not settle {', '.join(by_tasks)}: the tasks differ too "
+            "much, so more tasks per category would (`--per-category`, or a larger task set)."
+        )
+    return " ".join(parts)
 
 
 def estimate(result: BenchResult, arm: str, category: str) -> float | None:

@@ -1,6 +1,6 @@
 """`watchkeeper deliver-set`: one command makes a whole deliverable set, within a stated budget,
 resumable: the sweep (its report, record and unit), the pick's ladder at every load the unit
-serves (`commands/served_ladder.py`), the soak of exactly that unit at depth 1 and at its
+serves (`sets/served_ladder.py`), the soak of exactly that unit at depth 1 and at its
 slots, the nightly's first A/A pair guarding it, the set's own page, then `check-set`.
 
 The committed sets were made by hand, command by command, and disagreed (a unit serving 4
@@ -28,11 +28,6 @@ from typing import Any
 
 from watchkeeper.commands.check_set import check_set_command
 from watchkeeper.commands.nightly import nightly_command
-from watchkeeper.commands.served_ladder import (
-    DEFAULT_ROUNDS,
-    served_ladder_command,
-    served_levels,
-)
 from watchkeeper.commands.soak import soak_command
 from watchkeeper.commands.sweep import sweep_command
 from watchkeeper.config import Config
@@ -49,6 +44,11 @@ from watchkeeper.publish.set_state import (
     write_manifest,
 )
 from watchkeeper.publish.systemd import render_unit, unit_name, write_service
+from watchkeeper.sets.served_ladder import (
+    DEFAULT_ROUNDS,
+    served_ladder_command,
+    served_levels,
+)
 
 Progress = Callable[[str], None]
 Clock = Callable[[], float]
