@@ -23,6 +23,7 @@ from watchkeeper.publish.set_check import (
     find_sets,
     load_set,
 )
+from watchkeeper.publish.set_identity import check_identity
 from watchkeeper.publish.set_prose import check_prose
 
 
@@ -86,7 +87,7 @@ def check_set_command(root: Path, folders: Sequence[Path] = ()) -> CheckSetResul
     chosen: list[DeliverableSet] = [s for s in every if s.folder in named]
     found: list[Disagreement] = []
     for s in chosen:
-        for check in (check_unit, check_report, check_latest, check_soak):
+        for check in (check_unit, check_report, check_identity, check_latest, check_soak):
             found += check(root, s)
     found += check_jobs(root, every, chosen)
     found += check_prose(root, chosen)
