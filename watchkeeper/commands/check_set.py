@@ -24,6 +24,7 @@ from watchkeeper.publish.set_check import (
     load_set,
 )
 from watchkeeper.publish.set_identity import check_identity
+from watchkeeper.publish.set_ladder import check_ladder
 from watchkeeper.publish.set_prose import check_prose
 
 
@@ -87,7 +88,14 @@ def check_set_command(root: Path, folders: Sequence[Path] = ()) -> CheckSetResul
     chosen: list[DeliverableSet] = [s for s in every if s.folder in named]
     found: list[Disagreement] = []
     for s in chosen:
-        for check in (check_unit, check_report, check_identity, check_latest, check_soak):
+        for check in (
+            check_unit,
+            check_report,
+            check_identity,
+            check_ladder,
+            check_latest,
+            check_soak,
+        ):
             found += check(root, s)
     found += check_jobs(root, every, chosen)
     found += check_prose(root, chosen)
