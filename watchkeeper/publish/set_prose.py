@@ -85,6 +85,9 @@ def _sources(root: Path, s: DeliverableSet) -> str:
         path = root / s.folder / name
         if path.is_file():
             texts.append(path.read_text(encoding="utf-8"))
+    # The unit's header states the served ladder's figures (publish/ladder_claim.py).
+    if s.unit and (root / s.unit).is_file():
+        texts.append((root / s.unit).read_text(encoding="utf-8"))
     return "\n".join(texts)
 
 
