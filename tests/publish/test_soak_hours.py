@@ -8,8 +8,14 @@ import json
 from pathlib import Path
 from typing import Any
 
-from watchkeeper.publish.soak_hours import arm_hours, block_s, hours_shortfall, unit_slots
-from watchkeeper.publish.soak_report import stability_line
+from watchkeeper.publish.soak_hours import (
+    arm_hours,
+    block_s,
+    hours_shortfall,
+    overnight_lines,
+    unit_slots,
+)
+from watchkeeper.publish.soak_report import render, stability_line
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -49,3 +55,21 @@ def test_enough_hours_at_every_served_depth_reads_met_and_one_short_arm_does_not
     s["blocks"][-1] = {**s["blocks"][-1], "rows": rows[:3]}
     assert hours_shortfall(s).startswith("not yet: 6.0 of 8 hours (qwen-sweep-ngram-mod at depth 4")
     assert hours_shortfall(s, target_h=6.0) == ""
+
+
+def test_the_soak_page_says_under_a_stable_verdict_that_overnight_is_not_yet_met() -> None:
+    s = _committed()
+    page = render(s).splitlines()
+    assert page[2] == "**stable**: 1505 requests over 2.33h, 0 errors"
+    assert page[4] == (
+        "The verdict above is on what this soak ran. Stable under sustained load overnight, the "
+        "request's criterion: not yet: 1.1 of 8 hours (qwen-baseline at depth 4, its own time "
+        "under load; the arms alternate blocks); depth 1, which the unit serves, not soaked."
+    )
+    s["block_s"] = 8 * 3600.0
+    s["blocks"] = [
+        {"profile": p, "concurrency": c, "rows": [{}]}
+        for p in ("qwen-baseline", "qwen-sweep-ngram-mod")
+        for c in (1, 4)
+    ]
+    assert overnight_lines(s) == [] and "overnight, the request's" not in render(s)

@@ -75,3 +75,17 @@ def hours_shortfall(s: Mapping[str, Any], target_h: float = TARGET_H) -> str:
             f"{'not yet: ' if not parts else ''}depth {said}, which the unit serves, not soaked"
         )
     return "; ".join(parts)
+
+
+def overnight_lines(s: Mapping[str, Any], target_h: float = TARGET_H) -> list[str]:
+    """The soak page's line under its verdict where the soak falls short of the request's
+    criterion: a page opening "**stable**" over about 70 minutes per arm at one depth was read
+    as "stable overnight" by a reader who stopped at the first line."""
+    short = hours_shortfall(s, target_h)
+    if not short:
+        return []
+    return [
+        "The verdict above is on what this soak ran. Stable under sustained load overnight, "
+        f"the request's criterion: {short}.",
+        "",
+    ]

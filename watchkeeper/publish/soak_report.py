@@ -27,7 +27,7 @@ from watchkeeper.publish.soak_drift import (
     unresolved_drift,
     unresolved_text,
 )
-from watchkeeper.publish.soak_hours import hours_shortfall
+from watchkeeper.publish.soak_hours import hours_shortfall, overnight_lines
 from watchkeeper.soak.verdicts import output_rates
 
 if TYPE_CHECKING:
@@ -279,6 +279,7 @@ def render(s: Mapping[str, Any]) -> str:
         "",
         headline_text(s),
         "",
+        *overnight_lines(s),
         f"{subject} and the baseline {baseline}, each under closed-loop load for "
         f"{s['duration']} in all, at concurrency "
         + ", ".join(sorted({str(r["concurrency"]) for r in s["series"]}) or ["—"])
