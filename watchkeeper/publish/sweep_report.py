@@ -43,7 +43,7 @@ def preface(v: SweepView) -> str:
         + [
             f"Measured on {md.inline(r.hardware)}, build {md.inline(r.build)}; "
             f"{md.inline(r.models)}; sampler {md.inline(r.sampler)}; {tasks} tasks in {cats} "
-            f"categories{cut}{load}.",
+            f"{'category' if cats == 1 else 'categories'}{cut}{load}.",
             "",
             f"What it means: {md.inline(r.meaning)}.",
         ]
