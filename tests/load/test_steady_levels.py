@@ -95,6 +95,9 @@ def test_each_level_runs_its_minimum_requests() -> None:
     assert len(level_plan(config, _plan(3, 4), shape, 0.2, rates=True).tasks) == 10
     assert len(level_plan(config, _plan(3, 1), shape, 8, rates=False).tasks) == 16
     assert len(level_plan(config, _plan(3, 1), shape, 1, rates=False).tasks) == 10
+    # A served ladder keeps the unit's slots at every rung; the plain ladder matches the level.
+    assert level_plan(config, _plan(3, 1), shape, 1, rates=False).slots == 1
+    assert level_plan(config, _plan(3, 1), shape, 1, rates=False, slots=4).slots == 4
 
 
 def test_auto_levels_add_a_slower_candidates_saturation() -> None:

@@ -20,8 +20,12 @@ ROOT = Path(__file__).resolve().parents[2]
 RECORD = ROOT / "reports" / "code-edit" / "speculative_recommendation.json"
 
 
-def _claim(level: int, estimate: float, low: float, high: float, verdict: str) -> LevelClaim:
-    return LevelClaim(level, 10 + level, estimate, low, high, verdict, 24, 1.2, 1.1, 1.3, "pays")
+def _claim(
+    level: int, estimate: float, low: float, high: float, verdict: str, slots: int = 4
+) -> LevelClaim:
+    return LevelClaim(
+        level, 10 + level, estimate, low, high, verdict, 24, 1.2, 1.1, 1.3, "pays", slots=slots
+    )
 
 
 def _ladder(*claims: LevelClaim) -> ServedLadder:
@@ -73,6 +77,22 @@ def test_a_pick_that_never_pays_as_served_says_keep_the_baseline() -> None:
         _ladder(_claim(1, 0.98, 0.90, 1.07, "inconclusive"), _claim(4, 0.9, 0.8, 1.0, "slower"))
     )
     assert "not shown to pay even one request at a time as served: keep the baseline" in header
+
+
+def test_rungs_run_on_fewer_slots_than_the_unit_are_not_called_as_served() -> None:
+    """A ladder kept before rungs recorded their slots ran each on as many slots as requests
+    (the load ladder's own rule): the header says so instead of 'as this unit serves it'."""
+    header = _header(
+        _ladder(
+            _claim(1, 1.90, 1.70, 2.10, "faster", slots=0),
+            _claim(2, 1.50, 1.30, 1.70, "faster", slots=0),
+            _claim(4, 1.20, 1.08, 1.33, "faster", slots=0),
+        )
+    )
+    assert "Measured as this unit serves it" not in header
+    assert "not every load on its slots (its 16384 tokens of context over 4 slots" in header
+    assert "at one request at a time (on a server of 1 slot) 1.90x" in header
+    assert "at 4 concurrent requests (its slots) 1.20x" in header
 
 
 def test_without_a_ladder_the_sweeps_own_load_is_named() -> None:

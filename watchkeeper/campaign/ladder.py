@@ -149,10 +149,18 @@ def saturation_levels(
 
 
 def level_plan(
-    config: Config, first: BenchPlan, shape: LoadShape, level: float, *, rates: bool
+    config: Config,
+    first: BenchPlan,
+    shape: LoadShape,
+    level: float,
+    *,
+    rates: bool,
+    slots: int | None = None,
 ) -> BenchPlan:
     """One rung's plan, speed only: at a concurrency the servers get that many slots; at a
-    rate they keep the command's slots and the arrivals come at that rate."""
+    rate they keep the command's slots and the arrivals come at that rate. `slots`: every
+    rung's servers get these instead (a unit's, `sets/served_ladder.py`: one request at a time
+    on the four slots the unit serves, not on a server of one)."""
     plan = replace(first, concurrency=int(level) if not rates else first.concurrency)
     wanted = max(shape.requests or 0, shape.level_min_requests, len(plan.tasks))
     if rates:
@@ -160,7 +168,8 @@ def level_plan(
     elif level > 1:
         wanted = max(wanted, 2 * int(level))
     shape = replace(shape, requests=wanted)
-    return replace(
+    shaped = replace(
         shape_plan(plan, config, replace(shape, rate=level) if rates else shape),
         speed_only=True,
     )
+    return shaped if slots is None else replace(shaped, slots=slots)

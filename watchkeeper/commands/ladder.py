@@ -55,13 +55,15 @@ def ladder_command(
     database: Database | None = None,
     metric: str | None = None,
     categories: Sequence[str] | None = None,
+    slots: int | None = None,
 ) -> LadderResult:
     """`levels` are concurrencies (closed loop) or, with `rates`, requests per second (open
     loop, the servers' slots from `concurrency`); no levels with `rates`: 25, 50, 75 and 100%
     of the baseline's saturation rate and each slower candidate's own, measured first
     (`campaign.ladder.arm_saturation`). `metric` decides the crossover (None: the mode's
     default, `analysis.load_compare.default_metric`). `categories`: only the task set's tasks
-    of these (a workload's own ladder, `sets/served_ladder.py`). The page and its
+    of these (a workload's own ladder, `sets/served_ladder.py`); `slots`: every level's servers
+    get these slots (the unit's) instead of the level's own. The page and its
     plots are written to the reports folder; the result names it (`report_path`)."""
     auto = not levels
     check_levels(levels, rates=rates)
@@ -88,7 +90,7 @@ def ladder_command(
             levels = saturation_levels(saturation, first.profiles[0], progress)
         done: list[LadderLevel] = []
         for index, level in enumerate(sorted(levels), start=1):
-            plan = level_plan(config, first, shape, level, rates=rates)
+            plan = level_plan(config, first, shape, level, rates=rates, slots=slots)
             load = f"{level:g} req/s" if rates else f"c{int(level)}"
             progress(
                 f"ladder {index}/{len(levels)}: {load} ({len(plan.tasks)} requests per arm and "

@@ -39,6 +39,13 @@ class LevelClaim:
     e2e_low: float | None = None
     e2e_high: float | None = None
     e2e_state: str = ""
+    slots: int = 0
+    """The servers' slots at this rung; 0: kept before rungs recorded it, when a ladder ran
+    each rung on as many slots as its level (`served_slots`)."""
+
+    @property
+    def served_slots(self) -> int:
+        return self.slots or self.level
 
     @property
     def pays(self) -> bool:
@@ -96,8 +103,9 @@ class ServedLadder:
         )
 
 
-def level_claim(ratios: LevelRatios, campaign_id: int) -> LevelClaim:
-    """The rung as the record keeps it, from the ladder's own readings."""
+def level_claim(ratios: LevelRatios, campaign_id: int, *, slots: int = 0) -> LevelClaim:
+    """The rung as the record keeps it, from the ladder's own readings; `slots`: the servers'
+    slots it ran on."""
     speedup = ratios.speedup
     e2e = ratios.reading("e2e_p90")
     return LevelClaim(
@@ -112,6 +120,7 @@ def level_claim(ratios: LevelRatios, campaign_id: int) -> LevelClaim:
         e2e_low=e2e.low if e2e and e2e.has_ci else None,
         e2e_high=e2e.high if e2e and e2e.has_ci else None,
         e2e_state=e2e.state if e2e else "",
+        slots=slots,
     )
 
 
@@ -136,11 +145,12 @@ def load_note(measured_load: str, extra: Mapping[str, Any]) -> str:
     one, top = ladder.at(1), ladder.at(ladder.slots)
     cache = "off" if ladder.cache_ram_mib == 0 else f"{ladder.cache_ram_mib} MiB"
     rungs = "; ".join(
-        f"at {_load(c.level)}{' (its slots)' if c.level == ladder.slots else ''} "
-        f"{c.decode_text()}, E2E p90 {c.e2e_text()}"
+        f"at {_load(c.level)}{' (its slots)' if c.level == ladder.slots else ''}"
+        f"{_fewer(c, ladder.slots)} {c.decode_text()}, E2E p90 {c.e2e_text()}"
         for c in (one, top)
         if c is not None
     )
+    as_served = all(c.served_slots == ladder.slots for c in ladder.levels)
     deepest = ladder.pays_up_to
     if deepest >= ladder.slots:
         verdict = f"shown to pay at every load this unit serves (1 to {ladder.slots})"
@@ -154,11 +164,24 @@ def load_note(measured_load: str, extra: Mapping[str, Any]) -> str:
             f"shown to pay up to {_load(deepest)}, not at {ladder.slots}: serve {deepest} "
             f"slot(s) ([service] slots = {deepest}, re-render) or expect no gain when busy"
         )
-    return (
+    how = (
         f"Measured as this unit serves it ({ladder.slots} slots, {ladder.ctx_per_slot} tokens "
-        f"a slot, prompt cache {cache}; {ladder.report}, {ladder.rounds} rounds, answers cut "
+        "a slot"
+        if as_served
+        else "Measured on this unit's flags, though not every load on its slots (its "
+        f"{ladder.ctx_per_slot * ladder.slots} tokens of context over {ladder.slots} slots at "
+        f"{ladder.slots} requests, over as many slots as requests below"
+    )
+    return (
+        f"{how}, prompt cache {cache}; {ladder.report}, {ladder.rounds} rounds, answers cut "
         f"at {ladder.max_tokens or 'their own'} tokens; decode speed-up is per-request tok/s, "
         f"pick over baseline, CI over tasks and rounds; E2E p90 is baseline over pick, CI "
         f"over rounds): {rungs}. {ladder.arm} is {verdict}. The headline's figure is the "
         "sweep's, one request at a time on one slot."
     )
+
+
+def _fewer(c: LevelClaim, slots: int) -> str:
+    """A rung whose servers had fewer slots than the unit says so beside its figure."""
+    n = c.served_slots
+    return "" if n == slots else f" (on a server of {n} slot{'s' if n != 1 else ''})"

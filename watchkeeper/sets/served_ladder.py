@@ -122,9 +122,14 @@ def served_ladder_command(
         database=database,
         metric="decode",
         categories=categories or None,
+        slots=served.slots,
     )
     claims: list[LevelClaim] = [
-        level_claim(level_ratios(lv.level, lv.load, lv.result, record.chosen.name), lv.campaign_id)
+        level_claim(
+            level_ratios(lv.level, lv.load, lv.result, record.chosen.name),
+            lv.campaign_id,
+            slots=served.slots,
+        )
         for lv in result.levels
     ]
     report = Path(result.report_path or folder / "load_ladder.md")
