@@ -73,3 +73,13 @@ def test_the_soak_page_says_under_a_stable_verdict_that_overnight_is_not_yet_met
         for c in (1, 4)
     ]
     assert overnight_lines(s) == [] and "overnight, the request's" not in render(s)
+
+
+def test_a_soak_that_kept_no_block_rows_is_not_called_unsoaked_at_a_depth_it_ran() -> None:
+    """The 27 Nov soak ran depths 1 and 4 but its JSON keeps no block rows: its time under load
+    is unknown, which is what the page says (not 'depth 1 not soaked')."""
+    s = json.loads((ROOT / "reports/2026-11-27-soak-c1/speculative_soak.json").read_text())
+    assert {r["concurrency"] for r in s["series"]} == {1, 4} and not s.get("blocks")
+    assert arm_hours(s) is None
+    assert hours_shortfall(s).startswith("not yet: each arm's time under load unknown")
+    assert "not soaked" not in " ".join(overnight_lines(s))

@@ -38,10 +38,10 @@ def unit_slots(s: Mapping[str, Any]) -> int | None:
 
 
 def arm_hours(s: Mapping[str, Any]) -> dict[tuple[str, int], float] | None:
-    """Each (arm, depth)'s own time under load in hours; None where the block length is not
-    known."""
+    """Each (arm, depth)'s own time under load in hours; None where the block length or the
+    block rows (a soak's JSON before they were kept) are not known."""
     length = block_s(s)
-    if length is None:
+    if length is None or not s.get("blocks"):
         return None
     return {
         (str(b["profile"]), int(b["concurrency"])): len(b.get("rows", [])) * length / 3600
@@ -54,7 +54,10 @@ def hours_shortfall(s: Mapping[str, Any], target_h: float = TARGET_H) -> str:
     what "not yet" says: the least any arm had, and the depths never soaked."""
     hours = arm_hours(s)
     if hours is None:
-        return "not yet: each arm's time under load unknown (no block length in the soak)"
+        return (
+            "not yet: each arm's time under load unknown (the soak kept no block rows or no "
+            "block length)"
+        )
     depths = sorted({1, unit_slots(s) or max((d for _, d in hours), default=1)})
     named = (s.get("subject"), s.get("baseline"))  # a soak without a baseline has one arm
     arms = sorted({p for p, _ in hours} | {str(a) for a in named if a})
