@@ -98,6 +98,12 @@ def test_rungs_run_on_fewer_slots_than_the_unit_are_not_called_as_served() -> No
 def test_without_a_ladder_the_sweeps_own_load_is_named() -> None:
     header = _header(None)
     assert "Holds for the load it was measured under: one request at a time" in header
+    # The committed code-edit unit serves 4 slots: its header names the command for its load.
+    assert (
+        "This unit serves 4 requests at once, a load its speed-up was not measured at: "
+        "`watchkeeper served-ladder --recommendation "
+        "reports/code-edit/speculative_recommendation.json` measures it at 1, 2, ... 4" in header
+    )
 
 
 def test_the_ladder_round_trips_through_the_record() -> None:

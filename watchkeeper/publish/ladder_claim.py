@@ -133,11 +133,21 @@ def _load(level: int) -> str:
     return "one request at a time" if level == 1 else f"{level} concurrent requests"
 
 
-def load_note(measured_load: str, extra: Mapping[str, Any]) -> str:
+def load_note(measured_load: str, extra: Mapping[str, Any], *, speculates: bool = False) -> str:
     """The header's sentence on load: the served ladder's figures where it ran, else the
-    sweep's own load and where to measure another."""
+    sweep's own load and where to measure another (for a speculating unit serving more slots
+    than that: that its own load is not yet measured, and the command that measures it)."""
     ladder = served_ladder(extra)
     if ladder is None:
+        slots = int((extra.get("served") or {}).get("slots") or 1)
+        if speculates and slots > 1 and extra.get("record"):
+            return (
+                f"Holds for the load it was measured under: {measured_load}. This unit serves "
+                f"{slots} requests at once, a load its speed-up was not measured at: "
+                f"`watchkeeper served-ladder --recommendation {extra['record']}` measures it "
+                "at 1, 2, ... "
+                f"{slots} on servers started as this unit runs them (docs/load.md)."
+            )
         return (
             f"Holds for the load it was measured under: {measured_load}. At another load, "
             "measure it there (`watchkeeper bench --load-ladder`, docs/load.md)."
