@@ -4,18 +4,20 @@ only) held 64 minutes of each arm and read "met"."""
 
 from __future__ import annotations
 
-import json
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 from watchkeeper.publish.soak_hours import arm_hours, block_s, hours_shortfall, unit_slots
-from watchkeeper.publish.soak_report import stability_line
+from watchkeeper.publish.soak_report import read_summary, stability_line
+from watchkeeper.publish.soak_summary import SoakSummary
+from watchkeeper.soak.judgement import BlockRow, BlockSeries
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _committed() -> dict[str, Any]:
-    data: dict[str, Any] = json.loads((ROOT / "reports/speculative_soak.json").read_text())
+def _committed() -> SoakSummary:
+    data = read_summary(ROOT / "reports/speculative_soak.json")
+    assert data is not None
     return data
 
 
@@ -37,15 +39,14 @@ def test_the_committed_default_soak_reads_not_yet_with_its_hours() -> None:
 
 
 def test_enough_hours_at_every_served_depth_reads_met_and_one_short_arm_does_not() -> None:
-    s = _committed()
-    rows = [{}] * 4  # four one-hour blocks each
-    s["block_s"] = 7200.0
-    s["blocks"] = [
-        {"profile": p, "concurrency": c, "rows": rows}
-        for p in ("qwen-baseline", "qwen-sweep-ngram-mod")
-        for c in (1, 4)
+    row = BlockRow(0, 0.0, 1, 1, 1.0, None)
+    rows = (row,) * 4  # four two-hour blocks each
+    blocks = [
+        BlockSeries(p, c, rows) for p in ("qwen-baseline", "qwen-sweep-ngram-mod") for c in (1, 4)
     ]
+    s = replace(_committed(), block_s=7200.0, blocks=tuple(blocks))
     assert hours_shortfall(s) == ""
-    s["blocks"][-1] = {**s["blocks"][-1], "rows": rows[:3]}
+    blocks[-1] = replace(blocks[-1], rows=rows[:3])
+    s = replace(s, blocks=tuple(blocks))
     assert hours_shortfall(s).startswith("not yet: 6.0 of 8 hours (qwen-sweep-ngram-mod at depth 4")
     assert hours_shortfall(s, target_h=6.0) == ""

@@ -196,7 +196,7 @@ def soak_command(
         write_soak_deliverable(
             config,
             result.campaign_id,
-            result.verdict.to_json(),
+            result.verdict,
             record,
             names=profiles or [],
             duration=duration or config.soak.duration,

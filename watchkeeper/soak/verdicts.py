@@ -12,7 +12,7 @@ judged on their ratio, the drift both share being the host's (soak/drift.py).
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -44,7 +44,6 @@ __all__ = [
     "consistent_rate",
     "judge",
     "level_shift",
-    "output_rates",
     "theil_sen",
 ]
 """The trend helpers moved to soak/trends.py; benchmarks and tests still import them here."""
@@ -60,6 +59,10 @@ class SoakVerdict:
     leaks: tuple[dict[str, Any], ...] = field(default=())
 
     @property
+    def verdict(self) -> str:
+        return "stable" if self.stable else "unstable"
+
+    @property
     def headline(self) -> str:
         if self.stable:
             return "stable: " + "; ".join(self.notes[:1] or ("no problem found",))
@@ -68,7 +71,7 @@ class SoakVerdict:
     def to_json(self) -> dict[str, Any]:
         return {
             "campaign_id": self.campaign_id,
-            "verdict": "stable" if self.stable else "unstable",
+            "verdict": self.verdict,
             "headline": self.headline,
             "reasons": list(self.reasons),
             "notes": list(self.notes),
@@ -303,19 +306,6 @@ def consistent_rate(identical: Sequence[dict[str, Any]]) -> float | None:
     """Share of the probes whose answer is consistent with their reference (identical, a near
     tie or a length cut), of those that could be judged."""
     return probes.consistent_rate(identical)
-
-
-def output_rates(figures: Mapping[str, Any]) -> tuple[float | None, float | None]:
-    """(identical, consistent) from a soak's figures or summary JSON, of either age.
-
-    `identical_output_rate` once held the *consistent* rate (near ties and length cuts
-    counted in), beside `strictly_identical_rate`: a reader took 100% "identical" from a soak
-    whose probes were token-identical 48% of the time. Now `identical_output_rate` is identical
-    token for token and `consistent_output_rate` its own key; a JSON without the latter is the
-    old layout and reads as it meant."""
-    if "consistent_output_rate" in figures:
-        return figures.get("identical_output_rate"), figures.get("consistent_output_rate")
-    return figures.get("strictly_identical_rate"), figures.get("identical_output_rate")
 
 
 def _block_s(params: dict[str, Any]) -> float | None:
