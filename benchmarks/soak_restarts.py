@@ -106,7 +106,7 @@ def main() -> None:
             fresh=True,
             progress=lambda m: print(m, file=sys.stderr, flush=True),
         )
-    (entry,) = result.verdict.figures["reference"]
+    (entry,) = result.verdict.figures.reference
     summary = {
         "current": current or "identical (A/A)",
         "reference_id": ref.id,
@@ -125,18 +125,18 @@ def main() -> None:
             (c["cycle"], round(c["ratio"], 4), c["current_first"], c["judged"])
             for c in entry["cycles"]
         ],
-        "restarts": result.verdict.figures["restarts"],
-        "requests": result.verdict.figures["requests"],
-        "errors": result.verdict.figures["errors"],
-        "span_s": result.verdict.figures["span_s"],
-        "paired_drift": result.verdict.figures["paired_drift"],
+        "restarts": result.verdict.figures.restarts,
+        "requests": result.verdict.figures.requests,
+        "errors": result.verdict.figures.errors,
+        "span_s": result.verdict.figures.span_s,
+        "paired_drift": result.verdict.figures.paired_drift,
         "series_drift": [
             {
                 "series": f"{e['profile']} c{e['concurrency']}",
                 "drift_judged": e["drift_judged"],
                 "throughput_shift": e.get("throughput_shift"),
             }
-            for e in result.verdict.figures["series"]
+            for e in result.verdict.figures.series
         ],
         "notes": list(result.verdict.notes),
         "reasons": list(result.verdict.reasons),

@@ -16,6 +16,7 @@ from typing import Literal
 
 import pytest
 from support.fakegpu import stand_in_smi
+from support.soak_summaries import figures_of
 
 from watchkeeper.campaign.defaults import with_recommendation
 from watchkeeper.campaign.soak_campaign import soak_servers
@@ -241,7 +242,7 @@ def test_the_soak_report_names_the_unit_it_soaked_and_says_its_verdict_once(
         True,
         (),
         ("5 requests over 0.03h, 0 errors",),
-        {"requests": 5, "errors": 0, "series": []},
+        figures_of(requests=5, errors=0),
     )
     s = summary(
         verdict, [], subject=names[0], baseline=names[1], duration="2m", sweep_campaign=3,

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.soak_summaries import ROW, summary_of
+from support.soak_summaries import ROW, figures_of, summary_of
 
 from watchkeeper.analysis.benchmark import BenchResult
 from watchkeeper.analysis.identity_gate import withheld
@@ -31,7 +31,10 @@ from watchkeeper.publish.soak_report import (
     stability_line,
     summary,
 )
+from watchkeeper.soak.figures import RssEntry
+from watchkeeper.soak.judgement import OutputRates, ProbeTotals
 from watchkeeper.soak.probes import totals
+from watchkeeper.soak.trends import Trend
 from watchkeeper.soak.verdicts import SoakVerdict
 from watchkeeper.soak.views import SoakSampleView
 
@@ -125,27 +128,23 @@ def test_the_soak_report_and_the_sweep_reports_stability_line() -> None:
         True,
         (),
         ("5 requests over 0.03h, 1 errors",),
-        {
-            "requests": 5,
-            "errors": 1,
-            "restarts": 0,
-            "crashes": 0,
-            "rss": [{"profile": "draft4", "slope": 3.2, "ci95": [-1.0, 7.5], "judged": True}],
-            "series": [],
-            "leak_threshold_mb_per_hour": 50.0,
-            "identical_output_rate": 1.0,
-            "strictly_identical_rate": 0.75,
-            "probe_totals": totals([probed]),
-            "identical_output": [probed],
-        },
+        figures_of(
+            requests=5,
+            errors=1,
+            rss=(RssEntry("draft4", 3600.0, 1, Trend(3.2, -1.0, 7.5, 40), judged=True),),
+            rates=OutputRates(0.75, 1.0),
+            probe_totals=ProbeTotals.from_json(totals([probed])),
+            identical_output=(probed,),
+        ),
     )
     s = summary(
         verdict, rows, subject="draft4", baseline="baseline", duration="2m",
         sweep_campaign=7, command="watchkeeper soak --recommendation r.json", cache_ram_mib=0,
     )  # fmt: skip
-    # Figures in the old layout (identical_output_rate then held the consistent rate) are
-    # read as they meant, and the summary writes the new one.
-    assert (s.rates.identical, s.rates.consistent) == (0.75, 1.0)
+    # A summary in the old layout (identical_output_rate then held the consistent rate) is
+    # read as it meant, and a summary writes the new one.
+    old = {"identical_output_rate": 1.0, "strictly_identical_rate": 0.75}
+    assert OutputRates.from_json(old) == s.rates == OutputRates(0.75, 1.0)
     assert "strictly_identical_rate" not in s.to_json()
     text = render(s)
     assert "| draft4 | 4 | baseline | 4 | 3 | 1 | 0 | 0 | 0 |" in text
@@ -192,7 +191,7 @@ def test_a_stable_soak_whose_drift_ci_reaches_past_the_threshold_says_it_is_not_
         {"profile": "b", "concurrency": 4,
          "throughput_drift": {"change": 0.044, "change_ci95": [-0.16, 0.26]}},
     ]  # fmt: skip
-    verdict = SoakVerdict(1, True, (), (), {"series": series})
+    verdict = SoakVerdict(1, True, (), (), figures_of(series=tuple(series)))
     rows = series_rows([_sample("b", 1, 30.0), _sample("b", 4, 8.0)])
     s = summary(
         verdict, rows, subject="s", baseline="b", duration="100m", sweep_campaign=3,
@@ -210,7 +209,7 @@ def test_a_stable_soak_whose_drift_ci_reaches_past_the_threshold_says_it_is_not_
     assert "at concurrency 1" not in line.split("not resolved")[1]
     assert "\nThroughput drift not resolved in 100m: b at concurrency 4" in render(s)
     resolved = summary(
-        replace(verdict, figures={"series": series[:1]}), [r for r in rows if r.concurrency == 1],
+        replace(verdict, figures=figures_of(series=tuple(series[:1]))), [r for r in rows if r.concurrency == 1],
         subject="s", baseline="b", duration="100m", sweep_campaign=3, command="c",
     )  # fmt: skip
     # Drift resolved, but the summary says nothing of each arm's hours under load: not "met".

@@ -214,7 +214,7 @@ def test_the_judge_reads_depth_4_on_aggregate_throughput_and_keeps_every_block()
     quiet = judge(_soak(0.0), SoakConfig())
     assert quiet.stable, quiet.reasons
     assert any("s c4: no throughput drift beyond 10%" in n for n in quiet.notes)
-    (entry,) = quiet.figures["series"]
+    (entry,) = quiet.figures.series
     assert entry["drift_judged"] == "aggregate"
     assert entry["depth_drift"]["verdict"] == "no drift"
     # Every block is kept; the slope sets the first two aside as warm-up.
@@ -247,7 +247,7 @@ def test_an_inconclusive_depth_4_series_is_not_resolved() -> None:
     shuffled = _soak(0.0, replayed=False)
     short = SoakData(1, {**shuffled.params}, "completed", (), shuffled.samples[:300], (), ())
     verdict = judge(short, SoakConfig())
-    (entry,) = verdict.figures["series"]
+    (entry,) = verdict.figures.series
     assert entry["depth_drift"]["verdict"] == "inconclusive"
     assert any(
         "throughput drift inconclusive" in n and "reaches past -10% (a slowdown" in n
@@ -266,7 +266,7 @@ def test_depth_1_is_judged_as_before() -> None:
     samples = simulate_series(model, 100.0, 1, profile="s")
     params = {"profiles": ["s"], "concurrency": [1], "block_s": 120.0}
     verdict = judge(SoakData(1, params, "completed", (), tuple(samples), (), ()), SoakConfig())
-    (entry,) = verdict.figures["series"]
+    (entry,) = verdict.figures.series
     assert entry["drift_judged"] == "absolute" and "depth_drift" not in entry
     assert "throughput_drift" in entry and entry["block_rows"]
 

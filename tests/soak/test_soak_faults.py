@@ -134,7 +134,7 @@ def test_a_killed_server_is_restarted_recorded_and_no_completed_request_is_lost(
     stored_once(sqlite_url, result.campaign_id, completed)
     assert not result.verdict.stable
     assert any("crashed 1x" in r for r in result.verdict.reasons)
-    assert result.verdict.figures["restarts"] == 1
+    assert result.verdict.figures.restarts == 1
 
 
 def run_in_thread(
@@ -323,7 +323,7 @@ def test_a_server_restarted_as_a_slower_build_halfway_shows_as_throughput_drift(
             thread.join(timeout=60)
     (result,) = box
     assert isinstance(result, SoakCommandResult), result
-    (series,) = result.verdict.figures["series"]
+    (series,) = result.verdict.figures.series
     shift = series.get("throughput_shift")
     figures = json.dumps(result.to_json(), indent=1)
     assert shift is not None, figures
@@ -371,4 +371,4 @@ def test_a_hung_server_times_out_requests_and_is_restarted_as_unresponsive(
     assert timed_out and all(3.0 <= (s.latency_s or 0) < 10 for s in timed_out)
     assert sum(1 for _, s in completed[len(completed) // 2 :] if s.ok) >= 2
     stored_once(sqlite_url, result.campaign_id, completed)
-    assert result.verdict.figures["timeouts"] == len(timed_out)
+    assert result.verdict.figures.timeouts == len(timed_out)

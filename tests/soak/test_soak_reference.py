@@ -244,7 +244,7 @@ def test_a_soak_beside_the_reference_files_a_slower_build_and_never_an_identical
             fresh=True,
         )  # fmt: skip
 
-    (aa,) = runs["aa"].verdict.figures["reference"]
+    (aa,) = runs["aa"].verdict.figures.reference
     assert aa["aa"] and aa["reference_id"] == ref.id and aa["n_pairs"] >= MIN_CYCLES, aa
     pairs = [c["process_pair"] for c in aa["cycles"] if c["judged"]]
     assert len(set(pairs)) == len(pairs)  # one judged cycle per process pair
@@ -256,9 +256,9 @@ def test_a_soak_beside_the_reference_files_a_slower_build_and_never_an_identical
     # is a note with its size, never a reason; and on an A/A soak a ratio drift is a note too.
     # So no load beside this test can put a drift reason here.
     assert not [r for r in runs["aa"].verdict.reasons if "throughput drifted" in r]
-    assert {s["drift_judged"] for s in runs["aa"].verdict.figures["series"]} == {"paired"}
+    assert {s["drift_judged"] for s in runs["aa"].verdict.figures.series} == {"paired"}
 
-    (slow_entry,) = runs["slow"].verdict.figures["reference"]
+    (slow_entry,) = runs["slow"].verdict.figures.reference
     figures = json.dumps({"aa": aa, "slow": slow_entry}, default=str)
     print(figures)  # the margin, kept by `pytest -rP` (benchmarks/controls_beside_neighbour.py)
     assert not slow_entry["aa"] and slow_entry["verdict"] == "regression", figures

@@ -29,12 +29,8 @@ from watchkeeper.publish.soak_drift import (
 from watchkeeper.publish.soak_hours import hours_shortfall
 from watchkeeper.publish.soak_summary import SoakSummary
 from watchkeeper.soak.judgement import (
-    BlockRow,
-    BlockSeries,
     OutputRates,
-    ProbeTally,
     ProbeTotals,
-    RssTrend,
     SeriesRow,
     SoakUnit,
 )
@@ -85,9 +81,7 @@ def summary(
 ) -> SoakSummary:
     """What the report and the sweep's acceptance section read. `cache_ram_mib`: the
     `--cache-ram` the soak's servers ran with (the campaign's params), None: the build's."""
-    figures = verdict.figures
-    rss = {e["profile"]: e for e in figures.get("rss", [])}
-    totals = figures.get("probe_totals")
+    f = verdict.figures
     return SoakSummary(
         campaign_id=verdict.campaign_id,
         sweep_campaign=sweep_campaign,
@@ -99,39 +93,22 @@ def summary(
         headline=verdict.headline,
         reasons=verdict.reasons,
         notes=verdict.notes,
-        requests=figures.get("requests"),
-        errors=figures.get("errors"),
-        restarts=figures.get("restarts"),
-        crashes=figures.get("crashes"),
-        rates=OutputRates.from_json(figures),
-        probe_totals=None if totals is None else ProbeTotals.from_json(totals),
-        identity=tuple(ProbeTally.from_json(e) for e in figures.get("identical_output", [])),
+        requests=None if f is None else f.requests,
+        errors=None if f is None else f.errors,
+        restarts=None if f is None else f.restarts,
+        crashes=None if f is None else f.crashes,
+        rates=OutputRates(None, None) if f is None else f.rates,
+        probe_totals=None if f is None else f.probe_totals,
+        identity=() if f is None else f.identity,
         cache_ram_mib=cache_ram_mib,
         series=tuple(rows),
-        rss={
-            p: RssTrend(
-                e.get("slope"), _pair(e.get("ci95")), e.get("judged", False), e.get("span_s")
-            )
-            for p, e in rss.items()
-        },
-        drift=tuple(drift_entries(figures.get("series", []))),
-        blocks=tuple(
-            BlockSeries(
-                e["profile"],
-                e["concurrency"],
-                tuple(BlockRow.from_json(r) for r in e["block_rows"]),
-            )
-            for e in figures.get("series", [])
-            if "block_rows" in e
-        ),
-        leak_threshold_mb_per_hour=figures.get("leak_threshold_mb_per_hour"),
+        rss={} if f is None else {e.profile: e.summary() for e in f.rss},
+        drift=() if f is None else tuple(drift_entries(f.series)),
+        blocks=() if f is None else f.blocks,
+        leak_threshold_mb_per_hour=None if f is None else f.leak_threshold_mb_per_hour,
         drift_threshold=drift_threshold,
         unit=unit,
     )
-
-
-def _pair(ci: Sequence[float] | None) -> tuple[float, float] | None:
-    return None if not ci else (ci[0], ci[1])
 
 
 def _aggregate_text(s: SoakSummary) -> str:
