@@ -31,6 +31,7 @@ from sqlalchemy.engine import make_url
 from watchkeeper.commands.soak import soak_command, spool_dir
 from watchkeeper.config import Config, DatabaseConfig, SoakConfig
 from watchkeeper.config.durations import parse_duration
+from watchkeeper.config.requests import SoakRequest
 from watchkeeper.load.records import RequestSample
 from watchkeeper.soak.faults import TcpRelay
 from watchkeeper.soak.records import RunKey
@@ -130,12 +131,14 @@ def main() -> None:
             t0 = time.monotonic()
             result = soak_command(
                 config,
-                duration=args.duration,
-                block=args.duration,
-                profiles=[args.profile],
-                per_category=args.per_category,
-                seed=11,
-                fresh=True,
+                SoakRequest(
+                    duration=args.duration,
+                    block=args.duration,
+                    profiles=[args.profile],
+                    per_category=args.per_category,
+                    seed=11,
+                    fresh=True,
+                ),
                 on_sample=on_sample,
                 progress=lambda m: print(f"  · {m}", flush=True),
             )

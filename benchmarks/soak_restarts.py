@@ -26,6 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from watchkeeper.campaign.night import pin_reference
 from watchkeeper.commands.soak import soak_command
 from watchkeeper.config import Config, DatabaseConfig, ProfileConfig, ServerConfig, SoakConfig
+from watchkeeper.config.requests import SoakRequest
 from watchkeeper.host import info as hostinfo
 from watchkeeper.server.install import ensure_binary
 from watchkeeper.server.launch import prepare
@@ -98,12 +99,14 @@ def main() -> None:
             args.ready_file.touch()
         result = soak_command(
             config_for(binary.path, url, current, soak),
-            duration=args.duration,
-            block=args.block,
-            profiles=["s"],
-            limit=args.limit,
-            seed=args.seed,
-            fresh=True,
+            SoakRequest(
+                duration=args.duration,
+                block=args.block,
+                profiles=["s"],
+                limit=args.limit,
+                seed=args.seed,
+                fresh=True,
+            ),
             progress=lambda m: print(m, file=sys.stderr, flush=True),
         )
     (entry,) = result.verdict.figures.reference

@@ -24,6 +24,7 @@ from watchkeeper.campaign.soak_deliverable import soaked_unit
 from watchkeeper.cli.app import main
 from watchkeeper.commands.soak import soak_command
 from watchkeeper.config import BenchConfig, Config, ProfileConfig
+from watchkeeper.config.requests import SoakRequest
 from watchkeeper.config.service import ServiceConfig
 from watchkeeper.errors import SoakError
 from watchkeeper.host import gpu as host_gpu
@@ -200,8 +201,7 @@ def test_a_soak_deeper_than_the_units_slots_is_refused_before_anything_starts(
         with pytest.raises(SoakError) as err:
             soak_command(
                 config,
-                recommendation=path,
-                concurrency=[1, depth],
+                SoakRequest(recommendation=path, concurrency=[1, depth]),
                 database=None,
                 progress=lambda _m: None,
             )

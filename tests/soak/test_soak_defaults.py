@@ -20,6 +20,7 @@ from watchkeeper.campaign.defaults import soak_profiles
 from watchkeeper.commands.nightly import nightly_command
 from watchkeeper.commands.soak import soak_command
 from watchkeeper.config import BenchConfig, Config, DatabaseConfig, ProfileConfig
+from watchkeeper.config.requests import SoakRequest
 from watchkeeper.errors import ConfigError
 from watchkeeper.publish.deliverable import RECORD_NAME, build_record, write_record
 from watchkeeper.publish.soak_report import (
@@ -69,7 +70,11 @@ def test_an_empty_nightly_refuses_and_names_the_key(tmp_path: Path) -> None:
     assert "[nightly] profiles is empty" in err.value.message
     assert err.value.hint is not None and "[nightly] profiles = [" in err.value.hint
     with pytest.raises(ConfigError) as soak_err:
-        soak_command(config, progress=lambda _m: None)
+        soak_command(
+            config,
+            SoakRequest(),
+            progress=lambda _m: None,
+        )
     assert "[soak] profiles is empty" in soak_err.value.message
 
 

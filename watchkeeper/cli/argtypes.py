@@ -18,7 +18,7 @@ from watchkeeper.config.base import CATEGORY_PATTERN
 from watchkeeper.config.durations import parse_duration
 
 if TYPE_CHECKING:
-    from watchkeeper.analysis.workload_mix import Mix
+    pass
 
 # Argument types: every number and list is checked here, at the edge, so `--limit -5`,
 # `--rounds 0`, `--rate nan` or `--profiles ,` stop with one line and exit 2 before a config is
@@ -96,16 +96,18 @@ SECONDS = float_in(0.0, 366 * 86400.0)
 MINUTES = float_in(0.0, 366 * 1440.0, open_low=True)
 
 
-def workload_mix(text: str) -> Mix:
+def workload_mix(text: str) -> str:
     """An argparse type: `--mix code_edit=0.7,prose=0.3` (analysis.workload_mix.parse_mix:
-    weights finite and above 0, each category once, normalised). The categories are checked
+    weights finite and above 0, each category once), checked here and given back as typed
+    (the sweep parses it, from the CLI or a job file alike). The categories are checked
     against the task set's by the command, which knows it."""
     from watchkeeper.analysis.workload_mix import parse_mix  # numpy: only when given
 
     try:
-        return parse_mix(text)
+        parse_mix(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
 
 
 def release(text: str) -> str:

@@ -354,20 +354,3 @@ def add_sweep_plan_options(p: Any) -> None:
         help="print every method of the build for this pair, in or out with the reason, and "
         "the arms with why each is raced; measure nothing (models are read, not fetched)",
     )
-
-
-def sweep_dry_run(args: argparse.Namespace, config: Config) -> int:
-    from watchkeeper.commands.sweep import sweep_plan_lines
-
-    lines = sweep_plan_lines(
-        config,
-        family=args.family,
-        target=args.target,
-        draft=args.draft,
-        profile=args.profile,
-        progress=progress,
-        max_arms=args.max_arms,
-    )
-    for line in lines:
-        out.print(escape(line))
-    return 0

@@ -25,6 +25,7 @@ from watchkeeper.cli.common import (
     split,
 )
 from watchkeeper.config import Config
+from watchkeeper.errors import ConfigError
 
 
 def cmd_cache(args: argparse.Namespace, config: Config) -> int:
@@ -55,24 +56,19 @@ def cmd_cache(args: argparse.Namespace, config: Config) -> int:
 
 def cmd_bisect(args: argparse.Namespace, config: Config) -> int:
     from watchkeeper.commands.bisect import bisect_command
+    from watchkeeper.config.requests import BisectRequest
     from watchkeeper.upgrade.report import steps_text
 
+    request = BisectRequest.from_cli(vars(args))
+    if request.good is None or request.bad is None:
+        raise ConfigError("bisect needs --good and --bad")
     run = bisect_command(
-        config,
-        good=args.good,
-        bad=args.bad,
-        profile=args.profile,
-        per_category=args.per_category,
-        max_tokens=args.max_tokens,
-        progress=progress,
-        sdists=Path(args.sdists) if args.sdists else None,
-        state_path=Path(args.state) if args.state else None,
-        rounds=args.rounds,
-        max_rounds=args.max_rounds,
-        max_ranges=args.max_ranges,
-        jobs=args.jobs,
-        finding=args.finding,
-    )
+        config, good=request.good, bad=request.bad, profile=request.profile,
+        per_category=request.per_category, max_tokens=request.max_tokens, progress=progress,
+        sdists=request.sdists, state_path=request.state, rounds=request.rounds,
+        max_rounds=request.max_rounds, max_ranges=request.max_ranges, jobs=request.jobs,
+        finding=request.finding,
+    )  # fmt: skip
     result = run.result
     failed = result.status == "inconclusive" or run.link.failed
     if args.json:
