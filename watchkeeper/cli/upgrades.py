@@ -10,6 +10,7 @@ from typing import Any
 from watchkeeper.cli.common import (
     COUNT,
     JOBS,
+    MAX_RANGES,
     MAX_TOKENS,
     POSITIVE_ID,
     ROUNDS,
@@ -190,7 +191,7 @@ def register(sub: Any) -> None:
     p.add_argument("--max-rounds", type=ROUNDS, default=12, metavar="N", help="rounds per step")
     p.add_argument(
         "--max-ranges",
-        type=int_in(1, 100),
+        type=MAX_RANGES,
         default=4,
         metavar="N",
         help="ranges bisected at most: the one asked about plus the second steps it shows",

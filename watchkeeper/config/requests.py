@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal, Self
 
+import annotated_types
 from pydantic import (
     BaseModel,
     BeforeValidator,
@@ -36,14 +37,54 @@ NOT_A_REQUEST = frozenset({"config", "json"})
 (how the CLI prints a result; a job's result is stored as JSON)."""
 
 ID_MAX = 2**63 - 1
+"""A database id fits a signed 64-bit column; a larger one is an OverflowError in the driver."""
 SEED_MAX = 2**32 - 1
+"""llama-server's sampling seed is 32 bits."""
 
+# The bounds of every option, here once: the fields below use them, and the CLI's argparse
+# types are made from them (cli/argtypes.py `int_in(*bounds(Count))`), so the command line
+# refuses what a job file refuses.
 Count = Annotated[int, Field(ge=1, le=100_000)]
+"""Tasks, requests, runs: at least one."""
 Rounds = Annotated[int, Field(ge=1, le=1000)]
 Concurrency = Annotated[int, Field(ge=1, le=256)]
+"""The config's bench.concurrency bounds: slots of one llama-server."""
+Cap = Annotated[int, Field(ge=0, le=256)]
+"""--max-concurrency: 0 is no cap."""
 MaxTokens = Annotated[int, Field(ge=0, le=100_000)]
+"""0: the tasks' own max_tokens."""
 Id = Annotated[int, Field(ge=1, le=ID_MAX)]
 Seed = Annotated[int, Field(ge=0, le=SEED_MAX)]
+Jobs = Annotated[int, Field(ge=1, le=1024)]
+TopK = Annotated[int, Field(ge=0, le=100_000)]
+Temperature = Annotated[float, Field(ge=0.0, le=5.0)]
+Probability = Annotated[float, Field(ge=0.0, le=1.0)]
+Rate = Annotated[float, Field(gt=0.0, le=1e6)]
+"""Requests per second (or a trace's speed factor)."""
+Burstiness = Annotated[float, Field(gt=0.0, le=100.0)]
+Seconds = Annotated[float, Field(ge=0.0, le=366 * 86400.0)]
+Minutes = Annotated[float, Field(gt=0.0, le=366 * 1440.0)]
+MaxArms = Annotated[int, Field(ge=2, le=1000)]
+"""The baseline and at least one arm to race."""
+MaxRanges = Annotated[int, Field(ge=1, le=100)]
+
+
+def bounds(alias: Any) -> tuple[Any, Any, bool]:
+    """(low, high, open_low) of a bounded alias above, for the CLI's argparse types."""
+    low: Any = None
+    high: Any = None
+    open_low = False
+    for meta in alias.__metadata__:
+        for m in getattr(meta, "metadata", ()):
+            if isinstance(m, annotated_types.Ge):
+                low = m.ge
+            elif isinstance(m, annotated_types.Gt):
+                low, open_low = m.gt, True
+            elif isinstance(m, annotated_types.Le):
+                high = m.le
+    if low is None or high is None:
+        raise TypeError(f"{alias} has no bounds")
+    return low, high, open_low
 
 
 def _comma_list(value: Any) -> Any:
@@ -101,10 +142,10 @@ class Request(BaseModel):
 class Sampler(Request):
     """--temperature and friends (load/sampling.py): None keeps the config's keys."""
 
-    temperature: Annotated[float, Field(ge=0.0, le=5.0)] | None = None
-    top_k: Annotated[int, Field(ge=0, le=100_000)] | None = None
-    top_p: Annotated[float, Field(ge=0.0, le=1.0)] | None = None
-    min_p: Annotated[float, Field(ge=0.0, le=1.0)] | None = None
+    temperature: Temperature | None = None
+    top_k: TopK | None = None
+    top_p: Probability | None = None
+    min_p: Probability | None = None
 
     def sampler(self) -> dict[str, float | int | None]:
         """The overrides for `load.sampling.apply_overrides` (a command's own `seed` is not
@@ -129,10 +170,10 @@ class SampledRequest(Sampler):
 class OpenLoop(Request):
     """`--rate` and its arrivals (load/shape.py's LoadShape): None is the closed loop."""
 
-    rate: Annotated[float, Field(gt=0.0, le=1e6)] | None = None
+    rate: Rate | None = None
     arrival: Literal["poisson", "constant"] | None = None
-    burstiness: Annotated[float, Field(gt=0.0, le=100.0)] | None = None
-    queue_deadline_s: Annotated[float, Field(ge=0.0, le=366 * 86400.0)] | None = None
+    burstiness: Burstiness | None = None
+    queue_deadline_s: Seconds | None = None
 
 
 class SoakRequest(Sampler, OpenLoop):
@@ -183,7 +224,7 @@ class SweepRequest(SampledRequest, OpenLoop):
     target: str | None = None
     profile: str | None = None
     draft: str | None = None
-    budget: Annotated[float, Field(gt=0.0, le=366 * 1440.0)] = 40.0
+    budget: Minutes = 40.0
     """Minutes of measuring before the race stops."""
     rounds: Rounds | None = None
     no_race: bool = False
@@ -196,8 +237,8 @@ class SweepRequest(SampledRequest, OpenLoop):
     mix: str | None = None
     """A workload mix, `code_edit=0.7,prose=0.3` (parsed by the sweep: analysis/workload_mix.py)."""
     concurrency: Concurrency | None = None
-    max_concurrency: Annotated[int, Field(ge=0, le=256)] | None = None
-    max_arms: Annotated[int, Field(ge=2, le=1000)] = 16
+    max_concurrency: Cap | None = None
+    max_arms: MaxArms = 16
     dry_run: bool = False
     service_file: File | None = None
 
@@ -225,10 +266,10 @@ class BisectRequest(Request):
     sdists: File | None = None
     per_category: Count | None = None
     max_tokens: MaxTokens | None = None
-    jobs: Annotated[int, Field(ge=1, le=1024)] | None = None
+    jobs: Jobs | None = None
     rounds: Rounds = 3
     max_rounds: Rounds = 12
-    max_ranges: Annotated[int, Field(ge=1, le=100)] = 4
+    max_ranges: MaxRanges = 4
     state: File | None = None
     finding: Id | None = None
 
