@@ -25,7 +25,7 @@ from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
-from typing import Any
+from typing import Any, Final
 
 import numpy as np
 from scipy import stats as scipy_stats
@@ -42,7 +42,7 @@ from watchkeeper.analysis.streaming import (
 )
 from watchkeeper.load.records import RequestSample, RunPurpose, RunResult
 
-LATENCY_KEY = "latency"
+LATENCY_KEY: Final = "latency"
 """Where a bench's latency table lives in `BenchResult.extras` (campaign/load_shape.py)."""
 QUANTILES = (0.5, 0.9, 0.99)
 MIN_TAIL_VALUES = 1.0
