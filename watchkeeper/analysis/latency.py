@@ -28,7 +28,6 @@ from datetime import timedelta
 from typing import Any, Final
 
 import numpy as np
-from scipy import stats as scipy_stats
 
 from watchkeeper.analysis.bench_types import BenchResult
 from watchkeeper.analysis.stats import CONFIDENCE, log_t_interval
@@ -40,6 +39,7 @@ from watchkeeper.analysis.streaming import (
     tokens_per_chunk,
     trim,
 )
+from watchkeeper.analysis.student import t_half_width
 from watchkeeper.load.records import RequestSample, RunPurpose, RunResult
 
 LATENCY_KEY: Final = "latency"
@@ -143,7 +143,7 @@ def mean_interval(values: Sequence[float], confidence: float = CONFIDENCE) -> Es
     mean = float(arr.mean())
     if n < 2:
         return Estimate(mean, mean, mean, n, tuple(values))
-    half = float(scipy_stats.t.ppf(0.5 + confidence / 2.0, n - 1) * arr.std(ddof=1) / math.sqrt(n))
+    half = t_half_width(arr, confidence)
     return Estimate(mean, mean - half, mean + half, n, tuple(values))
 
 

@@ -55,8 +55,8 @@ from datetime import datetime
 from typing import Any
 
 import numpy as np
-from scipy import stats
 
+from watchkeeper.analysis.student import t_quantile
 from watchkeeper.soak.dips import deviation, dip_notes, split_dips
 from watchkeeper.soak.paired import MAX_AUTOCORRELATION, lag1
 from watchkeeper.soak.views import SoakSampleView
@@ -210,7 +210,7 @@ def slope_drift(
     c = float(w @ big_r @ w) / float(w @ w)
     se = math.sqrt(s2 * float(w @ big_r @ w))
     df = max(n / c - 2.0, 1.0)
-    q = float(stats.t.ppf(0.5 + confidence / 2.0, df))
+    q = t_quantile(df, confidence)
     span = float(x[-1] - x[0])
     change = math.expm1(slope * span)
     low, high = math.expm1((slope - q * se) * span), math.expm1((slope + q * se) * span)
