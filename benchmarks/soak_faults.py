@@ -180,7 +180,7 @@ def main() -> None:
                     )
                 )
     stored = Counter((runs[r].arm, runs[r].round, runs[r].concurrency, seq) for r, seq in rows)
-    done = Counter((k.arm, k.round, k.concurrency, smp.seq) for k, smp in completed)
+    done = Counter((k.arm, k.block, k.concurrency, smp.seq) for k, smp in completed)
     ok = sum(1 for _, smp in completed if smp.ok)
     lost = sum((done - stored).values())
     duplicates = sum(n - 1 for n in stored.values() if n > 1) + sum(

@@ -74,11 +74,11 @@ def stored_once(db_url: str, campaign_id: int, completed: Completed) -> None:
             }
     finally:
         db.close()
-    expected = Counter((k.arm, str(k.purpose), k.round, k.concurrency, s.seq) for k, s in completed)
+    expected = Counter((k.arm, str(k.purpose), k.block, k.concurrency, s.seq) for k, s in completed)
     assert stored == expected, f"missing {expected - stored}, extra {stored - expected}"
     assert max(stored.values()) == 1
     for key, sample in completed:
-        assert texts[(key.arm, str(key.purpose), key.round, sample.seq)] == sample.output_text
+        assert texts[(key.arm, str(key.purpose), key.block, sample.seq)] == sample.output_text
 
 
 def incidents(db_url: str, campaign_id: int) -> list[Incident]:
