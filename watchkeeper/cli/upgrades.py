@@ -27,6 +27,7 @@ from watchkeeper.cli.common import (
 )
 from watchkeeper.config import Config
 from watchkeeper.errors import ConfigError
+from watchkeeper.format import ci as ci_text
 
 
 def cmd_cache(args: argparse.Namespace, config: Config) -> int:
@@ -82,7 +83,9 @@ def cmd_bisect(args: argparse.Namespace, config: Config) -> int:
         if len(result.located) > 1:
             for step in result.located:
                 ci = (
-                    f" (95% CI {step.low:.3f} to {step.high:.3f})" if step.low and step.high else ""
+                    f" ({ci_text(step.low, step.high, '.3f', ' to ')})"
+                    if step.low and step.high
+                    else ""
                 )
                 ratio = f"{step.estimate:.3f}{ci}" if step.estimate is not None else "—"
                 out.print(

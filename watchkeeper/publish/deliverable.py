@@ -27,6 +27,7 @@ from watchkeeper.analysis.stats import RatioCI
 from watchkeeper.config import ProfileConfig
 from watchkeeper.config.inputs import regular_file
 from watchkeeper.errors import ConfigError
+from watchkeeper.format import ci as ci_text
 from watchkeeper.host.info import HostInfo
 from watchkeeper.publish.arm_recipe import DROPPED_FLAGS, ArmRecipe, arm_recipe, portable_flags
 from watchkeeper.publish.workload_record import WorkloadRecord, workload_record
@@ -147,7 +148,7 @@ def _ci_text(ci: RatioCI | None) -> str:
         return "not measured"
     if not ci.has_ci:
         return f"{ci.estimate:.2f}x (no CI)"
-    return f"{ci.estimate:.2f}x (95% CI {ci.low:.2f}-{ci.high:.2f}, {ci.verdict})"
+    return f"{ci.estimate:.2f}x ({ci_text(ci.low, ci.high)}, {ci.verdict})"
 
 
 def settle_text(ci: RatioCI | None) -> str:

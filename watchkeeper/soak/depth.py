@@ -57,6 +57,7 @@ from typing import Any
 import numpy as np
 
 from watchkeeper.analysis.student import t_quantile
+from watchkeeper.format import ci
 from watchkeeper.soak.dips import deviation, dip_notes, split_dips
 from watchkeeper.soak.paired import MAX_AUTOCORRELATION, lag1
 from watchkeeper.soak.views import SoakSampleView
@@ -337,7 +338,7 @@ def depth_lines(
     extra = _small_work(name, drift) + dip_notes(name, drift)
     figures = (
         f"{drift['change']:+.0%} over the soak (aggregate throughput per block, slope over "
-        f"{drift['blocks']} blocks{_warmup(drift)}, 95% CI {low:+.0%}..{high:+.0%}, lag-1 r "
+        f"{drift['blocks']} blocks{_warmup(drift)}, {ci(low, high, '+.0%', '..')}, lag-1 r "
         f"{drift['autocorrelation']['estimate']:+.2f}, used {drift['autocorrelation']['used']:.2f}"
         ")"
     )

@@ -20,6 +20,7 @@ from typing import Any
 from watchkeeper.analysis.acceptance import AcceptanceCurve, curve, explain
 from watchkeeper.config import SoakConfig
 from watchkeeper.config.durations import parse_duration
+from watchkeeper.format import ci
 from watchkeeper.soak import probes
 from watchkeeper.soak.drift import Lines, pair_drift, pair_lines, paired_arms, series_trends
 from watchkeeper.soak.figures import RssEntry, SoakFigures
@@ -203,7 +204,7 @@ def _reference_lines(paired: Sequence[dict[str, Any]]) -> Lines:
             continue
         low, high = entry["ci95"]
         text = (
-            f"{label}: {entry['estimate']:.3f}x (95% CI {low:.3f}..{high:.3f}, "
+            f"{label}: {entry['estimate']:.3f}x ({ci(low, high, '.3f', '..')}, "
             f"{entry['n_cycles']} cycles, {entry['n_pairs']} process pairs, effective n "
             f"{entry['n_eff']:.1f}, threshold {entry['threshold']:.0%}), {entry['verdict']}"
         )
@@ -266,7 +267,7 @@ def _pair_drift_lines(drifts: Sequence[dict[str, Any]], cfg: SoakConfig) -> Line
 def _leak_reasons(leaks: Sequence[RssEntry], cfg: SoakConfig) -> list[str]:
     return [
         f"{leak.profile}: RSS grows {leak.trend.slope:.0f} MB/h "
-        f"(95% CI {leak.trend.low:.0f}..{leak.trend.high:.0f}) > "
+        f"({ci(leak.trend.low, leak.trend.high, '.0f', '..')}) > "
         f"{cfg.leak_threshold_mb_per_hour:.0f} MB/h"
         for leak in leaks
         if leak.trend is not None
