@@ -33,7 +33,7 @@ from watchkeeper.config import Config, DatabaseConfig, SoakConfig
 from watchkeeper.config.durations import parse_duration
 from watchkeeper.config.requests import SoakRequest
 from watchkeeper.load.records import RequestSample
-from watchkeeper.soak.faults import TcpRelay
+from watchkeeper.simulation.faults import TcpRelay
 from watchkeeper.soak.records import RunKey
 from watchkeeper.soak.verdicts import theil_sen
 from watchkeeper.store.db import Database

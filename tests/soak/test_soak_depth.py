@@ -1,7 +1,7 @@
-"""The depth > 1 drift verdict (soak/depth.py) on seeded synthetic soaks (soak/simulate.py):
+"""The depth > 1 drift verdict (soak/depth.py) on seeded synthetic soaks (simulation/soak_series.py):
 its A/A and positive controls, its width after 150 minutes at depth 4, the autocorrelation it
 allows for, the per-block rows the soak's JSON keeps, the report's lines and the shipped job.
-No server; the noise model and where its figures come from are in soak/simulate.py."""
+No server; the noise model and where its figures come from are in simulation/soak_series.py."""
 
 from __future__ import annotations
 
@@ -26,6 +26,7 @@ from watchkeeper.publish.soak_drift import (
 )
 from watchkeeper.publish.soak_report import render, series_rows, stability_line, summary
 from watchkeeper.publish.soak_summary import SoakSummary
+from watchkeeper.simulation.soak_series import ORIGIN, SoakModel, simulate_series
 from watchkeeper.soak.depth import (
     block_rows,
     classify_drift,
@@ -34,7 +35,6 @@ from watchkeeper.soak.depth import (
     settle_text,
     slope_drift,
 )
-from watchkeeper.soak.simulate import ORIGIN, SoakModel, simulate_series
 from watchkeeper.soak.verdicts import judge
 from watchkeeper.soak.views import SoakData, SoakSampleView
 

@@ -1,5 +1,5 @@
 """Which dips a depth > 1 drift verdict may set aside (soak/dips.py, soak/depth.series_drift),
-on seeded synthetic soaks (soak/simulate.py): only one the other arm's block at the same time
+on seeded synthetic soaks (simulation/soak_series.py): only one the other arm's block at the same time
 shares, at most one a series; recurring or unexplained dips stay in the slope, are named, and
 a series with two or more is never resolved. The rates over 200 series are printed by
 `benchmarks/soak_dips.py` (docs/statistics-checks.md); these hold them at 12 seeds."""
@@ -13,9 +13,9 @@ from typing import Any
 from support.soak_summaries import summary_of
 
 from watchkeeper.publish.soak_drift import drift_entries, stability_state, unresolved_text
+from watchkeeper.simulation.soak_series import ORIGIN, SoakModel, simulate_series
 from watchkeeper.soak.depth import WARMUP_BLOCKS, block_rows, depth_lines, series_drift
 from watchkeeper.soak.dips import dip_candidates, split_dips
-from watchkeeper.soak.simulate import ORIGIN, SoakModel, simulate_series
 
 MODEL = SoakModel()
 MINUTES = 300.0

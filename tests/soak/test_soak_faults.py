@@ -29,7 +29,7 @@ from watchkeeper.server.install import ServerBinary
 from watchkeeper.server.launch import prepare, serve
 from watchkeeper.server.models import ModelFile
 from watchkeeper.server.profiles import SMOLLM2
-from watchkeeper.soak.faults import TcpRelay
+from watchkeeper.simulation.faults import TcpRelay
 from watchkeeper.soak.loop import OnSample
 from watchkeeper.soak.records import RunKey
 from watchkeeper.store.db import Database

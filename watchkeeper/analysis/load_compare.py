@@ -12,7 +12,7 @@ decides:
   beyond `ATTAINMENT_THRESHOLD`. Its half-width is never below the per-request binomial's
   (`binomial_half`): rounds that all read the same difference (3 of 3 good in each arm)
   gave a CI of one point in 20% of A/A levels at 3 requests a round (issue 75;
-  analysis/goodput_sim.py, `benchmarks/goodput_power.py`).
+  simulation/goodput.py, `benchmarks/goodput_power.py`).
 - `e2e_p90`, `ttft_p90`: the baseline's per-round p90 over the candidate's (higher = better,
   as the nightly's tail series read), paired by round, t interval in log space.
 - `decode`: the bench's paired speed-up (tasks x rounds, analysis/stats.py).

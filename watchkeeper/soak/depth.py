@@ -41,7 +41,7 @@ rise is never a reason, and depth 1 has always counted such a CI as resolved, se
 `publish/soak_drift.unresolved_drift`); `inconclusive` otherwise. A 15% step
 halfway reads as a slope of about -22% over the soak (a least-squares line through a step at
 the middle drops 1.5 times the step from end to end); the A/A and positive controls and the
-CI's width after 150 minutes are simulated in `soak/simulate.py`
+CI's width after 150 minutes are simulated in `simulation/soak_series.py`
 (`benchmarks/soak_depth4_power.py`, docs/soak.md).
 """
 

@@ -1,6 +1,6 @@
 """How the SLO-attainment reading (`load_compare.paired_reading("goodput", ...)`) covers and
 decides: a simulation of ladder levels with a known attainment difference, as
-`crossover_sim.py` does for the crossover.
+`simulation/crossover.py` does for the crossover.
 
 One level is `rounds` rounds of `requests` requests per arm. Each round's share of good
 requests is binomial around a probability that moves from round to round: on the logit scale
