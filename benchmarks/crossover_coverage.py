@@ -1,6 +1,6 @@
 """How often does the ladder's crossover interval hold the true crossover?
 
-Simulates synthetic ladders with a known crossover (`watchkeeper/analysis/crossover_sim.py`:
+Simulates synthetic ladders with a known crossover (`watchkeeper/simulation/crossover.py`:
 the true log ratio falls linearly in log2 load; each level's rounds add normal noise) and reads
 each with the ladder's own code. Prints, per noise setting, the measured coverage of the
 interval (all ladders, and those whose interval closed inside the ladder), how many curves
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import argparse
 
-from watchkeeper.analysis.crossover_sim import simulate_coverage
+from watchkeeper.simulation.crossover import simulate_coverage
 
 SETTINGS = ((0.05, 3), (0.10, 3), (0.10, 5), (0.20, 5))
 """(sd of a round's log ratio, rounds per level): a quiet host to a noisy one."""

@@ -1,6 +1,6 @@
 """SLO attainment (the rate ladder's default crossover metric): coverage, zero-width intervals,
 false resolutions and power, before and after the binomial floor of issue 75, on simulated
-levels (analysis/goodput_sim.py: binomial requests around a per-round probability that moves
+levels (simulation/goodput.py: binomial requests around a per-round probability that moves
 with the host, logit sd 0.5 shared by both arms and 0.3 each arm's own; an assumption, not a
 measurement of this host: the one real figure is a round that a hiccup moved from -0.19 to
 -0.31, tests/load/test_load_verdicts.py).
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import argparse
 
-from watchkeeper.analysis.goodput_sim import Level, simulate
+from watchkeeper.simulation.goodput import Level, simulate
 
 SCENARIOS = {
     "A/A 95%, 3 requests x 3 rounds": Level(0.95, 0.95, 3, 3),

@@ -1,5 +1,5 @@
 """How long a soak must run before its depth-4 drift verdict resolves, and whether it keeps its
-power: simulated, no server (soak/simulate.py's seeded closed loop, judged by soak/depth.py).
+power: simulated, no server (simulation/soak_series.py's seeded closed loop, judged by soak/depth.py).
 
 The soak of the recommendation runs two arms at depths 1 and 4 in blocks of `--block`
 minutes, so each (arm, depth 4) series gets one block every 4 blocks and the soak spends half
@@ -31,8 +31,8 @@ from typing import Any
 
 import numpy as np
 
+from watchkeeper.simulation.soak_series import ORIGIN, SoakModel, simulate_series
 from watchkeeper.soak.depth import block_rows, is_slowdown, series_drift
-from watchkeeper.soak.simulate import ORIGIN, SoakModel, simulate_series
 from watchkeeper.soak.trends import block_medians, relative_trend
 
 THRESHOLD = 0.10

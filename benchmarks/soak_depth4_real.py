@@ -1,7 +1,7 @@
 """The depth-4 drift verdict on a real soak's committed blocks: does it resolve as simulated,
 does the noise match the model it was sized with, and does it still catch a slowdown?
 
-`soak_depth4_power.py` sizes the verdict on a model of the host (soak/simulate.py: prefill
+`soak_depth4_power.py` sizes the verdict on a model of the host (simulation/soak_series.py: prefill
 stalls, the host's own block noise 1.2%, AR(1) r 0.3). This reads the `blocks` rows a real
 soak commits (`reports/speculative_soak.json`: start, requests, the work's requests, tokens
 and wall time, aggregate tok/s, median decode tok/s per block) and prints, for every series

@@ -1,5 +1,5 @@
 """Which dips a depth-4 drift verdict may set aside: the rule before and after issue 75, on
-seeded synthetic soaks (soak/simulate.py, no server), 200 series per scenario by default.
+seeded synthetic soaks (simulation/soak_series.py, no server), 200 series per scenario by default.
 
 Before: every block beyond both neighbours (shape alone, soak/dips.dip_candidates) was set
 aside, up to a tenth of the blocks. After (soak/dips.split_dips): only a dip the other arm's
@@ -35,9 +35,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
+from watchkeeper.simulation.soak_series import ORIGIN, SoakModel, simulate_series
 from watchkeeper.soak.depth import WARMUP_BLOCKS, block_rows, series_drift, slope_drift
 from watchkeeper.soak.dips import dip_candidates
-from watchkeeper.soak.simulate import ORIGIN, SoakModel, simulate_series
 
 THRESHOLD = 0.10
 FLOOR = 0.3

@@ -31,8 +31,9 @@ from sqlalchemy.engine import make_url
 from watchkeeper.commands.soak import soak_command, spool_dir
 from watchkeeper.config import Config, DatabaseConfig, SoakConfig
 from watchkeeper.config.durations import parse_duration
+from watchkeeper.config.requests import SoakRequest
 from watchkeeper.load.records import RequestSample
-from watchkeeper.soak.faults import TcpRelay
+from watchkeeper.simulation.faults import TcpRelay
 from watchkeeper.soak.records import RunKey
 from watchkeeper.soak.verdicts import theil_sen
 from watchkeeper.store.db import Database
@@ -130,12 +131,14 @@ def main() -> None:
             t0 = time.monotonic()
             result = soak_command(
                 config,
-                duration=args.duration,
-                block=args.duration,
-                profiles=[args.profile],
-                per_category=args.per_category,
-                seed=11,
-                fresh=True,
+                SoakRequest(
+                    duration=args.duration,
+                    block=args.duration,
+                    profiles=[args.profile],
+                    per_category=args.per_category,
+                    seed=11,
+                    fresh=True,
+                ),
                 on_sample=on_sample,
                 progress=lambda m: print(f"  · {m}", flush=True),
             )
@@ -177,7 +180,7 @@ def main() -> None:
                     )
                 )
     stored = Counter((runs[r].arm, runs[r].round, runs[r].concurrency, seq) for r, seq in rows)
-    done = Counter((k.arm, k.round, k.concurrency, smp.seq) for k, smp in completed)
+    done = Counter((k.arm, k.block, k.concurrency, smp.seq) for k, smp in completed)
     ok = sum(1 for _, smp in completed if smp.ok)
     lost = sum((done - stored).values())
     duplicates = sum(n - 1 for n in stored.values() if n > 1) + sum(

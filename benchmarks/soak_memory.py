@@ -40,6 +40,7 @@ from watchkeeper.cli.app import unwind_on_sigterm
 from watchkeeper.commands.soak import soak_command
 from watchkeeper.config import Config, DatabaseConfig, SoakConfig
 from watchkeeper.config.durations import parse_duration
+from watchkeeper.config.requests import SoakRequest
 from watchkeeper.server.profiles import get_profile
 from watchkeeper.soak.verdicts import theil_sen
 
@@ -251,13 +252,15 @@ def main() -> None:
     watcher.start()
     result = soak_command(
         config,
-        duration=args.duration,
-        block=args.block,
-        profiles=args.profiles.split(","),
-        concurrency=[int(c) for c in args.concurrency.split(",")],
-        per_category=1,
-        seed=3,
-        fresh=True,
+        SoakRequest(
+            duration=args.duration,
+            block=args.block,
+            profiles=args.profiles.split(","),
+            concurrency=[int(c) for c in args.concurrency.split(",")],
+            per_category=1,
+            seed=3,
+            fresh=True,
+        ),
         on_sample=on_sample,
         progress=progress,
     )

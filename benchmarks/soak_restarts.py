@@ -26,6 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from watchkeeper.campaign.night import pin_reference
 from watchkeeper.commands.soak import soak_command
 from watchkeeper.config import Config, DatabaseConfig, ProfileConfig, ServerConfig, SoakConfig
+from watchkeeper.config.requests import SoakRequest
 from watchkeeper.host import info as hostinfo
 from watchkeeper.server.install import ensure_binary
 from watchkeeper.server.launch import prepare
@@ -98,15 +99,17 @@ def main() -> None:
             args.ready_file.touch()
         result = soak_command(
             config_for(binary.path, url, current, soak),
-            duration=args.duration,
-            block=args.block,
-            profiles=["s"],
-            limit=args.limit,
-            seed=args.seed,
-            fresh=True,
+            SoakRequest(
+                duration=args.duration,
+                block=args.block,
+                profiles=["s"],
+                limit=args.limit,
+                seed=args.seed,
+                fresh=True,
+            ),
             progress=lambda m: print(m, file=sys.stderr, flush=True),
         )
-    (entry,) = result.verdict.figures["reference"]
+    (entry,) = result.verdict.figures.reference
     summary = {
         "current": current or "identical (A/A)",
         "reference_id": ref.id,
@@ -125,18 +128,18 @@ def main() -> None:
             (c["cycle"], round(c["ratio"], 4), c["current_first"], c["judged"])
             for c in entry["cycles"]
         ],
-        "restarts": result.verdict.figures["restarts"],
-        "requests": result.verdict.figures["requests"],
-        "errors": result.verdict.figures["errors"],
-        "span_s": result.verdict.figures["span_s"],
-        "paired_drift": result.verdict.figures["paired_drift"],
+        "restarts": result.verdict.figures.restarts,
+        "requests": result.verdict.figures.requests,
+        "errors": result.verdict.figures.errors,
+        "span_s": result.verdict.figures.span_s,
+        "paired_drift": result.verdict.figures.paired_drift,
         "series_drift": [
             {
                 "series": f"{e['profile']} c{e['concurrency']}",
                 "drift_judged": e["drift_judged"],
                 "throughput_shift": e.get("throughput_shift"),
             }
-            for e in result.verdict.figures["series"]
+            for e in result.verdict.figures.series
         ],
         "notes": list(result.verdict.notes),
         "reasons": list(result.verdict.reasons),

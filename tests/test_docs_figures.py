@@ -16,6 +16,7 @@ from typing import Any
 
 from watchkeeper.config import SoakConfig
 from watchkeeper.publish.soak_report import render, splice
+from watchkeeper.publish.soak_summary import SoakSummary
 
 ROOT = Path(__file__).resolve().parents[1]
 REPORTS = ROOT / "reports"
@@ -149,7 +150,7 @@ def test_the_committed_reports_agree_with_each_other_and_the_renderer() -> None:
             continue
         data = json.loads((folder / "speculative_soak.json").read_text())
         page = (folder / "speculative_soak.md").read_text(encoding="utf-8")
-        assert page == render(data), folder
+        assert page == render(SoakSummary.from_json(data)), folder
         assert f"**{data['verdict']}**: {data['verdict']}:" not in page
 
 

@@ -24,13 +24,13 @@ from watchkeeper.cli.app import main
 from watchkeeper.config import Config, ServerConfig
 from watchkeeper.config.service import ServiceConfig
 from watchkeeper.errors import InstallError
+from watchkeeper.host.digest import file_sha256
 from watchkeeper.nightly.reference import snapshot_binary
 from watchkeeper.publish.deliverable import read_record
 from watchkeeper.publish.served import as_rendered
 from watchkeeper.publish.systemd import exec_argv
 from watchkeeper.publish.verify import pinned_files, verify_argv
 from watchkeeper.server.binary import ServerBinary
-from watchkeeper.server.models import sha256_of
 from watchkeeper.store.db import head_revision, make_engine, open_database, upgrade
 from watchkeeper.store.repository import Repository
 from watchkeeper.store.schema import ServerBuild
@@ -193,7 +193,7 @@ def test_a_path_with_a_space_and_a_percent_is_read_by_systemd_as_written(
     argv = [w.replace("$$", "$") for w in systemd_words(start)]
     assert argv == expected
     # The digest check before start reaches /bin/sh as written: paths quoted, '$' kept.
-    pins = pinned_files(record, as_rendered(record, service), sha256_of(binary))
+    pins = pinned_files(record, as_rendered(record, service), file_sha256(binary))
     script = verify_argv(pins, unit.stem)
     assert [w.replace("$$", "$") for w in systemd_words(pre)] == script
     assert pins[-1].what == "binary" and shlex.quote(str(models / MODEL)) in script[-1]

@@ -146,6 +146,7 @@ LAYERS: list[list[str]] = [
     ["checks"],
     ["analysis"],
     ["soak"],
+    ["simulation"],
     ["store"],
     ["findings"],
     ["upgrade"],

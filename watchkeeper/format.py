@@ -56,6 +56,16 @@ def span(low: float | None, high: float | None, spec: str = ".2f") -> str:
     return MISSING if low is None or high is None else f"{low:{spec}}-{high:{spec}}"
 
 
+CI_LABEL = "95% CI"
+"""How every page names an interval: the one place the level is written in text."""
+
+
+def ci(low: float, high: float, spec: str = ".2f", sep: str = "-") -> str:
+    """An interval, labelled: ci(1.22, 1.55) → '95% CI 1.22-1.55'; a change's ends with its
+    own spec and separator: ci(-0.1, 0.05, "+.0%", "..") → '95% CI -10%..+5%'."""
+    return f"{CI_LABEL} {low:{spec}}{sep}{high:{spec}}"
+
+
 class SpeedupCI(Protocol):
     """What `analysis.stats.RatioCI` offers a printer (kept structural: no import of stats)."""
 

@@ -80,7 +80,7 @@ def test_the_shipped_job_files_load_with_their_scopes() -> None:
     # The code-edit setting's guard: its committed record, code edits only, an hour before
     # the default nightly so the two never share the CPU.
     code_edit = jobs["nightly-code-edit"].args
-    assert code_edit.recommendation == "reports/code-edit/speculative_recommendation.json"
+    assert code_edit.recommendation == Path("reports/code-edit/speculative_recommendation.json")
     assert code_edit.categories == ["code_edit"]
     assert jobs["nightly-code-edit"].cron_fields()["hour"] == "22"
     assert jobs["nightly"].cron_fields()["hour"] == "23"
@@ -458,7 +458,7 @@ def test_a_soak_job_soaks_a_recommendation_as_the_cli_does(tmp_path: Path) -> No
         f'kind = "soak"\ncron = "0 1 * * *"\n[args]\nrecommendation = "{record}"\n',
     )
     (job,) = load_jobs(tmp_path)
-    assert job.args.recommendation == str(record)
+    assert job.args.recommendation == record
     config = Config(database=DatabaseConfig(url=f"sqlite:///{tmp_path / 'wk.db'}"))
     with pytest.raises(ConfigError) as info:
         soak_job(config, job.args, JobContext())

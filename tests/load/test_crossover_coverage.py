@@ -1,11 +1,11 @@
 """The crossover interval's coverage, simulated on ladders whose crossover is known
-(analysis/crossover_sim.py; benchmarks/crossover_coverage.py prints it for 1000 ladders)."""
+(simulation/crossover.py; benchmarks/crossover_coverage.py prints it for 1000 ladders)."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from watchkeeper.analysis.crossover_sim import one_ladder, simulate_coverage
+from watchkeeper.simulation.crossover import one_ladder, simulate_coverage
 
 
 def test_the_interval_holds_the_true_crossover_about_as_often_as_its_nominal_95() -> None:

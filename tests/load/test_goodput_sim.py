@@ -1,12 +1,12 @@
-"""The SLO-attainment reading's rates on simulated levels (analysis/goodput_sim.py), held at
+"""The SLO-attainment reading's rates on simulated levels (simulation/goodput.py), held at
 small seeded counts: no zero-width interval, coverage near nominal, A/A false resolutions
 rare, and a positive control with realistic round-to-round spread (not one difference every
 round) sized for its power. `benchmarks/goodput_power.py` prints the rates over 1000 levels."""
 
 from __future__ import annotations
 
-from watchkeeper.analysis.goodput_sim import Level, simulate
 from watchkeeper.analysis.load_compare import binomial_half, paired_reading
+from watchkeeper.simulation.goodput import Level, simulate
 
 
 def test_rounds_that_all_read_the_same_difference_still_get_a_width() -> None:

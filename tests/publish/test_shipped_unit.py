@@ -16,6 +16,7 @@ from typing import Literal
 
 import pytest
 from support.fakegpu import stand_in_smi
+from support.soak_summaries import figures_of
 
 from watchkeeper.campaign.defaults import with_recommendation
 from watchkeeper.campaign.soak_campaign import soak_servers
@@ -23,6 +24,7 @@ from watchkeeper.campaign.soak_deliverable import soaked_unit
 from watchkeeper.cli.app import main
 from watchkeeper.commands.soak import soak_command
 from watchkeeper.config import BenchConfig, Config, ProfileConfig
+from watchkeeper.config.requests import SoakRequest
 from watchkeeper.config.service import ServiceConfig
 from watchkeeper.errors import SoakError
 from watchkeeper.host import gpu as host_gpu
@@ -38,6 +40,8 @@ from watchkeeper.publish.systemd import render_unit
 from watchkeeper.server.flags import HelpInfo, build_argv, read_help
 from watchkeeper.server.install import ServerBinary
 from watchkeeper.server.launch import PreparedProfile
+from watchkeeper.soak.judgement import SoakUnit
+from watchkeeper.soak.verdicts import SoakVerdict
 
 ROOT = Path(__file__).resolve().parents[2]
 COMMITTED = ROOT / "reports" / "speculative_recommendation.json"
@@ -197,8 +201,7 @@ def test_a_soak_deeper_than_the_units_slots_is_refused_before_anything_starts(
         with pytest.raises(SoakError) as err:
             soak_command(
                 config,
-                recommendation=path,
-                concurrency=[1, depth],
+                SoakRequest(recommendation=path, concurrency=[1, depth]),
                 database=None,
                 progress=lambda _m: None,
             )
@@ -234,15 +237,16 @@ def test_the_soak_report_names_the_unit_it_soaked_and_says_its_verdict_once(
     assert record.subject is not None
     names = [record.subject.name, record.baseline.name]
     unit = soaked_unit(config, record, names)
-    verdict = {
-        "campaign_id": 4,
-        "verdict": "stable",
-        "headline": "stable: 5 requests over 0.03h, 0 errors",
-        "figures": {"requests": 5, "errors": 0, "series": []},
-    }
+    verdict = SoakVerdict(
+        4,
+        True,
+        (),
+        ("5 requests over 0.03h, 0 errors",),
+        figures_of(requests=5, errors=0),
+    )
     s = summary(
         verdict, [], subject=names[0], baseline=names[1], duration="2m", sweep_campaign=3,
-        command="watchkeeper soak --recommendation r.json", unit=unit,
+        command="watchkeeper soak --recommendation r.json", unit=SoakUnit.from_json(unit),
     )  # fmt: skip
     text = render(s)
     assert "\n**stable**: 5 requests over 0.03h, 0 errors\n" in text
@@ -258,7 +262,7 @@ def test_the_soak_report_names_the_unit_it_soaked_and_says_its_verdict_once(
     rendered = render_unit(replace(record, chosen=record.closest or record.chosen), config.service)
     assert " ".join(portable_flags(exec_start(rendered))) in subject_flags
     # A soak recorded before the unit was: said, not guessed.
-    assert "Unit: not recorded" in render({**s, "unit": None})
+    assert "Unit: not recorded" in render(replace(s, unit=None))
 
 
 def verify(unit: Path) -> str:

@@ -4,9 +4,8 @@ only) held 64 minutes of each arm and read "met"."""
 
 from __future__ import annotations
 
-import json
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 from watchkeeper.publish.soak_hours import (
     arm_hours,
@@ -15,13 +14,16 @@ from watchkeeper.publish.soak_hours import (
     overnight_lines,
     unit_slots,
 )
-from watchkeeper.publish.soak_report import render, stability_line
+from watchkeeper.publish.soak_report import read_summary, render, stability_line
+from watchkeeper.publish.soak_summary import SoakSummary
+from watchkeeper.soak.judgement import BlockRow, BlockSeries
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _committed() -> dict[str, Any]:
-    data: dict[str, Any] = json.loads((ROOT / "reports/speculative_soak.json").read_text())
+def _committed() -> SoakSummary:
+    data = read_summary(ROOT / "reports/speculative_soak.json")
+    assert data is not None
     return data
 
 
@@ -43,16 +45,15 @@ def test_the_committed_default_soak_reads_not_yet_with_its_hours() -> None:
 
 
 def test_enough_hours_at_every_served_depth_reads_met_and_one_short_arm_does_not() -> None:
-    s = _committed()
-    rows = [{}] * 4  # four one-hour blocks each
-    s["block_s"] = 7200.0
-    s["blocks"] = [
-        {"profile": p, "concurrency": c, "rows": rows}
-        for p in ("qwen-baseline", "qwen-sweep-ngram-mod")
-        for c in (1, 4)
+    row = BlockRow(0, 0.0, 1, 1, 1.0, None)
+    rows = (row,) * 4  # four two-hour blocks each
+    blocks = [
+        BlockSeries(p, c, rows) for p in ("qwen-baseline", "qwen-sweep-ngram-mod") for c in (1, 4)
     ]
+    s = replace(_committed(), block_s=7200.0, blocks=tuple(blocks))
     assert hours_shortfall(s) == ""
-    s["blocks"][-1] = {**s["blocks"][-1], "rows": rows[:3]}
+    blocks[-1] = replace(blocks[-1], rows=rows[:3])
+    s = replace(s, blocks=tuple(blocks))
     assert hours_shortfall(s).startswith("not yet: 6.0 of 8 hours (qwen-sweep-ngram-mod at depth 4")
     assert hours_shortfall(s, target_h=6.0) == ""
 
@@ -66,20 +67,20 @@ def test_the_soak_page_says_under_a_stable_verdict_that_overnight_is_not_yet_met
         "request's criterion: not yet: 1.1 of 8 hours (qwen-baseline at depth 4, its own time "
         "under load; the arms alternate blocks); depth 1, which the unit serves, not soaked."
     )
-    s["block_s"] = 8 * 3600.0
-    s["blocks"] = [
-        {"profile": p, "concurrency": c, "rows": [{}]}
-        for p in ("qwen-baseline", "qwen-sweep-ngram-mod")
-        for c in (1, 4)
-    ]
+    row = BlockRow(0, 0.0, 1, 1, 1.0, None)
+    blocks = tuple(
+        BlockSeries(p, c, (row,)) for p in ("qwen-baseline", "qwen-sweep-ngram-mod") for c in (1, 4)
+    )
+    s = replace(s, block_s=8 * 3600.0, blocks=blocks)
     assert overnight_lines(s) == [] and "overnight, the request's" not in render(s)
 
 
 def test_a_soak_that_kept_no_block_rows_is_not_called_unsoaked_at_a_depth_it_ran() -> None:
     """The 27 Nov soak ran depths 1 and 4 but its JSON keeps no block rows: its time under load
     is unknown, which is what the page says (not 'depth 1 not soaked')."""
-    s = json.loads((ROOT / "reports/2026-11-27-soak-c1/speculative_soak.json").read_text())
-    assert {r["concurrency"] for r in s["series"]} == {1, 4} and not s.get("blocks")
+    s = read_summary(ROOT / "reports/2026-11-27-soak-c1/speculative_soak.json")
+    assert s is not None
+    assert set(s.levels) == {"1", "4"} and not s.blocks
     assert arm_hours(s) is None
     assert hours_shortfall(s).startswith("not yet: each arm's time under load unknown")
     assert "not soaked" not in " ".join(overnight_lines(s))

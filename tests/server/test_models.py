@@ -10,7 +10,8 @@ import pytest
 
 from watchkeeper.config import Config, ModelConfig, ServerConfig
 from watchkeeper.errors import ModelError
-from watchkeeper.server.models import CATALOG, ModelStore, sha256_of
+from watchkeeper.host.digest import file_sha256
+from watchkeeper.server.models import CATALOG, ModelStore
 from watchkeeper.server.profiles import SMOLLM2
 
 
@@ -35,7 +36,7 @@ def test_a_corrupt_cached_model_is_detected_and_fetched_again(tmp_path: Path) ->
     target.write_bytes(b"not a model")
     messages: list[str] = []
     model = ModelStore(config, progress=messages.append).ensure(SMOLLM2)
-    assert model.sha256 == CATALOG[SMOLLM2].sha256 == sha256_of(target)
+    assert model.sha256 == CATALOG[SMOLLM2].sha256 == file_sha256(target)
     assert any("cached file is bad" in m for m in messages)
     assert not list(target.parent.glob(".partial-*"))
 

@@ -71,7 +71,7 @@ def test_the_verdict_carries_the_curve_in_its_figures_and_reads_it_in_a_note() -
         view(60, "spec", 11, counters(100, [90, 40, 10, 2], 400)),
     ]
     verdict = judge(data(points), SoakConfig())
-    (figure,) = verdict.figures["acceptance_curves"]
+    (figure,) = verdict.figures.acceptance_curves
     assert figure["arm"] == "spec" and figure["rates"] == [0.9, 0.4, 0.1, 0.02]
     assert figure["consistent"] is True
     assert any("positions 3-4 accept under 20%" in n for n in verdict.notes)

@@ -14,6 +14,7 @@ from support.taskfiles import LOOP_PROMPTS, write_taskset
 
 from watchkeeper.commands.soak import soak_command
 from watchkeeper.config import Config, DatabaseConfig, ProfileConfig, ServerConfig
+from watchkeeper.config.requests import SoakRequest
 from watchkeeper.server.install import ServerBinary
 from watchkeeper.server.models import ModelFile
 from watchkeeper.server.profiles import SMOLLM2
@@ -39,7 +40,10 @@ def test_a_soak_whose_server_loops_files_the_loop_alarm(
         soak=soak_settings(temperature=0.0, probe_interval_s=600.0),
     )
     tasks = write_taskset(tmp_path, [(f"loop-{i}", p) for i, p in enumerate(LOOP_PROMPTS)], 64)
-    result = soak_command(config, duration="40s", block="40s", profiles=["sd"], taskset=tasks)
+    result = soak_command(
+        config,
+        SoakRequest(duration="40s", block="40s", profiles=["sd"], taskset=tasks),
+    )
     assert result.status == "completed"
     db = Database(sqlite_url)
     with db.session() as s:

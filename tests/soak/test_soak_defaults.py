@@ -5,11 +5,13 @@ a hint naming the key and the recommended profile."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
+from support.soak_summaries import ROW, figures_of, summary_of
 
 from watchkeeper.analysis.benchmark import BenchResult
 from watchkeeper.analysis.identity_gate import withheld
@@ -18,6 +20,7 @@ from watchkeeper.campaign.defaults import soak_profiles
 from watchkeeper.commands.nightly import nightly_command
 from watchkeeper.commands.soak import soak_command
 from watchkeeper.config import BenchConfig, Config, DatabaseConfig, ProfileConfig
+from watchkeeper.config.requests import SoakRequest
 from watchkeeper.errors import ConfigError
 from watchkeeper.publish.deliverable import RECORD_NAME, build_record, write_record
 from watchkeeper.publish.soak_report import (
@@ -29,7 +32,11 @@ from watchkeeper.publish.soak_report import (
     stability_line,
     summary,
 )
+from watchkeeper.soak.figures import RssEntry
+from watchkeeper.soak.judgement import OutputRates, ProbeTotals
 from watchkeeper.soak.probes import totals
+from watchkeeper.soak.trends import Trend
+from watchkeeper.soak.verdicts import SoakVerdict
 from watchkeeper.soak.views import SoakSampleView
 
 
@@ -63,7 +70,11 @@ def test_an_empty_nightly_refuses_and_names_the_key(tmp_path: Path) -> None:
     assert "[nightly] profiles is empty" in err.value.message
     assert err.value.hint is not None and "[nightly] profiles = [" in err.value.hint
     with pytest.raises(ConfigError) as soak_err:
-        soak_command(config, progress=lambda _m: None)
+        soak_command(
+            config,
+            SoakRequest(),
+            progress=lambda _m: None,
+        )
     assert "[soak] profiles is empty" in soak_err.value.message
 
 
@@ -117,34 +128,29 @@ def test_the_soak_report_and_the_sweep_reports_stability_line() -> None:
         "task_id": "t1",
         "rate": 0.75,
     }
-    verdict = {
-        "campaign_id": 12,
-        "verdict": "stable",
-        "headline": "stable: 5 requests over 0.03h, 1 errors",
-        "reasons": [],
-        "notes": ["5 requests over 0.03h, 1 errors"],
-        "figures": {
-            "requests": 5,
-            "errors": 1,
-            "restarts": 0,
-            "crashes": 0,
-            "rss": [{"profile": "draft4", "slope": 3.2, "ci95": [-1.0, 7.5], "judged": True}],
-            "series": [],
-            "leak_threshold_mb_per_hour": 50.0,
-            "identical_output_rate": 1.0,
-            "strictly_identical_rate": 0.75,
-            "probe_totals": totals([probed]),
-            "identical_output": [probed],
-        },
-    }
+    verdict = SoakVerdict(
+        12,
+        True,
+        (),
+        ("5 requests over 0.03h, 1 errors",),
+        figures_of(
+            requests=5,
+            errors=1,
+            rss=(RssEntry("draft4", 3600.0, 1, Trend(3.2, -1.0, 7.5, 40), judged=True),),
+            rates=OutputRates(0.75, 1.0),
+            probe_totals=ProbeTotals.from_json(totals([probed])),
+            identical_output=(probed,),
+        ),
+    )
     s = summary(
         verdict, rows, subject="draft4", baseline="baseline", duration="2m",
         sweep_campaign=7, command="watchkeeper soak --recommendation r.json", cache_ram_mib=0,
     )  # fmt: skip
-    # Figures in the old layout (identical_output_rate then held the consistent rate) are
-    # read as they meant, and the summary writes the new one.
-    assert (s["identical_output_rate"], s["consistent_output_rate"]) == (0.75, 1.0)
-    assert "strictly_identical_rate" not in s
+    # A summary in the old layout (identical_output_rate then held the consistent rate) is
+    # read as it meant, and a summary writes the new one.
+    old = {"identical_output_rate": 1.0, "strictly_identical_rate": 0.75}
+    assert OutputRates.from_json(old) == s.rates == OutputRates(0.75, 1.0)
+    assert "strictly_identical_rate" not in s.to_json()
     text = render(s)
     assert "| draft4 | 4 | baseline | 4 | 3 | 1 | 0 | 0 | 0 |" in text
     assert "consistent with their reference 100% of the time (75% token for token)" in text
@@ -190,7 +196,7 @@ def test_a_stable_soak_whose_drift_ci_reaches_past_the_threshold_says_it_is_not_
         {"profile": "b", "concurrency": 4,
          "throughput_drift": {"change": 0.044, "change_ci95": [-0.16, 0.26]}},
     ]  # fmt: skip
-    verdict: dict[str, Any] = {"campaign_id": 1, "verdict": "stable", "figures": {"series": series}}
+    verdict = SoakVerdict(1, True, (), (), figures_of(series=tuple(series)))
     rows = series_rows([_sample("b", 1, 30.0), _sample("b", 4, 8.0)])
     s = summary(
         verdict, rows, subject="s", baseline="b", duration="100m", sweep_campaign=3,
@@ -208,7 +214,7 @@ def test_a_stable_soak_whose_drift_ci_reaches_past_the_threshold_says_it_is_not_
     assert "at concurrency 1" not in line.split("not resolved")[1]
     assert "\nThroughput drift not resolved in 100m: b at concurrency 4" in render(s)
     resolved = summary(
-        {**verdict, "figures": {"series": series[:1]}}, [r for r in rows if r.concurrency == 1],
+        replace(verdict, figures=figures_of(series=tuple(series[:1]))), [r for r in rows if r.concurrency == 1],
         subject="s", baseline="b", duration="100m", sweep_campaign=3, command="c",
     )  # fmt: skip
     # Drift resolved, but the summary says nothing of each arm's hours under load: not "met".
@@ -304,19 +310,23 @@ def test_a_soak_too_short_to_judge_drift_or_memory_never_reads_met() -> None:
         "rss": {"base": {"slope_mb_per_h": 0.5, "judged": False},
                 "ngram": {"slope_mb_per_h": 0.4, "judged": True}},
     }  # fmt: skip
-    line = stability_line(s, fallback="")
+    line = stability_line(summary_of(**s), fallback="")
     assert "Stable under sustained load: not resolved" in line
     assert "throughput drift not judged for base at concurrency 1" in line
     assert "memory growth not judged for base" in line
     assert "met" not in line.split("**")[1].replace("not resolved", "")
-    assert headline_text(s).startswith("**no error, no restart; drift not judged**")
+    assert headline_text(summary_of(**s)).startswith("**no error, no restart; drift not judged**")
     judged = {**s, "drift": [{"profile": p, "concurrency": c, "change": 0.0,
                               "ci95": [-0.02, 0.02]} for p in ("base", "ngram") for c in (1, 4)],
               "rss": {"base": {"slope_mb_per_h": 0.5, "judged": True}}}  # fmt: skip
     # Every drift and leak judged, but 36 minutes is not the request's overnight per arm.
-    assert "Stable under sustained load: not yet" in stability_line(judged, fallback="")
+    assert "Stable under sustained load: not yet" in stability_line(
+        summary_of(**judged), fallback=""
+    )
     overnight = {**judged, "block_s": 3600.0, "blocks": [
-        {"profile": p, "concurrency": c, "rows": [{}] * 8}
+        {"profile": p, "concurrency": c, "rows": [ROW] * 8}
         for p in ("base", "ngram") for c in (1, 4)]}  # fmt: skip
-    assert "Stable under sustained load: met." in stability_line(overnight, fallback="")
-    assert headline_text(judged).startswith("**stable**")
+    assert "Stable under sustained load: met." in stability_line(
+        summary_of(**overnight), fallback=""
+    )
+    assert headline_text(summary_of(**judged)).startswith("**stable**")

@@ -1,7 +1,7 @@
-"""The depth > 1 drift verdict (soak/depth.py) on seeded synthetic soaks (soak/simulate.py):
+"""The depth > 1 drift verdict (soak/depth.py) on seeded synthetic soaks (simulation/soak_series.py):
 its A/A and positive controls, its width after 150 minutes at depth 4, the autocorrelation it
 allows for, the per-block rows the soak's JSON keeps, the report's lines and the shipped job.
-No server; the noise model and where its figures come from are in soak/simulate.py."""
+No server; the noise model and where its figures come from are in simulation/soak_series.py."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from support.soak_summaries import summary_of
 
 from watchkeeper.config import SoakConfig
 from watchkeeper.config.durations import parse_duration
@@ -24,6 +25,8 @@ from watchkeeper.publish.soak_drift import (
     unresolved_drift,
 )
 from watchkeeper.publish.soak_report import render, series_rows, stability_line, summary
+from watchkeeper.publish.soak_summary import SoakSummary
+from watchkeeper.simulation.soak_series import ORIGIN, SoakModel, simulate_series
 from watchkeeper.soak.depth import (
     block_rows,
     classify_drift,
@@ -32,7 +35,6 @@ from watchkeeper.soak.depth import (
     settle_text,
     slope_drift,
 )
-from watchkeeper.soak.simulate import ORIGIN, SoakModel, simulate_series
 from watchkeeper.soak.verdicts import judge
 from watchkeeper.soak.views import SoakData, SoakSampleView
 
@@ -212,7 +214,7 @@ def test_the_judge_reads_depth_4_on_aggregate_throughput_and_keeps_every_block()
     quiet = judge(_soak(0.0), SoakConfig())
     assert quiet.stable, quiet.reasons
     assert any("s c4: no throughput drift beyond 10%" in n for n in quiet.notes)
-    (entry,) = quiet.figures["series"]
+    (entry,) = quiet.figures.series
     assert entry["drift_judged"] == "aggregate"
     assert entry["depth_drift"]["verdict"] == "no drift"
     # Every block is kept; the slope sets the first two aside as warm-up.
@@ -220,15 +222,16 @@ def test_the_judge_reads_depth_4_on_aggregate_throughput_and_keeps_every_block()
     assert entry["depth_drift"]["blocks"] == 35 and entry["depth_drift"]["warmup_blocks"] == 2
     # The report's JSON keeps the rows, so the drift can be redone from it alone.
     s = summary(
-        json.loads(json.dumps(quiet.to_json())), series_rows(_soak(0.0).samples),
+        quiet, series_rows(_soak(0.0).samples),
         subject="s", baseline="b", duration="5h", sweep_campaign=None, command="c",
     )  # fmt: skip
-    (blocks,) = s["blocks"]
-    assert blocks["concurrency"] == 4 and len(blocks["rows"]) == 37
-    redone = series_drift(blocks["rows"], threshold=0.1, floor=0.3)
+    s = SoakSummary.from_json(json.loads(json.dumps(s.to_json())))
+    (blocks,) = s.blocks
+    assert blocks.concurrency == 4 and len(blocks.rows) == 37
+    redone = series_drift([r.to_json() for r in blocks.rows], threshold=0.1, floor=0.3)
     assert redone is not None and redone["change_ci95"] == entry["depth_drift"]["change_ci95"]
-    (drift,) = s["drift"]
-    assert drift["estimator"] == "aggregate" and drift["verdict"] == "no drift"
+    (drift,) = s.drift
+    assert drift.estimator == "aggregate" and drift.verdict == "no drift"
     text = render(s)
     k = entry["depth_drift"]["work_requests"]
     assert f", no drift (aggregate, 35 blocks after 2 warm-up, {k} requests a block)" in text
@@ -244,14 +247,14 @@ def test_an_inconclusive_depth_4_series_is_not_resolved() -> None:
     shuffled = _soak(0.0, replayed=False)
     short = SoakData(1, {**shuffled.params}, "completed", (), shuffled.samples[:300], (), ())
     verdict = judge(short, SoakConfig())
-    (entry,) = verdict.figures["series"]
+    (entry,) = verdict.figures.series
     assert entry["depth_drift"]["verdict"] == "inconclusive"
     assert any(
         "throughput drift inconclusive" in n and "reaches past -10% (a slowdown" in n
         for n in verdict.notes
     )
     s = summary(
-        verdict.to_json(), series_rows(short.samples), subject="s", baseline="b",
+        verdict, series_rows(short.samples), subject="s", baseline="b",
         duration="40m", sweep_campaign=None, command="c",
     )  # fmt: skip
     line = stability_line(s, fallback="")
@@ -263,7 +266,7 @@ def test_depth_1_is_judged_as_before() -> None:
     samples = simulate_series(model, 100.0, 1, profile="s")
     params = {"profiles": ["s"], "concurrency": [1], "block_s": 120.0}
     verdict = judge(SoakData(1, params, "completed", (), tuple(samples), (), ()), SoakConfig())
-    (entry,) = verdict.figures["series"]
+    (entry,) = verdict.figures.series
     assert entry["drift_judged"] == "absolute" and "depth_drift" not in entry
     assert "throughput_drift" in entry and entry["block_rows"]
 
@@ -315,7 +318,9 @@ def test_a_slow_host_s_few_requests_a_block_are_named_with_the_block_length_that
     fast = drift_of(MODEL, 0)
     assert fast["work_requests"] >= 12
     assert not any("under load" in n for n in depth_lines("b c4", fast, fast["blocks"])[1])
-    (entry,) = drift_entries([{"profile": "b", "concurrency": 4, "depth_drift": slow}])
+    (entry,) = drift_entries(
+        [{"profile": "b", "concurrency": 4, "drift_judged": "aggregate", "depth_drift": slow}]
+    )
     assert f"{slow['work_requests']} requests a block)" in drift_cell(entry)
 
 
@@ -337,9 +342,11 @@ def test_a_rising_series_resolves_as_no_slowdown_and_a_soak_with_one_is_judged_w
     }  # fmt: skip
     reasons, (note,) = depth_lines("ngram-mod c4", drift, 28)
     assert reasons == [] and "no slowdown beyond 10%" in note and "up to +16%" in note, note
-    entries = drift_entries([{"profile": "n", "concurrency": 4, "depth_drift": drift}])
-    soak = {"verdict": "stable", "series": [{"profile": "n", "concurrency": 4}], "drift": entries}
+    judged = {"profile": "n", "concurrency": 4, "drift_judged": "aggregate"}
+    entries = drift_entries([{**judged, "depth_drift": drift}])
+    row = {"profile": "n", "concurrency": 4, "requests": 1, "errors": 0}
+    soak = replace(summary_of(verdict="stable", series=[row]), drift=tuple(entries))
     assert unresolved_drift(soak) == [] and stability_state(soak) == "judged"
     inconclusive = {**drift, "change_ci95": [-0.11, 0.16], "verdict": "inconclusive"}
-    entries = drift_entries([{"profile": "n", "concurrency": 4, "depth_drift": inconclusive}])
-    assert stability_state({**soak, "drift": entries}) == "judged in part"
+    entries = drift_entries([{**judged, "depth_drift": inconclusive}])
+    assert stability_state(replace(soak, drift=tuple(entries))) == "judged in part"

@@ -1,5 +1,5 @@
 """Which dips a depth > 1 drift verdict may set aside (soak/dips.py, soak/depth.series_drift),
-on seeded synthetic soaks (soak/simulate.py): only one the other arm's block at the same time
+on seeded synthetic soaks (simulation/soak_series.py): only one the other arm's block at the same time
 shares, at most one a series; recurring or unexplained dips stay in the slope, are named, and
 a series with two or more is never resolved. The rates over 200 series are printed by
 `benchmarks/soak_dips.py` (docs/statistics-checks.md); these hold them at 12 seeds."""
@@ -10,10 +10,12 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
+from support.soak_summaries import summary_of
+
 from watchkeeper.publish.soak_drift import drift_entries, stability_state, unresolved_text
+from watchkeeper.simulation.soak_series import ORIGIN, SoakModel, simulate_series
 from watchkeeper.soak.depth import WARMUP_BLOCKS, block_rows, depth_lines, series_drift
 from watchkeeper.soak.dips import dip_candidates, split_dips
-from watchkeeper.soak.simulate import ORIGIN, SoakModel, simulate_series
 
 MODEL = SoakModel()
 MINUTES = 300.0
@@ -105,8 +107,16 @@ def test_recurring_dips_and_late_dips_on_a_leak_never_read_no_drift() -> None:
     _, notes = depth_lines("b c4", held[0], len(rows))
     assert "fell off and came back" in notes[0] and "slope alone reads no drift" in notes[0]
     # The soak's headline says the same, not that its CI reaches past the threshold.
-    entries = drift_entries([{"profile": "b", "concurrency": 4, "depth_drift": held[0]}])
-    soak = {"verdict": "stable", "series": [{"profile": "b", "concurrency": 4}], "drift": entries}
+    entries = drift_entries(
+        [{"profile": "b", "concurrency": 4, "drift_judged": "aggregate", "depth_drift": held[0]}]
+    )
+    soak = replace(
+        summary_of(
+            verdict="stable",
+            series=[{"profile": "b", "concurrency": 4, "requests": 1, "errors": 0}],
+        ),
+        drift=tuple(entries),
+    )
     text = unresolved_text(soak)
     assert stability_state(soak) == "judged in part" and text is not None
     assert "fell off and came back" in text and "reaches past" not in text, text
@@ -157,14 +167,15 @@ def test_a_soak_held_by_recurring_dips_never_reads_stable_met() -> None:
     from watchkeeper.publish.soak_report import stability_line
 
     dipped = {
-        "profile": "b", "concurrency": 4, "verdict": "inconclusive", "slope_verdict": "no drift",
-        "change": -0.01, "ci95": [-0.04, 0.02], "dips": [{"block": 9}, {"block": 19}],
+        "profile": "b", "concurrency": 4, "estimator": "aggregate", "verdict": "inconclusive",
+        "slope_verdict": "no drift", "change": -0.01, "ci95": [-0.04, 0.02],
+        "dips": [{"block": 9, "t_h": 1.0, "deviation": -0.2},
+                 {"block": 19, "t_h": 2.0, "deviation": -0.2}],
     }  # fmt: skip
-    s = {
-        "campaign_id": 1, "verdict": "stable", "subject": "s", "baseline": "b",
-        "duration": "8h", "restarts": 0, "drift_threshold": 0.10, "drift": [dipped],
-        "series": [{"profile": "b", "concurrency": 4, "errors": 0, "requests": 900}],
-    }  # fmt: skip
+    s = summary_of(
+        campaign_id=1, verdict="stable", restarts=0, drift_threshold=0.10, drift=[dipped],
+        series=[{"profile": "b", "concurrency": 4, "errors": 0, "requests": 900}],
+    )  # fmt: skip
     line = stability_line(s, fallback="")
     assert line.startswith("3. **Stable under sustained load: not met (recurring dips).**"), line
     assert "fell off and came back" in line

@@ -11,6 +11,7 @@ import numpy as np
 
 from watchkeeper.config import SoakConfig
 from watchkeeper.soak.drift import ratio_beyond
+from watchkeeper.soak.figures import SoakFigures
 from watchkeeper.soak.verdicts import judge
 from watchkeeper.soak.views import SoakData, SoakSampleView
 
@@ -105,11 +106,11 @@ def test_both_arms_slowing_by_twelve_percent_is_the_hosts_drift_and_no_reason() 
     verdict = judge(data, CFG)
     assert throughput_reasons(data) == [], verdict.reasons
     # The absolute check would have blamed each arm: this is the case it got wrong.
-    for series in verdict.figures["series"]:
+    for series in verdict.figures.series:
         assert series["drift_judged"] == "paired"
         shift = series["throughput_shift"]
         assert shift["change"] < -CFG.drift_threshold and shift["change_ci95"][1] < 0, series
-    (drift,) = verdict.figures["paired_drift"]
+    (drift,) = verdict.figures.paired_drift
     host = drift["host"]["shift"]
     assert -0.14 < host["change"] < -0.10 and host["change_ci95"][1] < 0
     assert abs(drift["ratio"]["shift"]["change"]) < 0.03
@@ -134,7 +135,7 @@ def test_the_reference_arm_slowing_by_twelve_percent_is_a_reason_against_it() ->
 def test_steady_arms_on_a_steady_host_read_no_reason_and_a_small_host_drift() -> None:
     verdict = judge(paired_soak(steady, steady, seed=3), CFG)
     assert verdict.stable, verdict.reasons
-    (drift,) = verdict.figures["paired_drift"]
+    (drift,) = verdict.figures.paired_drift
     assert abs(drift["host"]["shift"]["change"]) < 0.05
 
 
@@ -155,14 +156,14 @@ def test_too_few_cycles_leave_the_paired_drift_unjudged_not_absolute() -> None:
 def test_a_single_arm_soak_keeps_its_absolute_drift_check_labelled_as_such() -> None:
     (reason,) = throughput_reasons(single_soak(slowing(0.12)))
     assert reason.startswith("s c1: throughput drifted -") and "(absolute, " in reason, reason
-    (series,) = judge(single_soak(slowing(0.12)), CFG).figures["series"]
+    (series,) = judge(single_soak(slowing(0.12)), CFG).figures.series
     assert series["drift_judged"] == "absolute"
     assert throughput_reasons(single_soak(steady)) == []
 
 
 def test_a_slide_of_one_arm_against_the_other_is_caught_by_the_ratios_trend() -> None:
     verdict = judge(paired_soak(sliding(0.25), steady), CFG)
-    (drift,) = verdict.figures["paired_drift"]
+    (drift,) = verdict.figures.paired_drift
     assert drift["ratio"]["trend"]["change"] < -0.2, drift
     (reason,) = [r for r in verdict.reasons if "throughput" in r]
     assert reason.startswith("s c1: throughput drifted -2") and "over the soak" in reason, reason
@@ -175,9 +176,10 @@ def collapsing(f: float) -> float:
     return 0.6 if f >= 0.5 else 0.0
 
 
-def would_be_reason(verdict_figures: dict[str, object]) -> bool:
+def would_be_reason(verdict_figures: SoakFigures | None) -> bool:
     """Whether the ratio alone, unguarded, reads a drift beyond the threshold."""
-    (drift,) = verdict_figures["paired_drift"]  # type: ignore[misc]
+    assert verdict_figures is not None
+    (drift,) = verdict_figures.paired_drift
     return ratio_beyond(drift["ratio"], CFG.drift_threshold) is not None
 
 
@@ -198,7 +200,7 @@ def test_a_host_that_collapses_both_arms_unevenly_leaves_the_paired_drift_unjudg
             false_alarms += 1
             (note,) = [n for n in verdict.notes if UNJUDGED in n]
             assert "both arms slowed" in note and "no longer met the same host" in note, note
-            (drift,) = verdict.figures["paired_drift"]
+            (drift,) = verdict.figures.paired_drift
             assert drift["spread"]["last_sd"] > 2 * drift["spread"]["first_sd"]
     assert false_alarms >= 2, "the scatter never fooled the unguarded ratio: the test has no teeth"
 
@@ -293,12 +295,12 @@ def test_an_inconclusive_ratio_to_the_reference_says_how_many_pairs_would_decide
     much longer a soak would (soak.paired.pairs_needed); a decided ratio carries no hint."""
     noisy = paired_soak(lambda _: 93.0, steady, cycles=8, seed=1, scatter=lambda _: 0.06)
     verdict = judge(noisy, CFG)
-    (entry,) = verdict.figures["reference"]
+    (entry,) = verdict.figures.reference
     assert (entry["verdict"], entry["n_pairs"]) == ("inconclusive", 6)
     low, high = entry["pairs_needed"]
     assert low is not None and high is not None and 6 < low <= high
     (line,) = [n for n in verdict.notes if "vs reference" in n]
     assert f"about {low}-{high} process pairs ({low / 6:.1f}-{high / 6:.1f}x this soak" in line
     assert "would decide it 8 times in 10" in line
-    (clear,) = judge(paired_soak(lambda _: 50.0, steady), CFG).figures["reference"]
+    (clear,) = judge(paired_soak(lambda _: 50.0, steady), CFG).figures.reference
     assert clear["verdict"] == "regression" and clear["pairs_needed"] is None

@@ -23,12 +23,14 @@ from support.soakkit import live_llama_servers, soak_settings, write_taskset
 
 from watchkeeper.commands.soak import SoakCommandResult, soak_command, spool_dir
 from watchkeeper.config import Config, DatabaseConfig, ProfileConfig, ServerConfig
+from watchkeeper.config.requests import SoakRequest
 from watchkeeper.load.records import RequestSample, RunPurpose
 from watchkeeper.server.install import ServerBinary
 from watchkeeper.server.launch import prepare, serve
 from watchkeeper.server.models import ModelFile
 from watchkeeper.server.profiles import SMOLLM2
-from watchkeeper.soak.faults import TcpRelay
+from watchkeeper.simulation.faults import TcpRelay
+from watchkeeper.soak.loop import OnSample
 from watchkeeper.soak.records import RunKey
 from watchkeeper.store.db import Database
 from watchkeeper.store.schema import Incident, RequestSampleRow, Run
@@ -72,11 +74,11 @@ def stored_once(db_url: str, campaign_id: int, completed: Completed) -> None:
             }
     finally:
         db.close()
-    expected = Counter((k.arm, str(k.purpose), k.round, k.concurrency, s.seq) for k, s in completed)
+    expected = Counter((k.arm, str(k.purpose), k.block, k.concurrency, s.seq) for k, s in completed)
     assert stored == expected, f"missing {expected - stored}, extra {stored - expected}"
     assert max(stored.values()) == 1
     for key, sample in completed:
-        assert texts[(key.arm, str(key.purpose), key.round, sample.seq)] == sample.output_text
+        assert texts[(key.arm, str(key.purpose), key.block, sample.seq)] == sample.output_text
 
 
 def incidents(db_url: str, campaign_id: int) -> list[Incident]:
@@ -113,11 +115,9 @@ def test_a_killed_server_is_restarted_recorded_and_no_completed_request_is_lost(
 
     result = soak_command(
         config,
-        duration="25s",
-        block="25s",
-        profiles=["s"],
-        taskset=write_taskset(tmp_path),
-        seed=1,
+        SoakRequest(
+            duration="25s", block="25s", profiles=["s"], taskset=write_taskset(tmp_path), seed=1
+        ),
         on_sample=on_sample,
     )
     assert killed and killed[0][1], "the test did not find llama-server to kill"
@@ -134,17 +134,21 @@ def test_a_killed_server_is_restarted_recorded_and_no_completed_request_is_lost(
     stored_once(sqlite_url, result.campaign_id, completed)
     assert not result.verdict.stable
     assert any("crashed 1x" in r for r in result.verdict.reasons)
-    assert result.verdict.figures["restarts"] == 1
+    assert result.verdict.figures.restarts == 1
 
 
 def run_in_thread(
-    **kwargs: object,
+    config: Config,
+    request: SoakRequest,
+    *,
+    stop: threading.Event,
+    on_sample: OnSample | None = None,
 ) -> tuple[threading.Thread, list[SoakCommandResult | BaseException]]:
     box: list[SoakCommandResult | BaseException] = []
 
     def target() -> None:
         try:
-            box.append(soak_command(**kwargs))  # type: ignore[arg-type]
+            box.append(soak_command(config, request, stop=stop, on_sample=on_sample))
         except BaseException as exc:
             box.append(exc)
 
@@ -163,12 +167,10 @@ def test_a_database_cut_mid_soak_is_spooled_and_replayed_exactly_once(
         completed: Completed = []
         stop = threading.Event()
         thread, box = run_in_thread(
-            config=config,
-            duration="35s",
-            block="35s",
-            profiles=["s"],
-            taskset=write_taskset(tmp_path),
-            seed=2,
+            config,
+            SoakRequest(
+                duration="35s", block="35s", profiles=["s"], taskset=write_taskset(tmp_path), seed=2
+            ),
             stop=stop,
             on_sample=lambda k, s: completed.append((k, s)),
         )
@@ -303,12 +305,14 @@ def test_a_server_restarted_as_a_slower_build_halfway_shows_as_throughput_drift(
         )
         stop = threading.Event()
         thread, box = run_in_thread(
-            config=config,
-            duration="60s",
-            block="5s",  # twelve blocks: the block is the replicate of drift, not the request
-            profiles=["s"],
-            taskset=write_taskset(tmp_path, max_tokens=24),
-            seed=4,
+            config,
+            SoakRequest(
+                duration="60s",
+                block="5s",  # twelve blocks: the block is the replicate of drift, not the request
+                profiles=["s"],
+                taskset=write_taskset(tmp_path, max_tokens=24),
+                seed=4,
+            ),
             stop=stop,
         )
         try:
@@ -323,7 +327,7 @@ def test_a_server_restarted_as_a_slower_build_halfway_shows_as_throughput_drift(
             thread.join(timeout=60)
     (result,) = box
     assert isinstance(result, SoakCommandResult), result
-    (series,) = result.verdict.figures["series"]
+    (series,) = result.verdict.figures.series
     shift = series.get("throughput_shift")
     figures = json.dumps(result.to_json(), indent=1)
     assert shift is not None, figures
@@ -352,11 +356,9 @@ def test_a_hung_server_times_out_requests_and_is_restarted_as_unresponsive(
     try:
         result = soak_command(
             config,
-            duration="30s",
-            block="30s",
-            profiles=["s"],
-            taskset=write_taskset(tmp_path),
-            seed=5,
+            SoakRequest(
+                duration="30s", block="30s", profiles=["s"], taskset=write_taskset(tmp_path), seed=5
+            ),
             on_sample=on_sample,
         )
     finally:
@@ -371,4 +373,4 @@ def test_a_hung_server_times_out_requests_and_is_restarted_as_unresponsive(
     assert timed_out and all(3.0 <= (s.latency_s or 0) < 10 for s in timed_out)
     assert sum(1 for _, s in completed[len(completed) // 2 :] if s.ok) >= 2
     stored_once(sqlite_url, result.campaign_id, completed)
-    assert result.verdict.figures["timeouts"] == len(timed_out)
+    assert result.verdict.figures.timeouts == len(timed_out)

@@ -76,8 +76,8 @@ def test_a_flip_at_a_near_tie_is_consistent_and_the_soak_stays_stable() -> None:
     verdict = judge(data(samples), SoakConfig(), near_tie_threshold=0.1)
     assert not [r for r in verdict.reasons if "probes" in r]
     # identical means token for token; consistent (near ties counted in) has its own key
-    assert verdict.figures["identical_output_rate"] == 0.5
-    assert verdict.figures["consistent_output_rate"] == 1.0
+    assert verdict.figures.rates.identical == 0.5
+    assert verdict.figures.rates.consistent == 1.0
 
 
 def test_a_token_the_reference_did_not_nearly_tie_with_makes_the_soak_unstable() -> None:
@@ -122,6 +122,6 @@ def test_text_only_probes_with_nothing_to_weigh_them_are_unverified_and_never_a_
         probe("spec", 1, 5, None, "The cat sat down."),
     ]
     verdict = judge(data(samples), SoakConfig(), near_tie_threshold=0.1)
-    assert verdict.figures["probe_totals"]["unverified"] == 1
+    assert verdict.figures.probe_totals.unverified == 1
     assert not [r for r in verdict.reasons if "probes" in r]
     assert any("no token data to weigh" in n for n in verdict.notes)

@@ -14,7 +14,7 @@ def test_a_probe_key_round_trips_through_the_spool_with_its_purpose() -> None:
     key = RunKey("p", 3, 2, 7, RunPurpose.PROBE)
     item = item_from_json(item_to_json(RunClose(key, T0, "completed")))
     assert isinstance(item, RunClose)
-    assert item.key == key and item.key.is_probe and item.key.profile == "p"
+    assert item.key == key and item.key.is_probe and item.key.arm == "p"
 
 
 def test_a_spool_line_from_before_the_purpose_field_names_its_probe_by_suffix() -> None:

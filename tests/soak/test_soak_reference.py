@@ -21,6 +21,7 @@ from support.soakkit import soak_settings, write_taskset
 from watchkeeper.campaign.night import pin_reference
 from watchkeeper.commands.soak import soak_command
 from watchkeeper.config import Config, DatabaseConfig, ProfileConfig, ServerConfig
+from watchkeeper.config.requests import SoakRequest
 from watchkeeper.host import info as hostinfo
 from watchkeeper.server.install import ServerBinary
 from watchkeeper.server.launch import prepare
@@ -240,11 +241,13 @@ def test_a_soak_beside_the_reference_files_a_slower_build_and_never_an_identical
         # A/A: restarts every 2 cycles (the default), half of the cycles warm-up: 6 pairs
         # beside a neighbour. Slow: one pair, its cycles the replicates (10 beside one).
         runs[name] = soak_command(
-            config, duration=duration, block="5s", profiles=["s"], taskset=tasks, seed=2,
-            fresh=True,
-        )  # fmt: skip
+            config,
+            SoakRequest(
+                duration=duration, block="5s", profiles=["s"], taskset=tasks, seed=2, fresh=True
+            ),
+        )
 
-    (aa,) = runs["aa"].verdict.figures["reference"]
+    (aa,) = runs["aa"].verdict.figures.reference
     assert aa["aa"] and aa["reference_id"] == ref.id and aa["n_pairs"] >= MIN_CYCLES, aa
     pairs = [c["process_pair"] for c in aa["cycles"] if c["judged"]]
     assert len(set(pairs)) == len(pairs)  # one judged cycle per process pair
@@ -256,9 +259,9 @@ def test_a_soak_beside_the_reference_files_a_slower_build_and_never_an_identical
     # is a note with its size, never a reason; and on an A/A soak a ratio drift is a note too.
     # So no load beside this test can put a drift reason here.
     assert not [r for r in runs["aa"].verdict.reasons if "throughput drifted" in r]
-    assert {s["drift_judged"] for s in runs["aa"].verdict.figures["series"]} == {"paired"}
+    assert {s["drift_judged"] for s in runs["aa"].verdict.figures.series} == {"paired"}
 
-    (slow_entry,) = runs["slow"].verdict.figures["reference"]
+    (slow_entry,) = runs["slow"].verdict.figures.reference
     figures = json.dumps({"aa": aa, "slow": slow_entry}, default=str)
     print(figures)  # the margin, kept by `pytest -rP` (benchmarks/controls_beside_neighbour.py)
     assert not slow_entry["aa"] and slow_entry["verdict"] == "regression", figures

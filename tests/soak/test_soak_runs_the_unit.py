@@ -15,6 +15,7 @@ from support.soakkit import live_llama_servers, soak_settings, write_taskset
 
 from watchkeeper.commands.soak import soak_command
 from watchkeeper.config import BenchConfig, Config, DatabaseConfig, ProfileConfig, ServerConfig
+from watchkeeper.config.requests import SoakRequest
 from watchkeeper.config.service import ServiceConfig
 from watchkeeper.load.records import RequestSample
 from watchkeeper.publish.deliverable import (
@@ -81,9 +82,12 @@ def test_the_soaks_live_servers_run_the_units_execstart_for_each_arm(
                 with contextlib.suppress(psutil.NoSuchProcess):
                     seen.append(server.cmdline())
 
+    request = SoakRequest(
+        recommendation=path, duration="16s", block="8s", concurrency=[1, 2],
+        taskset=write_taskset(tmp_path), seed=1, against_reference=False,
+    )  # fmt: skip
     result = soak_command(
-        config, recommendation=path, duration="16s", block="8s", concurrency=[1, 2],
-        taskset=write_taskset(tmp_path), seed=1, on_sample=on_sample, against_reference=False,
+        config, request, on_sample=on_sample,
         command_line="watchkeeper soak --recommendation rec.json",
     )  # fmt: skip
     assert result.status == "completed"

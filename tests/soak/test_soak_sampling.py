@@ -16,8 +16,8 @@ from watchkeeper.cli.app import build_parser
 from watchkeeper.cli.common import apply_sampling
 from watchkeeper.commands.soak import soak_command
 from watchkeeper.config import Config, DatabaseConfig, ProfileConfig, ServerConfig
+from watchkeeper.config.requests import SoakRequest
 from watchkeeper.load.sampling import SamplingSettings, soak_sampling
-from watchkeeper.load.shape import LoadShape
 from watchkeeper.server.install import ServerBinary
 from watchkeeper.server.models import ModelFile
 from watchkeeper.server.profiles import SMOLLM2
@@ -80,7 +80,10 @@ def test_load_requests_carry_the_sampler_and_probes_stay_greedy(
         soak=soak_settings(temperature=0.7, top_p=0.9, probe_interval_s=2.0),
     )
     result = soak_command(
-        config, duration="8s", block="8s", profiles=["s"], taskset=write_taskset(tmp_path), seed=3
+        config,
+        SoakRequest(
+            duration="8s", block="8s", profiles=["s"], taskset=write_taskset(tmp_path), seed=3
+        ),
     )
     assert result.status == "completed"
     load = [k for k in sent if k["sampling"] is not None]
@@ -121,13 +124,16 @@ def test_an_open_loop_soak_sends_on_its_schedule_and_keeps_it_in_the_campaign(
     )
     result = soak_command(
         config,
-        duration="6s",
-        block="6s",
-        profiles=["s"],
-        concurrency=[2],
-        taskset=write_taskset(tmp_path, max_tokens=8),
-        seed=3,
-        load=LoadShape(rate=2.0, arrival="constant"),
+        SoakRequest(
+            duration="6s",
+            block="6s",
+            profiles=["s"],
+            concurrency=[2],
+            taskset=write_taskset(tmp_path, max_tokens=8),
+            seed=3,
+            rate=2.0,
+            arrival="constant",
+        ),
     )
     assert result.status == "completed"
     # The probe goes alone before the block's schedule starts: it has no due time.

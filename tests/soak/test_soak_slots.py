@@ -21,6 +21,7 @@ from support.soakkit import live_llama_servers, soak_settings, write_taskset
 from watchkeeper.campaign.soak_campaign import with_cache_ram
 from watchkeeper.commands.soak import soak_command
 from watchkeeper.config import Config, DatabaseConfig, ProfileConfig, ServerConfig
+from watchkeeper.config.requests import SoakRequest
 from watchkeeper.load.records import RequestSample, RunPurpose
 from watchkeeper.server.flags import HelpInfo
 from watchkeeper.server.install import ServerBinary
@@ -63,12 +64,14 @@ def test_a_soak_at_concurrency_1_and_2_runs_servers_with_two_slots_each_keeping_
 
     result = soak_command(
         config,
-        duration="16s",
-        block="8s",
-        profiles=["s"],
-        concurrency=[1, 2],
-        taskset=write_taskset(tmp_path),
-        seed=1,
+        SoakRequest(
+            duration="16s",
+            block="8s",
+            profiles=["s"],
+            concurrency=[1, 2],
+            taskset=write_taskset(tmp_path),
+            seed=1,
+        ),
         on_sample=on_sample,
     )
     assert result.status == "completed"

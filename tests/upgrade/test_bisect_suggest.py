@@ -16,7 +16,7 @@ from support.references import pin_reference
 from watchkeeper.commands.bisect import next_auto_bisect, state_dir
 from watchkeeper.config import Config, DatabaseConfig
 from watchkeeper.config.model import BisectConfig
-from watchkeeper.daemon.jobdefs import BisectArgs
+from watchkeeper.config.requests import BisectRequest
 from watchkeeper.daemon.jobs import JobContext, bisect_job
 from watchkeeper.nightly.digest import gather
 from watchkeeper.publish.digest import render_digest
@@ -175,5 +175,5 @@ def test_the_state_files_record_the_findings_a_bisect_ran_for() -> None:
 
 def test_the_bisect_job_does_nothing_while_bisect_auto_is_off(db: Database) -> None:
     regression(db, pin(db, "11434.0.0"), build_line("11440.0.0"))
-    result = bisect_job(_config(db, auto=False), BisectArgs(), JobContext(db=db))
+    result = bisect_job(_config(db, auto=False), BisectRequest(), JobContext(db=db))
     assert result.summary == "nothing to do: bisect.auto is off" and result.samples == 0

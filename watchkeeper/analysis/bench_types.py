@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, TypedDict
 
 from watchkeeper.analysis.gpu_cost import ArmGpuCost
 from watchkeeper.analysis.speculation import SpeedupBound
@@ -176,6 +176,39 @@ class BenchMethod:
     )
 
 
+class BenchExtras(TypedDict, total=False):
+    """What a bench keeps beside its figures (`BenchResult.extras`, the JSON's `extras`), by
+    key: each key's writer and type named once, so a reader's key is checked (a typo, or a key
+    no writer sets, is a mypy error). The values are the writers' JSON."""
+
+    noise_floor: dict[str, Any] | None
+    """The baseline's A/A identity floor (analysis/benchmark.py)."""
+    compare_samples_verdicts: dict[str, Any]
+    identity_modes: dict[str, dict[str, Any]]
+    """Which mode judged each arm's identical output, and why (checks/classify.py)."""
+    token_scores: dict[str, dict[str, Any]]
+    identity_power: dict[str, Any]
+    """The identity check's positive controls."""
+    identity_references: dict[str, dict[str, Any]]
+    identity_served: dict[str, Any]
+    """Each arm probed as served (campaign/bench.py)."""
+    offload: dict[str, dict[str, str]]
+    """Each arm's GPU offload as seen (server/serverset.py)."""
+    time_split: dict[str, Any]
+    tps_samples: dict[str, Any]
+    distribution: list[dict[str, Any]]
+    """The distribution check per arm (campaign/distribution.py)."""
+    latency: tuple[Any, ...]
+    """The latency table at the bench's load: analysis/latency.py's `LatencyStats` per arm
+    (values, not JSON: `to_json` writes them; campaign/load_shape.py)."""
+    request_acceptance: dict[str, dict[str, dict[str, Any]]]
+    acceptance_curves: list[dict[str, Any]]
+    greedy_echo: list[dict[str, Any]]
+    sizing: str
+    """What review-pr sized down, in words."""
+    fit_at_context: list[dict[str, Any]]
+
+
 @dataclass(frozen=True, slots=True)
 class BenchResult:
     campaign_id: int
@@ -193,7 +226,7 @@ class BenchResult:
     findings: tuple[GuardFinding, ...]
     method: BenchMethod
     report_path: str | None = None
-    extras: dict[str, Any] = field(default_factory=dict)
+    extras: BenchExtras = field(default_factory=BenchExtras)
 
     @property
     def baseline(self) -> ArmSpec:

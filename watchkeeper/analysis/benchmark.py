@@ -15,7 +15,7 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 from watchkeeper.analysis.bench_bound import arm_bound
 from watchkeeper.analysis.bench_findings import (
@@ -35,6 +35,7 @@ from watchkeeper.analysis.bench_types import (
     REWARM_TOKENS,
     ArmSpec,
     ArmStats,
+    BenchExtras,
     BenchMethod,
     BenchResult,
     CategoryStats,
@@ -266,7 +267,7 @@ def analyze(
             "compare_samples_verdicts": {
                 a.stats.arm: a.compared for a in per_arm if a.compared is not None
             },
-            **dict(identity_extras or {}),
+            **cast(BenchExtras, identity_extras or {}),
         },
     )
 

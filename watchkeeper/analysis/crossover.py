@@ -11,7 +11,7 @@ the first level from which it no longer does.
 What the interval is, and is not: between two levels the crossing is interpolated in log load
 (and log ratio), for the estimate and for each CI bound; the bounds' crossings bracket the
 estimate's. It is pointwise 95% CIs joined by straight lines, not a CI for the crossover by
-construction: its coverage was measured by simulation (analysis/crossover_sim.py, docs/load.md).
+construction: its coverage was measured by simulation (simulation/crossover.py, docs/load.md).
 A curve that falls and rises again by more than the threshold (a valley: 1.27, 0.46, 0.98) is
 named non-monotone and no single crossover is read from it. Levels where the baseline could
 not keep up with the offered rate (oversaturated, analysis/streaming.py) are left out: two

@@ -29,7 +29,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats as scipy_stats
+
+from watchkeeper.analysis.student import t_quantile
 
 TRIM_FROM = 5
 """From this many rounds on, the best and worst round are trimmed (one each side)."""
@@ -83,7 +84,7 @@ class Floor:
     def half(self, confidence: float = 0.95) -> float:
         if not self.se > 0 or not self.df > 0:
             return 0.0
-        return float(scipy_stats.t.ppf(0.5 + confidence / 2.0, self.df)) * self.se
+        return t_quantile(self.df, confidence) * self.se
 
     def interval(self, confidence: float = 0.95) -> tuple[float, float]:
         """(low, high) in log space; an empty interval (inf, -inf) when it has no replicates."""
@@ -183,18 +184,17 @@ def settle(
     h = _kept(n)
     round_s2 = k * floor.round_term * h * (h - 1) / (n - 1) if n > 1 and h > 1 else 0.0
     task_s2 = k * floor.task_term * floor.n_tasks
-    q = 0.5 + confidence / 2.0
 
     def half_at(rounds: int, tasks: int) -> float:
         kept = _kept(rounds)
         rt = round_s2 * (rounds - 1) / (kept * (kept - 1)) if kept > 1 else 0.0
         tt = task_s2 / tasks if tasks > 0 else 0.0
         df = satterthwaite(rt, kept - 1, tt, tasks - 1)
-        return float(scipy_stats.t.ppf(q, df)) * math.sqrt(rt + tt) if df > 0 else math.inf
+        return t_quantile(df, confidence) * math.sqrt(rt + tt) if df > 0 else math.inf
 
     tasks_now = max(floor.n_tasks, 1)
     if task_s2 > 0 and floor.task_df > 0:
-        alone = float(scipy_stats.t.ppf(q, floor.task_df)) * math.sqrt(task_s2 / tasks_now)
+        alone = t_quantile(floor.task_df, confidence) * math.sqrt(task_s2 / tasks_now)
         if alone >= goal:
             return Settle(None, _tasks_needed(half_at, n, tasks_now, goal))
     for rounds in range(n + 1, MAX_ROUNDS):

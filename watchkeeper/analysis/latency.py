@@ -25,10 +25,9 @@ from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
-from typing import Any
+from typing import Any, Final
 
 import numpy as np
-from scipy import stats as scipy_stats
 
 from watchkeeper.analysis.bench_types import BenchResult
 from watchkeeper.analysis.stats import CONFIDENCE, log_t_interval
@@ -40,9 +39,10 @@ from watchkeeper.analysis.streaming import (
     tokens_per_chunk,
     trim,
 )
+from watchkeeper.analysis.student import t_half_width
 from watchkeeper.load.records import RequestSample, RunPurpose, RunResult
 
-LATENCY_KEY = "latency"
+LATENCY_KEY: Final = "latency"
 """Where a bench's latency table lives in `BenchResult.extras` (campaign/load_shape.py)."""
 QUANTILES = (0.5, 0.9, 0.99)
 MIN_TAIL_VALUES = 1.0
@@ -143,7 +143,7 @@ def mean_interval(values: Sequence[float], confidence: float = CONFIDENCE) -> Es
     mean = float(arr.mean())
     if n < 2:
         return Estimate(mean, mean, mean, n, tuple(values))
-    half = float(scipy_stats.t.ppf(0.5 + confidence / 2.0, n - 1) * arr.std(ddof=1) / math.sqrt(n))
+    half = t_half_width(arr, confidence)
     return Estimate(mean, mean - half, mean + half, n, tuple(values))
 
 

@@ -12,7 +12,7 @@ decides:
   beyond `ATTAINMENT_THRESHOLD`. Its half-width is never below the per-request binomial's
   (`binomial_half`): rounds that all read the same difference (3 of 3 good in each arm)
   gave a CI of one point in 20% of A/A levels at 3 requests a round (issue 75;
-  analysis/goodput_sim.py, `benchmarks/goodput_power.py`).
+  simulation/goodput.py, `benchmarks/goodput_power.py`).
 - `e2e_p90`, `ttft_p90`: the baseline's per-round p90 over the candidate's (higher = better,
   as the nightly's tail series read), paired by round, t interval in log space.
 - `decode`: the bench's paired speed-up (tasks x rounds, analysis/stats.py).
@@ -33,6 +33,7 @@ from scipy import stats as scipy_stats
 
 from watchkeeper.analysis.latency import LatencyStats
 from watchkeeper.analysis.stats import CONFIDENCE, DEFAULT_THRESHOLD, RatioCI
+from watchkeeper.analysis.student import t_half_width, t_quantile
 
 CROSSOVER_METRICS = ("goodput", "e2e_p90", "ttft_p90", "decode")
 ATTAINMENT_THRESHOLD = 0.02
@@ -114,7 +115,7 @@ def _rounds_needed(values: np.ndarray, null: float, threshold: float) -> int | N
     if distance <= threshold or sd <= 0:
         return None
     for n in range(max(values.size + 1, 3), MAX_ROUNDS + 1):
-        if scipy_stats.t.ppf(0.5 + CONFIDENCE / 2.0, n - 1) * sd / math.sqrt(n) < distance:
+        if t_quantile(n - 1, CONFIDENCE) * sd / math.sqrt(n) < distance:
             return n
     return None
 
@@ -170,11 +171,7 @@ def paired_reading(
     back = (lambda v: v) if metric == "goodput" else math.exp
     if values.size < 2:
         return Reading(metric, back(mean), back(mean), back(mean), values.size, "no CI")
-    half = float(
-        scipy_stats.t.ppf(0.5 + CONFIDENCE / 2.0, values.size - 1)
-        * values.std(ddof=1)
-        / math.sqrt(values.size)
-    )
+    half = t_half_width(values, CONFIDENCE)
     if metric == "goodput" and requests is not None:
         counts = [(requests[0].get(r, 0.0), requests[1].get(r, 0.0)) for r in shared]
         floor = binomial_half([candidate[r] for r in shared], [baseline[r] for r in shared], counts)

@@ -30,10 +30,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats as scipy_stats
 
 from watchkeeper.analysis.racing_types import Table
 from watchkeeper.analysis.stats import CONFIDENCE, MIN_ROUNDS, Pair
+from watchkeeper.analysis.student import t_quantile
 
 MIN_TASK_REPLICATES = 12
 """Tasks from which the interval over tasks is used: at 12 its coverage under bimodal task
@@ -83,7 +83,7 @@ def task_interval(
         return None
     rounds = max(len({p.round for p in pairs}), 1)
     se = math.sqrt(float(logs.var(ddof=1)) / n + instance_sd**2 + round_sd**2 / rounds)
-    half = float(scipy_stats.t.ppf(0.5 + confidence / 2.0, n - 1)) * se
+    half = t_quantile(n - 1, confidence) * se
     mean = float(logs.mean())
     return TaskInterval(
         math.exp(mean),

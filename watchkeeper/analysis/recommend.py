@@ -34,6 +34,7 @@ from watchkeeper.analysis.workload_mix import (
     mix_speedup,
     task_set_mix,
 )
+from watchkeeper.format import ci as ci_text
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,7 +72,7 @@ class Choice:
         if self.best_low is None or self.best_high is None:
             return f"{self.best_estimate:.2f}x (no CI: {self.best_rounds} round(s))"
         return (
-            f"{self.best_estimate:.2f}x (95% CI {self.best_low:.2f}-{self.best_high:.2f}, "
+            f"{self.best_estimate:.2f}x ({ci_text(self.best_low, self.best_high)}, "
             f"{self.best_verdict})"
         )
 
@@ -144,8 +145,8 @@ class Recommendation:
         if w.profile is None or best is None or best.low is None or best.high is None:
             return f"keep the baseline for {self.mix_words}: {w.reason}"
         return (
-            f"{w.profile}: {best.estimate:.2f}x decode speed-up (95% CI {best.low:.2f}-"
-            f"{best.high:.2f}) over the baseline for {self.mix_words}; {self._tail()}"
+            f"{w.profile}: {best.estimate:.2f}x decode speed-up ({ci_text(best.low, best.high)}) "
+            f"over the baseline for {self.mix_words}; {self._tail()}"
         )
 
     @property

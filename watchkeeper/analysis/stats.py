@@ -56,7 +56,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
-from scipy import stats as scipy_stats
 
 from watchkeeper.analysis.floor import (
     MAX_ROUNDS,
@@ -65,6 +64,7 @@ from watchkeeper.analysis.floor import (
     settle,
     two_way_floor,
 )
+from watchkeeper.analysis.student import t_half_width, t_quantile
 from watchkeeper.analysis.table_fit import fit_effects, round_stat, winsorize_cells
 from watchkeeper.analysis.tails import ClippedCell, TailCheck, sign_test
 
@@ -223,7 +223,7 @@ def rounds_to_settle(
     half = math.log(high / low) / 2.0
     n = max(n_rounds, 2)
     kept = n - 2 if n >= TRIM_FROM else n
-    q = float(scipy_stats.t.ppf(0.5 + CONFIDENCE / 2.0, kept - 1)) if kept > 1 else math.inf
+    q = t_quantile(kept - 1) if kept > 1 else math.inf
     term = (half / q) ** 2 if math.isfinite(q) else 0.0
     floor = Floor(math.log(estimate), term, float(kept - 1), n_rounds=n)
     found = settle(floor, estimate, threshold)
@@ -239,7 +239,7 @@ def log_t_interval(logs: np.ndarray, confidence: float = CONFIDENCE) -> tuple[fl
     if n < 2:
         return math.inf, -math.inf
     mean = float(logs.mean())
-    half = float(scipy_stats.t.ppf(0.5 + confidence / 2.0, n - 1) * logs.std(ddof=1) / math.sqrt(n))
+    half = t_half_width(logs, confidence)
     return mean - half, mean + half
 
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-from typing import Any
 
+from watchkeeper.analysis.bench_types import BenchExtras
 from watchkeeper.analysis.benchmark import BenchResult
 from watchkeeper.checks.distribution import (
     SEEDS_PER_PREFIX,
@@ -93,5 +93,5 @@ def with_distribution(result: BenchResult, checks: Sequence[ArmDistribution] | N
     """The bench result with the distribution verdicts in extras and their findings added."""
     if checks is None:
         return result
-    extras: dict[str, Any] = {**result.extras, "distribution": [c.to_json() for c in checks]}
+    extras: BenchExtras = {**result.extras, "distribution": [c.to_json() for c in checks]}
     return replace(result, findings=(*result.findings, *findings(checks)), extras=extras)

@@ -85,7 +85,7 @@ def resume_point(data: SoakData) -> ResumePoint:
     elapsed = sum(
         (b.finished_at - b.started_at).total_seconds() for b in load if b.finished_at is not None
     )
-    return ResumePoint(max(b.round for b in load) + 1, elapsed)
+    return ResumePoint(max(b.block for b in load) + 1, elapsed)
 
 
 def plan_signature(

@@ -28,6 +28,8 @@ from watchkeeper.publish.soak_report import (
     write_summary,
     write_text,
 )
+from watchkeeper.soak.judgement import SoakUnit
+from watchkeeper.soak.verdicts import SoakVerdict
 from watchkeeper.store.db import Database, open_database
 from watchkeeper.store.soak_store import SoakStore
 
@@ -40,10 +42,11 @@ def unit_path(record: RecommendationRecord) -> str:
     return str(record.extra.get("unit") or UNIT_PATH)
 
 
-def _named(unit: Mapping[str, Any] | None, record: RecommendationRecord) -> dict[str, Any] | None:
-    """The soak's stored unit (the flags that ran then) named as the record names it: a soak
-    stored before the record kept its unit's path said the default sweep's."""
-    return {**unit, "path": unit_path(record)} if unit else None
+def _named(unit: Mapping[str, Any] | None, record: RecommendationRecord) -> SoakUnit | None:
+    """The soak's stored unit (the flags that ran then, from the campaign's params) named as
+    the record names it: a soak stored before the record kept its unit's path said the
+    default sweep's."""
+    return SoakUnit.from_json({**unit, "path": unit_path(record)}) if unit else None
 
 
 def soaked_unit(
@@ -65,7 +68,7 @@ def soaked_unit(
 def write_soak_deliverable(
     config: Config,
     campaign_id: int,
-    verdict: Mapping[str, Any],
+    verdict: SoakVerdict,
     record: RecommendationRecord,
     *,
     names: Sequence[str],
@@ -80,7 +83,7 @@ def write_soak_deliverable(
     subject = names[0]
     baseline = record.baseline.name
     data_summary = summary(
-        dict(verdict),
+        verdict,
         series_rows(data.samples),
         subject=subject,
         baseline=baseline,

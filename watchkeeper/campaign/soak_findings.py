@@ -18,7 +18,10 @@ def record_findings(
     findings: FindingStore, campaign_id: int, verdict: SoakVerdict, *, final: bool
 ) -> None:
     """Stopped profiles at once; a leak only on a finished soak (a resume may still clear it)."""
-    for profile in verdict.figures.get("profiles_stopped", []):
+    figures = verdict.figures
+    if figures is None:
+        return
+    for profile in figures.profiles_stopped:
         findings.add_once(
             NewFinding(
                 campaign_id=campaign_id,
@@ -26,21 +29,21 @@ def record_findings(
                 kind="soak_profile_stopped",
                 severity="high",
                 title=f"{profile} crashed repeatedly during the soak and was stopped",
-                evidence={"incidents": verdict.figures.get("incidents", {})},
+                evidence={"incidents": dict(figures.incidents)},
                 label="stability",
             )
         )
     if not final:
         return
-    for entry in verdict.figures.get("reference", []):
-        if entry["aa"] or not entry.get("confirmed"):
+    for ratio in figures.ratios:
+        if ratio.aa or not ratio.confirmed:
             continue
-        label = f"{entry['profile']} c{entry['concurrency']}"
-        evidence = SoakRatioEvidence.from_verdict(entry)
+        label = f"{ratio.profile} c{ratio.concurrency}"
+        evidence = SoakRatioEvidence.from_verdict(dict(ratio.entry))
         findings.add_once(
             NewFinding(
                 campaign_id=campaign_id,
-                fingerprint=f"soak-regression:{entry['profile']}:c{entry['concurrency']}",
+                fingerprint=f"soak-regression:{ratio.profile}:c{ratio.concurrency}",
                 kind="regression",
                 severity="high",
                 title=f"{label}: decode tok/s {evidence.delta_text()} against the reference "
@@ -53,11 +56,11 @@ def record_findings(
         findings.add_once(
             NewFinding(
                 campaign_id=campaign_id,
-                fingerprint=f"soak-leak:{leak['profile']}",
+                fingerprint=f"soak-leak:{leak.profile}",
                 kind="soak_memory_leak",
                 severity="high",
-                title=f"{leak['profile']}: RSS grows {leak['slope']:.0f} MB/h during the soak",
-                evidence=leak,
+                title=f"{leak.profile}: RSS grows {leak.slope or 0.0:.0f} MB/h during the soak",
+                evidence=leak.to_json(),
                 label="stability",
             )
         )
@@ -67,34 +70,32 @@ def record_ratios(ratios: ReferenceStore, campaign_id: int, verdict: SoakVerdict
     """The soak's paired ratios join the nightly series (digest table, A/A false-alarm rate).
 
     Only a finished soak: a resumed one is judged again as a whole and stored once."""
-    if ratios.ratios_of(campaign_id):
+    if ratios.ratios_of(campaign_id) or verdict.figures is None:
         return
     rows = []
-    for entry in verdict.figures.get("reference", []):
-        if entry.get("estimate") is None:
+    for r in verdict.figures.ratios:
+        if r.estimate is None:
             continue
-        ci = entry.get("ci95")
-        host = entry["host_fingerprint"]
-        category = f"soak c{entry['concurrency']}"
+        category = f"soak c{r.concurrency}"
         rows.append(
             RatioRecord(
                 campaign_id=campaign_id,
-                reference_id=entry["reference_id"],
-                series=series_name(host, entry["profile"], category),
-                host_fingerprint=host,
-                profile=entry["profile"],
+                reference_id=r.reference_id,
+                series=series_name(r.host_fingerprint, r.profile, category),
+                host_fingerprint=r.host_fingerprint,
+                profile=r.profile,
                 category=category,
                 metric="decode_tps",
-                estimate=entry["estimate"],
-                low=ci[0] if ci else None,
-                high=ci[1] if ci else None,
-                n_pairs=entry["n_cycles"],
+                estimate=r.estimate,
+                low=r.ci95[0] if r.ci95 else None,
+                high=r.ci95[1] if r.ci95 else None,
+                n_pairs=r.n_cycles,
                 n_tasks=1,
-                n_rounds=entry["n_pairs"],
-                threshold=entry["threshold"],
-                verdict=entry["verdict"],
-                aa=entry["aa"],
-                confirmed=bool(entry.get("confirmed")),
+                n_rounds=r.n_pairs,
+                threshold=r.threshold,
+                verdict=r.verdict,
+                aa=r.aa,
+                confirmed=r.confirmed,
             )
         )
     ratios.add_ratios(rows)

@@ -12,22 +12,16 @@ import os
 import re
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
 
+from watchkeeper.config import requests as r
 from watchkeeper.config.base import CATEGORY_PATTERN
 from watchkeeper.config.durations import parse_duration
-
-if TYPE_CHECKING:
-    from watchkeeper.analysis.workload_mix import Mix
+from watchkeeper.config.requests import ID_MAX, bounds
 
 # Argument types: every number and list is checked here, at the edge, so `--limit -5`,
 # `--rounds 0`, `--rate nan` or `--profiles ,` stop with one line and exit 2 before a config is
 # read or a server starts, instead of running 43 of 48 tasks or the default bench.
 
-ID_MAX = 2**63 - 1
-"""A database id fits a signed 64-bit column; a larger one is an OverflowError in the driver."""
-SEED_MAX = 2**32 - 1
-"""llama-server's sampling seed is 32 bits."""
 _NAME = re.compile(r"[\w.+:@/-]+")
 """A profile, category or version name: word characters and . + : @ / - (no spaces, no
 control characters, nothing empty)."""
@@ -71,41 +65,42 @@ def float_in(low: float, high: float, *, open_low: bool = False) -> Callable[[st
     return parse
 
 
-POSITIVE_ID = int_in(1, ID_MAX)
-COUNT = int_in(1, 100_000)
-"""Tasks, requests, runs: at least one."""
-ROUNDS = int_in(1, 1000)
-CONCURRENCY = int_in(1, 256)
-"""The config's bench.concurrency bounds: slots of one llama-server."""
-CAP = int_in(0, 256)
-"""--max-concurrency: 0 is no cap."""
-MAX_TOKENS = int_in(0, 100_000)
-"""0: the tasks' own max_tokens."""
-SEED = int_in(0, SEED_MAX)
+# The bounds are the requests' (config/requests.py), declared there once.
+POSITIVE_ID = int_in(*bounds(r.Id)[:2])
+COUNT = int_in(*bounds(r.Count)[:2])
+ROUNDS = int_in(*bounds(r.Rounds)[:2])
+CONCURRENCY = int_in(*bounds(r.Concurrency)[:2])
+CAP = int_in(*bounds(r.Cap)[:2])
+MAX_TOKENS = int_in(*bounds(r.MaxTokens)[:2])
+SEED = int_in(*bounds(r.Seed)[:2])
 FIT_CONTEXT = int_in(0, 10_000_000)
 """0: no fit check."""
 PORT = int_in(1, 65535)
-JOBS = int_in(1, 1024)
-TOP_K = int_in(0, 100_000)
-TEMPERATURE = float_in(0.0, 5.0)
-PROBABILITY = float_in(0.0, 1.0)
-RATE = float_in(0.0, 1e6, open_low=True)
+JOBS = int_in(*bounds(r.Jobs)[:2])
+TOP_K = int_in(*bounds(r.TopK)[:2])
+MAX_ARMS = int_in(*bounds(r.MaxArms)[:2])
+MAX_RANGES = int_in(*bounds(r.MaxRanges)[:2])
+TEMPERATURE = float_in(*bounds(r.Temperature)[:2])
+PROBABILITY = float_in(*bounds(r.Probability)[:2])
+RATE = float_in(*bounds(r.Rate)[:2], open_low=True)
 """Requests per second (or a trace's speed factor)."""
-BURSTINESS = float_in(0.0, 100.0, open_low=True)
-SECONDS = float_in(0.0, 366 * 86400.0)
-MINUTES = float_in(0.0, 366 * 1440.0, open_low=True)
+BURSTINESS = float_in(*bounds(r.Burstiness)[:2], open_low=True)
+SECONDS = float_in(*bounds(r.Seconds)[:2])
+MINUTES = float_in(*bounds(r.Minutes)[:2], open_low=True)
 
 
-def workload_mix(text: str) -> Mix:
+def workload_mix(text: str) -> str:
     """An argparse type: `--mix code_edit=0.7,prose=0.3` (analysis.workload_mix.parse_mix:
-    weights finite and above 0, each category once, normalised). The categories are checked
+    weights finite and above 0, each category once), checked here and given back as typed
+    (the sweep parses it, from the CLI or a job file alike). The categories are checked
     against the task set's by the command, which knows it."""
     from watchkeeper.analysis.workload_mix import parse_mix  # numpy: only when given
 
     try:
-        return parse_mix(text)
+        parse_mix(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
 
 
 def release(text: str) -> str:

@@ -21,8 +21,9 @@ from watchkeeper.cli.argtypes import (
     CONCURRENCY,
     COUNT,
     FIT_CONTEXT,
-    ID_MAX,
     JOBS,
+    MAX_ARMS,
+    MAX_RANGES,
     MAX_TOKENS,
     MINUTES,
     PORT,
@@ -32,7 +33,6 @@ from watchkeeper.cli.argtypes import (
     ROUNDS,
     SECONDS,
     SEED,
-    SEED_MAX,
     TEMPERATURE,
     TOP_K,
     concurrency_list,
@@ -48,6 +48,7 @@ from watchkeeper.cli.argtypes import (
     workload_mix,
 )
 from watchkeeper.config import Config
+from watchkeeper.config.requests import ID_MAX, SEED_MAX
 from watchkeeper.errors import ConfigError
 from watchkeeper.redaction import redact, redacted
 
@@ -70,6 +71,8 @@ __all__ = [
     "FIT_CONTEXT",
     "ID_MAX",
     "JOBS",
+    "MAX_ARMS",
+    "MAX_RANGES",
     "MAX_TOKENS",
     "MINUTES",
     "PORT",
@@ -341,7 +344,7 @@ def add_sweep_plan_options(p: Any) -> None:
     """The sweep's arm plan: `--max-arms` and `--dry-run` (campaign/sweep_arms.py)."""
     p.add_argument(
         "--max-arms",
-        type=int_in(2, 1000),  # the baseline and at least one arm to race
+        type=MAX_ARMS,  # the baseline and at least one arm to race
         default=SWEEP_MAX_ARMS,
         metavar="N",
         help="race at most N arms, baseline included, by tier: the methods at the requests' "
@@ -354,20 +357,3 @@ def add_sweep_plan_options(p: Any) -> None:
         help="print every method of the build for this pair, in or out with the reason, and "
         "the arms with why each is raced; measure nothing (models are read, not fetched)",
     )
-
-
-def sweep_dry_run(args: argparse.Namespace, config: Config) -> int:
-    from watchkeeper.commands.sweep import sweep_plan_lines
-
-    lines = sweep_plan_lines(
-        config,
-        family=args.family,
-        target=args.target,
-        draft=args.draft,
-        profile=args.profile,
-        progress=progress,
-        max_arms=args.max_arms,
-    )
-    for line in lines:
-        out.print(escape(line))
-    return 0

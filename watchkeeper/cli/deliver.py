@@ -31,54 +31,33 @@ from watchkeeper.cli.common import (
     int_in,
     names,
     new_file,
-    open_loop_from_args,
     out,
     plain,
     progress,
-    split,
-    sweep_dry_run,
     workload_mix,
 )
 from watchkeeper.config import Config
 from watchkeeper.errors import ConfigError
 from watchkeeper.publish.sweep_report import drop_status
 
-DEFAULT_SERVICE_FILE = "systemd/llama-server-speculative.service"
-
 
 def cmd_sweep(args: argparse.Namespace, config: Config) -> int:
-    from watchkeeper.commands.sweep import sweep_command
+    from watchkeeper.commands.sweep import DEFAULT_SERVICE_FILE, sweep_request_command
+    from watchkeeper.config.requests import SweepRequest
     from watchkeeper.publish.console import print_bench
 
-    if args.dry_run:
-        return sweep_dry_run(args, config)
-    service_file = args.service_file or DEFAULT_SERVICE_FILE
-    try:  # the default too is checked before anything is measured, as --service-file is
-        new_file(service_file)
-    except argparse.ArgumentTypeError as exc:
-        raise ConfigError(f"--service-file: {exc}", hint="pass --service-file PATH") from None
-    result = sweep_command(
-        config,
-        family=args.family,
-        target=args.target,
-        draft=args.draft,
-        profile=args.profile,
-        rounds=args.rounds,
-        taskset=Path(args.taskset) if args.taskset else None,
-        per_category=args.per_category,
-        identity_per_category=args.identity_per_category or None,
-        service_path=Path(service_file),
-        budget_min=args.budget,
-        race=not args.no_race,
-        max_tokens=args.max_tokens,
-        progress=progress,
-        concurrency=args.concurrency,
-        load=open_loop_from_args(args),
-        categories=args.category or None,
-        mix=args.mix,
-        served_identity=args.identity_as_served,
-        max_arms=args.max_arms,
-    )
+    request = SweepRequest.from_cli(vars(args))
+    if not request.dry_run:
+        service_file = str(request.service_file or DEFAULT_SERVICE_FILE)
+        try:  # the default too is checked before anything is measured, as --service-file is
+            new_file(service_file)
+        except argparse.ArgumentTypeError as exc:
+            raise ConfigError(f"--service-file: {exc}", hint="pass --service-file PATH") from None
+    result = sweep_request_command(config, request, progress=progress)
+    if isinstance(result, list):  # --dry-run: the plan
+        for line in result:
+            out.print(escape(line))
+        return 0
     if args.json:
         out.print_json(json.dumps(result.to_json(), default=str))
     else:
@@ -155,28 +134,16 @@ def cmd_soak(args: argparse.Namespace, config: Config) -> int:
     import threading
 
     from watchkeeper.commands.soak import soak_command
+    from watchkeeper.config.requests import SoakRequest
     from watchkeeper.soak.signals import stop_on_signals
 
     stop = threading.Event()
     with stop_on_signals(stop):
         result = soak_command(
             config,
-            duration=args.duration,
-            profiles=split(args.profiles),
-            concurrency=[int(c) for c in split(args.concurrency) or []] or None,
-            block=args.block,
-            taskset=Path(args.taskset) if args.taskset else None,
-            limit=args.limit,
-            per_category=args.per_category,
-            categories=args.category,
-            seed=args.seed,
-            fresh=args.fresh,
-            resume_id=args.resume,
-            against_reference=args.reference,
+            SoakRequest.from_cli(vars(args)),
             stop=stop,
             progress=progress,
-            load=open_loop_from_args(args),
-            recommendation=Path(args.recommendation) if args.recommendation else None,
             committed_default=True,
             command_line="watchkeeper " + shlex.join(sys.argv[1:]),
         )

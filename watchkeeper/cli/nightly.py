@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 from datetime import UTC, date, datetime
-from pathlib import Path
 from typing import Any
 
 from rich.markup import escape
@@ -123,13 +122,15 @@ def cmd_aa(args: argparse.Namespace, config: Config) -> int:
 
 def cmd_nightly(args: argparse.Namespace, config: Config) -> int:
     from watchkeeper.commands.nightly import nightly_command
+    from watchkeeper.config.requests import NightlyRequest
 
+    request = NightlyRequest.from_cli(vars(args))
     outcome = nightly_command(
         config,
-        profiles=args.profile or None,
+        profiles=request.profiles,
         progress=progress,
-        recommendation=Path(args.recommendation) if args.recommendation else None,
-        categories=args.category or None,
+        recommendation=request.recommendation,
+        categories=request.categories or None,
     )
     if args.json:
         out.print_json(json.dumps(outcome.to_json()))

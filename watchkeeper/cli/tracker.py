@@ -34,15 +34,12 @@ def cmd_triage(args: argparse.Namespace, config: Config) -> int:
 
 def cmd_review_pr(args: argparse.Namespace, config: Config) -> int:
     from watchkeeper.commands.review_pr import review_pr_command
+    from watchkeeper.config.requests import ReviewPrRequest
 
-    if (args.pr is None) == (not args.all_open):
+    request = ReviewPrRequest.from_cli(vars(args))
+    if not request.one_of():
         raise ConfigError("review-pr needs exactly one of --pr N or --all-open")
-    outcome = review_pr_command(
-        config,
-        pr=args.pr,
-        all_open=args.all_open,
-        progress=progress,
-    )
+    outcome = review_pr_command(config, pr=request.pr, all_open=request.all_open, progress=progress)
     if args.json:
         out.print_json(json.dumps(outcome.to_json()))
         return 0

@@ -10,6 +10,7 @@ from typing import Any
 from watchkeeper.cli.common import (
     COUNT,
     JOBS,
+    MAX_RANGES,
     MAX_TOKENS,
     POSITIVE_ID,
     ROUNDS,
@@ -25,6 +26,8 @@ from watchkeeper.cli.common import (
     split,
 )
 from watchkeeper.config import Config
+from watchkeeper.errors import ConfigError
+from watchkeeper.format import ci as ci_text
 
 
 def cmd_cache(args: argparse.Namespace, config: Config) -> int:
@@ -55,24 +58,19 @@ def cmd_cache(args: argparse.Namespace, config: Config) -> int:
 
 def cmd_bisect(args: argparse.Namespace, config: Config) -> int:
     from watchkeeper.commands.bisect import bisect_command
+    from watchkeeper.config.requests import BisectRequest
     from watchkeeper.upgrade.report import steps_text
 
+    request = BisectRequest.from_cli(vars(args))
+    if request.good is None or request.bad is None:
+        raise ConfigError("bisect needs --good and --bad")
     run = bisect_command(
-        config,
-        good=args.good,
-        bad=args.bad,
-        profile=args.profile,
-        per_category=args.per_category,
-        max_tokens=args.max_tokens,
-        progress=progress,
-        sdists=Path(args.sdists) if args.sdists else None,
-        state_path=Path(args.state) if args.state else None,
-        rounds=args.rounds,
-        max_rounds=args.max_rounds,
-        max_ranges=args.max_ranges,
-        jobs=args.jobs,
-        finding=args.finding,
-    )
+        config, good=request.good, bad=request.bad, profile=request.profile,
+        per_category=request.per_category, max_tokens=request.max_tokens, progress=progress,
+        sdists=request.sdists, state_path=request.state, rounds=request.rounds,
+        max_rounds=request.max_rounds, max_ranges=request.max_ranges, jobs=request.jobs,
+        finding=request.finding,
+    )  # fmt: skip
     result = run.result
     failed = result.status == "inconclusive" or run.link.failed
     if args.json:
@@ -85,7 +83,9 @@ def cmd_bisect(args: argparse.Namespace, config: Config) -> int:
         if len(result.located) > 1:
             for step in result.located:
                 ci = (
-                    f" (95% CI {step.low:.3f} to {step.high:.3f})" if step.low and step.high else ""
+                    f" ({ci_text(step.low, step.high, '.3f', ' to ')})"
+                    if step.low and step.high
+                    else ""
                 )
                 ratio = f"{step.estimate:.3f}{ci}" if step.estimate is not None else "—"
                 out.print(
@@ -194,7 +194,7 @@ def register(sub: Any) -> None:
     p.add_argument("--max-rounds", type=ROUNDS, default=12, metavar="N", help="rounds per step")
     p.add_argument(
         "--max-ranges",
-        type=int_in(1, 100),
+        type=MAX_RANGES,
         default=4,
         metavar="N",
         help="ranges bisected at most: the one asked about plus the second steps it shows",

@@ -18,7 +18,6 @@ GPU host's (binary wheels only then).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -31,6 +30,7 @@ from watchkeeper import __version__
 from watchkeeper.config import Config
 from watchkeeper.config.paths import project_root
 from watchkeeper.errors import ConfigError, InstallError
+from watchkeeper.host.digest import file_sha256
 from watchkeeper.host.pip import Target, archive_head, pip
 from watchkeeper.server.models import CATALOG
 from watchkeeper.server.profiles import SMOLLM2
@@ -59,14 +59,6 @@ class Bundle:
     @property
     def size(self) -> int:
         return sum(f.size for f in self.files)
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        while chunk := handle.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def _project_wheel(root: Path, wheels: Path, progress: Progress) -> Path:
@@ -199,7 +191,7 @@ def write_install_script(root: Path, extras: str) -> Path:
 def seal(root: Path, meta: Mapping[str, object]) -> Bundle:
     """SHA256SUMS and manifest.json over every file (themselves excepted)."""
     files = tuple(
-        BundleFile(str(p.relative_to(root)), p.stat().st_size, _sha256(p))
+        BundleFile(str(p.relative_to(root)), p.stat().st_size, file_sha256(p))
         for p in sorted(root.rglob("*"))
         if p.is_file() and p.name not in {MANIFEST, SUMS}
     )

@@ -76,8 +76,8 @@ def _command(config: Config, campaign: StoredCampaign, reports: Path, recommenda
     """The command the report names: the one its summary kept, else one rebuilt from the
     campaign's plan (the store does not keep the command line)."""
     kept = read_summary(reports / SOAK_SUMMARY)
-    if kept and kept.get("campaign_id") == campaign.id and kept.get("command"):
-        return str(kept["command"])
+    if kept and kept.campaign_id == campaign.id and kept.command:
+        return kept.command
     p = campaign.params
     levels = ",".join(str(c) for c in p.get("concurrency", []))
     return (
@@ -121,7 +121,7 @@ def report_command(
         path = write_soak_deliverable(
             target,
             campaign_id,
-            verdict.to_json(),
+            verdict,
             record,
             names=names,
             duration=str(campaign.params.get("duration", "")),
@@ -129,4 +129,4 @@ def report_command(
             progress=progress,
             database=db,
         )
-    return ReportResult(campaign_id, campaign.kind, path, str(verdict.to_json().get("verdict")))
+    return ReportResult(campaign_id, campaign.kind, path, verdict.verdict)

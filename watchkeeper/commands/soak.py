@@ -30,11 +30,11 @@ from watchkeeper.campaign.soak_findings import record_findings, record_ratios
 from watchkeeper.config import Config
 from watchkeeper.config.durations import parse_duration
 from watchkeeper.config.paths import data_dir, runs_log_dir
+from watchkeeper.config.requests import SoakRequest
 from watchkeeper.errors import ServerError, SoakError, StoreError
 from watchkeeper.load.arrivals import ArrivalSpec
 from watchkeeper.load.records import Task
-from watchkeeper.load.sampling import SamplingSettings, soak_sampling
-from watchkeeper.load.shape import LoadShape
+from watchkeeper.load.sampling import SamplingSettings, apply_overrides, soak_sampling
 from watchkeeper.load.tasks import load_taskset, select
 from watchkeeper.publish.deliverable import RecommendationRecord
 from watchkeeper.publish.served import check_depth
@@ -128,78 +128,67 @@ def _shape(
     return _Shape(names, levels, duration, duration_s, block_s)
 
 
-def _arrival(config: Config, load: LoadShape | None) -> ArrivalSpec | None:
+def _arrival(config: Config, request: SoakRequest) -> ArrivalSpec | None:
     """The open-loop spec of `--rate` (the config's `[load]` fills the rest); a trace or a
     token cap is a bench's, not a soak's."""
-    if load is None or load.rate is None:
+    if request.rate is None:
         return None
     return arrival_from(
         config,
-        load.rate,
-        process=load.arrival,
-        burstiness=load.burstiness,
-        queue_deadline_s=load.queue_deadline_s,
+        request.rate,
+        process=request.arrival,
+        burstiness=request.burstiness,
+        queue_deadline_s=request.queue_deadline_s,
     )
 
 
 def soak_command(
     config: Config,
+    request: SoakRequest,
     *,
-    duration: str | None = None,
-    profiles: list[str] | None = None,
-    concurrency: list[int] | None = None,
-    block: str | None = None,
-    taskset: Path | None = None,
-    limit: int | None = None,
-    per_category: int | None = None,
-    categories: Sequence[str] | None = None,
-    seed: int | None = None,
-    fresh: bool = False,
-    resume_id: int | None = None,
     stop: threading.Event | None = None,
     progress: Progress = lambda _m: None,
     on_sample: OnSample | None = None,
-    against_reference: bool | None = None,
     database: Database | None = None,
-    load: LoadShape | None = None,
-    recommendation: Path | None = None,
     committed_default: bool = False,
     command_line: str = "",
 ) -> SoakCommandResult:
-    """Run (or resume) a soak and judge it. `against_reference` (default: the config's
-    soak.against_reference) soaks each profile beside its pinned nightly reference. `load`:
-    open-loop arrivals (`--rate`) in every block, the block's concurrency then the cap on
-    requests in flight; None: the closed loop.
+    """Run (or resume) a soak and judge it: what to soak is the `request` (the CLI's options
+    or a soak job's `[args]`, config/requests.py), each choice left out the config's.
 
-    `recommendation`: soak a sweep's recommendation (its arm beside the baseline) and, once
-    the soak completes, write its deliverable beside the sweep's report (`command_line` is
-    the command it names); `committed_default`: with no profiles given or configured, soak
+    `request.against_reference` (default: the config's soak.against_reference) soaks each
+    profile beside its pinned nightly reference. `request.rate`: open-loop arrivals in every
+    block, the block's concurrency then the cap on requests in flight; None: the closed loop.
+    The request's sampler (`--temperature` and friends) goes over the config's [soak] keys.
+
+    `request.recommendation`: soak a sweep's recommendation (its arm beside the baseline) and,
+    once the soak completes, write its deliverable beside the sweep's report (`command_line`
+    is the command it names); `committed_default`: with no profiles given or configured, soak
     the committed recommendation (the CLI's default; a job names its profiles).
 
-    `categories`: only those tasks; soaking a recommendation, the default is the categories its
-    sweep measured (a `sweep --category code_edit` unit is soaked on code edits, not on the
-    prose it was never chosen for)."""
+    `request.categories`: only those tasks; soaking a recommendation, the default is the
+    categories its sweep measured (a `sweep --category code_edit` unit is soaked on code
+    edits, not on the prose it was never chosen for)."""
+    config = apply_overrides(config, **request.sampler())
     record = None
-    if recommendation is not None or committed_default:
+    if request.recommendation is not None or committed_default:
         config, profiles, record = soak_profiles(
-            config, profiles, recommendation, progress=progress
+            config, request.profiles, request.recommendation, progress=progress
         )
-        categories = measured_categories(record, categories)
+        categories = measured_categories(record, request.categories)
+        request = request.model_copy(update={"profiles": profiles, "categories": categories})
     result = _soak(
-        config, duration=duration, profiles=profiles, concurrency=concurrency, block=block,
-        taskset=taskset, limit=limit, per_category=per_category, categories=categories,
-        seed=seed, fresh=fresh,
-        resume_id=resume_id, stop=stop, progress=progress, on_sample=on_sample,
-        against_reference=against_reference, database=database, load=load, shipped=record,
+        config, request, stop=stop or threading.Event(), progress=progress,
+        on_sample=on_sample, database=database, shipped=record,
     )  # fmt: skip
     if record is not None and result.status == "completed":
         write_soak_deliverable(
             config,
             result.campaign_id,
-            result.verdict.to_json(),
+            result.verdict,
             record,
-            names=profiles or [],
-            duration=duration or config.soak.duration,
+            names=request.profiles or [],
+            duration=request.duration or config.soak.duration,
             command=command_line,
             progress=progress,
         )
@@ -208,44 +197,35 @@ def soak_command(
 
 def _soak(
     config: Config,
+    request: SoakRequest,
     *,
-    duration: str | None = None,
-    profiles: list[str] | None = None,
-    concurrency: list[int] | None = None,
-    block: str | None = None,
-    taskset: Path | None = None,
-    limit: int | None = None,
-    per_category: int | None = None,
-    categories: Sequence[str] | None = None,
-    seed: int | None = None,
-    fresh: bool = False,
-    resume_id: int | None = None,
-    stop: threading.Event | None = None,
-    progress: Progress = lambda _m: None,
-    on_sample: OnSample | None = None,
-    against_reference: bool | None = None,
-    database: Database | None = None,
-    load: LoadShape | None = None,
-    shipped: RecommendationRecord | None = None,
+    stop: threading.Event,
+    progress: Progress,
+    on_sample: OnSample | None,
+    database: Database | None,
+    shipped: RecommendationRecord | None,
 ) -> SoakCommandResult:
     """`shipped`: the recommendation whose unit is soaked: its servers run the unit's flags
     (the profiles carry [service]'s slots and prompt cache), no deeper than its slots."""
-    stop = stop or threading.Event()
     soak = config.soak
-    shape = _shape(config, duration, profiles, concurrency, block)
+    shape = _shape(config, request.duration, request.profiles, request.concurrency, request.block)
     if shipped is not None:
         check_depth(shipped, config.service, max(shape.levels))
-    arrival = _arrival(config, load)
+    arrival = _arrival(config, request)
     tasks = select(
-        load_taskset(taskset or config.bench.resolved_taskset()),
-        limit=limit,
-        categories=categories,
-        per_category=per_category,
+        load_taskset(request.taskset or config.bench.resolved_taskset()),
+        limit=request.limit,
+        categories=request.categories,
+        per_category=request.per_category,
     )
     prepared = [prepare(config, name, progress=progress) for name in shape.names]
     url = config.database.resolved_url()
     with open_database(url, given=database) as db:
-        use_reference = soak.against_reference if against_reference is None else against_reference
+        use_reference = (
+            soak.against_reference
+            if request.against_reference is None
+            else request.against_reference
+        )
         arms, references = (
             reference_arms(config, db, prepared, progress=progress) if use_reference else ([], {})
         )
@@ -271,9 +251,9 @@ def _soak(
             prepared,
             shape.names,
             signature=signature,
-            resume_id=resume_id,
-            fresh=fresh,
-            seed=seed,
+            resume_id=request.resume_id,
+            fresh=request.fresh,
+            seed=request.seed,
             params=_campaign_params(config, shape, plan_names, references, tasks, signature)
             | _served_params(config, prepared, shipped=shipped is not None)
             | ({"unit": soaked_unit(config, shipped, shape.names)} if shipped else {})

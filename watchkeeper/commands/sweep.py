@@ -28,7 +28,7 @@ from watchkeeper.analysis.benchmark import BenchResult
 from watchkeeper.analysis.identity_gate import withheld
 from watchkeeper.analysis.racing_types import RaceArm, RaceSettings, RaceState
 from watchkeeper.analysis.recommend import MIX, Recommendation, recommend
-from watchkeeper.analysis.workload_mix import Mix, check_mix
+from watchkeeper.analysis.workload_mix import Mix, check_mix, parse_mix
 from watchkeeper.campaign.bench import execute_bench
 from watchkeeper.campaign.bench_report import finish_with_report
 from watchkeeper.campaign.load_shape import load_text
@@ -43,7 +43,9 @@ from watchkeeper.campaign.sweep_plan import (
 )
 from watchkeeper.config import Config, ProfileConfig
 from watchkeeper.config.paths import under_working_dir
+from watchkeeper.config.requests import SweepRequest
 from watchkeeper.errors import ConfigError
+from watchkeeper.load.sampling import apply_overrides
 from watchkeeper.load.shape import LoadShape
 from watchkeeper.load.tasks import load_taskset
 from watchkeeper.publish.deliverable import RECORD_NAME, build_record, write_record
@@ -383,3 +385,55 @@ def _report(
 def _committed_name(path: Path) -> str:
     """`systemd/x.service` for a unit under the working directory, else its file name."""
     return under_working_dir(path) or path.name
+
+
+DEFAULT_SERVICE_FILE = Path("systemd/llama-server-speculative.service")
+
+
+def sweep_request_command(
+    config: Config, request: SweepRequest, *, progress: Progress, database: Database | None = None
+) -> SweepResult | list[str]:
+    """A sweep as its request asks (the CLI's options or a sweep job's `[args]`): the plan
+    (`dry_run`), else the sweep, its sampler over the config's [bench] keys."""
+    if request.dry_run:
+        return sweep_plan_lines(
+            config,
+            family=request.family,
+            target=request.target,
+            draft=request.draft,
+            profile=request.profile,
+            progress=progress,
+            max_arms=request.max_arms,
+        )
+    load = None
+    if request.rate is not None:
+        load = LoadShape(
+            rate=request.rate,
+            arrival=request.arrival,
+            burstiness=request.burstiness,
+            queue_deadline_s=request.queue_deadline_s,
+            max_concurrency=request.max_concurrency,
+        )
+    return sweep_command(
+        apply_overrides(config, **request.sampler()),
+        family=request.family,
+        target=request.target,
+        draft=request.draft,
+        profile=request.profile,
+        rounds=request.rounds,
+        taskset=request.taskset,
+        per_category=request.per_category,
+        identity_per_category=request.identity_per_category or None,
+        service_path=request.service_file or DEFAULT_SERVICE_FILE,
+        budget_min=request.budget,
+        race=not request.no_race,
+        max_tokens=request.max_tokens,
+        progress=progress,
+        database=database,
+        concurrency=request.concurrency,
+        load=load,
+        categories=request.categories or None,
+        mix=None if request.mix is None else parse_mix(request.mix),
+        served_identity=request.identity_as_served,
+        max_arms=request.max_arms,
+    )

@@ -19,9 +19,9 @@ from watchkeeper.config import Config
 from watchkeeper.config.service import ServiceConfig
 from watchkeeper.errors import ConfigError
 from watchkeeper.host import gpu as host_gpu
+from watchkeeper.host.digest import file_sha256
 from watchkeeper.publish.deliverable import RECORD_NAME, RecommendationRecord, read_record
 from watchkeeper.publish.systemd import render_unit, unit_name, write_service
-from watchkeeper.server.models import sha256_of
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,7 +91,7 @@ def unit_command(
     detected = service.gpu == "auto" and bool(host_gpu.devices())
     # The binary found here is pinned: a later swap stops the start (publish/verify.py).
     binary = Path(service.binary)
-    pin = sha256_of(binary) if binary.is_file() else ""
+    pin = file_sha256(binary) if binary.is_file() else ""
     text = render_unit(
         record,
         service,

@@ -1,8 +1,8 @@
 """Job definitions: one `jobs/NAME.toml` per job, validated with pydantic.
 
 ```toml
-kind = "soak"                 # soak | bench | nightly | digest | triage | review-pr | health
-                              # | upgrade | bisect
+kind = "soak"                 # soak | sweep | bench | nightly | digest | triage | review-pr
+                              # | health | upgrade | bisect
 cron = "30 1 * * *"           # 5 fields, or 6 with seconds first ("*/5 * * * * *")
 timezone = "Europe/Berlin"
 misfire_grace_s = 3600        # a start missed by less than this still runs (once: coalesced)
@@ -11,7 +11,8 @@ enabled = true
 # scope = "host" | "fleet"    # default from the kind (HOST_KINDS: host), the rest fleet
 # resume = true               # soak only: a restarted daemon resumes an interrupted night
 
-[args]                        # the kind's own arguments (the CLI's flags)
+[args]                        # the kind's own arguments (the CLI's options: a long command's
+                              # request, config/requests.py)
 duration = "6h"
 ```
 
@@ -30,68 +31,49 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from apscheduler.triggers.cron import CronTrigger
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from watchkeeper.config.base import VERSION_PATTERN, Category
-from watchkeeper.config.durations import parse_duration
+from watchkeeper.config.base import VERSION_PATTERN
 from watchkeeper.config.inputs import parse_toml_text, regular_file
+from watchkeeper.config.requests import (
+    BisectRequest,
+    Concurrency,
+    Count,
+    Names,
+    NightlyRequest,
+    ReviewPrRequest,
+    Rounds,
+    SoakRequest,
+    SweepRequest,
+)
 from watchkeeper.errors import ConfigError
 from watchkeeper.redaction import remember_urls_in
 
 Kind = Literal[
-    "soak", "bench", "nightly", "digest", "triage", "review-pr", "health", "upgrade", "bisect"
+    "soak",
+    "sweep",
+    "bench",
+    "nightly",
+    "digest",
+    "triage",
+    "review-pr",
+    "health",
+    "upgrade",
+    "bisect",
 ]
 Scope = Literal["host", "fleet"]
-HOST_KINDS = frozenset({"soak", "bench", "nightly", "health", "upgrade", "bisect"})
-
-
-Profiles = Annotated[list[Annotated[str, Field(pattern=r"^[\w.+:@/-]+$")]], Field(min_length=1)]
-"""A job's own profile list: names, at least one (`profiles = []` is refused rather than read
-as "the default": leave the key out for that)."""
+HOST_KINDS = frozenset({"soak", "sweep", "bench", "nightly", "health", "upgrade", "bisect"})
 
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
-class SoakArgs(_Strict):
-    duration: str | None = None
-    profiles: Profiles | None = None
-    concurrency: (
-        Annotated[list[Annotated[int, Field(ge=1, le=256)]], Field(min_length=1)] | None
-    ) = None
-    block: str | None = None
-    taskset: str | None = None
-    limit: Annotated[int, Field(ge=1, le=100_000)] | None = None
-    per_category: Annotated[int, Field(ge=1, le=100_000)] | None = None
-    recommendation: str | None = None
-    """A sweep's recommendation record: soak its arm beside the baseline and, once the soak
-    completes, write the soak's deliverable beside the sweep's report (as `soak
-    --recommendation F` does)."""
-
-    @field_validator("duration", "block")
-    @classmethod
-    def _duration(cls, value: str | None) -> str | None:
-        if value is not None:
-            parse_duration(value)
-        return value
-
-
 class BenchArgs(_Strict):
-    profiles: Profiles | None = None
-    rounds: Annotated[int, Field(ge=1, le=1000)] | None = None
+    profiles: Names | None = None
+    rounds: Rounds | None = None
     taskset: str | None = None
-    limit: Annotated[int, Field(ge=1, le=100_000)] | None = None
-    per_category: Annotated[int, Field(ge=1, le=100_000)] | None = None
-    concurrency: Annotated[int, Field(ge=1, le=256)] | None = None
-
-
-class NightlyArgs(_Strict):
-    profiles: Profiles | None = None
-    """Default: [nightly] profiles."""
-    recommendation: str | None = None
-    """A sweep's recommendation record: guard the setting its unit runs (its profile as the
-    unit ships it) against its pinned reference, as `nightly --recommendation F` does."""
-    categories: list[Category] | None = None
-    """Only these categories' tasks (default: [nightly] categories, else every one)."""
+    limit: Count | None = None
+    per_category: Count | None = None
+    concurrency: Concurrency | None = None
 
 
 class DigestArgs(_Strict):
@@ -102,24 +84,13 @@ class DigestArgs(_Strict):
 
 class UpgradeArgs(_Strict):
     to: Annotated[str, Field(pattern=f"^latest$|{VERSION_PATTERN}")] = "latest"
-    profiles: Profiles | None = None
+    profiles: Names | None = None
     """Default: [nightly] profiles."""
     rounds: Annotated[int, Field(ge=3, le=1000)] | None = None
     """Default: [nightly] rounds."""
     commit: bool = False
     """Commit the report to the reports repository ([digest] repo, branch, author)."""
     push: bool = False
-
-
-class BisectArgs(_Strict):
-    """The daemon's bisect (`bisect.auto`): the CLI's measuring options, nothing to name (the
-    finding, its profile and releases come from the store)."""
-
-    rounds: Annotated[int, Field(ge=1, le=1000)] = 3
-    max_rounds: Annotated[int, Field(ge=1, le=1000)] = 12
-    per_category: Annotated[int, Field(ge=1, le=100_000)] | None = None
-    max_tokens: Annotated[int, Field(ge=0, le=100_000)] | None = None
-    jobs: Annotated[int, Field(ge=1, le=1024)] | None = None
 
 
 class NoArgs(_Strict):
@@ -132,17 +103,20 @@ class HealthArgs(_Strict):
     timeout_s: Annotated[float, Field(gt=0, le=3600)] = 5.0
 
 
-ARGS: dict[str, type[_Strict]] = {
-    "soak": SoakArgs,
+ARGS: dict[str, type[BaseModel]] = {
+    "soak": SoakRequest,
+    "sweep": SweepRequest,
     "bench": BenchArgs,
-    "nightly": NightlyArgs,
+    "nightly": NightlyRequest,
     "digest": DigestArgs,
     "triage": NoArgs,
-    "review-pr": NoArgs,
+    "review-pr": ReviewPrRequest,
     "health": HealthArgs,
     "upgrade": UpgradeArgs,
-    "bisect": BisectArgs,
+    "bisect": BisectRequest,
 }
+"""Each kind's `[args]`: the long commands' are their requests (config/requests.py), which
+the CLI builds from its options too."""
 
 
 class JobFile(_Strict):

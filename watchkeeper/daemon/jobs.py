@@ -20,24 +20,25 @@ from typing import Any
 
 from watchkeeper.campaign.release_runs import settings_from
 from watchkeeper.commands.benchmark import bench_command
-from watchkeeper.commands.bisect import auto_bisect_command
+from watchkeeper.commands.bisect import auto_bisect_command, bisect_command
 from watchkeeper.commands.digest import digest_command
 from watchkeeper.commands.nightly import nightly_command
 from watchkeeper.commands.review_pr import review_pr_command
 from watchkeeper.commands.soak import soak_command
+from watchkeeper.commands.sweep import sweep_request_command
 from watchkeeper.commands.triage import triage_command
 from watchkeeper.commands.upgrade_check import upgrade_check_command
 from watchkeeper.config import Config
-from watchkeeper.daemon.jobdefs import (
-    BenchArgs,
-    BisectArgs,
-    DigestArgs,
-    HealthArgs,
-    NightlyArgs,
-    SoakArgs,
-    UpgradeArgs,
+from watchkeeper.config.requests import (
+    BisectRequest,
+    NightlyRequest,
+    ReviewPrRequest,
+    SoakRequest,
+    SweepRequest,
 )
+from watchkeeper.daemon.jobdefs import BenchArgs, DigestArgs, HealthArgs, UpgradeArgs
 from watchkeeper.errors import ConfigError
+from watchkeeper.load.sampling import apply_overrides
 from watchkeeper.redaction import redact_url
 from watchkeeper.server.process import check_external
 from watchkeeper.store.db import Database, masked
@@ -79,20 +80,13 @@ def _path(text: str | None) -> Path | None:
     return Path(text).expanduser() if text else None
 
 
-def soak_job(config: Config, args: SoakArgs, ctx: JobContext) -> JobResult:
+def soak_job(config: Config, args: SoakRequest, ctx: JobContext) -> JobResult:
     result = soak_command(
         config,
-        duration=args.duration,
-        profiles=args.profiles,
-        concurrency=args.concurrency,
-        block=args.block,
-        taskset=_path(args.taskset),
-        limit=args.limit,
-        per_category=args.per_category,
+        args,
         stop=ctx.stop,
         progress=ctx.progress,
         database=ctx.db,
-        recommendation=_path(args.recommendation),
         command_line="watchkeeper daemon (soak job)",
     )
     return JobResult(
@@ -122,13 +116,13 @@ def bench_job(config: Config, args: BenchArgs, ctx: JobContext) -> JobResult:
     )
 
 
-def nightly_job(config: Config, args: NightlyArgs, ctx: JobContext) -> JobResult:
+def nightly_job(config: Config, args: NightlyRequest, ctx: JobContext) -> JobResult:
     outcome = nightly_command(
-        config,
+        apply_overrides(config, **args.sampler()),
         profiles=args.profiles,
         progress=ctx.checkpoint,
         database=ctx.db,
-        recommendation=_path(args.recommendation),
+        recommendation=args.recommendation,
         categories=args.categories,
     )
     parts = []
@@ -176,10 +170,19 @@ def triage_job(config: Config, args: object, ctx: JobContext) -> JobResult:
     return JobResult(summary="triage done", samples=0, details=result.to_json())
 
 
-def review_pr_job(config: Config, args: object, ctx: JobContext) -> JobResult:
+def review_pr_job(config: Config, args: ReviewPrRequest, ctx: JobContext) -> JobResult:
+    """One PR (`pr`), else every matching open one."""
     if not config.tracker.kind:
         return JobResult(summary=NO_TRACKER, samples=0)
-    result = review_pr_command(config, all_open=True, progress=ctx.checkpoint, database=ctx.db)
+    if args.pr is not None and args.all_open:
+        raise ConfigError("a review-pr job takes pr or all_open, not both")
+    result = review_pr_command(
+        apply_overrides(config, **args.sampler()),
+        pr=args.pr,
+        all_open=args.pr is None,
+        progress=ctx.checkpoint,
+        database=ctx.db,
+    )
     return JobResult(summary="PR review poll done", samples=0, details=result.to_json())
 
 
@@ -220,15 +223,34 @@ def upgrade_job(config: Config, args: UpgradeArgs, ctx: JobContext) -> JobResult
     )
 
 
-def bisect_job(config: Config, args: BisectArgs, ctx: JobContext) -> JobResult:
-    """With `bisect.auto`: bisect one confirmed nightly regression whose reference and current
+def bisect_job(config: Config, args: BisectRequest, ctx: JobContext) -> JobResult:
+    """With `good` and `bad`: bisect them, as `watchkeeper bisect` does. Without, and with
+    `bisect.auto`: bisect one confirmed nightly regression whose reference and current
     releases differ (the decision: `commands.bisect.next_auto_bisect`)."""
+    settings = settings_from(config, per_category=args.per_category, max_tokens=args.max_tokens)
+    if args.good is not None or args.bad is not None:
+        if args.good is None or args.bad is None:
+            raise ConfigError("a bisect job names both good and bad, or neither (bisect.auto)")
+        explicit = bisect_command(
+            config, good=args.good, bad=args.bad, profile=args.profile, settings=settings,
+            progress=ctx.checkpoint, sdists=args.sdists, state_path=args.state,
+            rounds=args.rounds, max_rounds=args.max_rounds, max_ranges=args.max_ranges,
+            jobs=args.jobs, database=ctx.db, finding=args.finding,
+        )  # fmt: skip
+        return JobResult(
+            summary=f"bisect {args.good}..{args.bad}: {explicit.result.status}",
+            samples=0,
+            details=explicit.to_json(),
+        )
+    chosen = [k for k in ("profile", "sdists", "state", "finding") if getattr(args, k) is not None]
+    if chosen:
+        raise ConfigError(f"a bisect job without good and bad picks its own {', '.join(chosen)}")
     if not config.bisect.auto:
         return JobResult(summary="nothing to do: bisect.auto is off", samples=0)
     run = auto_bisect_command(
         config,
         now=datetime.now(UTC),
-        settings=settings_from(config, per_category=args.per_category, max_tokens=args.max_tokens),
+        settings=settings,
         rounds=args.rounds,
         max_rounds=args.max_rounds,
         jobs=args.jobs,
@@ -240,9 +262,22 @@ def bisect_job(config: Config, args: BisectArgs, ctx: JobContext) -> JobResult:
     return JobResult(summary=run.summary(), samples=0, details=run.to_json())
 
 
+def sweep_job(config: Config, args: SweepRequest, ctx: JobContext) -> JobResult:
+    """`watchkeeper sweep` from a job file: the same request, the same command."""
+    result = sweep_request_command(config, args, progress=ctx.checkpoint, database=ctx.db)
+    if isinstance(result, list):  # dry_run: the plan
+        return JobResult(summary="; ".join(result), samples=0)
+    return JobResult(
+        summary=f"sweep campaign {result.bench.campaign_id}: {result.recommendation.headline}",
+        campaign_id=result.bench.campaign_id,
+        details={"service_path": str(result.service_path)},
+    )
+
+
 JobFunction = Callable[[Config, Any, JobContext], JobResult]
 JOB_FUNCTIONS: dict[str, JobFunction] = {
     "soak": soak_job,
+    "sweep": sweep_job,
     "bench": bench_job,
     "nightly": nightly_job,
     "digest": digest_job,

@@ -48,11 +48,10 @@ from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any
 
-from scipy import stats as scipy_stats
-
 from watchkeeper.analysis.benchmark import ALL, BenchResult, CategoryStats
 from watchkeeper.analysis.latency import Estimate, LatencyStats, ratio_over_rounds, result_latency
 from watchkeeper.analysis.stats import SERIES_VERDICTS, classify, wilson
+from watchkeeper.analysis.student import t_quantile
 from watchkeeper.config.model import NightlyConfig
 from watchkeeper.nightly.night_checks import apply_checks, series_checks
 from watchkeeper.store.references import RatioRecord
@@ -87,7 +86,7 @@ class NightNoise:
         """t with the nights' degrees of freedom (2.365 from 8 nights), 1.96 for a prior."""
         if self.df is None:
             return Z95
-        return float(scipy_stats.t.ppf(0.975, self.df))
+        return t_quantile(self.df)
 
 
 def night_noise(aa_nights: Sequence[RatioRecord], prior_sd: float) -> NightNoise:

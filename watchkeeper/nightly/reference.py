@@ -31,7 +31,7 @@ REFERENCE_SUFFIX = "@reference"
 
 
 @dataclass(frozen=True, slots=True)
-class SystemIdentity:
+class PinnedSystem:
     host_fingerprint: str
     profile: str
     binary_sha256: str
@@ -54,7 +54,7 @@ class SystemIdentity:
         return hashlib.sha256(blob.encode()).hexdigest()
 
 
-def identify(prepared: PreparedProfile, host_fingerprint: str) -> SystemIdentity:
+def identify(prepared: PreparedProfile, host_fingerprint: str) -> PinnedSystem:
     if prepared.binary is None or prepared.model is None:
         raise ConfigError(
             f"profile {prepared.name}: the nightly pins a binary and model files, which a "
@@ -62,7 +62,7 @@ def identify(prepared: PreparedProfile, host_fingerprint: str) -> SystemIdentity
             "expose",
             hint="run the nightly on a host where watchkeeper starts llama-server itself",
         )
-    return SystemIdentity(
+    return PinnedSystem(
         host_fingerprint,
         prepared.name,
         prepared.binary.sha256,

@@ -150,9 +150,9 @@ def print_bench(console: Console, result: BenchResult) -> None:
     floor = result.extras.get("noise_floor")
     if isinstance(floor, dict):
         console.print(f"A/A on the baseline server: {plain(GapFloor.from_json(floor).describe())}")
-    for arm, mode in sorted((result.extras.get("identity_modes") or {}).items()):
+    for name, mode in sorted((result.extras.get("identity_modes") or {}).items()):
         console.print(
-            f"identity mode {plain(arm)}: {plain(mode.get('mode'))} ({plain(mode.get('reason'))})"
+            f"identity mode {plain(name)}: {plain(mode.get('mode'))} ({plain(mode.get('reason'))})"
         )
     power = result.extras.get("identity_power") or {}
     for control in ("offline", "live"):

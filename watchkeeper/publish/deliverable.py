@@ -17,7 +17,7 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict, cast
 
 from watchkeeper.analysis.benchmark import ALL, ArmSpec, BenchResult
 from watchkeeper.analysis.identity_gate import identity_status
@@ -27,6 +27,7 @@ from watchkeeper.analysis.stats import RatioCI
 from watchkeeper.config import ProfileConfig
 from watchkeeper.config.inputs import regular_file
 from watchkeeper.errors import ConfigError
+from watchkeeper.format import ci as ci_text
 from watchkeeper.host.info import HostInfo
 from watchkeeper.publish.arm_recipe import DROPPED_FLAGS, ArmRecipe, arm_recipe, portable_flags
 from watchkeeper.publish.workload_record import WorkloadRecord, workload_record
@@ -37,6 +38,7 @@ __all__ = [
     "RECORD_NAME",
     "ArmRecipe",
     "RecommendationRecord",
+    "RecordExtra",
     "build_record",
     "portable_flags",
     "read_record",
@@ -45,6 +47,24 @@ __all__ = [
 
 RECORD_NAME = "speculative_recommendation.json"
 VERSION = 1
+
+
+class RecordExtra(TypedDict, total=False):
+    """What the sweep keeps in a record beside its answer (the JSON's `extra`), by key, each
+    written once by commands/sweep.py; a record written before a key was kept lacks it, and a
+    hand-edited one is read as found (its readers check each value's shape)."""
+
+    unit: str
+    """The unit rendered from this record, relative to the checkout (`--service-file`)."""
+    served: dict[str, Any]
+    """The [service] keys it rendered with: slots, prompt cache, port (publish/served.py)."""
+    record: str
+    """This record's own path in the checkout: the set it belongs to."""
+    digests: dict[str, dict[str, str]]
+    """`models`: each measured model file's sha256, checked before each start."""
+    served_ladder: dict[str, Any]
+    """The pick's speed-up at each load up to the unit's slots (`served-ladder`,
+    publish/ladder_claim.py)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,7 +92,7 @@ class RecommendationRecord:
     """Each category's pick, the workload mix and its one setting, the tool-calls-vs-prose
     answer (publish/workload_record.py). None: a record written before they were kept."""
     version: int = VERSION
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: RecordExtra = field(default_factory=RecordExtra)
 
     @property
     def speculates(self) -> bool:
@@ -109,7 +129,7 @@ class RecommendationRecord:
             load=str(data.get("load", "")),
             workload=WorkloadRecord.from_json(data["workload"]) if data.get("workload") else None,
             version=int(data.get("version", VERSION)),
-            extra=dict(data.get("extra", {})),
+            extra=cast(RecordExtra, dict(data.get("extra", {}))),
         )
 
 
@@ -131,7 +151,7 @@ def _ci_text(ci: RatioCI | None) -> str:
         return "not measured"
     if not ci.has_ci:
         return f"{ci.estimate:.2f}x (no CI)"
-    return f"{ci.estimate:.2f}x (95% CI {ci.low:.2f}-{ci.high:.2f}, {ci.verdict})"
+    return f"{ci.estimate:.2f}x ({ci_text(ci.low, ci.high)}, {ci.verdict})"
 
 
 def settle_text(ci: RatioCI | None) -> str:

@@ -28,6 +28,7 @@ from watchkeeper.config.service import ServiceConfig
 from watchkeeper.publish.deliverable import RECORD_NAME, RecommendationRecord, read_record
 from watchkeeper.publish.served import as_rendered, served_arm
 from watchkeeper.publish.soak_report import headline_text, render
+from watchkeeper.publish.soak_summary import SoakSummary
 from watchkeeper.publish.systemd import render_unit
 from watchkeeper.publish.verify import model_digests
 
@@ -318,11 +319,12 @@ def check_soak(root: Path, s: DeliverableSet) -> list[Disagreement]:
 def _soak_md(text: str, soak: Mapping[str, Any], file: str, source: str) -> list[Disagreement]:
     """The soak report is its JSON rendered (publish/soak_report.py:render): the verdict line
     first, then the first line that differs."""
-    want = render(soak)
+    summary = SoakSummary.from_json(soak)
+    want = render(summary)
     if text == want:
         return []
     a, b = text.splitlines(), want.splitlines()
-    verdict = headline_text(soak)
+    verdict = headline_text(summary)
     if verdict not in a:
         got = next((x for x in a if x.startswith("**")), "(none)")
         return [Disagreement(file, "verdict", repr(got), repr(verdict), source)]

@@ -11,45 +11,37 @@ the target at depth 1 and at the unit's slots.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
-from typing import Any
 
 from watchkeeper.config.durations import parse_duration
+from watchkeeper.publish.soak_summary import SoakSummary
 
 TARGET_H = 8.0
 """The request's "overnight", per arm and depth ([soak] duration's default, 8h)."""
 _BLOCK = re.compile(r"--block[ =](\S+)")
 
 
-def block_s(s: Mapping[str, Any]) -> float | None:
+def block_s(s: SoakSummary) -> float | None:
     """One block's length: the summary's own, else the `--block` of the command it records."""
-    if isinstance(s.get("block_s"), int | float):
-        return float(s["block_s"])
-    m = _BLOCK.search(str(s.get("command") or ""))
+    if s.block_s is not None:
+        return s.block_s
+    m = _BLOCK.search(s.command or "")
     return float(parse_duration(m.group(1))) if m else None
 
 
-def unit_slots(s: Mapping[str, Any]) -> int | None:
-    flags = ((s.get("unit") or {}).get("flags") or {}).get(s.get("subject")) or []
-    for i, f in enumerate(flags[:-1]):
-        if f in ("--parallel", "-np"):
-            return int(flags[i + 1])
-    return None
+def unit_slots(s: SoakSummary) -> int | None:
+    return None if s.unit is None else s.unit.slots(s.subject)
 
 
-def arm_hours(s: Mapping[str, Any]) -> dict[tuple[str, int], float] | None:
+def arm_hours(s: SoakSummary) -> dict[tuple[str, int], float] | None:
     """Each (arm, depth)'s own time under load in hours; None where the block length or the
     block rows (a soak's JSON before they were kept) are not known."""
     length = block_s(s)
-    if length is None or not s.get("blocks"):
+    if length is None or not s.blocks:
         return None
-    return {
-        (str(b["profile"]), int(b["concurrency"])): len(b.get("rows", [])) * length / 3600
-        for b in s.get("blocks", [])
-    }
+    return {(b.profile, b.concurrency): len(b.rows) * length / 3600 for b in s.blocks}
 
 
-def hours_shortfall(s: Mapping[str, Any], target_h: float = TARGET_H) -> str:
+def hours_shortfall(s: SoakSummary, target_h: float = TARGET_H) -> str:
     """Empty when every arm had `target_h` under load at depth 1 and at the unit's slots; else
     what "not yet" says: the least any arm had, and the depths never soaked."""
     hours = arm_hours(s)
@@ -59,7 +51,7 @@ def hours_shortfall(s: Mapping[str, Any], target_h: float = TARGET_H) -> str:
             "block length)"
         )
     depths = sorted({1, unit_slots(s) or max((d for _, d in hours), default=1)})
-    named = (s.get("subject"), s.get("baseline"))  # a soak without a baseline has one arm
+    named = (s.subject, s.baseline)  # a soak without a baseline has one arm
     arms = sorted({p for p, _ in hours} | {str(a) for a in named if a})
     missing = [d for d in depths if not any((a, d) in hours for a in arms)]
     short = sorted((hours.get((a, d), 0.0), a, d) for a in arms for d in depths if d not in missing)
@@ -80,7 +72,7 @@ def hours_shortfall(s: Mapping[str, Any], target_h: float = TARGET_H) -> str:
     return "; ".join(parts)
 
 
-def overnight_lines(s: Mapping[str, Any], target_h: float = TARGET_H) -> list[str]:
+def overnight_lines(s: SoakSummary, target_h: float = TARGET_H) -> list[str]:
     """The soak page's line under its verdict where the soak falls short of the request's
     criterion: a page opening "**stable**" over about 70 minutes per arm at one depth was read
     as "stable overnight" by a reader who stopped at the first line."""

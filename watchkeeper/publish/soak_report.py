@@ -13,10 +13,9 @@ from __future__ import annotations
 import json
 import os
 import statistics
-from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from watchkeeper.publish import markdown as md
 from watchkeeper.publish.deliverable import RecommendationRecord
@@ -28,24 +27,22 @@ from watchkeeper.publish.soak_drift import (
     unresolved_text,
 )
 from watchkeeper.publish.soak_hours import hours_shortfall, overnight_lines
-from watchkeeper.soak.verdicts import output_rates
+from watchkeeper.publish.soak_summary import SoakSummary
+from watchkeeper.soak.judgement import (
+    OutputRates,
+    ProbeTotals,
+    SeriesRow,
+    SoakUnit,
+)
 
 if TYPE_CHECKING:
+    from watchkeeper.soak.verdicts import SoakVerdict
     from watchkeeper.soak.views import SoakSampleView
 
 SOAK_REPORT = "speculative_soak.md"
 SOAK_SUMMARY = "speculative_soak.json"
 BEGIN = "<!-- soak:begin -->"
 END = "<!-- soak:end -->"
-
-
-@dataclass(frozen=True, slots=True)
-class SeriesRow:
-    profile: str
-    concurrency: int
-    requests: int
-    errors: int
-    median_tps: float | None
 
 
 def series_rows(samples: Sequence[SoakSampleView]) -> list[SeriesRow]:
@@ -70,7 +67,7 @@ def series_rows(samples: Sequence[SoakSampleView]) -> list[SeriesRow]:
 
 
 def summary(
-    verdict: Mapping[str, Any],
+    verdict: SoakVerdict,
     rows: Sequence[SeriesRow],
     *,
     subject: str,
@@ -80,74 +77,45 @@ def summary(
     command: str,
     cache_ram_mib: int | None = None,
     drift_threshold: float = 0.10,
-    unit: Mapping[str, Any] | None = None,
-) -> dict[str, Any]:
-    """What the report and the sweep's acceptance section read (JSON-safe). `cache_ram_mib`:
-    the `--cache-ram` the soak's servers ran with (the campaign's params), None: the build's."""
-    figures = verdict.get("figures", {})
-    rss = {e["profile"]: e for e in figures.get("rss", [])}
-    return {
-        "campaign_id": verdict.get("campaign_id"),
-        "sweep_campaign": sweep_campaign,
-        "subject": subject,
-        "baseline": baseline,
-        "duration": duration,
-        "command": command,
-        "verdict": verdict.get("verdict"),
-        "headline": verdict.get("headline"),
-        "reasons": list(verdict.get("reasons", [])),
-        "notes": list(verdict.get("notes", [])),
-        "requests": figures.get("requests"),
-        "errors": figures.get("errors"),
-        "restarts": figures.get("restarts"),
-        "crashes": figures.get("crashes"),
-        "identical_output_rate": output_rates(figures)[0],
-        "consistent_output_rate": output_rates(figures)[1],
-        "probe_totals": figures.get("probe_totals"),
-        "identity": [
-            {k: e.get(k) for k in _IDENTITY_KEYS} for e in figures.get("identical_output", [])
-        ],
-        "cache_ram_mib": cache_ram_mib,
-        "series": [asdict(r) for r in rows],
-        "rss": {
-            p: {
-                "slope_mb_per_h": e.get("slope"),
-                "ci95": e.get("ci95"),
-                "judged": e.get("judged", False),
-                "span_s": e.get("span_s"),
-            }
-            for p, e in rss.items()
-        },
-        "drift": drift_entries(figures.get("series", [])),
-        "blocks": [
-            {"profile": e["profile"], "concurrency": e["concurrency"], "rows": e["block_rows"]}
-            for e in figures.get("series", [])
-            if "block_rows" in e
-        ],
-        "leak_threshold_mb_per_hour": figures.get("leak_threshold_mb_per_hour"),
-        "drift_threshold": drift_threshold,
-        "unit": dict(unit) if unit else None,
-    }
+    unit: SoakUnit | None = None,
+) -> SoakSummary:
+    """What the report and the sweep's acceptance section read. `cache_ram_mib`: the
+    `--cache-ram` the soak's servers ran with (the campaign's params), None: the build's."""
+    f = verdict.figures
+    return SoakSummary(
+        campaign_id=verdict.campaign_id,
+        sweep_campaign=sweep_campaign,
+        subject=subject,
+        baseline=baseline,
+        duration=duration,
+        command=command,
+        verdict=verdict.verdict,
+        headline=verdict.headline,
+        reasons=verdict.reasons,
+        notes=verdict.notes,
+        requests=None if f is None else f.requests,
+        errors=None if f is None else f.errors,
+        restarts=None if f is None else f.restarts,
+        crashes=None if f is None else f.crashes,
+        rates=OutputRates(None, None) if f is None else f.rates,
+        probe_totals=None if f is None else f.probe_totals,
+        identity=() if f is None else f.identity,
+        cache_ram_mib=cache_ram_mib,
+        series=tuple(rows),
+        rss={} if f is None else {e.profile: e.summary() for e in f.rss},
+        drift=() if f is None else tuple(drift_entries(f.series)),
+        blocks=() if f is None else f.blocks,
+        leak_threshold_mb_per_hour=None if f is None else f.leak_threshold_mb_per_hour,
+        drift_threshold=drift_threshold,
+        unit=unit,
+    )
 
 
-_IDENTITY_KEYS = (
-    "profile",
-    "concurrency",
-    "reference_profile",
-    "compared",
-    "identical",
-    "near_tie",
-    "length_only",
-    "unverified",
-    "mismatch",
-)
-
-
-def _aggregate_text(s: Mapping[str, Any]) -> str:
+def _aggregate_text(s: SoakSummary) -> str:
     """How depth > 1 was judged, in the words of the soak's own rows: a soak from before 28 Nov
     2026 (rows with a time `window_s`) read each block over a fixed time window."""
-    rows = [r for b in s.get("blocks", []) for r in b.get("rows", [])]
-    if rows and all("busy_s" in r for r in rows):
+    rows = [r for b in s.blocks for r in b.rows]
+    if rows and all(r.fixed_work for r in rows):
         figure = (
             "every block replays one task order, and its first requests, the same number in "
             "every block and all done before its deadline, give the server's throughput by "
@@ -159,7 +127,7 @@ def _aggregate_text(s: Mapping[str, Any]) -> str:
             "the tokens of all requests in flight per second of each block), a least-squares "
             "slope over all blocks"
         )
-    one_sided = any(d.get("verdict") == "no slowdown" for d in s.get("drift", []))
+    one_sided = any(d.verdict == "no slowdown" for d in s.drift)
     return (
         f"Above concurrency 1 the drift is the aggregate throughput's ({figure} with an "
         "autocorrelation-aware 95% CI: per-request speeds there scatter with the batch they "
@@ -176,18 +144,17 @@ def _aggregate_text(s: Mapping[str, Any]) -> str:
     )
 
 
-def _identity_section(s: Mapping[str, Any]) -> list[str]:
-    entries = s.get("identity") or []
-    if not entries:
+def _identity_section(s: SoakSummary) -> list[str]:
+    if not s.identity:
         return []
     rows = [
         [
-            e["profile"],
-            str(e["concurrency"]),
-            e.get("reference_profile") or md.NONE,
-            *(str(e.get(k) or 0) for k in _IDENTITY_KEYS[3:]),
+            e.profile,
+            str(e.concurrency),
+            e.reference_profile or md.NONE,
+            *(str(n) for n in e.counts.to_json().values()),
         ]
-        for e in entries
+        for e in s.identity
     ]
     return [
         "",
@@ -221,8 +188,8 @@ def _identity_section(s: Mapping[str, Any]) -> list[str]:
     ]
 
 
-def _memory_intro(s: Mapping[str, Any]) -> list[str]:
-    mib = s.get("cache_ram_mib")
+def _memory_intro(s: SoakSummary) -> list[str]:
+    mib = s.cache_ram_mib
     if mib == 0:
         return [
             "The servers ran with `--cache-ram 0`: the build's host prompt cache (8192 MiB by "
@@ -237,13 +204,9 @@ def _memory_intro(s: Mapping[str, Any]) -> list[str]:
     return [f"The servers ran with `--cache-ram {mib}`.", ""]
 
 
-def _pct(ci: Sequence[float] | None) -> str:
-    return f"{ci[0]:+.0%}..{ci[1]:+.0%}" if ci else md.NONE
-
-
-def headline_text(s: Mapping[str, Any]) -> str:
+def headline_text(s: SoakSummary) -> str:
     """`**stable**: 1317 requests ...`: the verdict once (the judge's headline opens with it)."""
-    verdict, headline = str(s.get("verdict")), str(s.get("headline") or "")
+    verdict, headline = str(s.verdict), s.headline or ""
     rest = headline.removeprefix(f"{verdict}:").strip()
     verdict = {
         "unjudged": "no error, no restart; drift not judged",
@@ -252,11 +215,11 @@ def headline_text(s: Mapping[str, Any]) -> str:
     return f"**{verdict}**: {md.inline(rest)}" if rest else f"**{verdict}**"
 
 
-def unit_lines(s: Mapping[str, Any]) -> list[str]:
+def unit_lines(s: SoakSummary) -> list[str]:
     """The unit the soak soaked: its path and each arm's ExecStart flags (no binary, model
     directory, host or port: the installing host's)."""
-    unit = s.get("unit")
-    if not unit:
+    unit = s.unit
+    if unit is None:
         return [
             "Unit: not recorded. This soak ran before `soak --recommendation` started its "
             "servers with the unit's flags, so it does not show the unit as shipped "
@@ -264,16 +227,16 @@ def unit_lines(s: Mapping[str, Any]) -> list[str]:
             "",
         ]
     out = [
-        f"Unit soaked: `{unit['path']}`, as `watchkeeper unit` renders it from the same "
+        f"Unit soaked: `{unit.path}`, as `watchkeeper unit` renders it from the same "
         "recommendation and [service]; each server ran its ExecStart flags:",
         "",
     ]
-    out += [f"- {arm}: `{' '.join(flags)}`" for arm, flags in unit["flags"].items()]
+    out += [f"- {arm}: `{' '.join(flags)}`" for arm, flags in unit.flags.items()]
     return [*out, ""]
 
 
-def render(s: Mapping[str, Any]) -> str:
-    subject, baseline = s["subject"], s["baseline"]
+def render(s: SoakSummary) -> str:
+    subject, baseline = s.subject, s.baseline
     out = [
         "# Soak of the recommendation",
         "",
@@ -281,30 +244,30 @@ def render(s: Mapping[str, Any]) -> str:
         "",
         *overnight_lines(s),
         f"{subject} and the baseline {baseline}, each under closed-loop load for "
-        f"{s['duration']} in all, at concurrency "
-        + ", ".join(sorted({str(r["concurrency"]) for r in s["series"]}) or ["—"])
-        + f" (soak campaign {s['campaign_id']}"
-        + (f", for sweep campaign {s['sweep_campaign']}" if s.get("sweep_campaign") else "")
+        f"{s.duration} in all, at concurrency "
+        + ", ".join(s.levels or ["—"])
+        + f" (soak campaign {s.campaign_id}"
+        + (f", for sweep campaign {s.sweep_campaign}" if s.sweep_campaign else "")
         + '). The request\'s third criterion, "stable under sustained load overnight", is '
         "judged here: errors, restarts, memory growth and throughput drift.",
         "",
-        f"Reproduce: `{s['command']}`",
+        f"Reproduce: `{s.command}`",
         "",
         *unit_lines(s),
         "## Per arm and concurrency",
         "",
     ]
     rows = []
-    drift = {(d["profile"], d["concurrency"]): d for d in s.get("drift", [])}
-    for r in s["series"]:
-        d = drift.get((r["profile"], r["concurrency"]))
+    drift = {(d.profile, d.concurrency): d for d in s.drift}
+    for r in s.series:
+        d = drift.get((r.profile, r.concurrency))
         rows.append(
             [
-                r["profile"] + (" (baseline)" if r["profile"] == baseline else ""),
-                str(r["concurrency"]),
-                str(r["requests"]),
-                str(r["errors"]),
-                md.fixed(r["median_tps"], 1),
+                r.profile + (" (baseline)" if r.profile == baseline else ""),
+                str(r.concurrency),
+                str(r.requests),
+                str(r.errors),
+                md.fixed(r.median_tps, 1),
                 drift_cell(d),
             ]
         )
@@ -322,38 +285,37 @@ def render(s: Mapping[str, Any]) -> str:
             "lrrrrl",
         )
     )
-    if any(d.get("estimator") == "aggregate" for d in s.get("drift", [])):
+    if any(d.estimator == "aggregate" for d in s.drift):
         out += ["", _aggregate_text(s)]
     if (text := unresolved_text(s)) is not None:
         out += ["", f"{text[0].upper()}{text[1:]}."]
     out += _identity_section(s)
     out += ["", "## Memory (RSS slope per server process, pooled)", "", *_memory_intro(s)]
     mem = []
-    for profile, e in sorted(s.get("rss", {}).items()):
-        slope = e.get("slope_mb_per_h")
+    for profile, e in sorted(s.rss.items()):
         mem.append(
             [
                 profile,
-                md.fixed(slope, 1, " MB/h"),
-                _ci_mb(e.get("ci95")),
-                "judged" if e.get("judged") else f"not judged ({e.get('span_s')} s of history)",
+                md.fixed(e.slope_mb_per_h, 1, " MB/h"),
+                _ci_mb(e.ci95),
+                "judged" if e.judged else f"not judged ({e.span_s} s of history)",
             ]
         )
     out.append(md.table(["arm", "RSS slope", "95% CI", "leak test"], mem, "lrrl"))
     out += [
         "",
-        f"Whole soak: {s.get('requests')} requests, {s.get('errors')} errors, "
-        f"{s.get('restarts')} restarts ({s.get('crashes')} crashes); temperature-0 probes "
-        f"consistent with their reference {_share(output_rates(s)[1])} of the time "
-        f"({_share(output_rates(s)[0])} token for token). "
-        f"A leak is RSS growth above {s.get('leak_threshold_mb_per_hour')} MB/h with its CI "
+        f"Whole soak: {s.requests} requests, {s.errors} errors, "
+        f"{s.restarts} restarts ({s.crashes} crashes); temperature-0 probes "
+        f"consistent with their reference {_share(s.rates.consistent)} of the time "
+        f"({_share(s.rates.identical)} token for token). "
+        f"A leak is RSS growth above {s.leak_threshold_mb_per_hour} MB/h with its CI "
         "above 0.",
         "",
     ]
-    if s.get("reasons"):
-        out += ["Why unstable:", "", *[f"- {md.inline(x)}" for x in s["reasons"]], ""]
-    if s.get("notes"):
-        out += ["Notes:", "", *[f"- {md.inline(x)}" for x in s["notes"]], ""]
+    if s.reasons:
+        out += ["Why unstable:", "", *[f"- {md.inline(x)}" for x in s.reasons], ""]
+    if s.notes:
+        out += ["Notes:", "", *[f"- {md.inline(x)}" for x in s.notes], ""]
     return "\n".join(out).rstrip() + "\n"
 
 
@@ -365,24 +327,23 @@ def _ci_mb(ci: Sequence[float] | None) -> str:
     return f"{ci[0]:.1f}..{ci[1]:.1f}" if ci else md.NONE
 
 
-def stability_line(s: Mapping[str, Any] | None, *, fallback: str) -> str:
+def stability_line(s: SoakSummary | None, *, fallback: str) -> str:
     """Criterion 3 of the sweep report's acceptance section, from the committed soak."""
     if s is None:
         return fallback
-    levels = ", ".join(sorted({str(r["concurrency"]) for r in s["series"]}))
-    errors = sum(r["errors"] for r in s["series"])
-    requests = sum(r["requests"] for r in s["series"])
+    levels = ", ".join(s.levels)
+    errors = sum(r.errors for r in s.series)
+    requests = sum(r.requests for r in s.series)
     slopes = "; ".join(
-        f"{p} {md.fixed(e.get('slope_mb_per_h'), 1, ' MB/h')}"
-        for p, e in sorted(s.get("rss", {}).items())
+        f"{p} {md.fixed(e.slope_mb_per_h, 1, ' MB/h')}" for p, e in sorted(s.rss.items())
     )
     state = stability_state(s)
     verdict = {
         "judged": "met",
         "unjudged": "not resolved",
         "judged in part": "met where resolved",
-    }.get(state, f"not met ({s.get('verdict')})")
-    if any("slope_verdict" in d for d in unresolved_drift(s)):
+    }.get(state, f"not met ({s.verdict})")
+    if any(d.recurring_dips for d in unresolved_drift(s)):
         # Blocks that fell off and came back again and again (soak/dips.py): a stability
         # finding in its own right, never "met where resolved".
         verdict = "not met (recurring dips)"
@@ -390,19 +351,19 @@ def stability_line(s: Mapping[str, Any] | None, *, fallback: str) -> str:
         verdict = short  # no drift or leak, but not "met" on less load than the target
     text = unresolved_text(s) if state in ("unjudged", "judged in part") else None
     unresolved = f"; {text}" if text else ""
-    cache = " (prompt cache off)" if s.get("cache_ram_mib") == 0 else ""
-    probes = s.get("probe_totals") or {}
+    cache = " (prompt cache off)" if s.cache_ram_mib == 0 else ""
+    probes = s.probe_totals or ProbeTotals()
     consistent = (
-        f", temperature-0 probes consistent {_share(output_rates(s)[1])} "
-        f"({probes.get('identical', 0)} of {probes.get('compared', 0)} identical, "
-        f"{probes.get('mismatch', 0)} mismatches)"
-        if probes.get("compared")
+        f", temperature-0 probes consistent {_share(s.rates.consistent)} "
+        f"({probes.identical} of {probes.compared} identical, "
+        f"{probes.mismatch} mismatches)"
+        if probes.compared
         else ""
     )
     return (
-        f"3. **Stable under sustained load: {verdict}.** Soak campaign {s['campaign_id']}: "
-        f"{s['subject']} beside {s['baseline']}, {s['duration']} at concurrency {levels}: "
-        f"{requests} load requests, {errors} errors, {s.get('restarts')} restarts, RSS slope"
+        f"3. **Stable under sustained load: {verdict}.** Soak campaign {s.campaign_id}: "
+        f"{s.subject} beside {s.baseline}, {s.duration} at concurrency {levels}: "
+        f"{requests} load requests, {errors} errors, {s.restarts} restarts, RSS slope"
         f"{cache} {slopes or '—'}{consistent}{unresolved}; [the soak report]({SOAK_REPORT})."
     )
 
@@ -416,19 +377,20 @@ def splice(report: str, line: str) -> str:
     return f"{head}{BEGIN}\n{line}\n{END}{tail}"
 
 
-def read_summary(path: Path) -> dict[str, Any] | None:
+def read_summary(path: Path) -> SoakSummary | None:
+    """The summary at `path`; None where there is none, or what is there is not one."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError):
+        return SoakSummary.from_json(data) if isinstance(data, dict) else None
+    except (OSError, ValueError, RecursionError, KeyError, TypeError, IndexError):
         return None
-    return data if isinstance(data, dict) else None
 
 
-def summary_for(reports_dir: Path, record: RecommendationRecord) -> dict[str, Any] | None:
+def summary_for(reports_dir: Path, record: RecommendationRecord) -> SoakSummary | None:
     """The committed soak summary, when it soaked this recommendation's subject arm."""
     data = read_summary(reports_dir / SOAK_SUMMARY)
     subject = record.subject
-    if data is None or subject is None or data.get("subject") != subject.name:
+    if data is None or subject is None or data.subject != subject.name:
         return None
     return data
 
@@ -441,5 +403,5 @@ def write_text(path: Path, text: str) -> Path:
     return path
 
 
-def write_summary(path: Path, data: Mapping[str, Any]) -> Path:
-    return write_text(path, json.dumps(dict(data), indent=2, default=str) + "\n")
+def write_summary(path: Path, data: SoakSummary) -> Path:
+    return write_text(path, json.dumps(data.to_json(), indent=2, default=str) + "\n")

@@ -18,6 +18,7 @@ from watchkeeper.analysis.stats import RatioCI
 from watchkeeper.config import ProfileConfig
 from watchkeeper.publish import markdown as md
 from watchkeeper.publish.deliverable import RECORD_NAME, RecommendationRecord
+from watchkeeper.publish.soak_summary import SoakSummary
 
 SOAK_DURATION = "8h"
 
@@ -41,7 +42,7 @@ class SweepView:
     """The cap on every answer (0: the task set's own lengths)."""
     record: RecommendationRecord | None = None
     """The committed recommendation (publish/deliverable.py): the opening lines read it."""
-    soak_report: Mapping[str, Any] | None = None
+    soak_report: SoakSummary | None = None
     """The committed soak of the recommendation's subject arm (publish/soak_report.py)."""
     profiles: Mapping[str, ProfileConfig] = field(default_factory=dict)
     unprobed: Mapping[str, str] = field(default_factory=dict)

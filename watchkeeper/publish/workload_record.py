@@ -17,6 +17,7 @@ from typing import Any
 from watchkeeper.analysis.benchmark import BenchResult
 from watchkeeper.analysis.recommend import Choice, Recommendation
 from watchkeeper.analysis.workload_mix import MixSpeedup
+from watchkeeper.format import ci as ci_text
 from watchkeeper.publish.arm_recipe import ArmRecipe, arm_recipe
 
 SEED_QUESTION = ("tool_call", "prose")
@@ -131,7 +132,7 @@ def tool_vs_prose(result: BenchResult, rec: Recommendation) -> str:
         s = result.stats(mine.profile, other.category)
         ci = s.speedup if s is not None else None
         if ci is not None:
-            band = f"95% CI {ci.low:.2f}-{ci.high:.2f}" if ci.has_ci else "no CI"
+            band = ci_text(ci.low, ci.high) if ci.has_ci else "no CI"
             costs.append(f"{mine.profile} on {other.category} measured {ci.estimate:.2f}x ({band})")
     tail = f" ({'; '.join(costs)})" if costs else ""
     return f"{said}; no one setting is the pick for both{tail}."

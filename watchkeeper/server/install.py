@@ -26,6 +26,7 @@ from pathlib import Path
 
 from watchkeeper.config import ServerConfig
 from watchkeeper.errors import InstallError
+from watchkeeper.host.digest import file_sha256
 from watchkeeper.server.binary import ServerBinary
 from watchkeeper.server.build import (
     build_lock,
@@ -41,7 +42,7 @@ from watchkeeper.server.identity import (
     recorded_build,
     release_defines,
 )
-from watchkeeper.server.sdist import ensure_source, file_sha256
+from watchkeeper.server.sdist import ensure_source
 
 __all__ = ["ServerBinary", "build_dir", "cached_binary", "ensure_binary", "probe_binary"]
 

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from watchkeeper.config import Config
 from watchkeeper.errors import ModelError
+from watchkeeper.host.digest import file_sha256
 
 _CHUNK = 4 * 1024 * 1024
 
@@ -102,14 +103,6 @@ def _quiet(_: str) -> None:
     return None
 
 
-def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        while chunk := handle.read(_CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 class ModelStore:
     """Resolves a model name (catalog entry or user model) to a verified file on disk."""
 
@@ -185,7 +178,7 @@ class ModelStore:
                 f"model {name}: {path} is not a GGUF file (it starts with {magic!r})",
                 hint="name a .gguf model file (llama.cpp's format)",
             )
-        digest = sha256_of(path)
+        digest = file_sha256(path)
         if spec.sha256 and digest != spec.sha256.lower():
             raise ModelError(
                 f"model {name}: sha256 mismatch for {path}: expected {spec.sha256}, got {digest}"
@@ -197,7 +190,7 @@ class ModelStore:
         size = path.stat().st_size
         if size != entry.size:
             return f"size {size} != expected {entry.size}"
-        digest = sha256_of(path)
+        digest = file_sha256(path)
         if digest != entry.sha256:
             return f"sha256 {digest} != expected {entry.sha256}"
         return None

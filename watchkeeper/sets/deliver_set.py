@@ -31,6 +31,7 @@ from watchkeeper.commands.nightly import nightly_command
 from watchkeeper.commands.soak import soak_command
 from watchkeeper.commands.sweep import sweep_command
 from watchkeeper.config import Config
+from watchkeeper.config.requests import SoakRequest
 from watchkeeper.errors import ConfigError
 from watchkeeper.publish.deliverable import RECORD_NAME, read_record
 from watchkeeper.publish.served import as_rendered, served_settings
@@ -278,15 +279,18 @@ def _soak(
             f"{blocks} arm-depths: stability stays not yet",
         )
     block = max(MIN_BLOCK_S, min(600.0, budget / (2 * blocks)))
-    result = soak_command(
-        config,
+    request = SoakRequest(
         duration=f"{int(budget)}s",
         concurrency=depths,
         block=f"{int(block)}s",
         taskset=plan.taskset,
         per_category=plan.per_category,
-        progress=progress,
         recommendation=_record_path(plan),
+    )
+    result = soak_command(
+        config,
+        request,
+        progress=progress,
         command_line=f"watchkeeper soak --recommendation {_record_path(plan)} --duration "
         f"{int(budget)}s --concurrency {','.join(map(str, depths))} --block {int(block)}s",
     )

@@ -26,7 +26,7 @@ from watchkeeper.config import Config
 from watchkeeper.errors import ConfigError
 from watchkeeper.load.shape import LoadShape
 from watchkeeper.publish.deliverable import RecommendationRecord, read_record, write_record
-from watchkeeper.publish.ladder_claim import LADDER_KEY, LevelClaim, ServedLadder, level_claim
+from watchkeeper.publish.ladder_claim import LevelClaim, ServedLadder, level_claim
 from watchkeeper.publish.served import as_rendered, served_settings, shipped_profiles
 from watchkeeper.publish.systemd import render_unit, unit_name, write_service
 from watchkeeper.store.db import Database
@@ -148,7 +148,7 @@ def served_ladder_command(
         levels=tuple(claims),
         wall_s=result.wall_s,
     )
-    record = replace(record, extra={**record.extra, LADDER_KEY: ladder.to_json()})
+    record = replace(record, extra={**record.extra, "served_ladder": ladder.to_json()})
     write_record(recommendation, record)
     unit = _rerender(config, record, unit_dir)
     return ServedLadderResult(ladder, recommendation, report, unit)

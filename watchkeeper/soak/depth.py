@@ -41,7 +41,7 @@ rise is never a reason, and depth 1 has always counted such a CI as resolved, se
 `publish/soak_drift.unresolved_drift`); `inconclusive` otherwise. A 15% step
 halfway reads as a slope of about -22% over the soak (a least-squares line through a step at
 the middle drops 1.5 times the step from end to end); the A/A and positive controls and the
-CI's width after 150 minutes are simulated in `soak/simulate.py`
+CI's width after 150 minutes are simulated in `simulation/soak_series.py`
 (`benchmarks/soak_depth4_power.py`, docs/soak.md).
 """
 
@@ -55,8 +55,9 @@ from datetime import datetime
 from typing import Any
 
 import numpy as np
-from scipy import stats
 
+from watchkeeper.analysis.student import t_quantile
+from watchkeeper.format import ci
 from watchkeeper.soak.dips import deviation, dip_notes, split_dips
 from watchkeeper.soak.paired import MAX_AUTOCORRELATION, lag1
 from watchkeeper.soak.views import SoakSampleView
@@ -210,7 +211,7 @@ def slope_drift(
     c = float(w @ big_r @ w) / float(w @ w)
     se = math.sqrt(s2 * float(w @ big_r @ w))
     df = max(n / c - 2.0, 1.0)
-    q = float(stats.t.ppf(0.5 + confidence / 2.0, df))
+    q = t_quantile(df, confidence)
     span = float(x[-1] - x[0])
     change = math.expm1(slope * span)
     low, high = math.expm1((slope - q * se) * span), math.expm1((slope + q * se) * span)
@@ -337,7 +338,7 @@ def depth_lines(
     extra = _small_work(name, drift) + dip_notes(name, drift)
     figures = (
         f"{drift['change']:+.0%} over the soak (aggregate throughput per block, slope over "
-        f"{drift['blocks']} blocks{_warmup(drift)}, 95% CI {low:+.0%}..{high:+.0%}, lag-1 r "
+        f"{drift['blocks']} blocks{_warmup(drift)}, {ci(low, high, '+.0%', '..')}, lag-1 r "
         f"{drift['autocorrelation']['estimate']:+.2f}, used {drift['autocorrelation']['used']:.2f}"
         ")"
     )

@@ -26,6 +26,7 @@ import numpy as np
 from scipy.stats import levene
 
 from watchkeeper.config import SoakConfig
+from watchkeeper.format import ci
 from watchkeeper.soak.depth import block_rows, depth_lines, series_drift
 from watchkeeper.soak.trends import (
     MIN_BLOCKS,
@@ -170,7 +171,7 @@ def _absolute_drift(name: str, entry: dict[str, Any], cfg: SoakConfig) -> Lines:
     if drift["change"] < -cfg.drift_threshold and high < 0:
         return [
             f"{name}: throughput drifted {drift['change']:+.0%} over the soak (absolute, an "
-            f"arm without a partner: the host's load counts too; 95% CI {low:+.0%}..{high:+.0%})"
+            f"arm without a partner: the host's load counts too; {ci(low, high, '+.0%', '..')})"
         ], []
     shift = entry.get("throughput_shift")
     if shift is None:
@@ -180,7 +181,7 @@ def _absolute_drift(name: str, entry: dict[str, Any], cfg: SoakConfig) -> Lines:
         return [
             f"{name}: throughput drifted {shift['change']:+.0%} from the first to the last "
             "third of the soak (absolute, an arm without a partner: the host's load counts "
-            f"too; 95% CI {low:+.0%}..{high:+.0%})"
+            f"too; {ci(low, high, '+.0%', '..')})"
         ], []
     return [], []
 
@@ -375,7 +376,7 @@ def pair_lines(drift: dict[str, Any], threshold: float) -> Lines:
     )
     text = (
         f"{slower}: throughput drifted {change:+.0%} against {other} {when} (paired: the ratio "
-        f"of the two arms, 95% CI {low:+.0%}..{high:+.0%})"
+        f"of the two arms, {ci(low, high, '+.0%', '..')})"
     )
     if drift["aa"]:
         return [], [*notes, text + " on an A/A soak: a false alarm"]
@@ -417,7 +418,7 @@ def _host_note(name: str, partner: str, host: dict[str, Any] | None) -> str:
             low, high = figures["change_ci95"]
             return (
                 f"{name} beside {partner}: both arms drifted {figures['change']:+.0%} alike "
-                f"{when} (95% CI {low:+.0%}..{high:+.0%}): the host's drift "
+                f"{when} ({ci(low, high, '+.0%', '..')}): the host's drift "
                 "(other load, heat), judged against neither arm"
             )
     return f"{name} beside {partner}: the host's drift not measured"

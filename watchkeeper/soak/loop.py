@@ -154,13 +154,13 @@ class SoakLoop:
         warm-up, not judged (soak.paired). Recorded, so a resumed soak is judged the same."""
         self._writer.add(
             IncidentRecord(
-                f"cold_block:{key.arm}:{key.round}:{key.concurrency}:{sup.generation}",
+                f"cold_block:{key.arm}:{key.block}:{key.concurrency}:{sup.generation}",
                 "cold_block",
                 datetime.now(UTC),
                 sup.profile,
                 key,
-                detail=f"block {key.round} of {key.arm}: {why}",
-                evidence={"block": key.round, "generation": sup.generation, "reason": why},
+                detail=f"block {key.block} of {key.arm}: {why}",
+                evidence={"block": key.block, "generation": sup.generation, "reason": why},
             )
         )
 
@@ -364,7 +364,7 @@ class SoakLoop:
             return  # transport errors around a crash are judged by the supervisor
         self._writer.add(
             IncidentRecord(
-                f"request_timeout:{key.arm}:{key.round}:{key.concurrency}:{sample.seq}",
+                f"request_timeout:{key.arm}:{key.block}:{key.concurrency}:{sample.seq}",
                 "request_timeout",
                 datetime.now(UTC),
                 sup.profile,

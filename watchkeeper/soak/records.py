@@ -18,18 +18,15 @@ LEGACY_PROBE_SUFFIX = ":probe"
 
 @dataclass(frozen=True, slots=True)
 class RunKey:
-    """(arm, purpose, round, concurrency) of one block: the run table's natural key. A block's
+    """(arm, purpose, block, concurrency) of one block: the run table's natural key. A block's
     load and its probes are two runs of the same arm, told apart by `purpose`."""
 
     arm: str
-    round: int
+    block: int
+    """The block's index, stored in the run's `round` column."""
     concurrency: int
     profile_id: int
     purpose: RunPurpose = RunPurpose.MEASURED
-
-    @property
-    def profile(self) -> str:
-        return self.arm
 
     @property
     def is_probe(self) -> bool:
@@ -87,7 +84,7 @@ Item = RunOpen | RunClose | SampleRecord | ResourcePoint | IncidentRecord
 def _key_json(key: RunKey | None) -> list[Any] | None:
     if key is None:
         return None
-    return [key.arm, key.round, key.concurrency, key.profile_id, str(key.purpose)]
+    return [key.arm, key.block, key.concurrency, key.profile_id, str(key.purpose)]
 
 
 def _key_from(raw: list[Any] | None) -> RunKey | None:

@@ -12,7 +12,7 @@ judged on their ratio, the drift both share being the host's (soak/drift.py).
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -20,8 +20,11 @@ from typing import Any
 from watchkeeper.analysis.acceptance import AcceptanceCurve, curve, explain
 from watchkeeper.config import SoakConfig
 from watchkeeper.config.durations import parse_duration
+from watchkeeper.format import ci
 from watchkeeper.soak import probes
 from watchkeeper.soak.drift import Lines, pair_drift, pair_lines, paired_arms, series_trends
+from watchkeeper.soak.figures import RssEntry, SoakFigures
+from watchkeeper.soak.judgement import OutputRates, ProbeTotals
 from watchkeeper.soak.paired import (
     MAX_SIZED_PAIRS,
     MIN_CYCLES,
@@ -44,7 +47,6 @@ __all__ = [
     "consistent_rate",
     "judge",
     "level_shift",
-    "output_rates",
     "theil_sen",
 ]
 """The trend helpers moved to soak/trends.py; benchmarks and tests still import them here."""
@@ -56,8 +58,13 @@ class SoakVerdict:
     stable: bool
     reasons: tuple[str, ...]
     notes: tuple[str, ...]
-    figures: dict[str, Any]
-    leaks: tuple[dict[str, Any], ...] = field(default=())
+    figures: SoakFigures | None
+    """None where no request was stored (nothing to measure)."""
+    leaks: tuple[RssEntry, ...] = field(default=())
+
+    @property
+    def verdict(self) -> str:
+        return "stable" if self.stable else "unstable"
 
     @property
     def headline(self) -> str:
@@ -68,11 +75,11 @@ class SoakVerdict:
     def to_json(self) -> dict[str, Any]:
         return {
             "campaign_id": self.campaign_id,
-            "verdict": "stable" if self.stable else "unstable",
+            "verdict": self.verdict,
             "headline": self.headline,
             "reasons": list(self.reasons),
             "notes": list(self.notes),
-            "figures": self.figures,
+            "figures": {} if self.figures is None else self.figures.to_json(),
         }
 
 
@@ -82,7 +89,7 @@ def _hours(t: datetime, origin: datetime) -> float:
 
 def _rss_trends(
     data: SoakData, origin: datetime, cfg: SoakConfig
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[str]]:
+) -> tuple[list[RssEntry], list[RssEntry], list[str]]:
     segments: dict[str, dict[Any, list[tuple[float, float]]]] = defaultdict(
         lambda: defaultdict(list)
     )
@@ -95,30 +102,26 @@ def _rss_trends(
         if (r.taken_at - start).total_seconds() < cfg.rss_warmup_s:
             continue
         segments[r.profile][r.server_pid].append((_hours(r.taken_at, origin), r.rss_bytes / 2**20))
-    out, leaks, notes = [], [], []
+    out: list[RssEntry] = []
+    leaks: list[RssEntry] = []
+    notes: list[str] = []
     for profile, by_pid in sorted(segments.items()):
         parts = [tuple(zip(*sorted(pts), strict=True)) for pts in by_pid.values() if len(pts) >= 2]
         span_s = sum((max(p[0]) - min(p[0])) * 3600 for p in parts)
         trend = theil_sen(parts)  # type: ignore[arg-type]
-        entry: dict[str, Any] = {
-            "profile": profile,
-            "span_s": round(span_s, 1),
-            "servers": len(by_pid),
-        }
         if trend is None:
             notes.append(f"{profile}: not enough RSS samples for a memory trend")
-            out.append(entry)
+            out.append(RssEntry(profile, round(span_s, 1), len(by_pid)))
             continue
-        entry.update({**trend.to_json(), "unit": "MB per hour"})
         judged = span_s >= cfg.leak_min_span_s
-        entry["judged"] = judged
+        entry = RssEntry(profile, round(span_s, 1), len(by_pid), trend, judged)
         if not judged:
             notes.append(
                 f"{profile}: {span_s:.0f}s of RSS history (< {cfg.leak_min_span_s:.0f}s), "
                 "leak not judged"
             )
         elif trend.slope > cfg.leak_threshold_mb_per_hour and trend.low > 0:
-            leaks.append({"profile": profile, **entry})
+            leaks.append(entry)
         out.append(entry)
     return out, leaks, notes
 
@@ -201,7 +204,7 @@ def _reference_lines(paired: Sequence[dict[str, Any]]) -> Lines:
             continue
         low, high = entry["ci95"]
         text = (
-            f"{label}: {entry['estimate']:.3f}x (95% CI {low:.3f}..{high:.3f}, "
+            f"{label}: {entry['estimate']:.3f}x ({ci(low, high, '.3f', '..')}, "
             f"{entry['n_cycles']} cycles, {entry['n_pairs']} process pairs, effective n "
             f"{entry['n_eff']:.1f}, threshold {entry['threshold']:.0%}), {entry['verdict']}"
         )
@@ -261,12 +264,13 @@ def _pair_drift_lines(drifts: Sequence[dict[str, Any]], cfg: SoakConfig) -> Line
     return reasons, notes
 
 
-def _leak_reasons(leaks: Sequence[dict[str, Any]], cfg: SoakConfig) -> list[str]:
+def _leak_reasons(leaks: Sequence[RssEntry], cfg: SoakConfig) -> list[str]:
     return [
-        f"{leak['profile']}: RSS grows {leak['slope']:.0f} MB/h "
-        f"(95% CI {leak['ci95'][0]:.0f}..{leak['ci95'][1]:.0f}) > "
+        f"{leak.profile}: RSS grows {leak.trend.slope:.0f} MB/h "
+        f"({ci(leak.trend.low, leak.trend.high, '.0f', '..')}) > "
         f"{cfg.leak_threshold_mb_per_hour:.0f} MB/h"
         for leak in leaks
+        if leak.trend is not None
     ]
 
 
@@ -305,19 +309,6 @@ def consistent_rate(identical: Sequence[dict[str, Any]]) -> float | None:
     return probes.consistent_rate(identical)
 
 
-def output_rates(figures: Mapping[str, Any]) -> tuple[float | None, float | None]:
-    """(identical, consistent) from a soak's figures or summary JSON, of either age.
-
-    `identical_output_rate` once held the *consistent* rate (near ties and length cuts
-    counted in), beside `strictly_identical_rate`: a reader took 100% "identical" from a soak
-    whose probes were token-identical 48% of the time. Now `identical_output_rate` is identical
-    token for token and `consistent_output_rate` its own key; a JSON without the latter is the
-    old layout and reads as it meant."""
-    if "consistent_output_rate" in figures:
-        return figures.get("identical_output_rate"), figures.get("consistent_output_rate")
-    return figures.get("strictly_identical_rate"), figures.get("identical_output_rate")
-
-
 def _block_s(params: dict[str, Any]) -> float | None:
     value = params.get("block_s")
     return float(value) if isinstance(value, int | float) and value > 0 else None
@@ -329,7 +320,7 @@ def judge(data: SoakData, cfg: SoakConfig, *, near_tie_threshold: float = 0.1) -
     (`bench.near_tie_threshold`), for the probes' divergences (soak/probes.py)."""
     samples = data.samples
     if not samples:
-        return SoakVerdict(data.campaign_id, False, ("no request was stored",), (), {})
+        return SoakVerdict(data.campaign_id, False, ("no request was stored",), (), None)
     origin = samples[0].started_at
     slice_s = parse_duration(str(data.params.get("slice") or cfg.slice))
     errors = [s for s in samples if s.error is not None]
@@ -372,34 +363,31 @@ def judge(data: SoakData, cfg: SoakConfig, *, near_tie_threshold: float = 0.1) -
     notes = [f"{len(samples)} requests over {span_s / 3600:.2f}h, {len(errors)} errors"]
     notes += reference_notes + identity_notes + drift_notes + pair_notes + rss_notes
     notes += [explain(c) for c in curves]
-    figures = {
-        "requests": len(samples),
-        "load_requests": sum(1 for s in samples if not s.is_probe),
-        "probes": sum(1 for s in samples if s.is_probe),
-        "errors": len(errors),
-        "timeouts": timeouts,
-        "error_rate": len(errors) / len(samples),
-        "timeout_rate": timeouts / len(samples),
-        "span_s": span_s,
-        "slice_s": slice_s,
-        "restarts": kinds["server_restart"],
-        "crashes": kinds["server_crash"],
-        "unresponsive": kinds["server_unresponsive"],
-        "stuck_slots": kinds["stuck_slot"],
-        "profiles_stopped": stopped,
-        "db_outages": kinds["db_outage"],
-        "incidents": dict(kinds),
-        "identical_output_rate": probes.identical_rate(identical),
-        "consistent_output_rate": consistent_rate(identical),
-        "probe_totals": probes.totals(identical),
-        "identical_output": identical,
-        "series": series,
-        "reference": paired,
-        "paired_drift": drifts,
-        "rss": rss,
-        "acceptance_curves": [c.to_json() for c in curves],
-        "leak_threshold_mb_per_hour": cfg.leak_threshold_mb_per_hour,
-    }
+    figures = SoakFigures(
+        requests=len(samples),
+        load_requests=sum(1 for s in samples if not s.is_probe),
+        probes=sum(1 for s in samples if s.is_probe),
+        errors=len(errors),
+        timeouts=timeouts,
+        span_s=span_s,
+        slice_s=slice_s,
+        restarts=kinds["server_restart"],
+        crashes=kinds["server_crash"],
+        unresponsive=kinds["server_unresponsive"],
+        stuck_slots=kinds["stuck_slot"],
+        profiles_stopped=tuple(stopped),
+        db_outages=kinds["db_outage"],
+        incidents=dict(kinds),
+        rates=OutputRates(probes.identical_rate(identical), consistent_rate(identical)),
+        probe_totals=ProbeTotals.from_json(probes.totals(identical)),
+        identical_output=tuple(identical),
+        series=tuple(series),
+        reference=tuple(paired),
+        paired_drift=tuple(drifts),
+        rss=tuple(rss),
+        acceptance_curves=tuple(c.to_json() for c in curves),
+        leak_threshold_mb_per_hour=cfg.leak_threshold_mb_per_hour,
+    )
     return SoakVerdict(
         data.campaign_id, not reasons, tuple(reasons), tuple(notes), figures, tuple(leaks)
     )

@@ -64,7 +64,8 @@ class IncidentView:
 @dataclass(frozen=True, slots=True)
 class BlockView:
     arm: str
-    round: int
+    block: int
+    """The block's index (stored in the run's `round` column)."""
     concurrency: int
     started_at: datetime
     finished_at: datetime | None

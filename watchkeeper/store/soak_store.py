@@ -93,7 +93,7 @@ class SoakStore:
             s,
             campaign_id,
             key.arm,
-            key.round,
+            key.block,
             key.concurrency,
             purpose=str(key.purpose),
             profile_id=key.profile_id,

@@ -46,6 +46,7 @@ from typing import Literal
 
 from watchkeeper.analysis.stats import DEFAULT_RESAMPLES, RatioCI, paired_speedup
 from watchkeeper.errors import ConfigError
+from watchkeeper.format import ci as ci_text
 from watchkeeper.upgrade.bisect_result import BisectResult, LocatedStep, Role, StepResult
 from watchkeeper.upgrade.bisect_state import (
     BisectState,
@@ -361,7 +362,7 @@ class Bisector:
         are then measured paired and decide. True when queued; a smaller sure difference is a
         note; none is nothing."""
         threshold = self.state.threshold
-        ci = f"{ratio.estimate:.3f}, 95% CI {ratio.low:.3f} to {ratio.high:.3f}"
+        ci = f"{ratio.estimate:.3f}, {ci_text(ratio.low, ratio.high, '.3f', ' to ')}"
         beyond = abs(ratio.log) > math.log1p(threshold)
         if change(ratio, threshold) in ("slower", "faster") or (
             not direct and beyond and excludes_one(ratio)
@@ -422,5 +423,5 @@ class Bisector:
 def _ratio_text(step: StepRecord) -> str:
     if step.estimate is None:
         return "(no pairs)"
-    ci = f", 95% CI {step.low:.3f}-{step.high:.3f}" if step.low and step.high else ""
+    ci = f", {ci_text(step.low, step.high, '.3f')}" if step.low and step.high else ""
     return f"(ratio {step.estimate:.3f}{ci}, {step.rounds} rounds)"

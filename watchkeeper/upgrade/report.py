@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from watchkeeper.format import ci
 from watchkeeper.server.sdist import version_key
 from watchkeeper.upgrade.bisect_result import BisectResult, LocatedStep, StepResult
 from watchkeeper.upgrade.releases import tag
@@ -23,7 +24,7 @@ def _ci(estimate: float | None, low: float | None, high: float | None) -> str:
         return "—"
     if low is None or high is None:
         return f"{estimate:.3f} (no CI)"
-    return f"{estimate:.3f} (95% CI {low:.3f} to {high:.3f})"
+    return f"{estimate:.3f} ({ci(low, high, '.3f', ' to ')})"
 
 
 def _share(step: StepResult) -> str:

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from watchkeeper.analysis.stats import RatioCI
+from watchkeeper.format import ci
 from watchkeeper.upgrade.flagcheck import FlagCheck
 
 VERDICTS = ("safe", "regression", "improvement", "inconclusive", "breaks config")
@@ -47,7 +48,7 @@ def judge(
     }
     verdict = by_ci.get(ratio.verdict, "inconclusive")
     reason = (
-        f"decode tok/s ratio {ratio.estimate:.3f} (95% CI {ratio.low:.3f} to {ratio.high:.3f}; "
+        f"decode tok/s ratio {ratio.estimate:.3f} ({ci(ratio.low, ratio.high, '.3f', ' to ')}; "
         f"{ratio.n_pairs} pairs, {ratio.n_clusters} tasks x {ratio.n_rounds} rounds): "
         f"{ratio.verdict}"
     )

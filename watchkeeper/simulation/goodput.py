@@ -1,6 +1,6 @@
 """How the SLO-attainment reading (`load_compare.paired_reading("goodput", ...)`) covers and
 decides: a simulation of ladder levels with a known attainment difference, as
-`crossover_sim.py` does for the crossover.
+`simulation/crossover.py` does for the crossover.
 
 One level is `rounds` rounds of `requests` requests per arm. Each round's share of good
 requests is binomial around a probability that moves from round to round: on the logit scale
@@ -19,11 +19,11 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats as scipy_stats
 from scipy.special import expit, logit
 
 from watchkeeper.analysis.load_compare import ATTAINMENT_THRESHOLD, paired_reading, state_of
 from watchkeeper.analysis.stats import CONFIDENCE
+from watchkeeper.analysis.student import t_half_width
 
 DECIDED = ("pays", "costs")
 
@@ -66,11 +66,7 @@ def truth_of(level: Level, draws: int = 200_000) -> float:
 
 def _old_interval(diffs: np.ndarray) -> tuple[float, float, float]:
     mean = float(diffs.mean())
-    half = float(
-        scipy_stats.t.ppf(0.5 + CONFIDENCE / 2.0, diffs.size - 1)
-        * diffs.std(ddof=1)
-        / math.sqrt(diffs.size)
-    )
+    half = t_half_width(diffs, CONFIDENCE)
     return mean, mean - half, mean + half
 
 

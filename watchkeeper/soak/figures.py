@@ -1,0 +1,191 @@
+"""The soak verdict's figures as one typed value (soak/verdicts.py's `judge` builds it).
+
+The readers (the soak's summary, its findings, `watchkeeper report`) take attributes: the
+counts, the probes' two rates, each arm's RSS trend, each series' drift by the estimator it
+names (soak/judgement.py), and each paired ratio against the reference. The per-series slice
+tables, the paired-drift figures and the acceptance curves are the judges' own working
+(soak/drift.py, soak/paired.py) and travel as their JSON; `to_json` writes the figures key for
+key as `soak --json` and the campaign's stored summary have always held them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from watchkeeper.soak.judgement import (
+    BlockRow,
+    BlockSeries,
+    OutputRates,
+    ProbeTally,
+    ProbeTotals,
+    RssTrend,
+)
+from watchkeeper.soak.trends import Trend
+
+Entry = Mapping[str, Any]
+"""One entry of a judge's own working (a series' slice table and drift figures, a paired
+ratio, a probe group, an acceptance curve), as it is written to the JSON."""
+
+
+@dataclass(frozen=True, slots=True)
+class RssEntry:
+    """One arm's RSS history over its server processes: how long, how many processes, and
+    the pooled Theil-Sen slope (MB per hour) where there were samples enough."""
+
+    profile: str
+    span_s: float
+    servers: int
+    trend: Trend | None = None
+    judged: bool = False
+    """Long enough a history for the leak test (`soak.leak_min_span_s`)."""
+
+    @property
+    def slope(self) -> float | None:
+        return None if self.trend is None else self.trend.slope
+
+    def summary(self) -> RssTrend:
+        """The summary's row of this arm (publish/soak_report.py)."""
+        t = self.trend
+        return RssTrend(
+            None if t is None else t.slope,
+            None if t is None else (t.low, t.high),
+            self.judged,
+            self.span_s,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"profile": self.profile, "span_s": self.span_s}
+        out["servers"] = self.servers
+        if self.trend is not None:
+            out.update({**self.trend.to_json(), "unit": "MB per hour", "judged": self.judged})
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class ReferenceRatio:
+    """One (profile, concurrency)'s paired ratio against its pinned reference, as the findings
+    and the nightly series read it; `entry` is the judge's JSON of it (soak/paired.py), which
+    a regression finding keeps as its evidence."""
+
+    profile: str
+    concurrency: int
+    reference_id: int
+    host_fingerprint: str
+    estimate: float | None
+    ci95: tuple[float, float] | None
+    n_cycles: int
+    n_pairs: int
+    threshold: float
+    verdict: str
+    aa: bool
+    confirmed: bool
+    entry: Entry
+
+    @classmethod
+    def of(cls, entry: Entry) -> ReferenceRatio:
+        ci = entry.get("ci95")
+        return cls(
+            str(entry["profile"]),
+            int(entry["concurrency"]),
+            int(entry["reference_id"]),
+            str(entry["host_fingerprint"]),
+            entry.get("estimate"),
+            None if not ci else (ci[0], ci[1]),
+            int(entry["n_cycles"]),
+            int(entry["n_pairs"]),
+            float(entry["threshold"]),
+            str(entry["verdict"]),
+            bool(entry["aa"]),
+            bool(entry.get("confirmed")),
+            entry,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class SoakFigures:
+    """Everything `judge` measured of one soak campaign (every block, every resume)."""
+
+    requests: int
+    load_requests: int
+    probes: int
+    errors: int
+    timeouts: int
+    span_s: float
+    slice_s: float
+    restarts: int
+    crashes: int
+    unresponsive: int
+    stuck_slots: int
+    profiles_stopped: tuple[str, ...]
+    db_outages: int
+    incidents: Mapping[str, int]
+    rates: OutputRates
+    probe_totals: ProbeTotals
+    identical_output: tuple[Entry, ...]
+    series: tuple[Entry, ...]
+    reference: tuple[Entry, ...]
+    paired_drift: tuple[Entry, ...]
+    rss: tuple[RssEntry, ...]
+    acceptance_curves: tuple[Entry, ...]
+    leak_threshold_mb_per_hour: float
+
+    @property
+    def error_rate(self) -> float:
+        return self.errors / self.requests
+
+    @property
+    def timeout_rate(self) -> float:
+        return self.timeouts / self.requests
+
+    @property
+    def blocks(self) -> tuple[BlockSeries, ...]:
+        """Each series' block rows (soak/depth.py), kept so its drift can be redone."""
+        return tuple(
+            BlockSeries(
+                str(e["profile"]),
+                int(e["concurrency"]),
+                tuple(BlockRow.from_json(r) for r in e["block_rows"]),
+            )
+            for e in self.series
+            if "block_rows" in e
+        )
+
+    @property
+    def identity(self) -> tuple[ProbeTally, ...]:
+        """The probes per arm, concurrency and probe task, as the report's table reads them."""
+        return tuple(ProbeTally.from_json(e) for e in self.identical_output)
+
+    @property
+    def ratios(self) -> tuple[ReferenceRatio, ...]:
+        return tuple(ReferenceRatio.of(e) for e in self.reference)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "requests": self.requests,
+            "load_requests": self.load_requests,
+            "probes": self.probes,
+            "errors": self.errors,
+            "timeouts": self.timeouts,
+            "error_rate": self.error_rate,
+            "timeout_rate": self.timeout_rate,
+            "span_s": self.span_s,
+            "slice_s": self.slice_s,
+            "restarts": self.restarts,
+            "crashes": self.crashes,
+            "unresponsive": self.unresponsive,
+            "stuck_slots": self.stuck_slots,
+            "profiles_stopped": list(self.profiles_stopped),
+            "db_outages": self.db_outages,
+            "incidents": dict(self.incidents),
+            **self.rates.to_json(),
+            "probe_totals": self.probe_totals.to_json(),
+            "identical_output": list(self.identical_output),
+            "series": list(self.series),
+            "reference": list(self.reference),
+            "paired_drift": list(self.paired_drift),
+            "rss": [e.to_json() for e in self.rss],
+            "acceptance_curves": list(self.acceptance_curves),
+            "leak_threshold_mb_per_hour": self.leak_threshold_mb_per_hour,
+        }
