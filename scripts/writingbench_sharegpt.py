@@ -41,20 +41,18 @@ def english(text: str) -> bool:
     return bool(text) and sum(ch.isascii() for ch in text) / len(text) >= ASCII_SHARE
 
 
+def _fits(query: str) -> bool:
+    return english(query) and len(query) <= MAX_CHARS
+
+
 def select(rows: list[dict[str, object]], per_domain: int) -> list[dict[str, object]]:
     """The first `per_domain` English, short requests of each domain, by the benchmark's
     index; a domain with fewer is an error (the set would be unbalanced)."""
     out: list[dict[str, object]] = []
     domains = sorted({str(r["domain1"]) for r in rows})
     for d in domains:
-        found = sorted(
-            (
-                r
-                for r in rows
-                if r["domain1"] == d and english(str(r["query"])) and len(str(r["query"])) <= MAX_CHARS
-            ),
-            key=lambda r: int(str(r["index"])),
-        )[:per_domain]
+        fits = [r for r in rows if r["domain1"] == d and _fits(str(r["query"]))]
+        found = sorted(fits, key=lambda r: int(str(r["index"])))[:per_domain]
         if len(found) < per_domain:
             raise SystemExit(f"{d}: only {len(found)} requests fit the selection")
         out += [
