@@ -117,8 +117,9 @@ def test_the_racer_plans_from_the_warm_up_before_round_1() -> None:
     assert "~6.0 min a round" in alone.why and alone.design == "rounds"
 
 
-def _round(arm: str, tps: float) -> RunResult:
-    """One round of a 36-task set (6 categories x 6); the candidate's speed-up varies by task."""
+def _round(arm: str, tps: float, *, drafts: bool = True) -> RunResult:
+    """One round of a 36-task set (6 categories x 6); the candidate's speed-up varies by task.
+    ``drafts=False``: a candidate that drafted nothing (the idle rule drops it)."""
     t0 = datetime(2026, 12, 6, tzinfo=UTC)
     cats = ("code_edit", "code_gen", "multi_turn", "prose", "summarize", "tool_call")
     samples = tuple(
@@ -129,7 +130,7 @@ def _round(arm: str, tps: float) -> RunResult:
             t0,
             latency_s=2.0,
             decode_tps_server=tps * (1.0 + 0.04 * ((i + k) % 3) if arm != "base" else 1.0),
-            draft_n=None if arm == "base" else 4,
+            draft_n=4 if arm != "base" and drafts else None,
         )
         for k, cat in enumerate(cats)
         for i in range(6)
@@ -150,6 +151,38 @@ def test_a_sweep_the_budget_stops_after_one_round_of_36_tasks_still_has_a_ci_per
     assert ci.tasks == 36 and ci.rounds == 1 and 1.0 < ci.low < ci.estimate < ci.high
     assert "over its tasks each arm has one: ngram 1.1" in racer.budget_hint
     assert any("CIs over tasks" in m for m in seen)
+
+
+def test_an_arm_dropped_after_round_1_keeps_its_ci_over_the_tasks_it_ran() -> None:
+    """Every arm that raced round 1 has a CI over its 36 tasks, the one the idle rule stopped
+    after it too, named with its drop; an arm the ceiling rule dropped before round 1 never ran
+    and has none (the 36-task sweep of issue 75 must show a CI on every racing arm)."""
+    arms = [
+        RaceArm("base", 0.0, True),
+        RaceArm("ngram", 1.0),
+        RaceArm("lookup", 1.0),
+        RaceArm("draft8", 8.0),
+    ]
+    seen: list[str] = []
+    racer = Racer(
+        arms,
+        RaceSettings(),
+        budget_s=1500.0,
+        clock=iter([0.0, 1450.0]).__next__,
+        progress=seen.append,
+    )
+    racer.state = racer.state.__class__(0, ("base", "ngram", "lookup"))  # draft8: ceiling
+    runs = [_round("base", 20.0), _round("ngram", 22.0), _round("lookup", 19.0, drafts=False)]
+    _, go = racer(runs)
+    assert not go and racer.state.active == ("base", "ngram")
+    assert [d.rule for d in racer.state.drops] == ["idle"]
+    assert set(racer.task_cis) == {"ngram", "lookup"}
+    idle = racer.task_cis["lookup"]
+    assert idle.tasks == 36 and idle.low < 0.99 < idle.high and idle.low < 1.0 < idle.high
+    text = racer.task_ci_text()
+    assert "lookup 0.99x (0.9" in text and "[idle drop after round 1]" in text
+    assert "ngram 1.1" in text and "draft8" not in text
+    assert any("[idle drop after round 1]" in m for m in seen)
 
 
 def test_a_race_out_of_planned_rounds_short_of_a_ci_still_has_one_over_tasks() -> None:

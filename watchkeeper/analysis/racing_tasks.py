@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -98,7 +98,8 @@ def task_interval(
 
 def arm_task_cis(table: Table, arms: Sequence[str], baseline: str) -> dict[str, TaskInterval]:
     """Each arm's interval over tasks against the baseline, from every measured pair (only
-    where the set has `MIN_TASK_REPLICATES` tasks)."""
+    where the set has `MIN_TASK_REPLICATES` tasks): an arm never measured (the ceiling rule's)
+    has no pairs and gets none."""
     out = {}
     for arm in arms:
         if arm != baseline and (ci := task_interval(table.pairs(arm, baseline, None))):
@@ -106,9 +107,15 @@ def arm_task_cis(table: Table, arms: Sequence[str], baseline: str) -> dict[str, 
     return out
 
 
-def task_ci_text(cis: dict[str, TaskInterval]) -> str:
-    """'ngram 1.04x (0.97-1.11), ... over 36 tasks': the CIs a short sweep still has."""
-    items = ", ".join(f"{a} {c.estimate:.2f}x ({c.low:.2f}-{c.high:.2f})" for a, c in cis.items())
+def task_ci_text(cis: dict[str, TaskInterval], dropped: Mapping[str, str] | None = None) -> str:
+    """'ngram 1.04x (0.97-1.11), ... over 36 tasks': the CIs a short sweep still has;
+    ``dropped``: arms the race stopped after a round, and why ('idle after round 1'), named
+    beside their interval (it covers the rounds they ran)."""
+    gone = dropped or {}
+    items = ", ".join(
+        f"{a} {c.estimate:.2f}x ({c.low:.2f}-{c.high:.2f})" + (f" [{gone[a]}]" if a in gone else "")
+        for a, c in cis.items()
+    )
     tasks = max(c.tasks for c in cis.values())
     return f"{items}, 95% CI over {tasks} tasks each paired back to back (analysis/racing_tasks)"
 

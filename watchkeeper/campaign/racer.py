@@ -184,6 +184,14 @@ class Racer:
         """The plan as the report names it: the design, then why."""
         return f"CIs over {self.plan.design}: {self.plan.why}" if self.plan else ""
 
+    def task_ci_text(self) -> str:
+        """Every measured arm's CI over tasks in words, an arm the race stopped after a round
+        named with its rule (its interval covers the rounds it ran); empty: none."""
+        if not self.task_cis:
+            return ""
+        dropped = {d.arm: f"{d.rule} drop after round {d.round}" for d in self.state.drops}
+        return task_ci_text(self.task_cis, dropped)
+
     def task_cis_json(self) -> dict[str, dict[str, float]]:
         """Each racing arm's CI over tasks, for the sweep's JSON."""
         return {
@@ -241,9 +249,10 @@ class Racer:
             self.stop_reason = why
             need = budget_for_ci(self.state, self.settings, elapsed, nxt, reserve)
             if need is not None:  # short of a CI over rounds: a large set answers from tasks
-                self.task_cis = arm_task_cis(Table(cells_of(runs)), self.state.active, base)
+                measured = [a.name for a in self.arms]  # dropped after a round too: it raced
+                self.task_cis = arm_task_cis(Table(cells_of(runs)), measured, base)
             if self.task_cis:
-                self.progress(f"race: CIs over tasks: {task_ci_text(self.task_cis)}")
+                self.progress(f"race: CIs over tasks: {self.task_ci_text()}")
             if why.startswith("budget") and need is not None:
                 self.budget_hint = (
                     f"a larger budget: this sweep stopped after {self.state.rounds} round(s), "
@@ -255,7 +264,7 @@ class Racer:
                         f"more rounds for a CI over rounds: this sweep stopped after "
                         f"{self.state.rounds} round(s), short "
                         f"of the {self.settings.min_rounds} it needs; over its tasks each arm "
-                        f"has one: {task_ci_text(self.task_cis)}"
+                        f"has one: {self.task_ci_text()}"
                     )
             self.progress(
                 f"race: stop after round {self.state.rounds}: {why}; identity probes for "

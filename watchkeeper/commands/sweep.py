@@ -26,7 +26,6 @@ from typing import Any
 
 from watchkeeper.analysis.benchmark import BenchResult
 from watchkeeper.analysis.identity_gate import withheld
-from watchkeeper.analysis.racing_tasks import task_ci_text
 from watchkeeper.analysis.racing_types import RaceArm, RaceSettings, RaceState
 from watchkeeper.analysis.recommend import MIX, Recommendation, recommend
 from watchkeeper.analysis.workload_mix import Mix, check_mix
@@ -371,7 +370,7 @@ def _report(
         served_skipped=racer.served_skipped if racer is not None else "",
         probe_tasks=outcome.probe_tasks,
         race_plan=racer.plan_text if racer is not None else "",
-        task_cis=task_ci_text(racer.task_cis) if racer is not None and racer.task_cis else "",
+        task_cis=racer.task_ci_text() if racer is not None else "",
     )
     result = finish_with_report(
         config,
