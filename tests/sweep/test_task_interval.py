@@ -117,7 +117,7 @@ def test_the_racer_plans_from_the_warm_up_before_round_1() -> None:
     assert "~6.0 min a round" in alone.why and alone.design == "rounds"
 
 
-def _round(arm: str, tps: float, *, drafts: bool = True) -> RunResult:
+def _round(arm: str, tps: float, *, drafts: bool = True, index: int = 1) -> RunResult:
     """One round of a 36-task set (6 categories x 6); the candidate's speed-up varies by task.
     ``drafts=False``: a candidate that drafted nothing (the idle rule drops it)."""
     t0 = datetime(2026, 12, 6, tzinfo=UTC)
@@ -135,7 +135,7 @@ def _round(arm: str, tps: float, *, drafts: bool = True) -> RunResult:
         for k, cat in enumerate(cats)
         for i in range(6)
     )
-    return RunResult(arm, arm, 1, False, 1, t0, t0, samples, ())
+    return RunResult(arm, arm, index, False, 1, t0, t0, samples, ())
 
 
 def test_a_sweep_the_budget_stops_after_one_round_of_36_tasks_still_has_a_ci_per_arm() -> None:
@@ -185,6 +185,26 @@ def test_an_arm_dropped_after_round_1_keeps_its_ci_over_the_tasks_it_ran() -> No
     assert any("[idle drop after round 1]" in m for m in seen)
 
 
+def test_a_race_with_cis_over_rounds_still_gives_an_arm_dropped_after_round_1_one() -> None:
+    """Three rounds give the racing arms CIs over rounds; the arm the idle rule stopped after
+    round 1 never gets one over rounds, so it gets one over its 36 tasks, and only it."""
+    arms = [RaceArm("base", 0.0, True), RaceArm("ngram", 1.0), RaceArm("lookup", 1.0)]
+    ticks = iter(range(0, 1000, 10))
+    racer = Racer(
+        arms, RaceSettings(max_rounds=3), budget_s=6000.0, clock=lambda: float(next(ticks)),
+        progress=lambda _: None,
+    )  # fmt: skip
+    runs = [_round("base", 20.0), _round("ngram", 22.0), _round("lookup", 19.0, drafts=False)]
+    _, go = racer(runs)
+    assert go and racer.state.active == ("base", "ngram") and racer.task_cis == {}
+    for index in (2, 3):
+        runs += [_round("base", 20.0, index=index), _round("ngram", 22.0, index=index)]
+        _, go = racer(runs)
+    assert not go and racer.state.rounds == 3
+    assert set(racer.task_cis) == {"lookup"} and racer.task_cis["lookup"].rounds == 1
+    assert "[idle drop after round 1]" in racer.task_ci_text()
+
+
 def test_a_race_out_of_planned_rounds_short_of_a_ci_still_has_one_over_tasks() -> None:
     """Not only a budget stop: a race planned for one round (`--rounds 1`) stops with every
     racing arm's CI over its tasks, and no budget hint (the budget was not what stopped it)."""
@@ -215,6 +235,6 @@ def test_the_report_names_the_plan_and_every_racing_arms_ci_over_tasks(
     )
     text = render_sweep_sections(view)
     assert "Planned before round 1: CIs over tasks: 36 tasks, ~12.0 min a round" in text
-    assert "every racing arm's CI over its tasks: draft4 1.07x (1.01-1.13)" in text
+    assert "short of a CI over rounds has one over its tasks: draft4 1.07x (1.01-1.13)" in text
     assert "names no arm on these intervals" in text
     assert "Planned before round 1" not in render_sweep_sections(sweep_view(result, race))

@@ -170,8 +170,9 @@ class Racer:
         self.unprobed: dict[str, str] = {}
         """Surviving arms left out of the identity probes, and why."""
         self.task_cis: dict[str, TaskInterval] = {}
-        """Where the budget stopped the race short of a CI over rounds on a large task set:
-        each arm's CI over its tasks (analysis/racing_tasks.py)."""
+        """On a large task set, every arm that raced short of a CI over rounds (the whole
+        race stopped short, or the early or idle rule stopped the arm): its CI over its
+        tasks (analysis/racing_tasks.py)."""
         self.budget_hint = ""
         """Where the budget stopped the race before any CI existed: what budget would have
         reached one (the report's "what would change the answer")."""
@@ -248,9 +249,15 @@ class Racer:
         if not go:
             self.stop_reason = why
             need = budget_for_ci(self.state, self.settings, elapsed, nxt, reserve)
-            if need is not None:  # short of a CI over rounds: a large set answers from tasks
-                measured = [a.name for a in self.arms]  # dropped after a round too: it raced
-                self.task_cis = arm_task_cis(Table(cells_of(runs)), measured, base)
+            # Short of a CI over rounds (the race, or an arm the early or idle rule stopped
+            # before it had them): a large set answers from the tasks each arm ran.
+            table = Table(cells_of(runs))
+            short = [
+                a.name
+                for a in self.arms
+                if need is not None or table.rounds(a.name) < self.settings.min_rounds
+            ]
+            self.task_cis = arm_task_cis(table, short, base)
             if self.task_cis:
                 self.progress(f"race: CIs over tasks: {self.task_ci_text()}")
             if why.startswith("budget") and need is not None:

@@ -84,7 +84,7 @@ def _race_section(v: SweepView) -> list[str]:
         out += [f"Planned before round 1: {md.inline(v.race_plan)}.", ""]
     if v.task_cis:
         out += [
-            f"Short of a CI over rounds, every racing arm's CI over its tasks: "
+            f"Every racing arm short of a CI over rounds has one over its tasks: "
             f"{md.inline(v.task_cis)}. The tables above carry no CI from rounds this few; "
             "the recommendation reads those tables, so it names no arm on these intervals.",
             "",
