@@ -69,9 +69,14 @@ def test_the_plan_takes_rounds_where_enough_fit_and_tasks_where_they_do_not() ->
     # Two rounds fit: still tasks (two rounds give no CI over rounds), both rounds run.
     two = plan(36, 10 * 60, 25 * 60)
     assert (two.design, two.rounds, two.ci_after) == ("tasks", 2, 1)
-    # Not one round fits: no design gives a CI, and the plan says so.
-    none = plan(36, 30 * 60, 25 * 60)
-    assert (none.design, none.ci_after) == ("rounds", None) and "not one round fits" in none.why
+    # Not one round fits: round 1 runs whatever the budget (the bench checks it only after
+    # round 1), so a large set still gets its CIs over tasks, and the plan says by how much
+    # the round passes the budget; a small set gets none.
+    over = plan(36, 30 * 60, 25 * 60, reserve_s=6 * 60)
+    assert (over.design, over.rounds, over.ci_after) == ("tasks", 0, 1)
+    assert "not one round fits" in over.why and "about 11.0 min past it" in over.why
+    none = plan(8, 30 * 60, 25 * 60)
+    assert (none.design, none.ci_after) == ("rounds", None) and "fewer than the 12" in none.why
     # A round not priced yet (no warm-up): the task count decides.
     assert plan(36, 0.0, 25 * 60).design == "tasks"
     assert plan(6, 0.0, 25 * 60).ci_after == 3

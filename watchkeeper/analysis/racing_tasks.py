@@ -149,8 +149,11 @@ def plan(
     Rounds where `MIN_ROUNDS` fit: they measure the round's drift that the interval over
     tasks can only assume (`ROUND_SD`). Tasks where they do not and the set has
     `MIN_TASK_REPLICATES` tasks or more: one round gives every arm a CI over its tasks, and
-    the rounds that still fit only shrink the round's floor. Neither: rounds, and no CI
-    within the budget (the report says what budget would buy one). A round not priced yet:
+    the rounds that still fit only shrink the round's floor; where not even one fits, round
+    1 still runs (the bench checks the budget only after it), so a large set still gets its
+    CIs over tasks and the plan says by how much it passes the budget. A small set where
+    `MIN_ROUNDS` do not fit: rounds, and no CI within the budget (the report says what budget
+    would buy one). A round not priced yet:
     tasks where the set is large enough (a CI from round 1 whatever the pace), else rounds."""
     known = round_s > 0
     fits = min(int(max(budget_s - reserve_s, 0.0) // round_s), max_rounds) if known else max_rounds
@@ -178,11 +181,17 @@ def plan(
             "back to back, t over "
             "the tasks, floored by the instance and the round's drift: analysis/racing_tasks)",
         )
-    short = (
-        f"fewer than the {MIN_TASK_REPLICATES} tasks a CI over tasks needs"
-        if tasks < MIN_TASK_REPLICATES
-        else "not one round fits"
-    )
+    if tasks >= MIN_TASK_REPLICATES:  # not one round fits, but round 1 runs whatever the budget
+        over = (round_s + reserve_s - budget_s) / 60
+        return Plan(
+            "tasks",
+            0,
+            1,
+            f"{pace}: not one round fits; round 1 runs whatever the budget (a sweep answers "
+            f"nothing without it), about {over:.1f} min past it, and gives every racing arm a "
+            f"CI over its {tasks} tasks (each paired back to back: analysis/racing_tasks)",
+        )
+    short = f"fewer than the {MIN_TASK_REPLICATES} tasks a CI over tasks needs"
     return Plan(
         "rounds",
         fits,
