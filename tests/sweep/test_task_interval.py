@@ -190,6 +190,22 @@ def test_an_arm_dropped_after_round_1_keeps_its_ci_over_the_tasks_it_ran() -> No
     assert any("[idle drop after round 1]" in m for m in seen)
 
 
+def test_a_race_whose_every_arm_was_dropped_stops_without_a_round_of_the_baseline_alone() -> None:
+    """Issue 75's reduced real run: both n-gram arms idle after round 1, and the race ran a
+    second round of the baseline alone (nothing to compare) before it stopped. Now it stops
+    after round 1, every dropped arm with its CI over tasks."""
+    arms = [RaceArm("base", 0.0, True), RaceArm("ngram", 1.0), RaceArm("lookup", 1.0)]
+    racer = Racer(
+        arms, RaceSettings(), budget_s=6000.0, clock=iter([0.0, 10.0]).__next__,
+        progress=lambda _: None,
+    )  # fmt: skip
+    runs = [_round(a, 20.0, drafts=False) for a in ("base", "ngram", "lookup")]
+    probed, go = racer(runs)
+    assert not go and racer.state.active == ("base",) and list(probed) == ["base"]
+    assert racer.stop_reason == "only the baseline is left after round 1: no arm to race"
+    assert set(racer.task_cis) == {"ngram", "lookup"} and racer.budget_hint == ""
+
+
 def test_a_race_with_cis_over_rounds_still_gives_an_arm_dropped_after_round_1_one() -> None:
     """Three rounds give the racing arms CIs over rounds; the arm the idle rule stopped after
     round 1 never gets one over rounds, so it gets one over its 36 tasks, and only it."""
