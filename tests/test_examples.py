@@ -72,3 +72,26 @@ def test_the_code_edit_example_keeps_its_deliverables_apart_and_its_command_pars
     assert args.profile == "qwen-code" and "qwen-code" in config.profiles
     assert config.profiles["qwen-code"].draft_model is None
     assert config.nightly.categories == ["code_edit"] and config.nightly.per_category == 8
+
+
+def test_the_writingbench_example_keeps_its_deliverables_apart_and_its_command_parses() -> None:
+    """Issue 75's 36-task sweep writes under reports/writingbench-36 on its own port, and the
+    command its header gives parses to the issue's design: 36 tasks (6 a category), answers cut
+    at 128 tokens, 25 minutes, SmolLM2."""
+    from watchkeeper.cli.app import build_parser
+    from watchkeeper.load.tasks import load_taskset
+
+    config = load_config(EXAMPLES / "writingbench-36.toml")
+    assert config.bench.resolved_reports_dir() == Path("reports/writingbench-36")
+    assert config.service.port == 8082
+    header = (EXAMPLES / "writingbench-36.toml").read_text().split("\n[bench]")[0]
+    line = next(x for x in header.splitlines() if "watchkeeper sweep" in x)
+    args = build_parser().parse_args(line.split("watchkeeper ", 1)[1].split())
+    assert (args.family, args.per_category, args.max_tokens, args.budget) == (
+        "smollm2",
+        6,
+        128,
+        25.0,
+    )
+    tasks = load_taskset(EXAMPLES.parent / args.taskset)
+    assert len(tasks) == 36 and len({t.category for t in tasks}) == 6

@@ -78,6 +78,10 @@ def test_sweep_recommends_conservatively_and_writes_a_service_file(
     assert all(result.race.rounds_by_arm[a] == 0 for a in ceiling)
     report_text = (tmp_path / "reports" / "speculative_benchmark.md").read_text()
     assert "dropped before round 1, unmeasured (ceiling)" in report_text
+    # Tasks and rounds planned before round 1, from the warm-up's price of a round: three
+    # tasks are too few for a CI over tasks, and two rounds too few for one over rounds.
+    assert "Planned before round 1: CIs over rounds: 3 tasks, ~" in report_text
+    assert "fewer than the 12 tasks a CI over tasks needs" in report_text
     # Identity on every arm a recommendation could name: each survivor was probed, unless the
     # report says why not (no estimate a recommendation could name, or the pass's budget).
     for arm in result.race.active:

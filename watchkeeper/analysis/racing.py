@@ -330,6 +330,8 @@ def keep_going(
     (the next round's cost and `reserve_s`, the identity probes after the last round)."""
     if state.decided:
         return False, f"every category decided after round {state.rounds}"
+    if len(state.active) <= 1:  # a round of the baseline alone compares nothing
+        return False, f"only the baseline is left after round {state.rounds}: no arm to race"
     if state.rounds >= settings.max_rounds:
         return False, f"planned rounds ({settings.max_rounds}) done"
     if elapsed_s + next_round_s + reserve_s > budget_s:

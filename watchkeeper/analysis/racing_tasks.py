@@ -16,17 +16,19 @@ task's own noise from its effect, which this estimand does not need. It applies 
 `MIN_TASK_REPLICATES` tasks; below, the rounds' interval stays. `simulate_coverage` checks it
 on seeded task sets (normal, skewed, bimodal task effects; `benchmarks/task_interval.py`).
 
-`plan` chooses the design for a budget: with `MIN_TASK_REPLICATES` or more tasks and one round
-of every arm inside the budget, one round gives every arm a CI over tasks; the remaining
-budget buys further rounds. The racer calls it once before round 1 (a planning hook only:
-campaign/racer.py keeps its arm list and rounds).
+`plan` chooses the design for a budget before round 1 (campaign/racer.py calls it after the
+warm-up, which prices a round): rounds where `MIN_ROUNDS` of them fit, else, with
+`MIN_TASK_REPLICATES` or more tasks and one round inside the budget, one round gives every
+racing arm a CI over its tasks and the remaining budget buys further rounds. Whatever the
+plan, a race stopped short of `MIN_ROUNDS` rounds reports every racing arm's CI over tasks
+where the set is large enough (the pace can turn out slower than planned).
 """
 
 from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -96,7 +98,8 @@ def task_interval(
 
 def arm_task_cis(table: Table, arms: Sequence[str], baseline: str) -> dict[str, TaskInterval]:
     """Each arm's interval over tasks against the baseline, from every measured pair (only
-    where the set has `MIN_TASK_REPLICATES` tasks)."""
+    where the set has `MIN_TASK_REPLICATES` tasks): an arm never measured (the ceiling rule's)
+    has no pairs and gets none."""
     out = {}
     for arm in arms:
         if arm != baseline and (ci := task_interval(table.pairs(arm, baseline, None))):
@@ -104,9 +107,15 @@ def arm_task_cis(table: Table, arms: Sequence[str], baseline: str) -> dict[str, 
     return out
 
 
-def task_ci_text(cis: dict[str, TaskInterval]) -> str:
-    """'ngram 1.04x (0.97-1.11), ... over 36 tasks': the CIs a short sweep still has."""
-    items = ", ".join(f"{a} {c.estimate:.2f}x ({c.low:.2f}-{c.high:.2f})" for a, c in cis.items())
+def task_ci_text(cis: dict[str, TaskInterval], dropped: Mapping[str, str] | None = None) -> str:
+    """'ngram 1.04x (0.97-1.11), ... over 36 tasks': the CIs a short sweep still has;
+    ``dropped``: arms the race stopped after a round, and why ('idle after round 1'), named
+    beside their interval (it covers the rounds they ran)."""
+    gone = dropped or {}
+    items = ", ".join(
+        f"{a} {c.estimate:.2f}x ({c.low:.2f}-{c.high:.2f})" + (f" [{gone[a]}]" if a in gone else "")
+        for a, c in cis.items()
+    )
     tasks = max(c.tasks for c in cis.values())
     return f"{items}, 95% CI over {tasks} tasks each paired back to back (analysis/racing_tasks)"
 
@@ -114,20 +123,82 @@ def task_ci_text(cis: dict[str, TaskInterval]) -> str:
 @dataclass(frozen=True, slots=True)
 class Plan:
     design: str
-    """'tasks' (one round gives every arm a CI over tasks) or 'rounds' (`MIN_ROUNDS` rounds)."""
+    """'tasks' (every arm's CI comes from its tasks, from round 1 on) or 'rounds' (from
+    `MIN_ROUNDS` rounds on, the race's own CIs)."""
     rounds: int
-    """Rounds the budget buys at this pace (at least 1 where one fits)."""
+    """Rounds the budget buys at this pace (0: not one; the most rounds where the pace is
+    not known yet)."""
     ci_after: int | None
-    """The round after which every arm has a CI; None: not within the budget."""
+    """The round after which every racing arm has a CI; None: not within the budget."""
+    why: str = ""
+    """The plan in words, as the sweep prints it before round 1 and its report repeats."""
 
 
-def plan(tasks: int, round_s: float, budget_s: float, *, reserve_s: float = 0.0) -> Plan:
-    """Tasks and rounds planned together for a budget: ``round_s`` is one round of every arm
-    over all ``tasks`` (the calibration's estimate)."""
-    fits = int(max(budget_s - reserve_s, 0.0) // round_s) if round_s > 0 else 0
-    if tasks >= MIN_TASK_REPLICATES:
-        return Plan("tasks", fits, 1 if fits >= 1 else None)
-    return Plan("rounds", fits, MIN_ROUNDS if fits >= MIN_ROUNDS else None)
+def plan(
+    tasks: int,
+    round_s: float,
+    budget_s: float,
+    *,
+    reserve_s: float = 0.0,
+    max_rounds: int = 5,
+) -> Plan:
+    """Tasks and rounds planned together before round 1: ``round_s`` is one round of every
+    racing arm over all ``tasks`` (estimated from the warm-up; 0: not known), ``budget_s``
+    what is left for the rounds and ``reserve_s`` the identity probes after them.
+
+    Rounds where `MIN_ROUNDS` fit: they measure the round's drift that the interval over
+    tasks can only assume (`ROUND_SD`). Tasks where they do not and the set has
+    `MIN_TASK_REPLICATES` tasks or more: one round gives every arm a CI over its tasks, and
+    the rounds that still fit only shrink the round's floor; where not even one fits, round
+    1 still runs (the bench checks the budget only after it), so a large set still gets its
+    CIs over tasks and the plan says by how much it passes the budget. A small set where
+    `MIN_ROUNDS` do not fit: rounds, and no CI within the budget (the report says what budget
+    would buy one). A round not priced yet:
+    tasks where the set is large enough (a CI from round 1 whatever the pace), else rounds."""
+    known = round_s > 0
+    fits = min(int(max(budget_s - reserve_s, 0.0) // round_s), max_rounds) if known else max_rounds
+    pace = (
+        f"{tasks} tasks, ~{round_s / 60:.1f} min a round of every arm (from the warm-up), "
+        f"{max(budget_s - reserve_s, 0.0) / 60:.1f} min for rounds after the identity "
+        f"probes' reserve ({reserve_s / 60:.1f} min): {fits} round(s) fit"
+        if known
+        else f"{tasks} tasks, the round's cost not known before round 1"
+    )
+    if fits >= MIN_ROUNDS and (known or tasks < MIN_TASK_REPLICATES):
+        return Plan(
+            "rounds",
+            fits,
+            MIN_ROUNDS,
+            f"{pace}; CIs over rounds from round {MIN_ROUNDS} (they measure the host's drift)",
+        )
+    if tasks >= MIN_TASK_REPLICATES and fits >= 1:
+        return Plan(
+            "tasks",
+            fits,
+            1,
+            f"{pace}{f', short of the {MIN_ROUNDS} a CI over rounds needs' if known else ''}; "
+            f"every racing arm gets a CI over its {tasks} tasks from round 1 (each task paired "
+            "back to back, t over "
+            "the tasks, floored by the instance and the round's drift: analysis/racing_tasks)",
+        )
+    if tasks >= MIN_TASK_REPLICATES:  # not one round fits, but round 1 runs whatever the budget
+        over = (round_s + reserve_s - budget_s) / 60
+        return Plan(
+            "tasks",
+            0,
+            1,
+            f"{pace}: not one round fits; round 1 runs whatever the budget (a sweep answers "
+            f"nothing without it), about {over:.1f} min past it, and gives every racing arm a "
+            f"CI over its {tasks} tasks (each paired back to back: analysis/racing_tasks)",
+        )
+    short = f"fewer than the {MIN_TASK_REPLICATES} tasks a CI over tasks needs"
+    return Plan(
+        "rounds",
+        fits,
+        None,
+        f"{pace}, short of the {MIN_ROUNDS} a CI over rounds needs, and {short}: no CI "
+        "within this budget",
+    )
 
 
 def _effects(rng: np.random.Generator, shape: str, mu: float, n: int) -> np.ndarray:
@@ -152,20 +223,26 @@ def simulate_coverage(
     instance_sd: float = INSTANCE_SD,
     round_sd: float = ROUND_SD,
     floor: bool = True,
+    rounds: int = 1,
 ) -> tuple[float, float]:
     """(coverage of the true mean task log effect, share called beyond the 3% threshold) of
     `task_interval` over ``sims`` seeded one-round task sets: fresh task effects of ``shape``
     each time (the population is the estimand), a back-to-back cell noise per task and one
     instance offset and one round effect per run (`floor=False`: the interval without either
-    floor, drawn on the same effects)."""
+    floor, drawn on the same effects). ``rounds``: the design the racer runs where more than
+    one round fits its budget: one instance per run (the sweep keeps each arm's process),
+    a fresh round effect and cell noise per round."""
     rng = np.random.default_rng(seed)
     covered = called = 0
     band = math.log1p(0.03)
     for _ in range(sims):
         effects = _effects(rng, shape, mu, tasks)
-        offset = rng.normal(0.0, instance_sd) + rng.normal(0.0, round_sd)
-        logs = effects + offset + rng.normal(0.0, cell_sd, tasks)
-        pairs = [Pair(f"t{i}", 1, 1.0, math.exp(v)) for i, v in enumerate(logs)]
+        instance = rng.normal(0.0, instance_sd)
+        pairs = []
+        for r in range(1, rounds + 1):
+            shift = instance + rng.normal(0.0, round_sd)
+            logs = effects + shift + rng.normal(0.0, cell_sd, tasks)
+            pairs += [Pair(f"t{i}", r, 1.0, math.exp(v)) for i, v in enumerate(logs)]
         ci = task_interval(
             pairs,
             instance_sd=instance_sd if floor else 0.0,

@@ -95,6 +95,8 @@ def _run_schedule(
     a race (if any) narrows the active arms; the round it stops at is returned (else None)."""
     plan = bench.plan
     for done, (round_index, warm) in enumerate(rounds, start=before + 1):
+        if round_index == 1 and not warm and plan.before_rounds is not None:
+            plan.before_rounds(bench.rows.runs)
         if not warm and restarts_before(round_index, plan.restart_every):
             with bench.split.phase(SERVER_STARTS):
                 bench.servers.restart(bench.active)  # arms a race dropped stay stopped

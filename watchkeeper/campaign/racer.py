@@ -3,7 +3,9 @@
 `execute_bench` calls it after every measured round (`BenchPlan.after_round`); it feeds the
 runs to the racing rule (`analysis/racing.py`: pure), reports the drops, and says whether
 another round fits the budget, with the identity probes' cost reserved. Before round 1 it drops
-the draft settings whose speed-up at perfect acceptance cannot tie the baseline. Kept out of
+the draft settings whose speed-up at perfect acceptance cannot tie the baseline, and, once the
+warm-up has priced a round, plans tasks and rounds together (analysis/racing_tasks.plan): CIs
+over rounds where enough rounds fit the budget, else over the tasks of one round. Kept out of
 `commands/sweep.py` so the command only composes: the racer is engine, the sweep its one user.
 """
 
@@ -21,7 +23,13 @@ from watchkeeper.analysis.racing import (
     start,
 )
 from watchkeeper.analysis.racing_gates import ceiling_drops, idle_drops
-from watchkeeper.analysis.racing_tasks import TaskInterval, arm_task_cis, task_ci_text
+from watchkeeper.analysis.racing_tasks import (
+    Plan,
+    TaskInterval,
+    arm_task_cis,
+    plan,
+    task_ci_text,
+)
 from watchkeeper.analysis.racing_types import (
     Ceiling,
     Cell,
@@ -162,11 +170,62 @@ class Racer:
         self.unprobed: dict[str, str] = {}
         """Surviving arms left out of the identity probes, and why."""
         self.task_cis: dict[str, TaskInterval] = {}
-        """Where the budget stopped the race short of a CI over rounds on a large task set:
-        each arm's CI over its tasks (analysis/racing_tasks.py)."""
+        """On a large task set, every arm that raced short of a CI over rounds (the whole
+        race stopped short, or the early or idle rule stopped the arm): its CI over its
+        tasks (analysis/racing_tasks.py)."""
         self.budget_hint = ""
         """Where the budget stopped the race before any CI existed: what budget would have
         reached one (the report's "what would change the answer")."""
+        self.plan: Plan | None = None
+        """The design chosen before round 1 (`plan_rounds`); None: not planned (no warm-up
+        reached the hook)."""
+
+    @property
+    def plan_text(self) -> str:
+        """The plan as the report names it: the design, then why."""
+        return f"CIs over {self.plan.design}: {self.plan.why}" if self.plan else ""
+
+    def task_ci_text(self) -> str:
+        """Every measured arm's CI over tasks in words, an arm the race stopped after a round
+        named with its rule (its interval covers the rounds it ran); empty: none."""
+        if not self.task_cis:
+            return ""
+        dropped = {d.arm: f"{d.rule} drop after round {d.round}" for d in self.state.drops}
+        return task_ci_text(self.task_cis, dropped)
+
+    def task_cis_json(self) -> dict[str, dict[str, float]]:
+        """Each racing arm's CI over tasks, for the sweep's JSON."""
+        return {
+            a: {
+                "estimate": c.estimate,
+                "low": c.low,
+                "high": c.high,
+                "tasks": float(c.tasks),
+                "rounds": float(c.rounds),
+            }
+            for a, c in self.task_cis.items()
+        }
+
+    def plan_rounds(self, runs: Sequence[RunResult], tasks: int) -> Plan:
+        """Before round 1: a round priced from the warm-up (each racing arm's mean warm-up
+        request times the task count; a cold process's first requests err long), the probes'
+        reserve priced the same way, and the design that gives every racing arm a CI within
+        what is left of the budget. Printed, kept for the report."""
+        warm = [r for r in runs if r.is_warmup and r.arm in self.state.active]
+        per_arm: dict[str, list[float]] = {}
+        for r in warm:
+            per_arm.setdefault(r.arm, []).extend(s.latency_s or 0.0 for s in r.samples)
+        round_s = sum(tasks * sum(v) / len(v) for v in per_arm.values() if v)
+        base = self.arms[0].name
+        base_s = tasks * sum(per_arm.get(base) or [0.0]) / max(1, len(per_arm.get(base) or []))
+        probes = self.probe_share * self.probe_fraction
+        reserve = max(probes * base_s, min(IDENTITY_SHARE * self.budget_s, probes * round_s))
+        left = self.budget_s - (self.clock() - self.started)
+        self.plan = plan(
+            tasks, round_s, left, reserve_s=reserve, max_rounds=self.settings.max_rounds
+        )
+        self.progress(f"race plan: {self.plan_text}")
+        return self.plan
 
     def __call__(self, runs: Sequence[RunResult]) -> tuple[Sequence[str], bool]:
         before = len(self.state.drops)
@@ -190,22 +249,30 @@ class Racer:
         if not go:
             self.stop_reason = why
             need = budget_for_ci(self.state, self.settings, elapsed, nxt, reserve)
+            # Short of a CI over rounds (the race, or an arm the early or idle rule stopped
+            # before it had them): a large set answers from the tasks each arm ran.
+            table = Table(cells_of(runs))
+            short = [
+                a.name
+                for a in self.arms
+                if need is not None or table.rounds(a.name) < self.settings.min_rounds
+            ]
+            self.task_cis = arm_task_cis(table, short, base)
+            if self.task_cis:
+                self.progress(f"race: CIs over tasks: {self.task_ci_text()}")
             if why.startswith("budget") and need is not None:
                 self.budget_hint = (
                     f"a larger budget: this sweep stopped after {self.state.rounds} round(s), "
                     f"short of the {self.settings.min_rounds} a CI needs, so no arm has one; "
                     f"`--budget {budget_text(need)}` would reach them at this pace"
                 )
-                # Issue 75 planning hook: a large task set answers from its tasks instead.
-                self.task_cis = arm_task_cis(Table(cells_of(runs)), self.state.active, base)
                 if self.task_cis:
                     self.budget_hint = (
                         f"more rounds for a CI over rounds: this sweep stopped after "
                         f"{self.state.rounds} round(s), short "
                         f"of the {self.settings.min_rounds} it needs; over its tasks each arm "
-                        f"has one: {task_ci_text(self.task_cis)}"
+                        f"has one: {self.task_ci_text()}"
                     )
-                    self.progress(f"race: CIs over tasks: {task_ci_text(self.task_cis)}")
             self.progress(
                 f"race: stop after round {self.state.rounds}: {why}; identity probes for "
                 + ", ".join(probed)

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -89,6 +89,10 @@ class SweepResult:
     race: RaceState | None = None
     stop_reason: str = ""
     wall_s: float = 0.0
+    plan: str = ""
+    """The racer's design before round 1, in words."""
+    task_cis: dict[str, dict[str, float]] = field(default_factory=dict)
+    """Each racing arm's CI over tasks where the race stopped short of a CI over rounds."""
 
     def to_json(self) -> dict[str, Any]:
         race = None
@@ -100,6 +104,8 @@ class SweepResult:
                 "drops": [asdict(d) for d in self.race.drops],
                 "decisions": [asdict(d) for d in self.race.decisions],
                 "stop_reason": self.stop_reason,
+                "plan": self.plan,
+                "task_cis": self.task_cis,
             }
         return {
             "bench": self.bench.to_json(),
@@ -365,6 +371,8 @@ def _report(
         unprobed=dict(racer.unprobed) if racer is not None else {},
         served_skipped=racer.served_skipped if racer is not None else "",
         probe_tasks=outcome.probe_tasks,
+        race_plan=racer.plan_text if racer is not None else "",
+        task_cis=racer.task_ci_text() if racer is not None else "",
     )
     result = finish_with_report(
         config,
@@ -379,7 +387,16 @@ def _report(
     write_service(service_path, render_unit(record, config.service, filename=service_path.name))
     progress(f"service file: {service_path} (profile {chosen})")
     wall_s = clock() - started
-    return SweepResult(result, rec, service_path, state, view.stop_reason, wall_s=wall_s)
+    return SweepResult(
+        result,
+        rec,
+        service_path,
+        state,
+        view.stop_reason,
+        wall_s=wall_s,
+        plan=view.race_plan,
+        task_cis=racer.task_cis_json() if racer is not None else {},
+    )
 
 
 def _committed_name(path: Path) -> str:

@@ -80,6 +80,15 @@ def _race_section(v: SweepView) -> list[str]:
         "their figures above cover the rounds they ran."
     )
     out.append("")
+    if v.race_plan:
+        out += [f"Planned before round 1: {md.inline(v.race_plan)}.", ""]
+    if v.task_cis:
+        out += [
+            f"Every racing arm short of a CI over rounds has one over its tasks: "
+            f"{md.inline(v.task_cis)}. The tables above carry no CI from rounds this few; "
+            "the recommendation reads those tables, so it names no arm on these intervals.",
+            "",
+        ]
     if v.max_tokens > 0:
         out.append(
             f"Every answer was cut at {v.max_tokens} tokens (`--max-tokens`; 0 keeps the task "

@@ -54,6 +54,11 @@ class SweepView:
     probe_tasks: tuple[str, ...] = ()
     """The tasks the identity probes ran on, where a subset of the measured ones (the
     sweep's `--identity-per-category`); empty: every measured task."""
+    race_plan: str = ""
+    """The design the racer chose before round 1, in words (analysis/racing_tasks.plan)."""
+    task_cis: str = ""
+    """Every racing arm's CI over its tasks where the race stopped short of a CI over rounds
+    (analysis/racing_tasks.task_ci_text); empty: none."""
 
 
 def soak_command(profile: str, duration: str = SOAK_DURATION) -> str:
