@@ -12,10 +12,11 @@ from typing import Any
 from watchkeeper.cli.argtypes import (
     CATEGORY,
     COUNT,
+    MAX_ARMS,
     MAX_TOKENS,
+    MINUTES,
     ROUNDS,
     concurrency_list,
-    int_in,
 )
 from watchkeeper.cli.common import add_common, out, plain, progress
 from watchkeeper.config import Config
@@ -148,7 +149,7 @@ def register(sub: Any) -> None:
     add_common(p)
     p.add_argument("--out", metavar="DIR", help="the set's folder (default: bench.reports_dir)")
     p.add_argument(
-        "--budget", type=float, required=True, metavar="MIN", help="minutes for the whole set"
+        "--budget", type=MINUTES, required=True, metavar="MIN", help="minutes for the whole set"
     )
     p.add_argument(
         "--service-file",
@@ -166,7 +167,7 @@ def register(sub: Any) -> None:
     p.add_argument("--per-category", type=COUNT, metavar="N", help="first N tasks a category")
     p.add_argument(
         "--identity-per-category",
-        type=int,
+        type=MAX_TOKENS,
         default=1,
         metavar="N",
         help="identity probes a category (0: every task; default 1)",
@@ -174,7 +175,7 @@ def register(sub: Any) -> None:
     p.add_argument("--taskset", metavar="F", help="task set (default: bench.taskset)")
     p.add_argument("--max-tokens", type=MAX_TOKENS, default=64, metavar="N")
     p.add_argument("--rounds", type=ROUNDS, help="the sweep's most rounds")
-    p.add_argument("--max-arms", type=int_in(2, 1000), metavar="N", help="the sweep's arm cap")
+    p.add_argument("--max-arms", type=MAX_ARMS, metavar="N", help="the sweep's arm cap")
     p.add_argument("--ladder-rounds", type=ROUNDS, default=3, metavar="N")
     p.add_argument("--json", action="store_true", help="print the set's state as JSON")
     p.set_defaults(handler=cmd_deliver_set)

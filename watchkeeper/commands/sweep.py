@@ -67,18 +67,11 @@ DEFAULT_MAX_ROUNDS = 5
 MAX_ARMS = DEFAULT_MAX_ARMS
 """`--max-arms`'s default (campaign/sweep_arms.py says why)."""
 DEFAULT_IDENTITY_PER_CATEGORY = 1
-"""The identity pass probes this many tasks of each category, whatever `--per-category`
-measures: every arm the recommendation may name is still probed on every category. In the
-exact mode a probe prefills its prompt a token at a time (`--ubatch-size 1`); on two CPU cores
-probing all 18 tasks of the default sweep's nine arms was priced at ~1.8 h (the baseline's
-probes took 2.5x its round 1, draft n 4's 4.2x), against a 40-minute budget."""
+"""Identity probes per category, whatever `--per-category` measures: every arm the
+recommendation may name is probed on every category; every task would not fit (measurements.md)."""
 DEFAULT_MAX_TOKENS = 64
-"""Each answer is cut at this many tokens (the nightly's cap; 0 keeps the task set's own,
-96-192, mean 139): the sweep ranks settings by decode speed, which the first tokens show, and
-the full lengths more than double each round's decode time. It does not shorten prompt
-processing, which on two CPU cores costs as much (the 2026-11-25 Qwen sweep: 20.7 minutes a
-round of nine arms at 64 tokens; docs/sweep.md). What the cap leaves out: n-gram drafting
-that only pays late in a long, repetitive answer."""
+"""Answers cut here (0: the task set's own): decode speed shows in the first tokens; left out is
+n-gram drafting that pays only late in a long, repetitive answer (docs/measurements.md)."""
 
 
 @dataclass(frozen=True, slots=True)
