@@ -9,12 +9,14 @@ later rounds (decode speed unchanged, prefill skipped), answers cut at `--max-to
 exact identity probes on the first task of `--identity-category` only (prose: a short prompt;
 the exact mode prefills a prompt a token at a time, and the batched mode's A/A floor prefills
 it afresh at every position: a ~600-token code edit took either past 10 minutes here on
-2026-12-07). The report (report.md and its plots) goes to `--out`; progress lines carry the
-minutes since the start.
+2026-12-07). `--speed-only` skips the cost calibration (the draft model alone and the
+verification cost: 4.3 minutes of a smoke run here) and the identity probes: the speed-ups and
+acceptance alone. The report (report.md and its plots) goes to `--out`; progress lines carry
+the minutes since the start.
 
     flock /tmp/wk-measure.lock .venv/bin/python benchmarks/chain_vs_parts.py \
         --out reports/2026-12-07-chain-vs-parts [--rounds 3] [--per-category 2] \
-        [--max-tokens 64] [--db wk.db]
+        [--max-tokens 64] [--db wk.db] [--speed-only]
 """
 
 from __future__ import annotations
@@ -68,6 +70,11 @@ def main() -> None:
     parser.add_argument("--max-tokens", type=int, default=64)
     parser.add_argument("--categories", default="code_edit,prose")
     parser.add_argument("--identity-category", default="prose")
+    parser.add_argument(
+        "--speed-only",
+        action="store_true",
+        help="no cost calibration and no identity probes (BenchPlan.speed_only): the rounds alone",
+    )
     parser.add_argument("--db", type=Path, help="SQLite file to keep (default: a temporary one)")
     args = parser.parse_args()
     unwind_on_sigterm()
@@ -95,7 +102,7 @@ def main() -> None:
             concurrency=None,
         )
         probed = tuple(t for t in plan.tasks if t.category == args.identity_category)[:1]
-        plan = replace(plan, reuse_prompts=True, identity_tasks=probed)
+        plan = replace(plan, reuse_prompts=True, identity_tasks=probed, speed_only=args.speed_only)
         result = bench_and_report(config, plan, fit_context=None, progress=progress)
     print(f"\ncampaign {result.campaign_id}: {len(plan.tasks)} tasks x {args.rounds} rounds")
     for arm in ARMS:

@@ -58,6 +58,7 @@ def test_draft_eagle3_starts_with_its_drafter_and_drafts(
     assert [n for a, n in rows if a == EAGLE and n] and len(rows) == 8, rows
     # Started alone, the drafter is no language model: its cost is not measured that way.
     assert "runs only beside its target" in arm.cost_note, arm.cost_note
+    print("FIGURES argv", argv, "| drafted per request", [n for a, n in rows if a == EAGLE])
 
 
 def test_draft_eagle3_acceptance_per_position_and_identity(
@@ -68,6 +69,8 @@ def test_draft_eagle3_acceptance_per_position_and_identity(
     assert curve.drafts > 0 and len(curve.rates) == 3 and curve.consistent, curve
     mine = [r for r in result.identity if r.arm == EAGLE]
     assert len(mine) == 2 and {r.verdict for r in mine} <= KNOWN_VERDICTS, mine
+    print("FIGURES per position", curve.rates, "drafts", curve.drafts, "drafted", curve.drafted)
+    print("FIGURES identity", [(r.task_id, r.verdict) for r in mine])
 
 
 def test_the_unit_renders_the_eagle3_arm(eagle_bench: tuple[BenchResult, str, Path]) -> None:

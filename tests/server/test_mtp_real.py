@@ -63,6 +63,7 @@ def test_draft_mtp_runs_without_a_draft_model_and_drafts(
     drafted = [n for arm, n in rows if arm == MTP]
     assert len(drafted) == 4 and all(n and n > 0 for n in drafted), rows
     assert all(not n for arm, n in rows if arm == BASE), rows
+    print("FIGURES argv", argv, "| drafted per request", drafted)
 
 
 def test_draft_mtp_acceptance_is_read_per_position_from_metrics(
@@ -75,6 +76,7 @@ def test_draft_mtp_acceptance_is_read_per_position_from_metrics(
     assert len(curve.per_position) == 2 and len(curve.rates) == 2, curve
     assert curve.consistent, curve
     assert all(0.0 <= r <= 1.0 for r in curve.rates)
+    print("FIGURES per position", curve.rates, "drafts", curve.drafts, "drafted", curve.drafted)
 
 
 def test_draft_mtp_outputs_are_judged_for_identity(
@@ -88,6 +90,7 @@ def test_draft_mtp_outputs_are_judged_for_identity(
         stored = s.scalars(select(OutputCheck).filter_by(arm=MTP)).all()
     db.close()
     assert len(stored) == len(mine)
+    print("FIGURES identity", [(r.task_id, r.verdict) for r in mine])
 
 
 def test_the_unit_renders_the_mtp_arm(mtp_bench: tuple[BenchResult, str, Path]) -> None:
