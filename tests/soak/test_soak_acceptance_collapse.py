@@ -5,10 +5,12 @@ then once with the same profile's drafter file swapped for one that shares SmolL
 vocabulary but no longer fits it (scripts/misfit_drafter_gguf.py: SmolLM2 with its 30 blocks
 in reversed order, bytes untouched). The fourth fitting soak, judged against the three before
 it, files nothing (the A/A); the misfit soak, judged against the four, files
-`acceptance_collapse`. On 2026-12-07 (2 cores, load ~7, 144 s): the A/A accepted 211 of 217
-drafted tokens (97.2%) against a median of 98.2% over 3 soaks, `no change` (p = 0.41); the
-misfit soak accepted 1 of 352 (0.3%) against 97.9% over 4, `collapse` (p = 5.7e-07). Run with
-`-s` to print both verdicts; counts over runs: benchmarks/acceptance_controls_real.py."""
+`acceptance_collapse`. On 2026-12-07 (2 cores, load 7-9): with 20 s soaks (144 s) the A/A
+accepted 211 of 217 drafted tokens (97.2%) against a median of 98.2% over 3 soaks, `no change`
+(p = 0.41), the misfit soak 1 of 352 (0.3%) against 97.9% over 4, `collapse` (p = 5.7e-07);
+with 30 s soaks (211 s) the A/A 163 of 166 (98.2%) against 98.2%, `no change` (p = 0.5), the
+misfit 0.0% against 98.2%, `collapse` (p = 4.5e-08). Run with `-s` to print both verdicts;
+counts over runs: benchmarks/acceptance_controls_real.py."""
 
 from __future__ import annotations
 
@@ -34,9 +36,10 @@ PROMPTS = (
     "Write a short poem about bread.",
     "Why is the sky blue?",
 )
-SOAK = "20s"
+SOAK = "30s"
 """Long enough on a loaded 2-core host for every soak to draft the 64 tokens a run needs to
-count (12 s gave 68 once: three 32-token answers)."""
+count (12 s gave 68 once: three 32-token answers; at load 9, with two Qwen servers beside it,
+20 s soaks drafted 37-53 on 2026-12-07)."""
 
 
 def _config(url: str, drafter: Path) -> Config:
@@ -71,7 +74,7 @@ def test_a_drafter_that_stopped_fitting_files_a_collapse_and_an_aa_files_nothing
     binary, smollm2 = real_server
     misfit = write_model("misfit_drafter_gguf.py", tmp_path / "misfit.gguf", binary, smollm2,
                          "--source")  # fmt: skip
-    tasks = write_taskset(tmp_path, [(f"p{i}", p) for i, p in enumerate(PROMPTS)], 48)
+    tasks = write_taskset(tmp_path, [(f"p{i}", p) for i, p in enumerate(PROMPTS)], 64)
 
     def soak(drafter: Path) -> int:
         result = soak_command(
