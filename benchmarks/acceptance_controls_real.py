@@ -14,6 +14,12 @@ does not enter the test), the collapse control is each misfit soak judged agains
 soak; the loop control is each loop soak, the loop A/A every prose soak (fitting and misfit).
 Prints one line per soak and the counts. Acceptance, not speed: no timing is quoted.
 
+2026-12-07 (`--fit 5 --misfit 3 --loop 2 --soak 75s --loop-soak 75s`, 22 min at load 5-9; at
+20-45 s most soaks drafted under the 64 tokens a run needs): fitting soaks 94.8-100%, collapse
+A/A 0 of 5 fired (p 0.45-0.99); misfit soaks 1 of 174-238 accepted (0.4-0.6%), 3 of 3 caught
+(p 7.5e-08); loop A/A 0 of 8 prose soaks; loop control 1 of 2: the second soak served 5 of the
+6 prompts before its end, 2 looped, under the alarm's 3-request floor.
+
     .venv/bin/python benchmarks/acceptance_controls_real.py [--fit 6] [--misfit 4] [--loop 4] \
         [--soak 20s] [--loop-soak 40s]
 """
@@ -124,7 +130,7 @@ def main() -> None:
         url = f"sqlite:///{tmp / 'wk.db'}"
         (tmp / "prose").mkdir()
         (tmp / "loop").mkdir()
-        prose = write_taskset(tmp / "prose", [(f"p{i}", p) for i, p in enumerate(PROSE)], 48)
+        prose = write_taskset(tmp / "prose", [(f"p{i}", p) for i, p in enumerate(PROSE)], 64)
         loops = write_taskset(tmp / "loop", [(f"l{i}", p) for i, p in enumerate(LOOP_PROMPTS)], 64)
         plan = (
             [("fit", smollm2.path, prose, args.soak)] * args.fit
