@@ -16,15 +16,10 @@ ordinary block.
 from __future__ import annotations
 
 import argparse
-import sys
-import types
-from pathlib import Path
 
 import numpy as np
+from tiny_gguf import GGUF_PY, SMOLLM2, copy_tokenizer, load_gguf
 
-CACHE = Path.home() / ".cache" / "watchkeeper"
-GGUF_PY = CACHE / "llama.cpp" / "11434.0.0" / "src" / "llama.cpp" / "gguf-py"
-SMOLLM2 = CACHE / "models" / "smollm2-135m-instruct-q4_1" / "SmolLM2-135M-Instruct.Q4_1.gguf"
 ARCH = "mimo2"
 N_EMBD, N_HEAD, N_KV, HEAD_DIM, N_FF, N_TRUNK, N_NEXTN = 64, 4, 2, 16, 128, 2, 1
 
@@ -35,9 +30,7 @@ def main() -> int:
     parser.add_argument("--gguf-py", default=str(GGUF_PY))
     parser.add_argument("--tokenizer-from", default=str(SMOLLM2))
     args = parser.parse_args()
-    sys.modules.setdefault("yaml", types.ModuleType("yaml"))  # gguf.metadata imports it; unused
-    sys.path.insert(0, args.gguf_py)
-    import gguf  # noqa: PLC0415  (the sdist's copy, found only at run time)
+    gguf = load_gguf(args.gguf_py)
 
     src = gguf.GGUFReader(args.tokenizer_from)
     w = gguf.GGUFWriter(args.out, ARCH)
@@ -58,17 +51,7 @@ def main() -> int:
     w.add_uint32(f"{ARCH}.attention.sliding_window", 128)
     # llama-model.cpp asserts at least one SWA layer for mimo2: the first block is one.
     w.add_array(f"{ARCH}.attention.sliding_window_pattern", [1] + [0] * (n_all - 1))
-    n_vocab = 0
-    for name, field in src.fields.items():
-        if not name.startswith("tokenizer."):
-            continue
-        kind = field.types[0]
-        if kind == gguf.GGUFValueType.ARRAY:
-            values = field.contents()
-            n_vocab = len(values) if name == "tokenizer.ggml.tokens" else n_vocab
-            w.add_key_value(name, values, kind, sub_type=field.types[1])
-        else:
-            w.add_key_value(name, field.contents(), kind)
+    n_vocab = copy_tokenizer(gguf, src, w)
     rng = np.random.default_rng(0)
 
     def rand(name: str, ne0: int, ne1: int) -> None:  # GGUF dims are numpy's reversed

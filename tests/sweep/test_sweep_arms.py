@@ -89,6 +89,29 @@ def test_trained_drafters_are_told_apart_by_architecture(tmp_path: Path) -> None
     runs = lambda d: {m.spec_type for m in discover(BUILD, target, d) if m.runs}  # noqa: E731
     assert runs(eagle) - runs(None) == {"draft-eagle3"}
     assert runs(spark) - runs(None) == {"draft-dspark"}
+    # A drafter trained on another target (its encoder reads another hidden size) is out.
+    small = model_facts(
+        _model(tmp_path, "t2", **{"general.architecture": "llama", "llama.embedding_length": 576}),
+        "smol",
+    )
+    other = model_facts(
+        _model(
+            tmp_path, "e2", **{"general.architecture": "eagle3", "eagle3.target_hidden_size": 4096}
+        ),
+        "e3-8b",
+    )
+    fits = model_facts(
+        _model(
+            tmp_path, "e3", **{"general.architecture": "eagle3", "eagle3.target_hidden_size": 576}
+        ),
+        "e3-smol",
+    )
+    why = {m.spec_type: m for m in discover(BUILD, small, other)}
+    assert not why["draft-eagle3"].runs
+    assert why["draft-eagle3"].why == (
+        "e3-8b was trained on a target of hidden size 4096; smol has 576"
+    )
+    assert {m.spec_type for m in discover(BUILD, small, fits) if m.runs} >= {"draft-eagle3"}
     missing = model_facts(tmp_path / "absent.gguf", "absent")
     why = {m.spec_type: m.why for m in discover(BUILD, target, missing)}
     assert why["draft-eagle3"] == "absent: file not available to read its metadata"

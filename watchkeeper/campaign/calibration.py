@@ -26,6 +26,7 @@ from watchkeeper.server.spec_knobs import lookup_only, model_drafter
 
 Progress = Callable[[str], None]
 CALIBRATION_TASKS = 3
+TRAINED_DRAFTERS = ("draft-eagle3", "draft-dflash", "draft-dspark")
 VERIFY_REPEATS = 3
 """Verification-cost calibration: median of this many batches and of this many decodes."""
 VERIFY_DEFAULT_N = 48
@@ -117,8 +118,12 @@ def measure_draft_cost(
     spec = prepared.spec_type or ""
     if lookup_only(spec):
         return DraftCost(0.0, "n-gram lookup: no draft model, cost taken as 0")
-    if model_drafter(spec) is None or prepared.draft is None or prepared.model is None:
+    drafter = model_drafter(spec)
+    if drafter is None or prepared.draft is None or prepared.model is None:
         return DraftCost(None, "unknown drafter cost")
+    if drafter in TRAINED_DRAFTERS:
+        # Its graph reads the target's hidden states: started alone it is no language model.
+        return DraftCost(None, f"{drafter}: its drafter runs only beside its target, not alone")
     if prepared.draft.sha256 == prepared.model.sha256:
         return DraftCost(1.0, "draft model is the target model")
     draft_profile = ProfileConfig(

@@ -66,9 +66,14 @@ class TrackerConfig(_Strict):
     status_label_prefix: str = "watchkeeper/"
     """A maintainer adding `<prefix>ack`, `<prefix>dismiss` or `<prefix>silence` decides."""
     kinds: list[str] = Field(
-        default_factory=lambda: ["regression", "change_point", "environment_noise", "correctness"]
-    )
-    """Finding kinds that get an issue (improvements never do)."""
+        default_factory=lambda: [
+            "regression", "change_point", "environment_noise", "correctness",
+            "acceptance_collapse", "acceptance_loop",
+        ]
+    )  # fmt: skip
+    """Finding kinds that get an issue (improvements never do). The acceptance alarms' kinds
+    (campaign/acceptance_findings.py) are facts confirmed when seen: a drafter that stopped
+    fitting, a server stuck repeating itself."""
     max_new_issues_per_night: Annotated[int, Field(ge=0, le=1000)] = 5
     recovery_nights: Annotated[int, Field(ge=1, le=100)] = 3
     """Good nights in a row after which a regression's issue is commented on and closed."""

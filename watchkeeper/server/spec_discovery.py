@@ -9,7 +9,11 @@ What decides each method (llama.cpp 11434, common/speculative.cpp and src/llama-
   Qwen3-Next, GLM-4.5, DeepSeek-V3, MiMo, Step-3.5, ...), or a sidecar model that has them.
   Whether the build has an MTP graph for that architecture is the loader's call: a start that
   fails is an arm dropped with the server's error, not a silent skip.
-- draft-eagle3: a drafter of architecture `eagle3` (trained against this target's layers).
+- draft-eagle3: a drafter of architecture `eagle3` (trained against this target's layers):
+  its `eagle3.target_hidden_size` must be the target's `<arch>.embedding_length` (its encoder
+  reads 3 x that many features; the tensors' shapes say so too, but only at load). The
+  target's graph must also expose its layers' inputs, which the metadata cannot say: in 11434
+  llama, qwen3, gemma4, mimo2 and others do, qwen2 does not (scripts/tiny_eagle3_gguf.py).
 - draft-dflash / draft-dspark: a drafter of architecture `dflash`; DSpark is the anchor-first
   variant (`dflash.sample_from_anchor` or a confidence head, `dflash.has_confidence_head`).
 - the n-gram types: no model at all; every one the build lists runs on any target.
@@ -33,6 +37,11 @@ class ModelFacts:
     """`<arch>.nextn_predict_layers`: the NextN/MTP heads the file carries (0: none)."""
     anchor_first: bool = False
     """A dflash-architecture drafter trained DSpark's way (anchor sampling / confidence head)."""
+    hidden: int = 0
+    """`<arch>.embedding_length` (0: not stated)."""
+    target_hidden: int = 0
+    """A trained drafter's `<arch>.target_hidden_size`: the target it was trained on (0: not
+    stated)."""
     note: str = ""
     """Why facts are missing (the file is not there yet, not a GGUF)."""
 
@@ -52,13 +61,19 @@ def _truthy(value: Scalar | None) -> bool:
 
 def facts_of(meta: dict[str, Scalar], name: str) -> ModelFacts:
     arch = str(meta.get("general.architecture", ""))
-    nextn = meta.get(f"{arch}.nextn_predict_layers", 0)
+
+    def count(key: str) -> int:
+        value = meta.get(f"{arch}.{key}", 0)
+        return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0
+
     return ModelFacts(
         name,
         arch,
-        int(nextn) if isinstance(nextn, int | float) else 0,
+        count("nextn_predict_layers"),
         _truthy(meta.get("dflash.sample_from_anchor"))
         or _truthy(meta.get("dflash.has_confidence_head")),
+        count("embedding_length"),
+        count("target_hidden_size"),
     )
 
 
@@ -99,7 +114,7 @@ def discover(
         elif spec == "draft-mtp":
             out.append(_mtp(target, drafter))
         elif spec in ("draft-eagle3", "draft-dflash", "draft-dspark"):
-            out.append(_trained(spec, drafter))
+            out.append(_trained(spec, drafter, target))
         else:
             out.append(Method(spec, False, "a type this version of watchkeeper does not know"))
     return out
@@ -139,7 +154,7 @@ def _mtp(target: ModelFacts, drafter: ModelFacts | None) -> Method:
     return Method("draft-mtp", False, why)
 
 
-def _trained(spec: str, drafter: ModelFacts | None) -> Method:
+def _trained(spec: str, drafter: ModelFacts | None, target: ModelFacts) -> Method:
     kind = spec.removeprefix("draft-")
     a = "an" if kind.startswith("e") else "a"
     if drafter is None:
@@ -147,6 +162,13 @@ def _trained(spec: str, drafter: ModelFacts | None) -> Method:
     if drafter.note:
         return Method(spec, False, drafter.note)
     if drafter.drafter_kind == kind:
+        if drafter.target_hidden and target.hidden and drafter.target_hidden != target.hidden:
+            return Method(
+                spec,
+                False,
+                f"{drafter.name} was trained on a target of hidden size {drafter.target_hidden}; "
+                f"{target.name} has {target.hidden}",
+            )
         return Method(spec, True, f"{drafter.name} is a {kind} drafter", sidecar=True)
     what = (
         f"a {drafter.drafter_kind} drafter"
