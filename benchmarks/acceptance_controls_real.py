@@ -48,6 +48,7 @@ from watchkeeper.config import (
     ServerConfig,
     SoakConfig,
 )
+from watchkeeper.config.requests import SoakRequest
 from watchkeeper.server.install import ensure_binary
 from watchkeeper.server.models import ModelStore
 from watchkeeper.server.profiles import SMOLLM2
@@ -139,10 +140,10 @@ def main() -> None:
         )
         done: list[tuple[str, int]] = []
         for seed, (kind, drafter, tasks, length) in enumerate(plan):
-            result = soak_command(
-                _config(url, drafter), duration=length, block=length, profiles=["sd"],
-                taskset=tasks, seed=seed,
-            )  # fmt: skip
+            request = SoakRequest(
+                duration=length, block=length, profiles=["sd"], taskset=tasks, seed=seed
+            )
+            result = soak_command(_config(url, drafter), request)
             done.append((kind, result.campaign_id))
             db = Database(url)
             print(_line(kind, _run(db, result.campaign_id)), result.status, flush=True)

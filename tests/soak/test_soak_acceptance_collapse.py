@@ -24,6 +24,7 @@ from support.tinymodels import write_model
 from watchkeeper.campaign.acceptance_findings import judge_campaign
 from watchkeeper.commands.soak import soak_command
 from watchkeeper.config import Config, DatabaseConfig, ModelConfig, ProfileConfig, ServerConfig
+from watchkeeper.config.requests import SoakRequest
 from watchkeeper.server.install import ServerBinary
 from watchkeeper.server.models import ModelFile
 from watchkeeper.server.profiles import SMOLLM2
@@ -78,9 +79,9 @@ def test_a_drafter_that_stopped_fitting_files_a_collapse_and_an_aa_files_nothing
 
     def soak(drafter: Path) -> int:
         result = soak_command(
-            _config(sqlite_url, drafter), duration=SOAK, block=SOAK, profiles=["sd"],
-            taskset=tasks,
-        )  # fmt: skip
+            _config(sqlite_url, drafter),
+            SoakRequest(duration=SOAK, block=SOAK, profiles=["sd"], taskset=tasks),
+        )
         assert result.status == "completed"
         return result.campaign_id
 
