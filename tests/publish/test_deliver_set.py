@@ -133,5 +133,7 @@ def test_one_command_makes_a_set_that_check_set_passes_and_a_rerun_resumes(
 
 def test_a_set_without_budget_is_refused_in_one_line(tmp_path: Path) -> None:
     config = _config(tmp_path)
-    code = main(["deliver-set", "--config", str(config), "--budget", "0", "--out", "x"])
-    assert code == 2 and not (tmp_path / "x").exists()
+    # --budget takes the request bounds' Minutes (above 0): argparse refuses it and exits 2.
+    with pytest.raises(SystemExit) as refused:
+        main(["deliver-set", "--config", str(config), "--budget", "0", "--out", "x"])
+    assert refused.value.code == 2 and not (tmp_path / "x").exists()
