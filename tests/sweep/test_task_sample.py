@@ -7,10 +7,13 @@ its coverage held at small seeded counts (the rates over 2000 sets are printed b
 from __future__ import annotations
 
 import math
+from dataclasses import replace
+from datetime import UTC, datetime
 
 import pytest
 
 from watchkeeper.analysis.racing_tasks import min_sample, plan, task_interval
+from watchkeeper.analysis.racing_types import RaceArm, RaceSettings
 from watchkeeper.analysis.stats import Pair
 from watchkeeper.analysis.task_sample import (
     SIZES_300,
@@ -19,7 +22,10 @@ from watchkeeper.analysis.task_sample import (
     simulate_sampled_coverage,
     stratified_sample,
 )
+from watchkeeper.campaign.bench_plan import BenchPlan
+from watchkeeper.campaign.racer import Racer
 from watchkeeper.errors import TaskSetError
+from watchkeeper.load.records import RequestSample, RunResult, Task
 
 CATS = ("code_edit", "code_gen", "multi_turn", "prose", "summarize", "tool_call")
 
@@ -131,3 +137,67 @@ def test_a_sample_of_12_from_300_tasks_covers_the_sets_mean_under_every_shape() 
         assert got.weighted >= 0.88, (shape, got)
     power = simulate_sampled_coverage("normal", SIZES_300, 60, 100, seed=12, mu=math.log(1.15))
     assert power.called >= 0.6, power
+
+
+def _run(arm: str, round_index: int, tasks: list[tuple[str, str]], latency_s: float) -> RunResult:
+    """A run of ``tasks``; the candidate 1.1x on code, 1.0x elsewhere, the pair's own
+    speed varying by task."""
+    t0 = datetime(2026, 12, 7, tzinfo=UTC)
+    samples = tuple(
+        RequestSample(
+            t,
+            c,
+            i,
+            t0,
+            latency_s=latency_s,
+            decode_tps_server=20.0
+            * (1.0 if arm == "base" else (1.1 if c.startswith("code") else 1.0))
+            * (1.0 + 0.02 * (i % 3)),
+            draft_n=4 if arm != "base" else None,
+        )
+        for i, (t, c) in enumerate(tasks)
+    )
+    return RunResult(arm, arm, round_index, round_index == 0, 1, t0, t0, samples, ())
+
+
+def test_the_racer_samples_a_set_too_large_for_one_round_and_answers_for_the_set() -> None:
+    """300 tasks of two arms at 10 s a request: 100 minutes a round against 25 minutes. The
+    racer draws the sample the plan sized (six probes of both arms reserved: 1.2 x 6 x 20 s),
+    the bench measures it, and every racing arm's CI is for the whole set."""
+    arms = [RaceArm("base", 0.0, True), RaceArm("ngram", 1.0)]
+    seen: list[str] = []
+    settings = RaceSettings(seed=75)
+    clock = iter([0.0, 0.0, 1400.0]).__next__
+    racer = Racer(arms, settings, budget_s=1500.0, clock=clock, progress=seen.append)
+    racer.probe_fraction, racer.probe_count = 6 / 300, 6
+    tasks = _set(SIZES_300)
+    warm = [_run(a, 0, tasks[:2], 10.0) for a in ("base", "ngram")]
+    got = racer.plan_rounds(warm, 300, tasks)
+    assert got.sample == 67 and racer.sample is not None  # 67 x 20 s + 144 s <= 1500 s
+    assert racer.sampled() == frozenset(racer.sample.ids)
+    assert racer.sample == stratified_sample(tasks, 67, seed=75)
+    assert racer.probe_fraction == 6 / 67
+    assert seen == [f"race plan: CIs over tasks: {got.why}"]
+    assert "67 of 300 tasks (stratified by category, seed 75): one round ~22.3 min" in got.why
+    picked = [(t, c) for t, c in tasks if t in racer.sample.ids]
+    _, go = racer([_run("base", 1, picked, 10.0), _run("ngram", 1, picked, 10.0)])
+    assert not go
+    ci = racer.task_cis["ngram"]
+    assert ci.tasks == 67 and ci.rounds == 1 and ci.low < ci.estimate < ci.high
+    # The set is 160 of 300 code tasks at 1.1x: its mean log ratio, not the sample's.
+    assert ci.estimate == pytest.approx(1.1 ** (160 / 300), 1e-9)
+    assert "95% CI over 67 of 300 tasks (a stratified sample" in racer.task_ci_text()
+
+
+def test_the_bench_measures_and_probes_the_sample() -> None:
+    """BenchPlan: the measured rounds run the sample in the set's order, and the identity
+    pass as many of each category as it would have probed of the set, the sample's first."""
+    tasks = tuple(Task(t, c, ({"role": "user", "content": t},), 8) for t, c in _set((6,) * 6))
+    first = tuple(t for i, t in enumerate(tasks) if i % 6 == 0)
+    plan = BenchPlan(("a", "b"), tasks, 1, 1, 2, 1, identity_tasks=first)
+    assert plan.round_tasks == tasks and plan.probe_tasks == first
+    chosen = stratified_sample([(t.id, t.category) for t in tasks], 12, seed=3)
+    sampled = replace(plan, sample=lambda: frozenset(chosen.ids))
+    assert [t.id for t in sampled.round_tasks] == list(chosen.ids)
+    assert [t.id for t in sampled.probe_tasks] == list(chosen.ids[::2])
+    assert replace(plan, sample=lambda: None).round_tasks == tasks
