@@ -199,16 +199,18 @@ def simulate_sampled_coverage(
     seed: int = 0,
     mu: float = 0.0,
     cell_sd: float = 0.03,
+    spread: float = CATEGORY_SPREAD,
 ) -> SampledCoverage:
     """Over ``sims`` seeded draws: a fresh set (categories of ``sizes``, task effects of
     ``shape`` around spread category means, overall mean ``mu``), a fresh stratified sample
     of ``sample`` tasks as the planner draws it, one round of it (cell noise per task, one
     instance offset and one round effect), and whether the interval covers the set's own
-    mean task log effect (the estimand: the set the team imported)."""
+    mean task log effect (the estimand: the set the team imported). ``spread``: the
+    category means' range, +-this log (none for 'tight')."""
     rng = np.random.default_rng(seed)
     cats = [f"c{k}" for k in range(len(sizes))]
     labels = [c for c, n in zip(cats, sizes, strict=True) for _ in range(n)]
-    spread = 0.0 if shape == "tight" else CATEGORY_SPREAD
+    spread = 0.0 if shape == "tight" else spread
     offsets = np.repeat(np.linspace(-spread, spread, len(sizes)), sizes)
     offsets -= offsets.mean()  # the set's mean is mu
     ids = [(f"t{i}", c) for i, c in enumerate(labels)]
