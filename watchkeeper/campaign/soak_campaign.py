@@ -26,6 +26,7 @@ from watchkeeper.load.arrivals import ArrivalSpec
 from watchkeeper.load.records import Task
 from watchkeeper.load.sampling import SamplingSettings, soak_sampling
 from watchkeeper.nightly.reference import identify
+from watchkeeper.server.flags import SPELLINGS
 from watchkeeper.server.launch import PreparedProfile
 from watchkeeper.soak.plan import ResumePoint
 from watchkeeper.soak.views import SoakData
@@ -35,9 +36,6 @@ from watchkeeper.store.repository import Repository
 from watchkeeper.store.soak_store import SoakStore
 
 Progress = Callable[[str], None]
-
-
-CACHE_RAM_FLAGS = ("--cache-ram", "-cram")
 
 
 def soak_servers(
@@ -75,12 +73,13 @@ def with_cache_ram(prepared: Sequence[PreparedProfile], mib: int | None) -> list
     out = []
     for p in prepared:
         extra = p.profile.extra_args
-        has_flag = p.help is not None and "--cache-ram" in p.help.flags
-        own = any(a.split("=", 1)[0] in CACHE_RAM_FLAGS for a in extra)
+        cache_ram = SPELLINGS["cache_ram"]
+        has_flag = p.help is not None and cache_ram[0] in p.help.flags
+        own = any(a.split("=", 1)[0] in cache_ram for a in extra)
         if p.external_url or not has_flag or own:
             out.append(p)
             continue
-        profile = p.profile.model_copy(update={"extra_args": [*extra, "--cache-ram", str(mib)]})
+        profile = p.profile.model_copy(update={"extra_args": [*extra, cache_ram[0], str(mib)]})
         out.append(replace(p, profile=profile))
     return out
 

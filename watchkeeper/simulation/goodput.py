@@ -27,7 +27,7 @@ from scipy.special import expit, logit
 
 from watchkeeper.analysis.load_compare import ATTAINMENT_THRESHOLD, paired_reading, state_of
 from watchkeeper.analysis.stats import CONFIDENCE
-from watchkeeper.analysis.student import t_half_width
+from watchkeeper.student import t_half_width
 
 DECIDED = ("pays", "costs")
 
