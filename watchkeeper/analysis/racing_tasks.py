@@ -35,7 +35,7 @@ import numpy as np
 
 from watchkeeper.analysis.racing_types import Table
 from watchkeeper.analysis.stats import CONFIDENCE, MIN_ROUNDS, Pair
-from watchkeeper.analysis.student import t_quantile
+from watchkeeper.student import t_quantile
 
 MIN_TASK_REPLICATES = 12
 """Tasks from which the interval over tasks is used: at 12 its coverage under bimodal task
