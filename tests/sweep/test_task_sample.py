@@ -187,6 +187,7 @@ def test_the_racer_samples_a_set_too_large_for_one_round_and_answers_for_the_set
     # The set is 160 of 300 code tasks at 1.1x: its mean log ratio, not the sample's.
     assert ci.estimate == pytest.approx(1.1 ** (160 / 300), 1e-9)
     assert "95% CI over 67 of 300 tasks (a stratified sample" in racer.task_ci_text()
+    assert racer.task_cis_json()["ngram"]["of"] == 300
 
 
 def test_the_bench_measures_and_probes_the_sample() -> None:

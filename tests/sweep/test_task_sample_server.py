@@ -83,6 +83,6 @@ def test_a_budget_too_small_for_one_round_samples_the_set_and_answers_for_it(
     raced = {a for a, n in result.race.rounds_by_arm.items() if n >= 1} - {f"{SMOLLM2}-baseline"}
     assert raced and set(result.task_cis) == raced, (raced, result.task_cis)
     for ci in result.task_cis.values():
-        assert ci["tasks"] == 12 and ci["low"] < ci["estimate"] < ci["high"], ci
+        assert ci["tasks"] == 12 and ci["of"] == 36 and ci["low"] < ci["estimate"] < ci["high"], ci
     report = (tmp_path / "reports" / "speculative_benchmark.md").read_text()
     assert "95% CI over 12 of 36 tasks (a stratified sample" in report

@@ -33,6 +33,7 @@ from watchkeeper.analysis.racing_tasks import (
     MIN_TASK_REPLICATES,
     ROUND_SD,
     TaskInterval,
+    arm_task_cis,
     effects_of,
     task_interval,
     task_logs,
@@ -158,10 +159,13 @@ def sample_interval(
 
 
 def arm_sample_cis(
-    table: Table, arms: Sequence[str], baseline: str, sample: TaskSample
+    table: Table, arms: Sequence[str], baseline: str, sample: TaskSample | None
 ) -> dict[str, TaskInterval]:
     """`racing_tasks.arm_task_cis` where the rounds measured a sample: each arm's interval
-    for the whole set (`sample_interval`), the categories read from the measured cells."""
+    for the whole set (`sample_interval`), the categories read from the measured cells.
+    Without a sample, `arm_task_cis` itself."""
+    if sample is None:
+        return arm_task_cis(table, arms, baseline)
     out = {}
     for arm in arms:
         if arm == baseline:

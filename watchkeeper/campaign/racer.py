@@ -27,7 +27,6 @@ from watchkeeper.analysis.racing_gates import ceiling_drops, idle_drops
 from watchkeeper.analysis.racing_tasks import (
     Plan,
     TaskInterval,
-    arm_task_cis,
     plan,
     task_ci_text,
 )
@@ -199,7 +198,9 @@ class Racer:
         return task_ci_text(self.task_cis, dropped, of=of)
 
     def task_cis_json(self) -> dict[str, dict[str, float]]:
-        """Each racing arm's CI over tasks, for the sweep's JSON."""
+        """Each racing arm's CI over tasks, for the sweep's JSON; ``of``: the set's size
+        where its tasks were a sample of it (0: every task)."""
+        of = float(sum(self.sample.population.values())) if self.sample else 0.0
         return {
             a: {
                 "estimate": c.estimate,
@@ -207,6 +208,7 @@ class Racer:
                 "high": c.high,
                 "tasks": float(c.tasks),
                 "rounds": float(c.rounds),
+                "of": of,
             }
             for a, c in self.task_cis.items()
         }
@@ -286,11 +288,7 @@ class Racer:
                 for a in self.arms
                 if need is not None or table.rounds(a.name) < self.settings.min_rounds
             ]
-            self.task_cis = (
-                arm_sample_cis(table, short, base, self.sample)
-                if self.sample
-                else arm_task_cis(table, short, base)
-            )
+            self.task_cis = arm_sample_cis(table, short, base, self.sample)
             if self.task_cis:
                 self.progress(f"race: CIs over tasks: {self.task_ci_text()}")
             if why.startswith("budget") and need is not None:
