@@ -39,8 +39,8 @@ from watchkeeper.analysis.racing_tasks import (
 )
 from watchkeeper.analysis.racing_types import Table
 from watchkeeper.analysis.stats import CONFIDENCE, Pair
-from watchkeeper.analysis.student import t_quantile
 from watchkeeper.errors import TaskSetError
+from watchkeeper.student import t_quantile
 
 
 @dataclass(frozen=True, slots=True)
