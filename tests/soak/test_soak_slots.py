@@ -18,11 +18,17 @@ from pathlib import Path
 import psutil
 from support.soakkit import live_llama_servers, soak_settings, write_taskset
 
-from watchkeeper.campaign.soak_campaign import with_cache_ram
+from watchkeeper.campaign.soak_campaign import (
+    plan_signature,
+    soak_cache_ram,
+    soak_servers,
+    with_cache_ram,
+)
 from watchkeeper.commands.soak import soak_command
 from watchkeeper.config import Config, DatabaseConfig, ProfileConfig, ServerConfig
 from watchkeeper.config.requests import SoakRequest
-from watchkeeper.load.records import RequestSample, RunPurpose
+from watchkeeper.config.service import ServiceConfig
+from watchkeeper.load.records import RequestSample, RunPurpose, Task
 from watchkeeper.server.flags import HelpInfo
 from watchkeeper.server.install import ServerBinary
 from watchkeeper.server.launch import PreparedProfile
@@ -118,3 +124,32 @@ def test_the_prompt_cache_setting_reaches_every_server_that_has_one_and_no_profi
     assert [p.profile.extra_args for p in with_cache_ram(arms, None)] == [
         [], ["--cache-ram", "512"], ["-cram=256"], []
     ]  # fmt: skip
+
+
+def test_the_resume_signature_follows_the_prompt_cache_the_servers_run_with() -> None:
+    """A recommendation's servers run [service]'s cache (`soak_cache_ram`), any other soak's
+    [soak]'s: the signature changes with that one and not with the other, so a resumed soak
+    never mixes runs under two caches."""
+    tasks = [
+        Task(id="t", category="prose", messages=({"role": "user", "content": "hi"},), max_tokens=8)
+    ]
+
+    def signature(soak_mib: int, service_mib: int, *, shipped: bool) -> str:
+        config = Config(
+            soak=soak_settings(cache_ram_mib=soak_mib),
+            service=ServiceConfig(cache_ram_mib=service_mib),
+        )
+        return plan_signature(config, ("a",), (1,), 60.0, 30.0, tasks, {}, shipped=shipped)
+
+    assert signature(0, 0, shipped=True) != signature(0, 256, shipped=True)
+    assert signature(0, 0, shipped=True) == signature(256, 0, shipped=True)
+    assert signature(0, 0, shipped=False) != signature(256, 0, shipped=False)
+    assert signature(0, 0, shipped=False) == signature(0, 256, shipped=False)
+    both = frozenset({"--cache-ram", "--port"})
+    for shipped in (True, False):
+        config = Config(
+            soak=soak_settings(cache_ram_mib=0), service=ServiceConfig(cache_ram_mib=256)
+        )
+        (served,) = soak_servers(config, [prepared("plain", [], both)], 1, shipped=shipped)
+        args = served.profile.extra_args
+        assert args[args.index("--cache-ram") + 1] == str(soak_cache_ram(config, shipped=shipped))

@@ -14,6 +14,8 @@ from collections.abc import Sequence
 import numpy as np
 from scipy import stats as sps
 
+from watchkeeper.student import t_quantile
+
 
 def benjamini_hochberg(pvalues: Sequence[float], q: float) -> list[bool]:
     """Which hypotheses BH rejects at false-discovery rate q (in the input order)."""
@@ -98,5 +100,5 @@ def run_level_ci(value: float, centers: Sequence[float], confidence: float) -> t
     wobble (sd * sqrt(1 + 1/n)) is part of the uncertainty, not only the baseline mean's."""
     center, scale = robust_center_scale(centers)
     n = len(centers)
-    half = float(sps.t(df=n - 1).ppf(0.5 + confidence / 2.0)) * scale * math.sqrt(1 + 1 / n)
+    half = t_quantile(n - 1, confidence) * scale * math.sqrt(1 + 1 / n)
     return (value - half) / center - 1.0, (value + half) / center - 1.0

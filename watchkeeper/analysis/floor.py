@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from watchkeeper.analysis.student import t_quantile
+from watchkeeper.student import t_quantile
 
 TRIM_FROM = 5
 """From this many rounds on, the best and worst round are trimmed (one each side)."""

@@ -39,8 +39,8 @@ from watchkeeper.analysis.streaming import (
     tokens_per_chunk,
     trim,
 )
-from watchkeeper.analysis.student import t_half_width
 from watchkeeper.load.records import RequestSample, RunPurpose, RunResult
+from watchkeeper.student import t_half_width
 
 LATENCY_KEY: Final = "latency"
 """Where a bench's latency table lives in `BenchResult.extras` (campaign/load_shape.py)."""

@@ -33,7 +33,7 @@ from scipy import stats as scipy_stats
 
 from watchkeeper.analysis.latency import LatencyStats
 from watchkeeper.analysis.stats import CONFIDENCE, DEFAULT_THRESHOLD, RatioCI
-from watchkeeper.analysis.student import t_half_width, t_quantile
+from watchkeeper.student import t_half_width, t_quantile
 
 CROSSOVER_METRICS = ("goodput", "e2e_p90", "ttft_p90", "decode")
 ATTAINMENT_THRESHOLD = 0.02

@@ -64,9 +64,9 @@ from watchkeeper.analysis.floor import (
     settle,
     two_way_floor,
 )
-from watchkeeper.analysis.student import t_half_width, t_quantile
 from watchkeeper.analysis.table_fit import fit_effects, round_stat, winsorize_cells
 from watchkeeper.analysis.tails import ClippedCell, TailCheck, sign_test
+from watchkeeper.student import t_half_width, t_quantile
 
 DEFAULT_RESAMPLES = 2000
 CONFIDENCE = 0.95

@@ -26,6 +26,7 @@ from watchkeeper.load.arrivals import ArrivalSpec
 from watchkeeper.load.records import Task
 from watchkeeper.load.sampling import SamplingSettings, soak_sampling
 from watchkeeper.nightly.reference import identify
+from watchkeeper.server.flags import SPELLINGS
 from watchkeeper.server.launch import PreparedProfile
 from watchkeeper.soak.plan import ResumePoint
 from watchkeeper.soak.views import SoakData
@@ -37,9 +38,6 @@ from watchkeeper.store.soak_store import SoakStore
 Progress = Callable[[str], None]
 
 
-CACHE_RAM_FLAGS = ("--cache-ram", "-cram")
-
-
 def soak_servers(
     config: Config, prepared: Sequence[PreparedProfile], depth: int, *, shipped: bool
 ) -> list[PreparedProfile]:
@@ -48,8 +46,16 @@ def soak_servers(
     recommendation (`shipped`) runs the unit's settings instead: its profiles carry
     [service]'s slots and cache already (publish/served.py) and its depth is checked against
     them, so nothing here changes them."""
-    mib = config.service.cache_ram_mib if shipped else config.soak.cache_ram_mib
-    return with_cache_ram(with_slots(prepared, depth), mib)
+    return with_cache_ram(with_slots(prepared, depth), soak_cache_ram(config, shipped=shipped))
+
+
+def soak_cache_ram(config: Config, *, shipped: bool) -> int | None:
+    """The prompt cache (`--cache-ram` MiB) a soak's servers run with: a recommendation's unit
+    serves with [service]'s (its profiles carry it), any other soak with [soak]'s. Decided here
+    once because the servers, the campaign's params and the resume signature must agree: a
+    signature reading the other setting would resume a soak under another cache, and one
+    campaign would mix RSS with and without it."""
+    return config.service.cache_ram_mib if shipped else config.soak.cache_ram_mib
 
 
 def with_cache_ram(prepared: Sequence[PreparedProfile], mib: int | None) -> list[PreparedProfile]:
@@ -67,12 +73,13 @@ def with_cache_ram(prepared: Sequence[PreparedProfile], mib: int | None) -> list
     out = []
     for p in prepared:
         extra = p.profile.extra_args
-        has_flag = p.help is not None and "--cache-ram" in p.help.flags
-        own = any(a.split("=", 1)[0] in CACHE_RAM_FLAGS for a in extra)
+        cache_ram = SPELLINGS["cache_ram"]
+        has_flag = p.help is not None and cache_ram[0] in p.help.flags
+        own = any(a.split("=", 1)[0] in cache_ram for a in extra)
         if p.external_url or not has_flag or own:
             out.append(p)
             continue
-        profile = p.profile.model_copy(update={"extra_args": [*extra, "--cache-ram", str(mib)]})
+        profile = p.profile.model_copy(update={"extra_args": [*extra, cache_ram[0], str(mib)]})
         out.append(replace(p, profile=profile))
     return out
 
@@ -97,10 +104,12 @@ def plan_signature(
     tasks: Sequence[Task],
     references: dict[str, dict[str, Any]],
     *,
+    shipped: bool,
     arrival: ArrivalSpec | None = None,
 ) -> str:
     """What a resume must match: the plan, the reference arms, the sampler (not its seed,
-    which is resumed), an open loop's arrivals and the servers' prompt cache."""
+    which is resumed), an open loop's arrivals and the servers' prompt cache (`shipped`: a
+    recommendation's unit, whose cache is [service]'s: `soak_cache_ram`)."""
     soak = config.soak
     blob = json.dumps([names, levels, duration_s, block_s, [t.id for t in tasks]])
     if arrival is not None:  # closed-loop soaks keep the signature they always had
@@ -108,8 +117,9 @@ def plan_signature(
     if references:  # the reference arms are part of the plan a resume must match
         blob += json.dumps(sorted((k, v["reference_id"]) for k, v in references.items()))
         blob += f"restart_every={soak.restart_every}"
-    if soak.cache_ram_mib is not None:  # RSS with and without the prompt cache never mix
-        blob += f"cache_ram={soak.cache_ram_mib}"
+    mib = soak_cache_ram(config, shipped=shipped)
+    if mib is not None:  # RSS with and without the prompt cache never mix
+        blob += f"cache_ram={mib}"
     unseeded = soak_sampling(config, SamplingSettings().seed)  # the seed is resumed
     if unseeded != SamplingSettings():  # greedy soaks keep the signature they always had
         blob += json.dumps(unseeded.to_json(), sort_keys=True)

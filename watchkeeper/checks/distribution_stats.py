@@ -46,6 +46,8 @@ from typing import Any
 import numpy as np
 from scipy import stats as scipy_stats
 
+from watchkeeper.student import t_quantile
+
 PIT_BINS = 10
 ALPHA = 0.01
 """Family-wise false-alarm rate of one check (both tests together, Bonferroni)."""
@@ -180,7 +182,7 @@ def surprisal_test(
         g = len(clusters)
         resid = sum((sum(c) - mean * len(c)) ** 2 for c in clusters.values())
         se = math.sqrt(resid * g / (g - 1)) / n
-        q = float(scipy_stats.t.ppf(0.5 + confidence / 2, g - 1))
+        q = t_quantile(g - 1, confidence)
     else:
         se = math.sqrt(var) / n
     return SurprisalTest(z, p_value, mean, (mean - q * se, mean + q * se))

@@ -231,7 +231,7 @@ def sweep_command(
             racer,
             {n: config.profiles[n] for n in generated},
             load_text(plan.concurrency, plan.arrival),
-            tuple(t.id for t in plan.identity_tasks or ()),
+            tuple(t.id for t in plan.probe_tasks if len(plan.probe_tasks) < len(plan.round_tasks)),
         )
         return _report(
             config,

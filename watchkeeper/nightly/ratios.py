@@ -51,10 +51,10 @@ from typing import Any
 from watchkeeper.analysis.benchmark import ALL, BenchResult, CategoryStats
 from watchkeeper.analysis.latency import Estimate, LatencyStats, ratio_over_rounds, result_latency
 from watchkeeper.analysis.stats import SERIES_VERDICTS, classify, wilson
-from watchkeeper.analysis.student import t_quantile
 from watchkeeper.config.model import NightlyConfig
 from watchkeeper.nightly.night_checks import apply_checks, series_checks
 from watchkeeper.store.references import RatioRecord
+from watchkeeper.student import t_quantile
 
 METRIC = "decode_tps"
 TAIL_METRICS = ("ttft_p90", "goodput")

@@ -26,18 +26,12 @@ from watchkeeper.config import ProfileConfig
 from watchkeeper.config.service import ServiceConfig
 from watchkeeper.errors import ConfigError, SoakError
 from watchkeeper.publish.deliverable import ArmRecipe, RecommendationRecord
+from watchkeeper.server.flags import SPELLINGS
 
-CACHE_RAM_FLAGS = ("--cache-ram", "-cram")
-_SLOTS_FLAGS = ("--parallel", "-np")
-_CTX_FLAGS = ("--ctx-size", "-c")
 SERVED_KEYS = ("slots", "cache_ram_mib", "port")
 """The [service] keys the record keeps as its unit was rendered with (`record.extra["served"]`):
 the port too, so two sets' units install side by side (the code-edit unit and the default one
 bound the same port when each was re-rendered under a config that did not say)."""
-_NGL: tuple[str, ...] = ("-ngl", "--gpu-layers", "--n-gpu-layers")
-_NGLD: tuple[str, ...] = ("-ngld", "--spec-draft-ngl", "--gpu-layers-draft", "--n-gpu-layers-draft")
-"""Every spelling of -ngl and -ngld (server/flags.py's, old and new builds): `-ngl` and
-`-ngld` are the ones every build has, so a unit rendered without the binary uses those."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,7 +90,7 @@ def served_settings(arm: ArmRecipe, service: ServiceConfig, *, gpu: bool = False
 
 
 def _own_cache_ram(extra: list[str]) -> bool:
-    return any(a.split("=", 1)[0] in CACHE_RAM_FLAGS for a in extra)
+    return any(a.split("=", 1)[0] in SPELLINGS["cache_ram"] for a in extra)
 
 
 def served_profile(profile: ProfileConfig, served: Served) -> ProfileConfig:
@@ -108,7 +102,8 @@ def served_profile(profile: ProfileConfig, served: Served) -> ProfileConfig:
         per_slot = max(1, profile.ctx_size // max(1, profile.slots))
         update |= {"slots": served.slots, "ctx_size": per_slot * served.slots}
     if served.cache_ram_mib is not None and not _own_cache_ram(profile.extra_args):
-        update["extra_args"] = [*profile.extra_args, "--cache-ram", str(served.cache_ram_mib)]
+        cache_ram = [SPELLINGS["cache_ram"][0], str(served.cache_ram_mib)]
+        update["extra_args"] = [*profile.extra_args, *cache_ram]
     if served.gpu and profile.gpu_layers is None:
         update["gpu_layers"] = "all"
     if served.gpu and profile.draft_model and profile.draft_gpu_layers is None:
@@ -122,27 +117,32 @@ def served_flags(arm: ArmRecipe, served: Served) -> tuple[str, ...]:
     profile = ProfileConfig.model_validate(arm.profile)
     shipped = served_profile(profile, served)
     flags = list(arm.flags)
-    if not profile.speculative and "--spec-type" not in flags:
+    spec_type = SPELLINGS["spec_type"]
+    if not profile.speculative and not any(f in spec_type for f in flags):
         # A record from before the baseline pinned `--spec-type none` (server/flags.py
         # `no_speculation_args`): where build_argv puts it now, after --metrics/--slots.
-        marks = [i for i, f in enumerate(flags) if f in ("--metrics", "--slots")]
+        after = SPELLINGS["metrics"] + SPELLINGS["slots_endpoint"]
+        marks = [i for i, f in enumerate(flags) if f in after]
         if marks:
-            flags[marks[-1] + 1 : marks[-1] + 1] = ["--spec-type", "none"]
-    for names, value in ((_SLOTS_FLAGS, shipped.slots), (_CTX_FLAGS, shipped.ctx_size)):
+            flags[marks[-1] + 1 : marks[-1] + 1] = [spec_type[0], "none"]
+    for names, value in (
+        (SPELLINGS["slots"], shipped.slots),
+        (SPELLINGS["ctx_size"], shipped.ctx_size),
+    ):
         for i, flag in enumerate(flags[:-1]):
             if flag in names:
                 flags[i + 1] = str(value)
     at = len(flags) - len(profile.extra_args)  # build_argv puts offload before the extras
     offload: list[tuple[tuple[str, ...], object]] = [
-        (_NGL, shipped.gpu_layers),
-        (_NGLD, shipped.draft_gpu_layers),
+        (SPELLINGS["gpu_layers"], shipped.gpu_layers),
+        (SPELLINGS["draft_gpu_layers"], shipped.draft_gpu_layers),
     ]
     for spellings, layers in offload:
         found = [i for i, f in enumerate(flags) if f in spellings]
         if found:
             at = found[0] + 2
         elif layers is not None:
-            flags[at:at] = [spellings[0], str(layers)]
+            flags[at:at] = [spellings[-1], str(layers)]  # -ngl/-ngld: every build has them
             at += 2
     flags += shipped.extra_args[len(profile.extra_args) :]
     return tuple(flags)

@@ -31,14 +31,15 @@ from watchkeeper.publish.soak_report import headline_text, render
 from watchkeeper.publish.soak_summary import SoakSummary
 from watchkeeper.publish.systemd import render_unit
 from watchkeeper.publish.verify import model_digests
+from watchkeeper.server.flags import SPELLINGS
 
 SOAK_JSON = "speculative_soak.json"
 SOAK_MD = "speculative_soak.md"
 FIELD_FLAGS = {
-    "slots": ("--parallel", "-np"),
-    "context": ("--ctx-size", "-c"),
-    "cache": ("--cache-ram", "-cram"),
-    "port": ("--port",),
+    "slots": SPELLINGS["slots"],
+    "context": SPELLINGS["ctx_size"],
+    "cache": SPELLINGS["cache_ram"],
+    "port": SPELLINGS["port"],
 }
 """The argv fields a disagreement is named by (the rest is `argv`)."""
 _CAMPAIGN = re.compile(r"^Campaign (\d+) \((\w+)\)", re.MULTILINE)

@@ -25,8 +25,7 @@ _FLAG = re.compile(r"(?<![\w-])(--?[a-zA-Z][\w-]*)")
 _DESCRIPTION_GAP = re.compile(r"\s{2,}(?=[^\s-])")
 _SPEC_TYPE_LINE = re.compile(r"--spec-type\s+\[?\{?([a-z0-9,|\-]+)")
 
-# Field -> spellings, newest first. The first one the build's --help lists is used.
-_SPELLINGS: dict[str, tuple[str, ...]] = {
+SPELLINGS: dict[str, tuple[str, ...]] = {
     "model": ("--model", "-m"),
     "draft_model": ("--spec-draft-model", "--model-draft", "-md"),
     "spec_type": ("--spec-type",),
@@ -49,7 +48,13 @@ _SPELLINGS: dict[str, tuple[str, ...]] = {
     "draft_cache_type_k": ("--spec-draft-type-k", "--cache-type-k-draft", "-ctkd"),
     "draft_cache_type_v": ("--spec-draft-type-v", "--cache-type-v-draft", "-ctvd"),
     "flash_attn": ("--flash-attn", "-fa"),
+    "cache_ram": ("--cache-ram", "-cram"),
 }
+"""Every spelling of each flag watchkeeper writes or looks for, newest first: the one table.
+`build_argv` uses the first one the build's --help lists; `publish/served.py` and
+`campaign/soak_campaign.py` recognise any of them in measured flags and extra args, and a unit
+rendered without the binary writes -ngl/-ngld as their last (oldest) spelling, which every
+build has. `cache_ram` is appended to extra_args, never built from a profile field."""
 
 _DRAFT_MODEL_FIELDS = ("draft_gpu_layers", "draft_cache_type_k", "draft_cache_type_v")
 _ALLOWED = re.compile(r"allowed values:\s*([\w\s,.-]+?)(?:\(|$)")
@@ -225,7 +230,7 @@ def build_argv(
     argv: list[str] = [str(binary)]
 
     def add(field: str, value: object | None = None) -> None:
-        flag = _pick(field, _SPELLINGS[field], info)
+        flag = _pick(field, SPELLINGS[field], info)
         argv.append(flag)
         if value is not None:
             argv.append(str(value))
@@ -313,7 +318,7 @@ def offload_and_cache_args(profile: ProfileConfig, info: HelpInfo, *, cuda: bool
     for name, value in (("gpu_layers", target), ("draft_gpu_layers", draft)):
         if value is None:
             continue
-        flag = _pick(name, _SPELLINGS[name], info)
+        flag = _pick(name, SPELLINGS[name], info)
         # An older build without 'all': more layers than any model has.
         old_dialect = "'all'" not in info.descriptions.get(flag, "'all'")
         args.extend([flag, "999" if value == "all" and old_dialect else str(value)])
@@ -321,7 +326,7 @@ def offload_and_cache_args(profile: ProfileConfig, info: HelpInfo, *, cuda: bool
         value = getattr(profile, name)
         if value is None:
             continue
-        flag = _pick(name, _SPELLINGS[name], info)
+        flag = _pick(name, SPELLINGS[name], info)
         allowed = info.allowed_values(flag)
         if allowed and value not in allowed:
             raise FlagError(
@@ -330,7 +335,7 @@ def offload_and_cache_args(profile: ProfileConfig, info: HelpInfo, *, cuda: bool
             )
         args.extend([flag, value])
     if profile.flash_attn is not None:
-        flag = _pick("flash_attn", _SPELLINGS["flash_attn"], info)
+        flag = _pick("flash_attn", SPELLINGS["flash_attn"], info)
         entry = info.descriptions.get(flag, "")
         if "on|off" in entry or "'on'" in entry:
             args.extend([flag, profile.flash_attn])

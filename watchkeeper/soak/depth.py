@@ -56,11 +56,11 @@ from typing import Any
 
 import numpy as np
 
-from watchkeeper.analysis.student import t_quantile
 from watchkeeper.format import ci
 from watchkeeper.soak.dips import deviation, dip_notes, split_dips
 from watchkeeper.soak.paired import MAX_AUTOCORRELATION, lag1
 from watchkeeper.soak.views import SoakSampleView
+from watchkeeper.student import t_quantile
 
 MIN_DEPTH_BLOCKS = 6
 """Blocks of one series before its slope is judged (as `trends.MIN_BLOCKS`)."""

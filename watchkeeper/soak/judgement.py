@@ -16,6 +16,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from watchkeeper.server.flags import SPELLINGS
+
 Estimator = Literal["block medians", "aggregate"]
 """How a series' throughput drift was judged: the Theil-Sen slope of its block medians
 (concurrency 1, or an arm judged on its pair's ratio) or the aggregate throughput's slope with
@@ -319,7 +321,7 @@ class SoakUnit:
         """The `--parallel` the arm's server ran with; None where its flags do not say."""
         flags = self.flags.get(arm) or ()
         for i, f in enumerate(flags[:-1]):
-            if f in ("--parallel", "-np"):
+            if f in SPELLINGS["slots"]:
                 return int(flags[i + 1])
         return None
 

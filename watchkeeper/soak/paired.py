@@ -32,6 +32,7 @@ from scipy import stats as scipy_stats
 
 from watchkeeper.analysis.stats import SERIES_VERDICTS, classify
 from watchkeeper.soak.views import IncidentView, SoakSampleView
+from watchkeeper.student import t_quantiles
 
 MIN_CYCLES = 4
 """Judged replicates (process pairs; cycles when the servers never restart) needed for a CI."""
@@ -90,10 +91,8 @@ def ar1_t_interval(
     if n < 2:
         return Interval(float(x.mean()) if n else 0.0, -math.inf, math.inf, 0.0, floor, float(n))
     rows = _ar1_rows(x, floor, confidence)
-    mean, half = float(rows.mean), float(rows.half)
-    return Interval(
-        mean, mean - half, mean + half, float(rows.r_hat), float(rows.r), float(rows.n_eff)
-    )
+    mean, half, r_hat, r, n_eff = (float(v) for v in rows[:5])
+    return Interval(mean, mean - half, mean + half, r_hat, r, n_eff)
 
 
 class _Rows(NamedTuple):
@@ -120,7 +119,7 @@ def _ar1_rows(x: np.ndarray, floor: float, confidence: float) -> _Rows:
     # undone (the deviations are taken from a mean that moved with them).
     variance = x.var(axis=-1, ddof=1) * (n - 1) / np.maximum(n - c, 0.5)
     n_eff = n / c
-    half = scipy_stats.t.ppf(0.5 + confidence / 2.0, np.maximum(n_eff - 1.0, 1.0))
+    half = t_quantiles(np.maximum(n_eff - 1.0, 1.0), confidence)
     return _Rows(x.mean(axis=-1), half * np.sqrt(variance * c / n), r_hat, r, n_eff, variance)
 
 

@@ -1,0 +1,114 @@
+"""The verification price and its break-even acceptance (analysis/verify_price.py) on seeded
+synthetic passes (simulation/verify_price.py): the CI holds the true break-even at its level,
+a break-even beyond the measured acceptances is said as "above 73%", never extrapolated,
+"no acceptance pays" where even 100% cannot, and the pairing reads the server's own counts."""
+
+from __future__ import annotations
+
+import math
+from datetime import UTC, datetime
+
+import pytest
+
+from watchkeeper.analysis.verify_price import (
+    VerifyPrice,
+    cost_check,
+    fit,
+    round_points,
+    synth_length,
+)
+from watchkeeper.load.records import RequestSample
+from watchkeeper.simulation.verify_price import coverage, passes, true_break_even
+
+
+def test_the_break_even_is_bracketed_where_the_arms_measured_around_it() -> None:
+    vp = fit(passes(1, cost=1 / 3), 4)  # a* = 0.5
+    be = vp.break_even
+    assert be.kind == "bracketed" and be.low is not None and be.high is not None
+    assert be.low <= 0.5 <= be.high and be.measured_low <= be.low and be.high <= be.measured_high
+    assert be.text() == f"{be.estimate:.0%} (95% CI {be.low * 100:.0f}-{be.high * 100:.0f}%)"
+    assert vp.cost_low is not None and vp.cost_low < vp.cost < (vp.cost_high or 0)
+    assert "spread" in cost_check(vp)
+
+
+def test_the_ci_holds_the_true_break_even_at_its_level() -> None:
+    """400 passes of 3 rounds at c = 1/3 (a* = 50%): 382 covered (95.5%) when written."""
+    cov = coverage(400, cost=1 / 3, seed=100)
+    assert 0.92 <= cov.rate <= 0.98, cov
+    assert cov.wrong_bracket <= 0.08 * cov.runs, cov
+
+
+def test_a_break_even_beyond_every_measured_rate_is_above_the_highest_not_a_figure() -> None:
+    vp = fit(passes(2, cost=0.2), 4)  # a* = 100%: no arm reaches it
+    be = vp.break_even
+    assert be.kind == "above" and be.low is not None and be.low > be.measured_high
+    assert be.text() == f"above {be.measured_high:.0%}"
+    assert true_break_even(0.2) > be.measured_high
+
+
+def test_one_end_beyond_the_measured_rates_is_left_open() -> None:
+    vp = fit(passes(3, cost=0.25), 4)  # a* = 75%, the top arm's neighbourhood
+    be = vp.break_even
+    assert be.kind == "partly", be
+    assert f"to above {be.measured_high:.0%}" in be.text()
+
+
+def test_below_and_none_pays() -> None:
+    low = fit(passes(4, cost=0.9), 4).break_even
+    assert low.kind == "below" and low.text() == f"below {low.measured_low:.0%}"
+    none = fit(passes(5, cost=0.15), 4).break_even  # 5 tokens a step at 0.15: 0.75x
+    assert none.kind == "none-pays" and "no acceptance pays" in none.text()
+
+
+def test_one_round_has_no_ci_and_says_so() -> None:
+    be = fit(passes(6, cost=0.4, rounds=1), 4).break_even
+    assert be.kind == "no-ci" and be.low is None and be.text().endswith("(no CI: 1 round)")
+
+
+def test_needed_adds_the_drafters_own_cost() -> None:
+    vp = fit(passes(7, cost=1 / 3), 4)
+    assert vp.needed(0.0) == pytest.approx(vp.break_even.estimate)
+    # A draft token costing a tenth of a target step adds n x 0.1 plain steps: 0.1 more.
+    assert vp.needed(0.1) == pytest.approx(vp.break_even.estimate + 0.1)
+    low, high = vp.needed_span(0.1)
+    assert low is not None and high is not None and low < vp.needed(0.1) < high
+
+
+def test_json_round_trip_keeps_the_statement() -> None:
+    vp = fit(passes(8, cost=0.3), 4, about={"target": "qwen"})
+    data = vp.to_json()
+    assert data["break_even"]["text"] == vp.break_even.text()
+    back = VerifyPrice.from_json(data)
+    assert back == vp
+
+
+def test_synth_length_is_one_plus_n_times_the_acceptance() -> None:
+    assert synth_length(4, 0.5) == 3.0 and synth_length(4, 0.0) == 1.0
+    with pytest.raises(ValueError, match="within"):
+        synth_length(4, 1.5)
+
+
+def _req(
+    task: str, tps: float, drafted: int | None = None, accepted: int | None = None
+) -> RequestSample:
+    return RequestSample(
+        task_id=task, category="prose", seq=0, started_at=datetime(2026, 12, 7, tzinfo=UTC),
+        decode_tps_server=tps, draft_n=drafted, draft_n_accepted=accepted,
+    )  # fmt: skip
+
+
+def test_round_points_pair_by_round_and_read_the_servers_counts() -> None:
+    cells = {
+        ("base", 1): {"a": _req("a", 10.0), "b": _req("b", 20.0)},
+        ("s50", 1): {"a": _req("a", 15.0, 40, 20), "b": _req("b", 20.0, 40, 22)},
+        ("base", 2): {"a": _req("a", 12.0)},
+        ("s50", 2): {"a": _req("a", 12.0, 40, 18), "b": _req("b", 30.0, 40, 40)},
+        ("s00", 2): {"a": _req("a", 6.0, 0, 0)},  # drafted nothing: prices nothing
+    }
+    pts = round_points(cells, "base", {"s50": 0.5, "s00": 0.0})
+    assert [(p.arm, p.round) for p in pts] == [("s50", 1), ("s50", 2)]
+    first, second = pts
+    assert first.speedup == pytest.approx(math.sqrt(1.5 * 1.0)) and first.tasks == 2
+    assert (first.drafted, first.accepted) == (80, 42)
+    # Round 2's task b has no baseline request: it neither pairs nor counts.
+    assert (second.drafted, second.accepted, second.tasks) == (40, 18, 1)
