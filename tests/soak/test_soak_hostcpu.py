@@ -16,7 +16,8 @@ from datetime import UTC, datetime, timedelta
 import psutil
 
 from watchkeeper.soak.hostcpu import HostCpuMeter, HostCpuShare, host_seconds
-from watchkeeper.soak.records import ResourcePoint, item_from_json, item_to_json
+from watchkeeper.soak.records import Item, ResourcePoint, item_from_json, item_to_json
+from watchkeeper.soak.sampler import ResourceSampler
 
 T0 = datetime(2026, 11, 24, 23, 58, tzinfo=UTC)
 BURN_S = 0.3
@@ -106,3 +107,20 @@ def test_the_spool_keeps_the_host_share_and_reads_points_written_before_it() -> 
     del old["host_other_cpu"]
     back = item_from_json(old)
     assert isinstance(back, ResourcePoint) and back.host_other_cpu is None
+
+
+def test_the_sampler_puts_the_host_s_share_on_every_point_after_the_first() -> None:
+    """Two reads within one kernel tick have no window (None); the burner between them makes
+    one (its CPU, outside any server, is the host's)."""
+    emitted: list[Item] = []
+    sampler = ResourceSampler(emit=emitted.append, stuck_after_s=60.0, gpu=False)
+    try:
+        with _burner() as neighbour:
+            first = sampler.sample(None)
+            _burn(neighbour)
+            second = sampler.sample(None)
+    finally:
+        sampler.close()
+    assert first.host_other_cpu is None
+    assert second.host_other_cpu is not None and 0.0 < second.host_other_cpu <= 1.0
+    assert emitted == [first, second]
