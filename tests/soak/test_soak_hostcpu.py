@@ -27,6 +27,7 @@ SLACK_S = 0.08
 """The kernel's accounting: /proc/stat counts in ticks (10 ms), a process's time is exact."""
 BURNER = (
     "import sys, time\n"
+    "print('ready', flush=True)\n"
     "sys.stdin.readline()\n"
     f"while time.process_time() < {BURN_S}:\n"
     "    pass\n"
@@ -41,6 +42,7 @@ def _burner() -> Iterator[subprocess.Popen[str]]:
         [sys.executable, "-c", BURNER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
     ) as proc:
         try:
+            assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
             yield proc
         finally:
             proc.kill()
@@ -90,6 +92,20 @@ def test_a_server_once_shown_stays_the_soak_s_and_one_born_since_counts_in_full(
     assert share is not None
     _identities(share)
     assert share.tree * share.core_s >= 2 * BURN_S - 2 * SLACK_S
+
+
+def test_a_server_waiting_on_nothing_used_no_cpu_and_waited_for_no_core() -> None:
+    """The servers' run-queue delay (`tree_wait`): a process blocked on a read is not
+    runnable, so however busy the host, it neither runs nor waits for a core."""
+    meter = HostCpuMeter()
+    with _burner() as idle, _burner() as neighbour:
+        tree = [psutil.Process(idle.pid)]
+        assert meter.read(tree, T0) is None
+        _burn(neighbour)
+        share = meter.read(tree, T0 + timedelta(seconds=5))
+    assert share is not None
+    assert share.tree == 0.0 and share.tree_wait == 0.0
+    assert share.other * share.core_s >= BURN_S - SLACK_S
 
 
 def test_host_seconds_leave_out_idle_and_the_guest_time_already_in_user() -> None:
