@@ -20,6 +20,7 @@ from watchkeeper.simulation.soak_series import ORIGIN, SoakModel, simulate_serie
 from watchkeeper.soak.depth import WARMUP_BLOCKS, block_rows, depth_lines, series_drift
 from watchkeeper.soak.dips import HOST_BUSY, block_host_cpu, host_explained, split_dips
 from watchkeeper.soak.drift import series_trends
+from watchkeeper.soak.judgement import BlockRow
 
 MODEL = SoakModel()
 MINUTES = 300.0
@@ -170,3 +171,14 @@ def test_a_block_s_host_cpu_is_the_mean_of_the_samples_over_its_minutes() -> Non
     rows = {r["block"]: r for entry in series for r in entry["block_rows"]}
     assert rows[blocks[0]]["host_other_cpu"] == 0.5
     assert block_host_cpu(samples, points[:1]) == {}
+
+
+def test_the_summary_s_block_rows_keep_the_host_s_figure_so_a_dip_can_be_rejudged() -> None:
+    """The report's JSON keeps every block (`judgement.BlockRow`) to redo the drift from the
+    figures; the host's CPU outside the servers travels with it, and a soak without it writes
+    no key."""
+    rows = _host(_rows(MODEL, 0), 0, QUIET, [])
+    back = [BlockRow.from_json(r).to_json() for r in rows]
+    assert [b["host_other_cpu"] for b in back] == [r["host_other_cpu"] for r in rows]
+    plain = BlockRow.from_json(_rows(MODEL, 0)[0]).to_json()
+    assert "host_other_cpu" not in plain
