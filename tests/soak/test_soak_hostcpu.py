@@ -16,7 +16,8 @@ from datetime import UTC, datetime, timedelta
 import psutil
 
 from watchkeeper.soak.hostcpu import HostCpuMeter, HostCpuShare, host_seconds
-from watchkeeper.soak.records import ResourcePoint, item_from_json, item_to_json
+from watchkeeper.soak.records import Item, ResourcePoint, item_from_json, item_to_json
+from watchkeeper.soak.sampler import ResourceSampler
 
 T0 = datetime(2026, 11, 24, 23, 58, tzinfo=UTC)
 BURN_S = 0.3
@@ -26,6 +27,7 @@ SLACK_S = 0.08
 """The kernel's accounting: /proc/stat counts in ticks (10 ms), a process's time is exact."""
 BURNER = (
     "import sys, time\n"
+    "print('ready', flush=True)\n"
     "sys.stdin.readline()\n"
     f"while time.process_time() < {BURN_S}:\n"
     "    pass\n"
@@ -40,6 +42,7 @@ def _burner() -> Iterator[subprocess.Popen[str]]:
         [sys.executable, "-c", BURNER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
     ) as proc:
         try:
+            assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
             yield proc
         finally:
             proc.kill()
@@ -91,6 +94,20 @@ def test_a_server_once_shown_stays_the_soak_s_and_one_born_since_counts_in_full(
     assert share.tree * share.core_s >= 2 * BURN_S - 2 * SLACK_S
 
 
+def test_a_server_waiting_on_nothing_used_no_cpu_and_waited_for_no_core() -> None:
+    """The servers' run-queue delay (`tree_wait`): a process blocked on a read is not
+    runnable, so however busy the host, it neither runs nor waits for a core."""
+    meter = HostCpuMeter()
+    with _burner() as idle, _burner() as neighbour:
+        tree = [psutil.Process(idle.pid)]
+        assert meter.read(tree, T0) is None
+        _burn(neighbour)
+        share = meter.read(tree, T0 + timedelta(seconds=5))
+    assert share is not None
+    assert share.tree == 0.0 and share.tree_wait == 0.0
+    assert share.other * share.core_s >= BURN_S - SLACK_S
+
+
 def test_host_seconds_leave_out_idle_and_the_guest_time_already_in_user() -> None:
     times = psutil.cpu_times()
     busy, total = host_seconds(times)
@@ -106,3 +123,20 @@ def test_the_spool_keeps_the_host_share_and_reads_points_written_before_it() -> 
     del old["host_other_cpu"]
     back = item_from_json(old)
     assert isinstance(back, ResourcePoint) and back.host_other_cpu is None
+
+
+def test_the_sampler_puts_the_host_s_share_on_every_point_after_the_first() -> None:
+    """Two reads within one kernel tick have no window (None); the burner between them makes
+    one (its CPU, outside any server, is the host's)."""
+    emitted: list[Item] = []
+    sampler = ResourceSampler(emit=emitted.append, stuck_after_s=60.0, gpu=False)
+    try:
+        with _burner() as neighbour:
+            first = sampler.sample(None)
+            _burn(neighbour)
+            second = sampler.sample(None)
+    finally:
+        sampler.close()
+    assert first.host_other_cpu is None
+    assert second.host_other_cpu is not None and 0.0 < second.host_other_cpu <= 1.0
+    assert emitted == [first, second]

@@ -35,6 +35,8 @@ from watchkeeper.server.launch import PreparedProfile
 from watchkeeper.server.models import ModelFile
 from watchkeeper.server.profiles import SMOLLM2
 from watchkeeper.soak.records import RunKey
+from watchkeeper.store.db import Database
+from watchkeeper.store.soak_store import SoakStore
 
 
 def live_server_argvs() -> list[list[str]]:
@@ -97,6 +99,16 @@ def test_a_soak_at_concurrency_1_and_2_runs_servers_with_two_slots_each_keeping_
     assert len(probes) == 2, probes  # one per concurrency level
     for start, end in probes:
         assert not [(a, b) for a, b in load if a < end and b > start], (start, end)
+
+    # The resource sampler put the host's CPU outside the servers on every stored point after
+    # its first (soak/hostcpu.py; what may explain a dip, soak/dips.py).
+    db = Database(sqlite_url)
+    try:
+        resources = SoakStore(db).load(result.campaign_id).resources
+    finally:
+        db.close()
+    shares = [r.host_other_cpu for r in resources[1:]]
+    assert shares and all(v is not None and 0.0 <= v <= 1.0 for v in shares), shares
 
 
 def prepared(name: str, extra: list[str], flags: frozenset[str]) -> PreparedProfile:

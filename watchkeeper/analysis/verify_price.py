@@ -35,9 +35,9 @@ from typing import Any
 
 import numpy as np
 
-from watchkeeper.analysis.student import CONFIDENCE, t_half_width
 from watchkeeper.format import share
 from watchkeeper.load.records import RequestSample
+from watchkeeper.student import CONFIDENCE, t_half_width
 
 SYNTH_FLAG = "spec-synth-len"
 """The knob the synthetic arms set (a profile's `spec_knobs`): one number per arm, the mean

@@ -108,6 +108,9 @@ class ResourceSampler:
                 tree = self._tree(active.pid) or []
                 cpu = self._cpu_percent(active.pid, tree) if tree else None
         share = self._host.read(tree, now)
+        if share is not None and share.tree_wait is not None:
+            # Recorded for a rule to come (soak/hostcpu.py): did the servers wait for a core?
+            metrics["server_run_wait"] = round(share.tree_wait, 4)
         if active is not None and answering:
             client = self._http(active.base_url)
             counters = fetch_metrics(client)
