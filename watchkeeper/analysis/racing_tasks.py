@@ -177,9 +177,10 @@ def plan(
     Rounds where `MIN_ROUNDS` fit: they measure the round's drift that the interval over
     tasks can only assume (`ROUND_SD`). Tasks where they do not and the set has
     `MIN_TASK_REPLICATES` tasks or more: one round gives every arm a CI over its tasks, and
-    the rounds that still fit only shrink the round's floor; where not even one fits, round
-    1 still runs (the bench checks the budget only after it), so a large set still gets its
-    CIs over tasks and the plan says by how much it passes the budget. A small set where
+    the rounds that still fit only shrink the round's floor; where not even one fits, the
+    rounds measure a stratified sample sized to fit (given ``strata``: `sample_plan`), else
+    round 1 still runs (the bench checks the budget only after it), so a large set still gets
+    its CIs over tasks and the plan says by how much it passes the budget. A small set where
     `MIN_ROUNDS` do not fit: rounds, and no CI within the budget (the report says what budget
     would buy one). A round not priced yet:
     tasks where the set is large enough (a CI from round 1 whatever the pace), else rounds.
