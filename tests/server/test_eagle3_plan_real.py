@@ -80,8 +80,8 @@ def test_the_plan_names_the_eagle3_chain_and_p_min_arms_with_reasons(
     plan, _ = eagle_plan
     lines = plan.lines()
     text = "\n".join(lines)
-    assert "  in  draft-eagle3: eagle is a eagle3 drafter" in text, text
-    assert "  out draft-simple: eagle is a eagle3 drafter, not a language model" in text, text
+    assert "  in  draft-eagle3: eagle is an eagle3 drafter" in text, text
+    assert "  out draft-simple: eagle is an eagle3 drafter, not a language model" in text, text
     for name in (EAGLE, CHAIN, PMIN, "smol-sweep-eagle3-pmin0.9"):
         (line,) = [x for x in lines if f" {name} (tier" in x]
         assert line.startswith("  race ") and "): " in line, line
