@@ -278,7 +278,7 @@ def fit(
         arms=tuple(arms),
         points=tuple(usable),
         confidence=confidence,
-        about=about,
+        about=dict(about or {}),
     )
 
 
