@@ -50,7 +50,7 @@ def synth_length(draft_n: int, acceptance: float) -> float:
     1 + n a (the target's token plus the accepted draft tokens of a step)."""
     if not 0.0 <= acceptance <= 1.0:
         raise ValueError(f"acceptance {acceptance} is not within [0, 1]")
-    return 1.0 + draft_n * acceptance
+    return round(1.0 + draft_n * acceptance, 6)
 
 
 @dataclass(frozen=True, slots=True)
