@@ -77,6 +77,8 @@ def test_below_and_none_pays() -> None:
 def test_one_round_has_no_ci_and_says_so() -> None:
     be = fit(passes(6, cost=0.4, rounds=1), 4).break_even
     assert be.kind == "no-ci" and be.low is None and be.text().endswith("(no CI: 1 round)")
+    none = fit(passes(6, cost=0.15, rounds=1), 4).break_even
+    assert none.kind == "no-ci" and none.text().startswith("no acceptance pays at the estimate")
 
 
 def test_needed_adds_the_drafters_own_cost() -> None:
