@@ -56,6 +56,7 @@ from watchkeeper.publish.sweep_report import preface, render_sweep_sections
 from watchkeeper.publish.sweep_view import SweepView, soak_command
 from watchkeeper.publish.systemd import render_unit, write_service
 from watchkeeper.publish.verify import record_digests
+from watchkeeper.publish.verify_price_section import read_verify_price
 from watchkeeper.store.db import Database, open_database
 from watchkeeper.store.racing_store import RacingStore
 
@@ -64,8 +65,7 @@ Clock = Callable[[], float]
 SPECULATIVE_REPORT = "speculative_benchmark.md"
 DEFAULT_BUDGET_MIN = 40.0
 DEFAULT_MAX_ROUNDS = 5
-MAX_ARMS = DEFAULT_MAX_ARMS
-"""`--max-arms`'s default (campaign/sweep_arms.py says why)."""
+MAX_ARMS = DEFAULT_MAX_ARMS  # `--max-arms`'s default (campaign/sweep_arms.py says why)
 DEFAULT_IDENTITY_PER_CATEGORY = 1
 """Identity probes per category, whatever `--per-category` measures: every arm the
 recommendation may name is probed on every category; every task would not fit (measurements.md)."""
@@ -366,6 +366,7 @@ def _report(
         probe_tasks=outcome.probe_tasks,
         race_plan=racer.plan_text if racer is not None else "",
         task_cis=racer.task_ci_text() if racer is not None else "",
+        verify_price=read_verify_price(reports),
     )
     result = finish_with_report(
         config,
