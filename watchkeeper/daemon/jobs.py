@@ -25,7 +25,7 @@ from watchkeeper.commands.digest import digest_command
 from watchkeeper.commands.nightly import nightly_command
 from watchkeeper.commands.review_pr import review_pr_command
 from watchkeeper.commands.soak import soak_command
-from watchkeeper.commands.sweep import sweep_request_command
+from watchkeeper.commands.sweep import sweep_command, sweep_plan_lines
 from watchkeeper.commands.triage import triage_command
 from watchkeeper.commands.upgrade_check import upgrade_check_command
 from watchkeeper.config import Config
@@ -264,9 +264,11 @@ def bisect_job(config: Config, args: BisectRequest, ctx: JobContext) -> JobResul
 
 def sweep_job(config: Config, args: SweepRequest, ctx: JobContext) -> JobResult:
     """`watchkeeper sweep` from a job file: the same request, the same command."""
-    result = sweep_request_command(config, args, progress=ctx.checkpoint, database=ctx.db)
-    if isinstance(result, list):  # dry_run: the plan
-        return JobResult(summary="; ".join(result), samples=0)
+    if args.dry_run:  # the plan
+        return JobResult(
+            summary="; ".join(sweep_plan_lines(config, args, progress=ctx.progress)), samples=0
+        )
+    result = sweep_command(config, args, progress=ctx.checkpoint, database=ctx.db)
     return JobResult(
         summary=f"sweep campaign {result.bench.campaign_id}: {result.recommendation.headline}",
         campaign_id=result.bench.campaign_id,
