@@ -26,6 +26,7 @@ from pydantic import (
     Field,
     ValidationError,
     field_validator,
+    model_validator,
 )
 
 from watchkeeper.config.base import Category, Version
@@ -287,6 +288,18 @@ class BisectRequest(Request):
     max_ranges: MaxRanges = 4
     state: File | None = None
     finding: Id | None = None
+
+    @model_validator(mode="after")
+    def _both_ends(self) -> Self:
+        if (self.good is None) != (self.bad is None):
+            raise ValueError("good and bad are named together, or neither (bisect.auto picks)")
+        return self
+
+    def ends(self) -> tuple[str, str]:
+        """(good, bad): a bisect of two named releases needs both."""
+        if self.good is None or self.bad is None:
+            raise ConfigError("bisect needs --good and --bad (a job: good and bad)")
+        return self.good, self.bad
 
 
 class ReviewPrRequest(SampledRequest):
