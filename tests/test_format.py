@@ -34,3 +34,11 @@ def test_a_speedup_shows_its_interval_or_says_why_it_has_none() -> None:
     assert fmt.speedup(with_ci) == "1.38x (1.22-1.55)"
     one_round = RatioCI(1.38, 1.38, 1.38, n_pairs=6, n_clusters=6, n_rounds=1)
     assert fmt.speedup(one_round) == "1.38x (1 round(s): no CI)"
+
+
+def test_an_interval_is_labelled_in_one_place_with_a_spec_or_a_printer() -> None:
+    assert fmt.ci(1.22, 1.55) == "95% CI 1.22-1.55"
+    assert fmt.ci(-0.1, 0.05, "+.0%", "..") == "95% CI -10%..+5%"
+    assert fmt.ci(0.01, 0.04, fmt.share) == "95% CI 1.0%-4.0%"
+    assert fmt.ci(-0.214, -0.151, fmt.pct, " to ") == "95% CI -21.4% to -15.1%"
+    assert fmt.ci(None, 1.2) == fmt.ci(0.9, None, fmt.pct) == f"95% CI {fmt.MISSING}"

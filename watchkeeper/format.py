@@ -60,9 +60,20 @@ CI_LABEL = "95% CI"
 """How every page names an interval: the one place the level is written in text."""
 
 
-def ci(low: float, high: float, spec: str = ".2f", sep: str = "-") -> str:
+def ci(
+    low: float | None,
+    high: float | None,
+    spec: str | Callable[[float], str] = ".2f",
+    sep: str = "-",
+) -> str:
     """An interval, labelled: ci(1.22, 1.55) → '95% CI 1.22-1.55'; a change's ends with its
-    own spec and separator: ci(-0.1, 0.05, "+.0%", "..") → '95% CI -10%..+5%'."""
+    own spec and separator: ci(-0.1, 0.05, "+.0%", "..") → '95% CI -10%..+5%'; or with a
+    printer of this module: ci(0.01, 0.04, share) → '95% CI 1.0%-4.0%'. An end that is not
+    known gives '95% CI —' (every hand-written "95% CI" string used to decide that itself)."""
+    if low is None or high is None:
+        return f"{CI_LABEL} {MISSING}"
+    if callable(spec):
+        return f"{CI_LABEL} {spec(low)}{sep}{spec(high)}"
     return f"{CI_LABEL} {low:{spec}}{sep}{high:{spec}}"
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 from sqlalchemy import select
@@ -88,11 +89,16 @@ PROMPTS = ("Tell me about the sea.", "Write a short poem about bread.")
 
 
 def bench_pair(
-    root: Path, models: dict[str, Path], profiles: str, arms: tuple[str, str]
+    root: Path,
+    models: dict[str, Path],
+    profiles: str,
+    arms: tuple[str, ...],
+    generated: Mapping[str, ProfileConfig] | None = None,
 ) -> tuple[BenchResult, str, Path]:
     """A real paired bench of `arms` (baseline first) with [models] and [profiles] as given
-    (`profiles`: TOML): the two PROMPTS at 16 tokens, 2 rounds, one process per arm, SQLite
-    under `root`. Returns the result, the database URL and the config's path."""
+    (`profiles`: TOML; `generated`: profiles built in Python, a sweep plan's arms, added as the
+    sweep adds them): the two PROMPTS at 16 tokens, 2 rounds, one process per arm, SQLite under
+    `root`. Returns the result, the database URL and the config's path."""
     url = f"sqlite:///{root / 'wk.db'}"
     config = root / "watchkeeper.toml"
     config.write_text(
@@ -109,8 +115,11 @@ def bench_pair(
             for i, p in enumerate(PROMPTS)
         )
     )  # fmt: skip
+    loaded = load_config(config)
+    if generated:
+        loaded = loaded.model_copy(update={"profiles": {**generated, **loaded.profiles}})
     result = bench_command(
-        load_config(config),
+        loaded,
         profiles=list(arms),
         rounds=None,
         taskset=tasks,

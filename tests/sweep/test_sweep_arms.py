@@ -152,8 +152,9 @@ def test_the_clis_arm_cap_default_is_the_engines() -> None:
     """The parser carries the default as a literal (building it imports no stage)."""
     from watchkeeper.campaign.sweep_arms import DEFAULT_MAX_ARMS
     from watchkeeper.cli.common import SWEEP_MAX_ARMS
+    from watchkeeper.config.requests import SweepRequest
 
-    assert SWEEP_MAX_ARMS == DEFAULT_MAX_ARMS
+    assert SWEEP_MAX_ARMS == DEFAULT_MAX_ARMS == SweepRequest().max_arms
 
 
 def test_a_chain_is_priced_and_plotted_by_its_model_drafter_wherever_it_stands() -> None:

@@ -1,15 +1,22 @@
 """The verification price and its break-even acceptance (analysis/verify_price.py) on seeded
 synthetic passes (simulation/verify_price.py): the CI holds the true break-even at its level,
 a break-even beyond the measured acceptances is said as "above 73%", never extrapolated,
-"no acceptance pays" where even 100% cannot, and the pairing reads the server's own counts."""
+"no acceptance pays" where even 100% cannot, and the pairing reads the server's own counts;
+the sweep report's "What acceptance pays here" (publish/verify_price_section.py) on the
+synthetic bench result."""
 
 from __future__ import annotations
 
+import json
 import math
+from dataclasses import replace
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
+from support.sweepview import sweep_view as _view
 
+from watchkeeper.analysis.benchmark import BenchResult
 from watchkeeper.analysis.verify_price import (
     VerifyPrice,
     cost_check,
@@ -18,6 +25,13 @@ from watchkeeper.analysis.verify_price import (
     synth_length,
 )
 from watchkeeper.load.records import RequestSample
+from watchkeeper.publish.sweep_report import render_sweep_sections
+from watchkeeper.publish.sweep_view import SweepView
+from watchkeeper.publish.verify_price_section import (
+    VERIFY_PRICE_FILE,
+    read_verify_price,
+    verify_price_section,
+)
 from watchkeeper.simulation.verify_price import coverage, passes, true_break_even
 
 
@@ -63,6 +77,8 @@ def test_below_and_none_pays() -> None:
 def test_one_round_has_no_ci_and_says_so() -> None:
     be = fit(passes(6, cost=0.4, rounds=1), 4).break_even
     assert be.kind == "no-ci" and be.low is None and be.text().endswith("(no CI: 1 round)")
+    none = fit(passes(6, cost=0.15, rounds=1), 4).break_even
+    assert none.kind == "no-ci" and none.text().startswith("no acceptance pays at the estimate")
 
 
 def test_needed_adds_the_drafters_own_cost() -> None:
@@ -112,3 +128,52 @@ def test_round_points_pair_by_round_and_read_the_servers_counts() -> None:
     assert (first.drafted, first.accepted) == (80, 42)
     # Round 2's task b has no baseline request: it neither pairs nor counts.
     assert (second.drafted, second.accepted, second.tasks) == (40, 18, 1)
+
+
+def _priced(result: BenchResult, cost: float, **about: str) -> SweepView:
+    vp = fit(passes(9, cost=cost), 4, about={"host": result.host.fingerprint, **about})
+    return replace(_view(result, None), verify_price=vp)
+
+
+def test_the_report_sets_each_arms_acceptance_against_what_it_needs(result: BenchResult) -> None:
+    """The fixture: draft4 accepts 65% at a drafter cost of 0.18 target steps, ngram 40% for
+    free but drafting 2.5 tokens a step. At c = 1/3 (break-even 50%) draft4 needs ~68%."""
+    v = _priced(result, 1 / 3, build=result.build_version)
+    text = "\n".join(verify_price_section(v))
+    assert text.startswith("## What acceptance pays here")
+    assert f"**break-even acceptance {v.verify_price.break_even.text()}**" in text  # type: ignore[union-attr]
+    assert "Measured on" not in text
+    rows = {line.split(" | ")[0].strip("| "): line for line in text.splitlines() if "|" in line}
+    assert "65.0% (520/800)" in rows["draft4"] and "0.18" in rows["draft4"]
+    assert "within the CI of what it needs" in rows["draft4"] or "below" in rows["draft4"]
+    assert "below what it needs: cannot pay here" in rows["ngram"]
+    assert "drafts 2.5 a step, priced at 4: indicative" in rows["ngram"]
+    assert "baseline" not in rows
+    assert text in render_sweep_sections(v)
+
+
+def test_a_cheap_verification_lets_free_lookup_pay_and_names_another_hosts_pass(
+    result: BenchResult,
+) -> None:
+    v = _priced(result, 0.6, build="b0001")  # break-even 17%: below every measured rate
+    text = "\n".join(verify_price_section(v))
+    assert "break-even acceptance below" in text
+    assert "**Measured on build b0001, not this sweep's**" in text
+    ngram = next(line for line in text.splitlines() if line.startswith("| ngram"))
+    assert "above what it needs" in ngram
+
+
+def test_no_pass_no_section_and_an_unreadable_one_says_so(
+    result: BenchResult, tmp_path: Path
+) -> None:
+    assert verify_price_section(_view(result, None)) == []
+    assert "What acceptance pays here" not in render_sweep_sections(_view(result, None))
+    assert read_verify_price(tmp_path) is None
+    vp = fit(passes(10, cost=0.4), 4)
+    (tmp_path / VERIFY_PRICE_FILE).write_text(json.dumps(vp.to_json()))
+    assert read_verify_price(tmp_path) == vp
+    (tmp_path / VERIFY_PRICE_FILE).write_text("{}")
+    why = read_verify_price(tmp_path)
+    assert isinstance(why, str) and "could not be read" in why
+    section = verify_price_section(replace(_view(result, None), verify_price=why))
+    assert section[2] == why

@@ -158,7 +158,7 @@ class Recommendation:
         tail = f"; {self._tail()}" if c.profile == self.setting else ""
         return (
             f"{c.profile}: {c.speedup:.2f}x decode speed-up "
-            f"(95% CI {c.low:.2f}-{c.high:.2f}) over the baseline{tail}"
+            f"({ci_text(c.low, c.high)}) over the baseline{tail}"
         )
 
     def _tail(self) -> str:
@@ -173,7 +173,7 @@ class Recommendation:
             return ""
         c = self.overall
         pooled = (
-            f"{c.profile} at {c.speedup:.2f}x (95% CI {c.low:.2f}-{c.high:.2f})"
+            f"{c.profile} at {c.speedup:.2f}x ({ci_text(c.low, c.high)})"
             if c.profile is not None
             else f"keep the baseline ({c.reason})"
         )

@@ -50,7 +50,7 @@ def synth_length(draft_n: int, acceptance: float) -> float:
     1 + n a (the target's token plus the accepted draft tokens of a step)."""
     if not 0.0 <= acceptance <= 1.0:
         raise ValueError(f"acceptance {acceptance} is not within [0, 1]")
-    return 1.0 + draft_n * acceptance
+    return round(1.0 + draft_n * acceptance, 6)
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,6 +144,8 @@ class BreakEven:
         if self.kind == "none-pays":
             return "no acceptance pays at this draft length (even 100% stays below 1.0x)"
         if self.low is None or self.high is None:
+            if self.estimate > 1.0:
+                return "no acceptance pays at the estimate (no CI: 1 round)"
             return f"{self._at(self.estimate)} (no CI: 1 round)"
         if self.kind in ("above", "below"):
             return self._at(self.estimate)
@@ -154,7 +156,7 @@ class BreakEven:
 
 def _kind(est: float, low: float | None, high: float | None, lo_m: float, hi_m: float) -> str:
     if low is None or high is None:
-        return "none-pays" if est > 1.0 else "no-ci"
+        return "no-ci"
     if low > 1.0:
         return "none-pays"
     if low > hi_m:
@@ -278,7 +280,7 @@ def fit(
         arms=tuple(arms),
         points=tuple(usable),
         confidence=confidence,
-        about=about,
+        about=dict(about or {}),
     )
 
 

@@ -56,6 +56,7 @@ from watchkeeper.analysis.stats import (
     log_t_interval,
     rounds_to_settle,
 )
+from watchkeeper.format import ci
 
 TASK_SET = "the task set's own proportions (measured tasks per category)"
 """`Mix.source` of the default mix."""
@@ -186,8 +187,7 @@ class MixSpeedup:
         if not self.has_ci:
             return f"{self.estimate:.2f}x (no CI: {self.n_rounds} round(s))"
         return (
-            f"{self.estimate:.2f}x (95% CI {self.low:.2f}-{self.high:.2f} weighted by the mix, "
-            f"{self.verdict})"
+            f"{self.estimate:.2f}x ({ci(self.low, self.high)} weighted by the mix, {self.verdict})"
         )
 
     @property

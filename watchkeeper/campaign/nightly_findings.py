@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from watchkeeper.analysis.benchmark import ALL, BenchResult
 from watchkeeper.config import Config
 from watchkeeper.findings.evidence import NightlyEvidence
-from watchkeeper.format import change_of_ratio, interval
+from watchkeeper.format import change_of_ratio, ci
 from watchkeeper.nightly.detector import DetectorParams
 from watchkeeper.nightly.digest import rerun_campaigns
 from watchkeeper.nightly.findings import TrackingParams
@@ -52,7 +52,7 @@ def finding_title(profile: str, r: RatioRecord, check: SeriesCheck | None) -> st
         )
     return (
         f"{profile} · {r.category}: decode tok/s {change_of_ratio(r.estimate)} against "
-        f"the reference (95% CI {interval(r.low, r.high, change_of_ratio)})"
+        f"the reference ({ci(r.low, r.high, change_of_ratio, ' to ')})"
     )
 
 

@@ -47,7 +47,7 @@ def record_findings(
                 kind="regression",
                 severity="high",
                 title=f"{label}: decode tok/s {evidence.delta_text()} against the reference "
-                f"through the soak (95% CI {evidence.ci_text()})",
+                f"through the soak ({evidence.labelled_ci_text()})",
                 evidence=evidence.to_json(),
                 label="stability",
             )

@@ -222,7 +222,10 @@ def _p_min_arms(b: _Builder, knobs: Mapping[str, SpecKnob]) -> None:
                 f"{_short(model)}{n or ''}-pmin{p:g}",
                 3,
                 f"{model} at {_length(n, default_n)}, p-min {p:g} (build default {p_default}): "
-                + P_MIN_WHY.get(model, "p-min cuts a draft where the drafter doubts"),
+                + P_MIN_WHY.get(
+                    model,
+                    "p-min cuts a draft where the drafter doubts; it matters at the longer lengths",
+                ),
                 out,
                 spec_type=model,
                 draft_n_max=n,

@@ -41,14 +41,12 @@ from watchkeeper.campaign.bench_report import finish_with_report
 from watchkeeper.config import Config, ModelConfig, ProfileConfig
 from watchkeeper.errors import BenchError, ConfigError
 from watchkeeper.load.records import RequestSample, RunPurpose
+from watchkeeper.publish.verify_price_section import VERIFY_PRICE_FILE
 from watchkeeper.server.profiles import get_profile
 from watchkeeper.store.db import open_database
 from watchkeeper.store.repository import Repository
 from watchkeeper.store.runs import StoredRun
 
-VERIFY_PRICE_FILE = "verify_price.json"
-"""Where the pass writes its figures, and where the sweep's report looks for them (the
-reports directory)."""
 DRAFTER = "verify-price-drafter"
 """The tiny drafter's [models] name in the pass's config."""
 
@@ -167,16 +165,3 @@ def run_verify_price(
     (out / VERIFY_PRICE_FILE).write_text(json.dumps(vp.to_json(), indent=2) + "\n")
     progress(f"verify-price: break-even {vp.break_even.text()}; {out / VERIFY_PRICE_FILE}")
     return vp, result
-
-
-def read_verify_price(reports: Path) -> VerifyPrice | str | None:
-    """The pass's figures in a reports directory; None where there are none; a line saying
-    why where the file cannot be read (the sweep's report prints it rather than losing the
-    sweep it ends)."""
-    path = reports / VERIFY_PRICE_FILE
-    if not path.is_file():
-        return None
-    try:
-        return VerifyPrice.from_json(json.loads(path.read_text(encoding="utf-8")))
-    except (ValueError, KeyError, TypeError) as exc:
-        return f"{path} could not be read ({type(exc).__name__}: {exc}); rerun the pass"

@@ -23,7 +23,7 @@ from watchkeeper.cli.common import (
 )
 from watchkeeper.config import Config
 from watchkeeper.errors import ConfigError
-from watchkeeper.format import share
+from watchkeeper.format import ci, share
 
 _FIRST, _LAST = date(1970, 1, 2), date(9999, 12, 30)
 """The digest's window reaches a day either side of its dates: 0001-01-01 overflowed."""
@@ -108,7 +108,7 @@ def cmd_aa(args: argparse.Namespace, config: Config) -> int:
     out.print(
         plain(
             f"A/A on {result.profile}: {len(result.flagged)} of {result.tested} judged series "
-            f"flagged ({share(rate)}, 95% CI {share(low)}-{share(high)}); "
+            f"flagged ({share(rate)}, {ci(low, high, share)}); "
             f"{result.series - result.tested} with insufficient data"
         )
     )

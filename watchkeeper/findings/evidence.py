@@ -15,10 +15,13 @@ and the keys its producer always writes, keys a class does not name ride along i
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Self
 
-from watchkeeper.format import MISSING, interval, pct, points
+from watchkeeper.format import MISSING, ci, interval, pct, points
+
+Printer = Callable[[float | None], str]
 
 _OWN = ("extra", "keys")
 
@@ -70,15 +73,25 @@ class _Evidence:
     def delta_text(self) -> str:
         return MISSING
 
+    def ci_ends(self) -> tuple[float | None, float | None, Printer]:
+        """The delta's interval: its ends (None: not known) and how each prints."""
+        return None, None, pct
+
     def ci_text(self) -> str:
-        return MISSING
+        """The interval's ends, '-21.4% to -15.1%' (a table cell under a '95% CI' header)."""
+        return interval(*self.ci_ends())
+
+    def labelled_ci_text(self) -> str:
+        """The interval labelled: '95% CI -21.4% to -15.1%', or '95% CI —'."""
+        low, high, printer = self.ci_ends()
+        return ci(low, high, printer, " to ")
 
     def change_text(self) -> str:
         """The delta with its interval, in one phrase: '-18.2% (95% CI -21.4% to -15.1%)'."""
-        delta, ci = self.delta_text(), self.ci_text()
+        delta = self.delta_text()
         if delta == MISSING:
             return MISSING
-        return delta if ci == MISSING else f"{delta} (95% CI {ci})"
+        return delta if self.ci_text() == MISSING else f"{delta} ({self.labelled_ci_text()})"
 
     def series_title(self, default: str) -> str:
         """The series the finding is about, by name ('decode_tps · code · c1 · 3f2a9c1e')."""
@@ -144,9 +157,9 @@ class SeriesEvidence(_Evidence):
     def delta_text(self) -> str:
         return self._fmt(self.delta)
 
-    def ci_text(self) -> str:
+    def ci_ends(self) -> tuple[float | None, float | None, Printer]:
         low, high = self.delta_ci or (None, None)
-        return interval(low, high, self._fmt)
+        return low, high, self._fmt
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,9 +209,9 @@ class NightlyEvidence(_Evidence):
     def delta_text(self) -> str:
         return pct(self.delta)
 
-    def ci_text(self) -> str:
+    def ci_ends(self) -> tuple[float | None, float | None, Printer]:
         low, high = self.delta_ci or (None, None)
-        return interval(low, high, pct)
+        return low, high, pct
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,11 +234,9 @@ class SoakRatioEvidence(_Evidence):
     def delta_text(self) -> str:
         return pct(None if self.estimate is None else self.estimate - 1.0)
 
-    def ci_text(self) -> str:
+    def ci_ends(self) -> tuple[float | None, float | None, Printer]:
         low, high = self.ci95 or (None, None)
-        return interval(
-            None if low is None else low - 1.0, None if high is None else high - 1.0, pct
-        )
+        return None if low is None else low - 1.0, None if high is None else high - 1.0, pct
 
 
 @dataclass(frozen=True, slots=True)

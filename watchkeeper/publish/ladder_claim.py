@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from watchkeeper.analysis.crossover import LevelRatios
+from watchkeeper.format import ci
 
 LADDER_KEY = "served_ladder"
 PAYS = "faster"
@@ -54,15 +55,12 @@ class LevelClaim:
     def decode_text(self) -> str:
         if self.low == self.high:
             return f"{self.estimate:.2f}x (no CI, {self.verdict})"
-        return f"{self.estimate:.2f}x (95% CI {self.low:.2f}-{self.high:.2f}, {self.verdict})"
+        return f"{self.estimate:.2f}x ({ci(self.low, self.high)}, {self.verdict})"
 
     def e2e_text(self) -> str:
         if self.e2e_estimate is None or self.e2e_low is None or self.e2e_high is None:
             return "not measured"
-        return (
-            f"{self.e2e_estimate:.2f}x (95% CI {self.e2e_low:.2f}-{self.e2e_high:.2f}, "
-            f"{self.e2e_state})"
-        )
+        return f"{self.e2e_estimate:.2f}x ({ci(self.e2e_low, self.e2e_high)}, {self.e2e_state})"
 
 
 @dataclass(frozen=True, slots=True)

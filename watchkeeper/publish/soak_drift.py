@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
+from watchkeeper.format import ci
 from watchkeeper.publish import markdown as md
 from watchkeeper.publish.soak_summary import SoakSummary
 from watchkeeper.soak.depth import settle_text
@@ -19,6 +20,11 @@ from watchkeeper.soak.judgement import SeriesDrift
 
 def _pct(ci: Sequence[float] | None) -> str:
     return f"{ci[0]:+.0%}..{ci[1]:+.0%}" if ci else md.NONE
+
+
+def _ci(ends: Sequence[float] | None) -> str:
+    low, high = ends or (None, None)
+    return ci(low, high, "+.0%", "..")
 
 
 def drift_entries(series: Sequence[Mapping[str, Any]]) -> list[SeriesDrift]:
@@ -103,12 +109,12 @@ def unresolved_text(s: SoakSummary) -> str | None:
     recurring = [
         f"{d.profile} at concurrency {d.concurrency}: {len(d.dips or ())} blocks "
         f"fell off and came back, which nothing outside the server explains (its slope alone "
-        f"reads {d.slope_verdict}, {d.change:+.0%}, 95% CI {_pct(d.ci95)})"
+        f"reads {d.slope_verdict}, {d.change:+.0%}, {_ci(d.ci95)})"
         for d in dipped
     ]
     items = "; ".join(
         f"{d.profile} at concurrency {d.concurrency} {d.change:+.0%} "
-        f"(95% CI {_pct(d.ci95)}{_blocks_needed(d, threshold)})"
+        f"({_ci(d.ci95)}{_blocks_needed(d, threshold)})"
         for d in unresolved
     )
     reach = (

@@ -159,6 +159,11 @@ def discover(
     return out
 
 
+def _a(kind: str) -> str:
+    """The drafter kind with its article: 'an eagle3', 'a dflash'."""
+    return f"{'an' if kind.startswith('e') else 'a'} {kind}"
+
+
 def _simple(drafter: ModelFacts | None) -> Method:
     if drafter is None:
         return Method("draft-simple", False, "no draft model given (--draft or the profile)")
@@ -166,7 +171,7 @@ def _simple(drafter: ModelFacts | None) -> Method:
         return Method(
             "draft-simple",
             False,
-            f"{drafter.name} is a {drafter.drafter_kind} drafter, not a language model",
+            f"{drafter.name} is {_a(drafter.drafter_kind)} drafter, not a language model",
         )
     return Method("draft-simple", True, f"draft model {drafter.name}", sidecar=True)
 
@@ -195,9 +200,8 @@ def _mtp(target: ModelFacts, drafter: ModelFacts | None) -> Method:
 
 def _trained(spec: str, drafter: ModelFacts | None, target: ModelFacts) -> Method:
     kind = spec.removeprefix("draft-")
-    a = "an" if kind.startswith("e") else "a"
     if drafter is None:
-        return Method(spec, False, f"needs {a} {kind} drafter; no draft model given")
+        return Method(spec, False, f"needs {_a(kind)} drafter; no draft model given")
     if drafter.note:
         return Method(spec, False, drafter.note)
     if drafter.drafter_kind == kind:
@@ -208,11 +212,11 @@ def _trained(spec: str, drafter: ModelFacts | None, target: ModelFacts) -> Metho
                 f"{drafter.name} was trained on a target of hidden size {drafter.target_hidden}; "
                 f"{target.name} has {target.hidden}",
             )
-        why = f"{drafter.name} is a {kind} drafter"
+        why = f"{drafter.name} is {_a(kind)} drafter"
         return Method(spec, True, why, sidecar=True, p_min_out=drafter.p_min_note)
     what = (
-        f"a {drafter.drafter_kind} drafter"
+        f"{_a(drafter.drafter_kind)} drafter"
         if drafter.drafter_kind
         else f"a plain {drafter.architecture or 'language'} model"
     )
-    return Method(spec, False, f"needs {a} {kind} drafter; {drafter.name} is {what}")
+    return Method(spec, False, f"needs {_a(kind)} drafter; {drafter.name} is {what}")

@@ -20,7 +20,7 @@ from watchkeeper.findings.evidence import (
     SeriesEvidence,
     evidence_of,
 )
-from watchkeeper.format import MISSING, fixed
+from watchkeeper.format import CI_LABEL, MISSING, fixed
 from watchkeeper.store.findings import StoredFinding
 from watchkeeper.tracker import escape
 
@@ -87,7 +87,7 @@ def _evidence_rows(f: StoredFinding) -> list[tuple[str, str]]:
         low, high = e.ci95 or (None, None)
         rows += [
             ("current / reference", _num(e.ratio, ".3f")),
-            ("95% CI", f"{_num(low, '.3f')} to {_num(high, '.3f')}"),
+            (CI_LABEL, f"{_num(low, '.3f')} to {_num(high, '.3f')}"),
             ("change", e.change_text()),
             (
                 "replicates",

@@ -98,9 +98,8 @@ def bisect_markdown(
         if last is not None and last.low is not None and last.high is not None:
             lines.append(
                 f"What it does bound: {last.candidate} against {last.baseline} is "
-                f"{last.estimate:.3f}, and its 95% CI ({last.low:.3f} to {last.high:.3f}) rules "
-                f"out a slowdown beyond {1 - last.low:.1%}, not one within the {threshold:.0%} "
-                "threshold."
+                f"{_ci(last.estimate, last.low, last.high)}, which rules out a slowdown beyond "
+                f"{1 - last.low:.1%}, not one within the {threshold:.0%} threshold."
                 if last.low < 1
                 else f"What it does bound: {last.candidate} is no slower than {last.baseline}."
             )
