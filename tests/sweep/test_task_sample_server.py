@@ -11,6 +11,7 @@ from pathlib import Path
 
 from watchkeeper.commands.sweep import sweep_command
 from watchkeeper.config import load_config
+from watchkeeper.config.requests import SweepRequest
 from watchkeeper.server.install import ServerBinary
 from watchkeeper.server.models import ModelFile
 from watchkeeper.server.profiles import SMOLLM2
@@ -50,18 +51,16 @@ def test_a_budget_too_small_for_one_round_samples_the_set_and_answers_for_it(
         f'[bench]\nreports_dir = "{tmp_path / "reports"}"\nidentity_mode = "batched"\n'
     )
     seen: list[str] = []
-    result = sweep_command(
-        load_config(config_path),
+    request = SweepRequest(
         target=SMOLLM2,  # no draft model: the n-gram arms, which race round 1
-        rounds=None,
         taskset=_taskset(tmp_path / "tasks.jsonl"),
         per_category=None,
-        service_path=tmp_path / "llama-server.service",
-        progress=seen.append,
-        budget_min=0.05,
+        service_file=tmp_path / "llama-server.service",
+        budget=0.05,
         max_tokens=8,
         max_arms=3,
     )
+    result = sweep_command(load_config(config_path), request, progress=seen.append)
     assert "12 of 36 tasks (stratified by category, seed 42)" in result.plan, result.plan
     assert "passes the" in result.plan and "after the identity probes' reserve" in result.plan
     assert any(m.startswith("race plan: CIs over tasks: ") for m in seen)
