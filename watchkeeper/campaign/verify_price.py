@@ -87,6 +87,11 @@ def pass_config(config: Config, plan: VerifyPricePlan, out: Path) -> tuple[Confi
             hint="write one with scripts/tiny_draft_gguf.py OUT --tokenizer-from TARGET.gguf",
         )
     target = get_profile(config, plan.target)
+    if target.url is not None:
+        raise ConfigError(
+            f"verify-price: profile {plan.target!r} names a running server ({target.url})",
+            hint="the pass starts the target itself with synthetic flags: name a model profile",
+        )
     plain = target.model_copy(
         update={
             "spec_type": None, "draft_model": None, "draft_n_max": None, "draft_n_min": None,
@@ -107,7 +112,7 @@ def pass_config(config: Config, plan: VerifyPricePlan, out: Path) -> tuple[Confi
         )  # fmt: skip
     cfg = config.model_copy(
         update={
-            "models": {**config.models, DRAFTER: ModelConfig(path=str(plan.drafter))},
+            "models": {**config.models, DRAFTER: ModelConfig(path=str(plan.drafter.resolve()))},
             "profiles": {**config.profiles, **profiles},
             "bench": config.bench.model_copy(update={"reports_dir": str(out)}),
         }
@@ -150,7 +155,7 @@ def run_verify_price(
     if not points:
         raise BenchError(
             "verify-price: no synthetic arm drafted a token in a clean request",
-            hint=f"see the campaign's server logs under {out}: the drafter may not have loaded",
+            hint=f"read the server logs of campaign {result.campaign_id}: did the drafter load?",
         )
     about = {
         "target": plan.target,
