@@ -13,8 +13,9 @@ needs an initialised speculative context, so a drafter must run: a tiny random-w
 the target's tokenizer (`scripts/tiny_draft_gguf.py`, one block of width 64), at
 `--spec-draft-p-min 0` so every step drafts the full n. The counted acceptance (the server's
 own `draft_n_accepted / draft_n` per request) is what the fit reads, not the rate asked for:
-the build refuses to accept a drafted end-of-generation token, and each request draws its own
-coins.
+the build refuses to accept a drafted end-of-generation token, and every request seeds its
+coins with the same `seed`, so all requests of an arm share one accept/reject pattern and the
+counts differ from the rate by that one pattern's luck, not an average over requests.
 
 Speed only: no cost calibration, no identity probes (the synthetic arms' output is wrong by
 design). The pass is its own bench campaign (`kind` 'verify-price'), its report in `out`.
