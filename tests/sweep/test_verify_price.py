@@ -68,6 +68,8 @@ def test_one_end_beyond_the_measured_rates_is_left_open() -> None:
     be = vp.break_even
     assert be.kind == "partly", be
     assert f"to above {be.measured_high:.0%}" in be.text()
+    wide = replace(be, high=1.3)  # a CI end no acceptance reaches
+    assert wide.text().endswith("to over 100%)")
 
 
 def test_below_and_none_pays() -> None:
