@@ -1,4 +1,4 @@
-"""What the tiny-model scripts share (tiny_mtp_gguf.py, tiny_eagle3_gguf.py,
+"""What the tiny-model scripts share (tiny_mtp_gguf.py, tiny_eagle3_gguf.py, tiny_draft_gguf.py,
 misfit_drafter_gguf.py): the llama.cpp sdist's own `gguf-py` found under the cached build, and
 a target's tokenizer copied key by key, so a drafter written here shares its vocabulary.
 

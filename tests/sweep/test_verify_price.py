@@ -24,6 +24,9 @@ from watchkeeper.analysis.verify_price import (
     round_points,
     synth_length,
 )
+from watchkeeper.campaign.verify_price import DRAFTER, VerifyPricePlan, pass_config
+from watchkeeper.config import Config, ProfileConfig
+from watchkeeper.errors import ConfigError
 from watchkeeper.load.records import RequestSample
 from watchkeeper.publish.sweep_report import render_sweep_sections
 from watchkeeper.publish.sweep_view import SweepView
@@ -65,6 +68,8 @@ def test_one_end_beyond_the_measured_rates_is_left_open() -> None:
     be = vp.break_even
     assert be.kind == "partly", be
     assert f"to above {be.measured_high:.0%}" in be.text()
+    wide = replace(be, high=1.3)  # a CI end no acceptance reaches
+    assert wide.text().endswith("to over 100%)")
 
 
 def test_below_and_none_pays() -> None:
@@ -177,3 +182,35 @@ def test_no_pass_no_section_and_an_unreadable_one_says_so(
     assert isinstance(why, str) and "could not be read" in why
     section = verify_price_section(replace(_view(result, None), verify_price=why))
     assert section[2] == why
+
+
+def test_the_pass_strips_the_targets_speculation_and_adds_the_synthetic_arms(
+    tmp_path: Path,
+) -> None:
+    drafter = tmp_path / "tiny-draft.gguf"
+    drafter.write_bytes(b"GGUF")
+    plan = VerifyPricePlan(target="smollm2-selfdraft", drafter=drafter, rates=(0.25, 0.5))
+    cfg, names = pass_config(Config(), plan, tmp_path / "out")
+    assert names == ["smollm2-selfdraft-vp-baseline", "smollm2-selfdraft-vp-synth25",
+                     "smollm2-selfdraft-vp-synth50"]  # fmt: skip
+    base = cfg.profiles[names[0]]
+    assert base.spec_type is None and base.draft_model is None and base.draft_n_max is None
+    synth = cfg.profiles[names[2]]
+    assert (synth.spec_type, synth.draft_model, synth.draft_n_max, synth.draft_p_min) == (
+        "draft-simple", DRAFTER, 4, 0.0
+    )  # fmt: skip
+    assert synth.spec_knobs == {"spec-synth-len": 3.0} and synth.model == base.model
+    assert cfg.models[DRAFTER].path == str(drafter.resolve())
+    assert cfg.bench.reports_dir == str(tmp_path / "out")
+
+
+def test_the_pass_refuses_what_it_cannot_price(tmp_path: Path) -> None:
+    drafter = tmp_path / "tiny-draft.gguf"
+    with pytest.raises(ConfigError, match="is not a file"):
+        pass_config(Config(), VerifyPricePlan("smollm2-baseline", drafter), tmp_path)
+    drafter.write_bytes(b"GGUF")
+    with pytest.raises(ConfigError, match=r"rates must lie in \[0, 1\]"):
+        pass_config(Config(), VerifyPricePlan("smollm2-baseline", drafter, rates=(1.2,)), tmp_path)
+    url = Config(profiles={"prod": ProfileConfig(url="http://127.0.0.1:8080")})
+    with pytest.raises(ConfigError, match="names a running server"):
+        pass_config(url, VerifyPricePlan("prod", drafter), tmp_path)

@@ -133,6 +133,8 @@ class BreakEven:
     end below 1), 'no-ci' (one round)."""
 
     def _at(self, value: float) -> str:
+        if value > 1.0 + 1e-9:
+            return "over 100%"  # unreachable: at that end no acceptance pays
         if value > self.measured_high + 1e-9:
             return f"above {share(self.measured_high, 0)}"
         if value < self.measured_low - 1e-9:

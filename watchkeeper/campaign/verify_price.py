@@ -13,8 +13,9 @@ needs an initialised speculative context, so a drafter must run: a tiny random-w
 the target's tokenizer (`scripts/tiny_draft_gguf.py`, one block of width 64), at
 `--spec-draft-p-min 0` so every step drafts the full n. The counted acceptance (the server's
 own `draft_n_accepted / draft_n` per request) is what the fit reads, not the rate asked for:
-the build refuses to accept a drafted end-of-generation token, and each request draws its own
-coins.
+the build refuses to accept a drafted end-of-generation token, and every request seeds its
+coins with the same `seed`, so all requests of an arm share one accept/reject pattern and the
+counts differ from the rate by that one pattern's luck, not an average over requests.
 
 Speed only: no cost calibration, no identity probes (the synthetic arms' output is wrong by
 design). The pass is its own bench campaign (`kind` 'verify-price'), its report in `out`.
@@ -87,6 +88,11 @@ def pass_config(config: Config, plan: VerifyPricePlan, out: Path) -> tuple[Confi
             hint="write one with scripts/tiny_draft_gguf.py OUT --tokenizer-from TARGET.gguf",
         )
     target = get_profile(config, plan.target)
+    if target.url is not None:
+        raise ConfigError(
+            f"verify-price: profile {plan.target!r} names a running server ({target.url})",
+            hint="the pass starts the target itself with synthetic flags: name a model profile",
+        )
     plain = target.model_copy(
         update={
             "spec_type": None, "draft_model": None, "draft_n_max": None, "draft_n_min": None,
@@ -107,7 +113,7 @@ def pass_config(config: Config, plan: VerifyPricePlan, out: Path) -> tuple[Confi
         )  # fmt: skip
     cfg = config.model_copy(
         update={
-            "models": {**config.models, DRAFTER: ModelConfig(path=str(plan.drafter))},
+            "models": {**config.models, DRAFTER: ModelConfig(path=str(plan.drafter.resolve()))},
             "profiles": {**config.profiles, **profiles},
             "bench": config.bench.model_copy(update={"reports_dir": str(out)}),
         }
@@ -150,7 +156,7 @@ def run_verify_price(
     if not points:
         raise BenchError(
             "verify-price: no synthetic arm drafted a token in a clean request",
-            hint=f"see the campaign's server logs under {out}: the drafter may not have loaded",
+            hint=f"read the server logs of campaign {result.campaign_id}: did the drafter load?",
         )
     about = {
         "target": plan.target,
