@@ -29,10 +29,10 @@ The drift (`slope_drift`) is an ordinary least-squares slope of log throughput o
 **all** blocks (not first against last third: every block informs it), expressed as the change
 over the soak's span, `exp(slope * span) - 1`. Its interval allows for lag-1 autocorrelation
 between consecutive blocks (they share the hour they ran in): the residuals' lag-1 estimate,
-bias-corrected and floored as `soak.paired.ar1_t_interval` does, gives the AR(1) correlation
-matrix R, the slope's variance is `s2 * w'Rw` with `w` the OLS weights and `s2` the residual
-sum of squares over its AR(1) expectation `n - tr(HR)`, and the t quantile takes `n/c - 2`
-degrees of freedom with `c = w'Rw / w'w`.
+bias-corrected and floored by the soak's one AR(1) rule (`soak/ar1.py`), gives the AR(1)
+correlation matrix R, the slope's variance is `s2 * w'Rw` with `w` the OLS weights and `s2`
+the residual sum of squares over its AR(1) expectation `n - tr(HR)`, and the t quantile takes
+`n/c - 2` degrees of freedom with `c = w'Rw / w'w`.
 
 The verdict: `drift` when the CI excludes 0 and the change is beyond the threshold;
 `no drift` when the whole CI lies within +-threshold; `no slowdown` when its lower end lies
@@ -57,8 +57,8 @@ from typing import Any
 import numpy as np
 
 from watchkeeper.format import ci
+from watchkeeper.soak.ar1 import correlation_matrix, lag1, used_lag1
 from watchkeeper.soak.dips import deviation, dip_notes, split_dips
-from watchkeeper.soak.paired import MAX_AUTOCORRELATION, lag1
 from watchkeeper.soak.views import SoakSampleView
 from watchkeeper.student import t_quantile
 
@@ -160,11 +160,6 @@ def block_rows(
     return sorted(out, key=lambda r: r["t_h"])
 
 
-def _ar1_matrix(n: int, r: float) -> np.ndarray:
-    k = np.arange(n)
-    return np.asarray(r ** np.abs(k[:, None] - k[None, :]), float)
-
-
 def line_and_step(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(design, residuals) of y on a line in x *and* a step halfway: where `slope_drift` reads
     its noise (variance and lag-1 correlation), so a slowdown halfway left in the residuals of
@@ -203,8 +198,8 @@ def slope_drift(
     slope = float(w @ y)
     design, residuals = line_and_step(x, y)
     r_hat = lag1(residuals)
-    r = min(MAX_AUTOCORRELATION, max(floor, r_hat + (1.0 + 4.0 * r_hat) / n, 0.0))
-    big_r = _ar1_matrix(n, r)
+    r = used_lag1(r_hat, n, floor)
+    big_r = correlation_matrix(n, r)
     hat = design @ np.linalg.pinv(design)
     expected_rss = max(float(n - np.trace(hat @ big_r)), 0.5)
     s2 = float(residuals @ residuals) / expected_rss
