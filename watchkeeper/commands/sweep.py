@@ -141,8 +141,8 @@ def sweep_command(
 
     `served_identity`: probe the rounds' own servers as served too, beside the exact pass
     (`--identity-as-served`). Off by default: its A/A floor replays every probe position by
-    position with the prompt prefilled afresh, which on 2026-11-28's slow host (~40 tok/s
-    prefill, ~600-token code-edit prompts) priced at about an hour for three probes.
+    position with the prompt prefilled afresh: about an hour for three probes on a slow host
+    (docs/measurements.md#figures-behind-the-code).
 
     `categories`: only the task set's tasks of these (`--category code_edit`: one workload's
     own answer, its report and unit).

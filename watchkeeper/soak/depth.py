@@ -3,9 +3,9 @@ blocks.
 
 At concurrency 1 a block's median decode speed is the server's speed. At concurrency 4 it is
 not: each request's decode speed depends on which requests share its steps (another slot's
-prompt being processed stalls everyone's decode), so per-request speeds scatter ~+-15% and the
-block medians of the recommendation's 100-minute soak (27 Nov 2026) scattered 6.7-9.0 tok/s:
-its drift CIs at depth 4 were -16%..+26% and -11%..+35% against a 10% threshold.
+prompt being processed stalls everyone's decode), so per-request speeds scatter and block
+medians at depth 4 gave drift CIs far wider than the threshold
+(docs/measurements.md#figures-behind-the-code).
 
 What the server does at depth 4 is share a fixed capacity among its slots, so the figure that
 compares like with like from block to block is the capacity itself, all requests together,
@@ -66,19 +66,16 @@ MIN_DEPTH_BLOCKS = 6
 """Blocks of one series before its slope is judged (as `trends.MIN_BLOCKS`)."""
 VERDICTS = ("drift", "no drift", "no slowdown", "inconclusive")
 WARMUP_BLOCKS = 2
-"""A series' first blocks are warm-up, set aside from its slope: in the replayed depth-4 soak
-of 28 Nov 2026 both fresh servers ran their first two blocks 6-10% (baseline) and 17-22%
-(ngram-mod) below the rest, which then held within ~1% and ~4% a block. The paired soak sets
-its first cycle aside for the same reason."""
+"""A series' first blocks are warm-up, set aside from its slope: fresh servers ran their first two
+blocks well below the rest (the figures: docs/measurements.md#figures-behind-the-code). The paired
+soak sets its first cycle aside for the same reason."""
 
 
 MIN_WORK = 8
-"""A block's work (K, `common_work`) below this many requests: its aggregate turns on which
-few prompts they are and on one answer's length (a tie flip). On a host half as fast as the
-one the soak was sized on (28 Nov 2026), 2-minute blocks finished K = 4 (baseline) and 7
-(ngram-mod) requests under load where the same soak had read K = 12, and a 140-minute soak's
-half-widths came out near 30% where the K = 12 soak's were 2% and 9%. Below it the report says
-so and how much longer a block would reach `TARGET_WORK`."""
+"""A block's work (K, `common_work`) below this many requests: its aggregate turns on which few
+prompts they are and on one answer's length (a tie flip): on a host half as fast, short blocks'
+half-widths came out several times wider (docs/measurements.md#figures-behind-the-code). Below it
+the report says so and how much longer a block would reach `TARGET_WORK`."""
 TARGET_WORK = 12
 """The work per block the committed replayed soak had (K = 12, block noise 1-4%)."""
 
