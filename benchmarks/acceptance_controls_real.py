@@ -27,7 +27,6 @@ A/A 0 of 5 fired (p 0.45-0.99); misfit soaks 1 of 174-238 accepted (0.4-0.6%), 3
 from __future__ import annotations
 
 import argparse
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -40,14 +39,7 @@ from watchkeeper.checks.acceptance_alarm import (
 )
 from watchkeeper.cli.app import unwind_on_sigterm
 from watchkeeper.commands.soak import soak_command
-from watchkeeper.config import (
-    Config,
-    DatabaseConfig,
-    ModelConfig,
-    ProfileConfig,
-    ServerConfig,
-    SoakConfig,
-)
+from watchkeeper.config import Config, ServerConfig, SoakConfig
 from watchkeeper.config.requests import SoakRequest
 from watchkeeper.server.install import ensure_binary
 from watchkeeper.server.models import ModelStore
@@ -58,6 +50,7 @@ from watchkeeper.store.db import Database
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 from support.taskfiles import LOOP_PROMPTS, write_taskset  # noqa: E402
+from support.tinymodels import DRAFTING, drafting_config, write_model  # noqa: E402
 
 PROSE = (
     "Tell me about the sea in two sentences.",
@@ -67,38 +60,15 @@ PROSE = (
 )
 
 
-def _gguf_py(binary: Path) -> Path:
-    for parent in binary.parents:
-        if (parent / "src" / "llama.cpp" / "gguf-py").is_dir():
-            return parent / "src" / "llama.cpp" / "gguf-py"
-    raise SystemExit(f"no src/llama.cpp/gguf-py above {binary}")
-
-
-def _config(url: str, drafter: Path) -> Config:
-    soak = SoakConfig.model_validate({
-        "slice": "5s", "sample_interval_s": 1.0, "probe_interval_s": 600.0,
-        "flush_interval_s": 1.0, "ramp_s": 0.5, "request_timeout_s": 120.0,
-        "rss_warmup_s": 0.0, "leak_min_span_s": 3600.0, "temperature": 0.0,
-    })  # fmt: skip
-    return Config(
-        database=DatabaseConfig(url=url),
-        server=ServerConfig(startup_timeout_s=120),
-        models={"drafter": ModelConfig(path=str(drafter))},
-        profiles={
-            "sd": ProfileConfig(
-                model=SMOLLM2,
-                draft_model="drafter",
-                spec_type="draft-simple",
-                draft_n_max=4,
-                ctx_size=1024,
-            ),
-        },
-        soak=soak,
-    )
+SOAK = SoakConfig.model_validate({
+    "slice": "5s", "sample_interval_s": 1.0, "probe_interval_s": 600.0,
+    "flush_interval_s": 1.0, "ramp_s": 0.5, "request_timeout_s": 120.0,
+    "rss_warmup_s": 0.0, "leak_min_span_s": 3600.0, "temperature": 0.0,
+})  # fmt: skip
 
 
 def _run(db: Database, campaign: int) -> RunAcceptance:
-    requests = AcceptanceStore(db).campaign_requests(campaign).get("sd", [])
+    requests = AcceptanceStore(db).campaign_requests(campaign).get(DRAFTING, [])
     return run_acceptance(f"campaign {campaign}", requests)
 
 
@@ -122,12 +92,8 @@ def main() -> None:
     smollm2 = ModelStore(Config()).ensure(SMOLLM2)
     with tempfile.TemporaryDirectory() as tmp_dir:
         tmp = Path(tmp_dir)
-        misfit = tmp / "misfit.gguf"
-        subprocess.run(
-            [sys.executable, str(ROOT / "scripts" / "misfit_drafter_gguf.py"), str(misfit),
-             "--gguf-py", str(_gguf_py(binary.path)), "--source", str(smollm2.path)],
-            check=True, capture_output=True,
-        )  # fmt: skip
+        misfit = write_model("misfit_drafter_gguf.py", tmp / "misfit.gguf", binary, smollm2,
+                             "--source")  # fmt: skip
         url = f"sqlite:///{tmp / 'wk.db'}"
         (tmp / "prose").mkdir()
         (tmp / "loop").mkdir()
@@ -141,9 +107,9 @@ def main() -> None:
         done: list[tuple[str, int]] = []
         for seed, (kind, drafter, tasks, length) in enumerate(plan):
             request = SoakRequest(
-                duration=length, block=length, profiles=["sd"], taskset=tasks, seed=seed
+                duration=length, block=length, profiles=[DRAFTING], taskset=tasks, seed=seed
             )
-            result = soak_command(_config(url, drafter), request)
+            result = soak_command(drafting_config(url, drafter, SOAK), request)
             done.append((kind, result.campaign_id))
             db = Database(url)
             print(_line(kind, _run(db, result.campaign_id)), result.status, flush=True)

@@ -6,13 +6,20 @@ measurement of this host: the one real figure is a round that a hiccup moved fro
 -0.31, tests/load/test_load_verdicts.py).
 
     PYTHONPATH=. .venv/bin/python benchmarks/goodput_power.py [--levels 1000]
+
+`--control` measures the fake-server positive control instead (simulation.goodput.CONTROL,
+90% -> 60% within the SLO, 40 requests x 5 rounds, and its A/A at 90%, `CONTROL_AA`): the
+share read `costs` (power) and the A/A's false resolutions, with Wilson 95% intervals.
+
+    PYTHONPATH=. .venv/bin/python benchmarks/goodput_power.py --control --levels 5000
 """
 
 from __future__ import annotations
 
 import argparse
 
-from watchkeeper.simulation.goodput import Level, simulate
+from watchkeeper.analysis.stats import wilson
+from watchkeeper.simulation.goodput import CONTROL, CONTROL_AA, Level, Rates, simulate
 
 SCENARIOS = {
     "A/A 95%, 3 requests x 3 rounds": Level(0.95, 0.95, 3, 3),
@@ -28,10 +35,30 @@ SCENARIOS = {
 }
 
 
+def _share(rates: Rates, count: int) -> str:
+    low, high = wilson(count, rates.levels)
+    return f"{count} of {rates.levels} ({rates.share(count):.1%}, Wilson {low:.1%}-{high:.1%})"
+
+
+def control(levels: int) -> None:
+    """The positive control's power and its A/A, seeds 1 and 2 (the test draws its own)."""
+    for seed in (1, 2):
+        caught = simulate(CONTROL, levels, seed=seed)
+        aa = simulate(CONTROL_AA, levels, seed=seed)
+        print(f"seed {seed}: control (truth {caught.truth:+.3f}) read costs in "
+              f"{_share(caught, caught.costs)}, covered {caught.share(caught.covered):.1%}; "
+              f"A/A resolved in {_share(aa, aa.decided)} (costs {aa.costs}), covered "
+              f"{aa.share(aa.covered):.1%}")  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--levels", type=int, default=1000)
+    parser.add_argument("--control", action="store_true", help="the positive control only")
     args = parser.parse_args()
+    if args.control:
+        control(args.levels)
+        return
     print(f"{args.levels} levels each; before -> after")
     print("| scenario | truth | coverage | zero-width CI | decided (pays or costs) |")
     print("|---|---|---|---|---|")

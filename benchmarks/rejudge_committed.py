@@ -6,8 +6,9 @@
   rows, judged three ways on the same blocks: nothing set aside; the rule before 6 Dec 2026
   (every dip by shape alone, up to a tenth of the blocks: `benchmarks/soak_dips.old_verdict`);
   and now (`soak/depth.series_drift` with the other arm's blocks, as `soak/drift.py` calls
-  it: a dip set aside only where the other arm's block at the same time dipped too, at most
-  one). Beside them, the verdict the committed JSON recorded. Depth-1 series are judged on
+  it: a dip set aside only where the other arm's block at the same time dipped too, or where
+  the block's stored `host_other_cpu` was busy and an outlier, at most one; the committed
+  soaks predate that figure, so only the other arm explains theirs). Beside them, the verdict the committed JSON recorded. Depth-1 series are judged on
   per-request speeds, which the dips rule does not touch.
 - **Load ladders** (`reports/*load-ladder*/load_ladder.json`): every SLO-attainment reading
   (`goodput`), its half-width floored by the per-request binomial (`load_compare.binomial_half`)

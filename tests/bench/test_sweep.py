@@ -15,6 +15,9 @@ from support.taskfiles import copy_task
 from watchkeeper.campaign.sweep_plan import sweep_profiles
 from watchkeeper.commands.sweep import sweep_command
 from watchkeeper.config import load_config
+from watchkeeper.config.requests import SweepRequest
+from watchkeeper.daemon.jobdefs import parse_job
+from watchkeeper.errors import ConfigError
 from watchkeeper.server.install import ServerBinary
 from watchkeeper.server.models import ModelFile
 
@@ -54,17 +57,16 @@ def test_sweep_recommends_conservatively_and_writes_a_service_file(
         f'[bench]\nreports_dir = "{tmp_path / "reports"}"\nrounds = 1\n'
     )
     service = tmp_path / "systemd" / "llama-server-speculative.service"
-    result = sweep_command(
-        load_config(config_path),
+    request = SweepRequest(
         family="smollm2",
         rounds=2,
         taskset=tasks,
         per_category=None,
-        service_path=service,
-        progress=lambda _m: None,
-        served_identity=True,
+        service_file=service,
+        identity_as_served=True,
         max_arms=10,  # tiers 0-2: the methods and the chain, not the knob variants
     )
+    result = sweep_command(load_config(config_path), request, progress=lambda _m: None)
     arms = [a.name for a in result.bench.arms]
     assert arms[0] == "smollm2-baseline" and "smollm2-sweep-draft16" in arms
     assert len(arms) == 10 and "smollm2-sweep-ngram-mod+draft4" in arms
@@ -191,28 +193,22 @@ def test_sweep_recommends_conservatively_and_writes_a_service_file(
 
 @pytest.mark.parametrize("family", ["gpt"])
 def test_unknown_sweep_family_is_a_clear_error(family: str) -> None:
-    from watchkeeper.errors import ConfigError
-
     with pytest.raises(ConfigError, match="unknown sweep family 'gpt'; known: qwen, smollm2"):
         sweep_profiles(family, ())
 
 
-def test_identity_probes_on_fewer_than_one_task_per_category_is_a_clear_error(
-    tmp_path: Path,
-) -> None:
-    from watchkeeper.errors import ConfigError
-
-    config_path = tmp_path / "watchkeeper.toml"
-    config_path.write_text(f'[database]\nurl = "sqlite:///{tmp_path / "wk.db"}"\n')
-    with pytest.raises(ConfigError, match="identity_per_category must be at least 1"):
-        sweep_command(
-            load_config(config_path),
-            family="smollm2",
-            rounds=1,
-            taskset=None,
-            per_category=None,
-            identity_per_category=0,
-            service_path=tmp_path / "unit.service",
-            progress=lambda _m: None,
+def test_identity_probes_per_category_0_probe_every_task_and_below_0_is_refused() -> None:
+    """0 is the command line's "every measured task" wherever the request comes from (it
+    used to be an error when the command was called directly); a negative count is refused by
+    the request's bound, from the CLI and from a job file alike."""
+    assert SweepRequest(identity_per_category=0).probe_tasks() is None
+    assert SweepRequest().probe_tasks() == 1
+    assert SweepRequest(identity_per_category=3).probe_tasks() == 3
+    with pytest.raises(ConfigError, match="identity_per_category: Input should be greater"):
+        SweepRequest.from_cli({"identity_per_category": -1})
+    with pytest.raises(ConfigError, match="args.identity_per_category"):
+        parse_job(
+            "sweep",
+            {"kind": "sweep", "cron": "0 1 * * *", "args": {"identity_per_category": -1}},
+            source="t.toml",
         )
-    assert not (tmp_path / "unit.service").exists()

@@ -19,15 +19,13 @@ from pathlib import Path
 from sqlalchemy import select
 from support.soakkit import soak_settings
 from support.taskfiles import write_taskset
-from support.tinymodels import write_model
+from support.tinymodels import DRAFTING, drafting_config, write_model
 
 from watchkeeper.campaign.acceptance_findings import judge_campaign
 from watchkeeper.commands.soak import soak_command
-from watchkeeper.config import Config, DatabaseConfig, ModelConfig, ProfileConfig, ServerConfig
 from watchkeeper.config.requests import SoakRequest
 from watchkeeper.server.install import ServerBinary
 from watchkeeper.server.models import ModelFile
-from watchkeeper.server.profiles import SMOLLM2
 from watchkeeper.store.db import Database
 from watchkeeper.store.schema import Finding
 
@@ -41,24 +39,6 @@ SOAK = "30s"
 """Long enough on a loaded 2-core host for every soak to draft the 64 tokens a run needs to
 count (12 s gave 68 once: three 32-token answers; at load 9, with two Qwen servers beside it,
 20 s soaks drafted 37-53 on 2026-12-07)."""
-
-
-def _config(url: str, drafter: Path) -> Config:
-    return Config(
-        database=DatabaseConfig(url=url),
-        server=ServerConfig(startup_timeout_s=120),
-        models={"drafter": ModelConfig(path=str(drafter))},
-        profiles={
-            "sd": ProfileConfig(
-                model=SMOLLM2,
-                draft_model="drafter",
-                spec_type="draft-simple",
-                draft_n_max=4,
-                ctx_size=1024,
-            )
-        },
-        soak=soak_settings(temperature=0.0, probe_interval_s=600.0),
-    )
 
 
 def _findings(url: str, campaign: int) -> list[Finding]:
@@ -79,8 +59,10 @@ def test_a_drafter_that_stopped_fitting_files_a_collapse_and_an_aa_files_nothing
 
     def soak(drafter: Path) -> int:
         result = soak_command(
-            _config(sqlite_url, drafter),
-            SoakRequest(duration=SOAK, block=SOAK, profiles=["sd"], taskset=tasks),
+            drafting_config(
+                sqlite_url, drafter, soak_settings(temperature=0.0, probe_interval_s=600.0)
+            ),
+            SoakRequest(duration=SOAK, block=SOAK, profiles=[DRAFTING], taskset=tasks),
         )
         assert result.status == "completed"
         return result.campaign_id

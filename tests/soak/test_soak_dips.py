@@ -63,7 +63,7 @@ def test_a_dip_the_other_arm_shares_is_set_aside_named_and_leaves_the_verdict_as
         assert -0.25 < gone["deviation"] < -0.15 and gone["other_deviation"] < -0.15
         assert hit["verdict"] == clean["verdict"] == "no drift"
         _, notes = depth_lines("b c4", hit, len(rows))
-        assert any(f"block {gone['block']} (-" in n and "other arm dipped" in n for n in notes)
+        assert any(f"block {gone['block']} (-" in n and "the other arm's block" in n for n in notes)
 
 
 def test_a_dip_only_this_arm_took_stays_in_the_slope_and_is_named() -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import shlex
+import threading
 from dataclasses import replace
 from pathlib import Path
 
@@ -111,3 +112,44 @@ def test_the_soaks_live_servers_run_the_units_execstart_for_each_arm(
     report = (tmp_path / "reports" / SOAK_REPORT).read_text()
     assert "Unit soaked: `systemd/llama-server-speculative.service`" in report
     assert f"- s-ngram: `{' '.join(units['s-ngram'])}`" in report
+
+
+def test_a_soak_of_the_unit_under_another_service_cache_is_not_resumed_as_the_same_plan(
+    real_server: tuple[ServerBinary, ModelFile], sqlite_url: str, tmp_path: Path
+) -> None:
+    """A recommendation's servers run [service]'s prompt cache, not [soak]'s: a soak stopped
+    under `cache_ram_mib = 256` and rerun under 0 would otherwise resume it, and one campaign
+    would mix RSS with and without the cache (the resume signature read only the soak's)."""
+    binary, model = real_server
+
+    def config(mib: int) -> Config:
+        return Config(
+            database=DatabaseConfig(url=sqlite_url),
+            server=ServerConfig(startup_timeout_s=120),
+            bench=BenchConfig(reports_dir=str(tmp_path / "reports")),
+            soak=soak_settings(),
+            service=ServiceConfig(slots=1, cache_ram_mib=mib, model_dir="/srv/models"),
+        )
+
+    base = ProfileConfig(model=SMOLLM2, ctx_size=1024, threads=1)
+    ngram = base.model_copy(update={"spec_type": "ngram-simple"})
+    before = config(256)
+    record = RecommendationRecord(
+        headline="s-ngram", campaign_id=9, report="speculative_benchmark.md",
+        campaign_report="c9/report.md", hardware="2 CPU cores (AMD EPYC), no GPU", gpu=False,
+        build="test", sampler="temperature 0 (greedy)", models=SMOLLM2,
+        chosen=replace(arm("s-ngram", ngram, binary, model, before), speedup="1.2x"),
+        baseline=arm("s-base", base, binary, model, before), closest=None, meaning="a test",
+    )  # fmt: skip
+    request = SoakRequest(
+        recommendation=write_record(tmp_path / "rec.json", record), duration="16s", block="8s",
+        concurrency=[1], taskset=write_taskset(tmp_path), seed=1, against_reference=False,
+    )  # fmt: skip
+    stopped = threading.Event()
+    stopped.set()  # the servers start, no block runs: an interrupted campaign to resume
+    first = soak_command(before, request, stop=stopped)
+    assert first.status == "interrupted"
+    again = soak_command(config(0), request, stop=stopped)
+    assert not again.resumed and again.campaign_id != first.campaign_id
+    same = soak_command(before, request, stop=stopped)
+    assert same.resumed and same.campaign_id == first.campaign_id

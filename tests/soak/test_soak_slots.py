@@ -18,17 +18,25 @@ from pathlib import Path
 import psutil
 from support.soakkit import live_llama_servers, soak_settings, write_taskset
 
-from watchkeeper.campaign.soak_campaign import with_cache_ram
+from watchkeeper.campaign.soak_campaign import (
+    plan_signature,
+    soak_cache_ram,
+    soak_servers,
+    with_cache_ram,
+)
 from watchkeeper.commands.soak import soak_command
 from watchkeeper.config import Config, DatabaseConfig, ProfileConfig, ServerConfig
 from watchkeeper.config.requests import SoakRequest
-from watchkeeper.load.records import RequestSample, RunPurpose
+from watchkeeper.config.service import ServiceConfig
+from watchkeeper.load.records import RequestSample, RunPurpose, Task
 from watchkeeper.server.flags import HelpInfo
 from watchkeeper.server.install import ServerBinary
 from watchkeeper.server.launch import PreparedProfile
 from watchkeeper.server.models import ModelFile
 from watchkeeper.server.profiles import SMOLLM2
 from watchkeeper.soak.records import RunKey
+from watchkeeper.store.db import Database
+from watchkeeper.store.soak_store import SoakStore
 
 
 def live_server_argvs() -> list[list[str]]:
@@ -92,6 +100,16 @@ def test_a_soak_at_concurrency_1_and_2_runs_servers_with_two_slots_each_keeping_
     for start, end in probes:
         assert not [(a, b) for a, b in load if a < end and b > start], (start, end)
 
+    # The resource sampler put the host's CPU outside the servers on every stored point after
+    # its first (soak/hostcpu.py; what may explain a dip, soak/dips.py).
+    db = Database(sqlite_url)
+    try:
+        resources = SoakStore(db).load(result.campaign_id).resources
+    finally:
+        db.close()
+    shares = [r.host_other_cpu for r in resources[1:]]
+    assert shares and all(v is not None and 0.0 <= v <= 1.0 for v in shares), shares
+
 
 def prepared(name: str, extra: list[str], flags: frozenset[str]) -> PreparedProfile:
     profile = ProfileConfig(model=SMOLLM2, extra_args=extra)
@@ -118,3 +136,32 @@ def test_the_prompt_cache_setting_reaches_every_server_that_has_one_and_no_profi
     assert [p.profile.extra_args for p in with_cache_ram(arms, None)] == [
         [], ["--cache-ram", "512"], ["-cram=256"], []
     ]  # fmt: skip
+
+
+def test_the_resume_signature_follows_the_prompt_cache_the_servers_run_with() -> None:
+    """A recommendation's servers run [service]'s cache (`soak_cache_ram`), any other soak's
+    [soak]'s: the signature changes with that one and not with the other, so a resumed soak
+    never mixes runs under two caches."""
+    tasks = [
+        Task(id="t", category="prose", messages=({"role": "user", "content": "hi"},), max_tokens=8)
+    ]
+
+    def signature(soak_mib: int, service_mib: int, *, shipped: bool) -> str:
+        config = Config(
+            soak=soak_settings(cache_ram_mib=soak_mib),
+            service=ServiceConfig(cache_ram_mib=service_mib),
+        )
+        return plan_signature(config, ("a",), (1,), 60.0, 30.0, tasks, {}, shipped=shipped)
+
+    assert signature(0, 0, shipped=True) != signature(0, 256, shipped=True)
+    assert signature(0, 0, shipped=True) == signature(256, 0, shipped=True)
+    assert signature(0, 0, shipped=False) != signature(256, 0, shipped=False)
+    assert signature(0, 0, shipped=False) == signature(0, 256, shipped=False)
+    both = frozenset({"--cache-ram", "--port"})
+    for shipped in (True, False):
+        config = Config(
+            soak=soak_settings(cache_ram_mib=0), service=ServiceConfig(cache_ram_mib=256)
+        )
+        (served,) = soak_servers(config, [prepared("plain", [], both)], 1, shipped=shipped)
+        args = served.profile.extra_args
+        assert args[args.index("--cache-ram") + 1] == str(soak_cache_ram(config, shipped=shipped))

@@ -164,6 +164,7 @@ def _items(key: RunKey) -> list[object]:
             1,
             None,
             {"a": 1, "server_pid": 7, "llamacpp:spec_decode_num_drafts_total": 4.0},
+            0.25,
         ),
         IncidentRecord("server_crash:p:1", "server_crash", T0, "p", key, "died", {"exit_code": -9}),
         RunClose(key, T0 + timedelta(seconds=9), "completed", 2**27),
@@ -263,6 +264,7 @@ def test_replaying_a_batch_twice_stores_every_row_once(db_url: str, tmp_path: Pa
         assert data.resources[0].profile == "p" and data.incidents[0].kind == "server_crash"
         # Only the speculative counters travel to the verdicts (the acceptance curve).
         assert data.resources[0].server_pid == 7
+        assert data.resources[0].host_other_cpu == 0.25  # migration 0014's column
         assert data.resources[0].counters == {"llamacpp:spec_decode_num_drafts_total": 4.0}
         writer.journal.close()
         assert not (tmp_path / "spool").exists()

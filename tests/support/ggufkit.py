@@ -1,5 +1,6 @@
-"""GGUF files with chosen metadata and no tensors: what the discovery reads (the header's
-key/value section), written byte for byte as the format says
+"""GGUF files with chosen metadata and tensor names but no tensor data: what the discovery
+reads (the header's key/value section, the table's names), written byte for byte as the format
+says
 (https://github.com/ggml-org/ggml/blob/master/docs/gguf.md), so a test can give a model MTP
 heads or a drafter's architecture without a multi-GB download."""
 
@@ -31,8 +32,11 @@ def _value(value: object) -> bytes:
     raise TypeError(f"no GGUF type for {value!r}")
 
 
-def write_gguf(path: Path, metadata: dict[str, object]) -> Path:
-    """A version-3 GGUF with these keys and no tensors."""
+def write_gguf(path: Path, metadata: dict[str, object], tensors: tuple[str, ...] = ()) -> Path:
+    """A version-3 GGUF with these keys and, in its table, these tensor names (each one F32
+    element, no data written: the discovery reads names only)."""
     body = b"".join(_string(k) + _value(v) for k, v in metadata.items())
-    path.write_bytes(b"GGUF" + struct.pack("<IQQ", 3, 0, len(metadata)) + body)
+    table = b"".join(_string(t) + struct.pack("<IQIQ", 1, 1, 0, 0) for t in tensors)
+    header = struct.pack("<IQQ", 3, len(tensors), len(metadata))
+    path.write_bytes(b"GGUF" + header + body + table)
     return path

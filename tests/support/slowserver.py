@@ -3,7 +3,13 @@ a time and stalls each for a fixed time: the server a load generator must not wa
 
 It records when each request arrived (a `time.perf_counter` reading, the open-loop runner's
 clock) so a test can check that requests were sent at their scheduled times, not when the
-previous answer came back."""
+previous answer came back.
+
+`stalls` (prompt -> seconds) holds a request whose last message is that prompt for its own time
+before its first piece instead, and sends its pieces in what is left of the time the request
+would have taken (tokens x gap): a test that wants a known set of requests to miss a TTFT level
+names them, and the server's completions keep pace with its arrivals (a held request that also
+finished late would read as a queue, i.e. oversaturation)."""
 
 from __future__ import annotations
 
@@ -21,6 +27,7 @@ class SlowServer:
     ) -> None:
         self.stall_s, self.tokens, self.gap_s = stall_s, tokens, gap_s
         self.arrivals: list[float] = []
+        self.stalls: dict[str, float] = {}
         self.finished: list[float] = []
         self._slot = threading.BoundedSemaphore(slots)
         self._record = threading.Lock()
@@ -29,15 +36,21 @@ class SlowServer:
         with self._record:
             self.arrivals.append(time.perf_counter())
         length = int(handler.headers.get("Content-Length", "0"))
-        handler.rfile.read(length)
+        body = json.loads(handler.rfile.read(length) or b"{}")
+        messages = body.get("messages") or [{}]
+        held = self.stalls.get(str(messages[-1].get("content")))
+        stall = self.stall_s if held is None else held
+        gap = (
+            self.gap_s if held is None else max(0.0, self.tokens * self.gap_s - held) / self.tokens
+        )
         handler.send_response(200)
         handler.send_header("Content-Type", "text/event-stream")
         handler.end_headers()
         with self._slot:  # `slots` at a time: the rest queue here, as with --parallel N
-            time.sleep(self.stall_s)
+            time.sleep(stall)
             for i in range(self.tokens):
                 self._event(handler, {"choices": [{"delta": {"content": f"t{i} "}}]})
-                time.sleep(self.gap_s)
+                time.sleep(gap)
             self._event(
                 handler,
                 {

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 from sqlalchemy import select
@@ -16,13 +17,21 @@ from sqlalchemy import select
 from watchkeeper.analysis.benchmark import BenchResult
 from watchkeeper.analysis.recommend import recommend
 from watchkeeper.commands.benchmark import bench_command
-from watchkeeper.config import load_config
+from watchkeeper.config import (
+    Config,
+    DatabaseConfig,
+    ModelConfig,
+    ProfileConfig,
+    ServerConfig,
+    SoakConfig,
+    load_config,
+)
 from watchkeeper.config.service import ServiceConfig
 from watchkeeper.publish.deliverable import build_record
 from watchkeeper.publish.systemd import render_unit
 from watchkeeper.server.binary import ServerBinary
 from watchkeeper.server.models import ModelFile
-from watchkeeper.server.profiles import all_profiles
+from watchkeeper.server.profiles import SMOLLM2, all_profiles
 from watchkeeper.store.db import Database
 from watchkeeper.store.schema import RequestSampleRow, Run
 
@@ -50,15 +59,46 @@ def write_model(
     return out
 
 
+DRAFTING = "sd"
+"""The profile `drafting_config` names."""
+
+
+def drafting_config(url: str, drafter: Path, soak: SoakConfig) -> Config:
+    """SmolLM2-135M drafting with the model file `drafter` (draft-simple, n_max 4, 1024 of
+    context) as profile `sd`, results in `url`: the acceptance alarms' real controls (the
+    collapse soak test, benchmarks/acceptance_controls_real.py) swap only the drafter's file
+    between a fitting and a misfit soak, so the profile is one and the same."""
+    return Config(
+        database=DatabaseConfig(url=url),
+        server=ServerConfig(startup_timeout_s=120),
+        models={"drafter": ModelConfig(path=str(drafter))},
+        profiles={
+            DRAFTING: ProfileConfig(
+                model=SMOLLM2,
+                draft_model="drafter",
+                spec_type="draft-simple",
+                draft_n_max=4,
+                ctx_size=1024,
+            )
+        },
+        soak=soak,
+    )
+
+
 PROMPTS = ("Tell me about the sea.", "Write a short poem about bread.")
 
 
 def bench_pair(
-    root: Path, models: dict[str, Path], profiles: str, arms: tuple[str, str]
+    root: Path,
+    models: dict[str, Path],
+    profiles: str,
+    arms: tuple[str, ...],
+    generated: Mapping[str, ProfileConfig] | None = None,
 ) -> tuple[BenchResult, str, Path]:
     """A real paired bench of `arms` (baseline first) with [models] and [profiles] as given
-    (`profiles`: TOML): the two PROMPTS at 16 tokens, 2 rounds, one process per arm, SQLite
-    under `root`. Returns the result, the database URL and the config's path."""
+    (`profiles`: TOML; `generated`: profiles built in Python, a sweep plan's arms, added as the
+    sweep adds them): the two PROMPTS at 16 tokens, 2 rounds, one process per arm, SQLite under
+    `root`. Returns the result, the database URL and the config's path."""
     url = f"sqlite:///{root / 'wk.db'}"
     config = root / "watchkeeper.toml"
     config.write_text(
@@ -75,8 +115,11 @@ def bench_pair(
             for i, p in enumerate(PROMPTS)
         )
     )  # fmt: skip
+    loaded = load_config(config)
+    if generated:
+        loaded = loaded.model_copy(update={"profiles": {**generated, **loaded.profiles}})
     result = bench_command(
-        load_config(config),
+        loaded,
         profiles=list(arms),
         rounds=None,
         taskset=tasks,

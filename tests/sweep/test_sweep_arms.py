@@ -29,8 +29,8 @@ KNOBS = {
 }
 
 
-def _model(tmp_path: Path, name: str, **meta: object) -> Path:
-    return write_gguf(tmp_path / f"{name}.gguf", {"general.name": name, **meta})
+def _model(tmp_path: Path, name: str, tensors: tuple[str, ...] = (), **meta: object) -> Path:
+    return write_gguf(tmp_path / f"{name}.gguf", {"general.name": name, **meta}, tensors)
 
 
 def test_metadata_is_read_from_the_header(tmp_path: Path) -> None:
@@ -152,8 +152,9 @@ def test_the_clis_arm_cap_default_is_the_engines() -> None:
     """The parser carries the default as a literal (building it imports no stage)."""
     from watchkeeper.campaign.sweep_arms import DEFAULT_MAX_ARMS
     from watchkeeper.cli.common import SWEEP_MAX_ARMS
+    from watchkeeper.config.requests import SweepRequest
 
-    assert SWEEP_MAX_ARMS == DEFAULT_MAX_ARMS
+    assert SWEEP_MAX_ARMS == DEFAULT_MAX_ARMS == SweepRequest().max_arms
 
 
 def test_a_chain_is_priced_and_plotted_by_its_model_drafter_wherever_it_stands() -> None:
@@ -172,3 +173,82 @@ def test_a_chain_is_priced_and_plotted_by_its_model_drafter_wherever_it_stands()
     assert lookup_only("ngram-mod") and model_drafter("ngram-mod") is None
     assert arm_cost("ngram-mod", None, True) == 1.0
     assert not lookup_only(None) and model_drafter(None) is None
+
+
+def _trained_plan(tmp_path: Path, drafter: Path, name: str) -> tuple[dict[str, object], list[str]]:
+    """The full plan of SmolLM2-shaped llama target with this drafter: {arm: the arm}, lines."""
+    target = model_facts(
+        _model(tmp_path, "t", **{"general.architecture": "llama", "llama.embedding_length": 576}),
+        "smol",
+    )
+    methods = discover(BUILD, target, model_facts(drafter, name))
+    plan = plan_arms("smol", ProfileConfig(model="smol"), name, methods, KNOBS, max_arms=100)
+    return {a.name.removeprefix("smol-sweep-"): a for a in plan.arms}, plan.lines()
+
+
+def test_a_trained_drafter_gets_its_chain_and_p_min_arms(tmp_path: Path) -> None:
+    """EAGLE-3 (like draft-simple, -mtp, -dflash) stops a draft where its top probability falls
+    below p-min (common/speculative.cpp, 11434): both p-min arms race, at the build's default
+    length like its tier-1 arm, and the chain puts ngram-mod in front of it."""
+    eagle = _model(
+        tmp_path, "e", **{"general.architecture": "eagle3", "eagle3.target_hidden_size": 576}
+    )
+    arms, lines = _trained_plan(tmp_path, eagle, "e3")
+    assert [n for n in arms if "eagle3" in n] == [
+        "eagle3", "ngram-mod+eagle3", "eagle3-pmin0.5", "eagle3-pmin0.9"
+    ]  # fmt: skip
+    chain, pmin = arms["ngram-mod+eagle3"], arms["eagle3-pmin0.9"]
+    assert (chain.profile.spec_type, chain.profile.draft_model, chain.profile.draft_n_max) == (
+        "ngram-mod,draft-eagle3", "e3", None
+    )  # fmt: skip
+    assert chain.tier == 2 and "the build's default n_max (3)" in chain.why
+    assert (pmin.profile.spec_type, pmin.profile.draft_p_min, pmin.included) == (
+        "draft-eagle3", 0.9, True
+    )  # fmt: skip
+    assert "race smol-sweep-eagle3-pmin0.5 (tier 3): draft-eagle3 at the build's default " \
+        "n_max (3), p-min 0.5 (build default 0.00)" in "\n".join(lines)  # fmt: skip
+
+
+def test_dspark_p_min_arms_are_out_where_the_build_ignores_or_refuses_the_knob(
+    tmp_path: Path,
+) -> None:
+    """DSpark reads p-min through its confidence head only (`conf_proj.weight`); without one
+    the build ignores it, and it refuses to start where the metadata says there is none."""
+    dflash = {"general.architecture": "dflash", "dflash.block_size": 16}
+    head = _model(tmp_path, "s1", tensors=("markov_w1.weight", "conf_proj.weight"), **dflash)
+    bare = _model(tmp_path, "s2", tensors=("markov_w1.weight",), **dflash)
+    said = _model(tmp_path, "s3", **{**dflash, "dflash.has_confidence_head": False})
+    plain = _model(tmp_path, "f", tensors=("fc.weight",), **dflash)
+    arms, _ = _trained_plan(tmp_path, head, "ds")
+    assert arms["ngram-mod+dspark"].profile.spec_type == "ngram-mod,draft-dspark"
+    assert arms["dspark-pmin0.5"].included and "confidence head" in arms["dspark-pmin0.5"].why
+    arms, lines = _trained_plan(tmp_path, bare, "ds")
+    assert not arms["dspark-pmin0.9"].included and arms["ngram-mod+dspark"].included
+    assert arms["dspark-pmin0.9"].left_out == (
+        "ds has no confidence head (no conf_proj.weight): 11434 cuts a DSpark draft on that "
+        "head only, never on the top probability, so the build ignores p-min"
+    )
+    assert "arms: 10 raced of 12 planned" in lines
+    arms, _ = _trained_plan(tmp_path, said, "ds")
+    assert "refuses to start" in arms["dspark-pmin0.5"].left_out
+    arms, _ = _trained_plan(tmp_path, plain, "df")
+    assert [n for n in arms if "dflash" in n] == [
+        "dflash", "ngram-mod+dflash", "dflash-pmin0.5", "dflash-pmin0.9"
+    ]  # fmt: skip
+    assert all(a.included for a in arms.values())
+
+
+def test_p_min_arms_are_out_on_a_build_without_the_knob_and_take_no_cap_place(
+    tmp_path: Path,
+) -> None:
+    target = model_facts(_model(tmp_path, "t", **{"general.architecture": "qwen2"}), "t")
+    draft = model_facts(_model(tmp_path, "d", **{"general.architecture": "qwen2"}), "d")
+    knobs = {f: k for f, k in KNOBS.items() if f != "--spec-draft-p-min"}
+    plan = plan_arms(
+        "q", ProfileConfig(model="t"), "d", discover(BUILD, target, draft), knobs, max_arms=11
+    )
+    out = {a.name: a.left_out for a in plan.arms if not a.included}
+    assert out["q-sweep-draft8-pmin0.5"] == "this build's --help lists no --spec-draft-p-min"
+    # The cap counts raceable arms only: 11 race, the rest (size arms) over the cap.
+    assert sum(a.included for a in plan.arms) == 11
+    assert "over --max-arms 11" in out["q-sweep-ngram-mod-match12"]

@@ -19,10 +19,10 @@ from support.trackerkit import Sleeps
 from support.triagekit import NOW, triage
 
 from watchkeeper.analysis.stats import Pair
-from watchkeeper.campaign.release_runs import settings_from
 from watchkeeper.cli.app import main
 from watchkeeper.commands.bisect import BisectRun, bisect_command
 from watchkeeper.config import Config
+from watchkeeper.config.requests import BisectRequest
 from watchkeeper.store.findings import NewFinding
 from watchkeeper.store.history import History
 from watchkeeper.store.tracker_store import TrackerStore
@@ -109,17 +109,15 @@ def issue_of(config: Config, history: History, finding_id: int) -> int:
 
 def bisect(config: Config, path: Path, sleeps: Sleeps, **kw: Any) -> tuple[BisectRun, list[str]]:
     said: list[str] = []
-    run = bisect_command(
-        config,
+    request = BisectRequest(
         good=kw.pop("good", VERSIONS[0]),
         bad=kw.pop("bad", VERSIONS[-1]),
         profile=PROFILE,
-        settings=settings_from(config, per_category=None, max_tokens=None),
-        progress=said.append,
-        state_path=path,
-        versions=VERSIONS,
-        sleep=sleeps,
-        **kw,
+        state=path,
+        finding=kw.pop("finding", None),
+    )
+    run = bisect_command(
+        config, request, progress=said.append, versions=VERSIONS, sleep=sleeps, **kw
     )
     return run, said
 

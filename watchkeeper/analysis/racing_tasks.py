@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -50,6 +50,20 @@ back-to-back pairing does not cancel (an identical twin's per-round ratio sd was
 average it away, so it is added to the mean's variance divided by the rounds, never by the
 tasks: without it a one-round interval over 36 near-identical tasks was about half as wide as
 the truth (a reviewer's reading of issue 75's first version)."""
+
+
+MIN_PER_CATEGORY = 2
+"""Tasks a sample keeps of every category (all of a smaller one): a category's variance
+needs two, and the stratified interval reads each category's own (analysis/task_sample.py)."""
+
+
+def min_sample(strata: Mapping[str, int]) -> int:
+    """The smallest task sample the planner draws from a set with ``strata`` (tasks per
+    category): `MIN_TASK_REPLICATES` tasks and `MIN_PER_CATEGORY` of every category (all of
+    a smaller one), never more than the set."""
+    total = sum(strata.values())
+    floor = sum(min(MIN_PER_CATEGORY, n) for n in strata.values())
+    return min(total, max(MIN_TASK_REPLICATES, floor))
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,16 +121,24 @@ def arm_task_cis(table: Table, arms: Sequence[str], baseline: str) -> dict[str, 
     return out
 
 
-def task_ci_text(cis: dict[str, TaskInterval], dropped: Mapping[str, str] | None = None) -> str:
+def task_ci_text(
+    cis: dict[str, TaskInterval], dropped: Mapping[str, str] | None = None, *, of: int = 0
+) -> str:
     """'ngram 1.04x (0.97-1.11), ... over 36 tasks': the CIs a short sweep still has;
     ``dropped``: arms the race stopped after a round, and why ('idle after round 1'), named
-    beside their interval (it covers the rounds they ran)."""
+    beside their interval (it covers the rounds they ran); ``of``: the set's size where the
+    tasks were a stratified sample of it (analysis/task_sample.py)."""
     gone = dropped or {}
     items = ", ".join(
         f"{a} {c.estimate:.2f}x ({c.low:.2f}-{c.high:.2f})" + (f" [{gone[a]}]" if a in gone else "")
         for a, c in cis.items()
     )
     tasks = max(c.tasks for c in cis.values())
+    if of:
+        return (
+            f"{items}, 95% CI over {tasks} of {of} tasks (a stratified sample, each category "
+            "weighted by its share of the set), each paired back to back (analysis/task_sample)"
+        )
     return f"{items}, 95% CI over {tasks} tasks each paired back to back (analysis/racing_tasks)"
 
 
@@ -132,6 +154,9 @@ class Plan:
     """The round after which every racing arm has a CI; None: not within the budget."""
     why: str = ""
     """The plan in words, as the sweep prints it before round 1 and its report repeats."""
+    sample: int = 0
+    """Tasks the rounds measure, a stratified sample of the set (analysis/task_sample.py)
+    where one round of every task does not fit the budget; 0: every task."""
 
 
 def plan(
@@ -141,6 +166,9 @@ def plan(
     *,
     reserve_s: float = 0.0,
     max_rounds: int = 5,
+    strata: Mapping[str, int] | None = None,
+    reserve_of: Callable[[int], float] | None = None,
+    seed: int = 0,
 ) -> Plan:
     """Tasks and rounds planned together before round 1: ``round_s`` is one round of every
     racing arm over all ``tasks`` (estimated from the warm-up; 0: not known), ``budget_s``
@@ -154,7 +182,11 @@ def plan(
     CIs over tasks and the plan says by how much it passes the budget. A small set where
     `MIN_ROUNDS` do not fit: rounds, and no CI within the budget (the report says what budget
     would buy one). A round not priced yet:
-    tasks where the set is large enough (a CI from round 1 whatever the pace), else rounds."""
+    tasks where the set is large enough (a CI from round 1 whatever the pace), else rounds.
+
+    ``strata`` (the set's tasks per category) lets a set too large for one round be sampled
+    (`sample_plan`): ``reserve_of`` prices the identity reserve for a sample of n tasks (its
+    probes come from the sample), ``seed`` is the draw's, named in the plan."""
     known = round_s > 0
     fits = min(int(max(budget_s - reserve_s, 0.0) // round_s), max_rounds) if known else max_rounds
     pace = (
@@ -181,6 +213,12 @@ def plan(
             "back to back, t over "
             "the tasks, floored by the instance and the round's drift: analysis/racing_tasks)",
         )
+    if tasks >= MIN_TASK_REPLICATES and known and strata:
+        sampled = sample_plan(
+            tasks, round_s, budget_s, strata, reserve_of or (lambda _n: reserve_s), seed, pace
+        )
+        if sampled is not None:
+            return sampled
     if tasks >= MIN_TASK_REPLICATES:  # not one round fits, but round 1 runs whatever the budget
         over = (round_s + reserve_s - budget_s) / 60
         return Plan(
@@ -201,7 +239,49 @@ def plan(
     )
 
 
-def _effects(rng: np.random.Generator, shape: str, mu: float, n: int) -> np.ndarray:
+def sample_plan(
+    tasks: int,
+    round_s: float,
+    budget_s: float,
+    strata: Mapping[str, int],
+    reserve_of: Callable[[int], float],
+    seed: int,
+    pace: str,
+) -> Plan | None:
+    """Where one round of all ``tasks`` does not fit: the largest stratified sample whose one
+    round (``round_s`` per task, pro rata) and identity reserve (``reserve_of``) fit
+    ``budget_s``, never below the sample's minimum (`min_sample`: where even that
+    does not fit, it runs and the plan says by how much it passes the budget). None where
+    the minimum is the whole set (nothing to sample)."""
+    least = min_sample(strata)
+    if least >= tasks:
+        return None
+    per_task = round_s / tasks
+
+    def cost(n: int) -> float:
+        return n * per_task + reserve_of(n)
+
+    size = max((n for n in range(least, tasks) if cost(n) <= budget_s), default=least)
+    head = (
+        f"{pace}: not one round of every task fits; {size} of {tasks} tasks (stratified by "
+        f"category, seed {seed}): one round ~{size * per_task / 60:.1f} min"
+    )
+    left = (budget_s - reserve_of(size)) / 60
+    if cost(size) <= budget_s:
+        head += f" fits the {left:.1f} min left after the identity probes' reserve"
+    else:
+        head += (
+            f", the least a CI over tasks needs, passes the {max(left, 0.0):.1f} min left "
+            f"after the identity probes' reserve by about {(cost(size) - budget_s) / 60:.1f} min"
+        )
+    why = (
+        f"{head}; every racing arm gets a CI over the sampled tasks, each category weighted "
+        "by its share of the set (a statement about the whole set: analysis/task_sample)"
+    )
+    return Plan("tasks", int(cost(size) <= budget_s), 1, why, sample=size)
+
+
+def effects_of(rng: np.random.Generator, shape: str, mu: float, n: int) -> np.ndarray:
     if shape == "bimodal":  # 30% of tasks at 2x, the rest at 1x, centred at mu
         raw = np.where(rng.random(n) < 0.3, math.log(2.0), 0.0)
         return mu + raw - 0.3 * math.log(2.0)
@@ -236,7 +316,7 @@ def simulate_coverage(
     covered = called = 0
     band = math.log1p(0.03)
     for _ in range(sims):
-        effects = _effects(rng, shape, mu, tasks)
+        effects = effects_of(rng, shape, mu, tasks)
         instance = rng.normal(0.0, instance_sd)
         pairs = []
         for r in range(1, rounds + 1):

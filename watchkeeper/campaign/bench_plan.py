@@ -6,7 +6,8 @@ campaign (nightly, review-pr, sweep, upgrade-check, release runs) builds or adju
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections import Counter
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -91,10 +92,33 @@ class BenchPlan:
     """Asked after the rounds, before the as-served pass: why to skip it (the sweep's racer,
     where its priced replays do not fit the identity share of the budget), empty to run it."""
 
+    sample: Callable[[], Collection[str] | None] | None = None
+    """Asked when the measured rounds and the identity pass start: the ids of the tasks
+    they measure (the sweep's racer draws a stratified sample where one round of every task
+    does not fit its budget: analysis/task_sample.py); None: every task."""
+
+    @property
+    def round_tasks(self) -> tuple[Task, ...]:
+        """What the measured rounds run: the sample, where one was drawn, in the set's order
+        (the warm-up and the cost calibration ran before it, on the whole set's first)."""
+        ids = self.sample() if self.sample is not None else None
+        return self.tasks if ids is None else tuple(t for t in self.tasks if t.id in ids)
+
     @property
     def probe_tasks(self) -> tuple[Task, ...]:
-        """What the identity pass runs on."""
-        return self.identity_tasks if self.identity_tasks is not None else self.tasks
+        """What the identity pass runs on: from a sample, as many of each category as the
+        pass would have probed of the set, the sample's first (the probes judge the tasks
+        the rounds measured)."""
+        chosen = self.identity_tasks if self.identity_tasks is not None else self.tasks
+        if self.sample is None or self.sample() is None:
+            return chosen
+        left = Counter(t.category for t in chosen)
+        out = []
+        for t in self.round_tasks:
+            if left[t.category] > 0:
+                left[t.category] -= 1
+                out.append(t)
+        return tuple(out)
 
     @property
     def runs_served(self) -> bool:

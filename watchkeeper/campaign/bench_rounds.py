@@ -107,13 +107,20 @@ def _run_schedule(
                 with bench.split.phase(SERVER_STARTS):
                     bench.servers.renew(renew)
                 _rewarm(bench, round_index, renew)
-        tasks = plan.tasks[: plan.warmup_tasks] if warm else plan.tasks
+        tasks = plan.tasks[: plan.warmup_tasks] if warm else plan.round_tasks
         label = "warm-up" if warm else f"round {round_index}/{measured_rounds}"
         bench.progress(
             f"[{done}/{total}] {label}: {len(tasks)} tasks x {len(bench.active)} arms, "
             "back to back per task"
         )
         started = bench.split.clock()
+
+        def tick(
+            n: int, task: Task, index: int = round_index, of: int = len(tasks), t0: float = started
+        ) -> None:
+            minutes = (bench.split.clock() - t0) / 60
+            bench.progress(f"round {index}: task {n}/{of} ({task.category}), {minutes:.1f} min")
+
         for run in measure_round(
             bench.servers,
             bench.config,
@@ -123,6 +130,7 @@ def _run_schedule(
             is_warmup=warm,
             settings=bench.settings,
             arm_settings=bench.arm_settings,
+            on_task=None if warm else tick,
         ):
             bench.rows.save(run, run.arm)
         took = bench.split.clock() - started

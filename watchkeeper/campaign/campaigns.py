@@ -128,6 +128,7 @@ def measure_round(
     is_warmup: bool,
     settings: LoadSettings,
     arm_settings: Mapping[str, LoadSettings] | None = None,
+    on_task: Callable[[int, Task], None] | None = None,
 ) -> list[RunResult]:
     """One round of a paired comparison, arms back to back per task.
 
@@ -138,7 +139,8 @@ def measure_round(
     as a 13% "effect" for that round. `arm_settings` gives an arm its own sampler
     (load/sampling.py); the concurrency is `settings`' for all. Counters are read per server
     around the whole round; only that arm's requests move them. One RunResult per arm, as
-    `measure_run` gives."""
+    `measure_run` gives. ``on_task``: told (tasks done, the last of them) after every arm
+    ran a task (a chunk), so a long round shows its progress."""
     started = datetime.now(UTC)
     clients = {
         arm: make_http_client(
@@ -158,6 +160,8 @@ def measure_round(
                 own = arm_settings.get(arm, settings) if arm_settings else settings
                 got = run_tasks(clients[arm], part, replace(own, stream=round_index))
                 samples[arm].extend(replace(s, seq=first + s.seq) for s in got)
+            if on_task is not None:
+                on_task(first + len(part), part[-1])
         after = {arm: fetch_metrics(clients[arm]) for arm in arms}
     finally:
         for client in clients.values():

@@ -11,6 +11,7 @@ over rounds where enough rounds fit the budget, else over the tasks of one round
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 
 from watchkeeper.analysis.bench_bound import perfect_acceptance_bound
@@ -26,7 +27,6 @@ from watchkeeper.analysis.racing_gates import ceiling_drops, idle_drops
 from watchkeeper.analysis.racing_tasks import (
     Plan,
     TaskInterval,
-    arm_task_cis,
     plan,
     task_ci_text,
 )
@@ -38,6 +38,7 @@ from watchkeeper.analysis.racing_types import (
     Table,
     arm_cost,
 )
+from watchkeeper.analysis.task_sample import TaskSample, arm_sample_cis, stratified_sample
 from watchkeeper.campaign.calibration import Calibration
 from watchkeeper.campaign.served_cost import ServedCost, prefill_of, served_cost
 from watchkeeper.config import ProfileConfig
@@ -174,6 +175,8 @@ class Racer:
         self.plan: Plan | None = None
         """The design chosen before round 1 (`plan_rounds`); None: not planned (no warm-up
         reached the hook)."""
+        self.sample: TaskSample | None = None
+        """The tasks the rounds measure where one round of every task did not fit."""
 
     @property
     def plan_text(self) -> str:
@@ -186,10 +189,13 @@ class Racer:
         if not self.task_cis:
             return ""
         dropped = {d.arm: f"{d.rule} drop after round {d.round}" for d in self.state.drops}
-        return task_ci_text(self.task_cis, dropped)
+        of = sum(self.sample.population.values()) if self.sample else 0
+        return task_ci_text(self.task_cis, dropped, of=of)
 
     def task_cis_json(self) -> dict[str, dict[str, float]]:
-        """Each racing arm's CI over tasks, for the sweep's JSON."""
+        """Each racing arm's CI over tasks, for the sweep's JSON; ``of``: the set's size
+        where its tasks were a sample of it (0: every task)."""
+        of = float(sum(self.sample.population.values())) if self.sample else 0.0
         return {
             a: {
                 "estimate": c.estimate,
@@ -197,30 +203,55 @@ class Racer:
                 "high": c.high,
                 "tasks": float(c.tasks),
                 "rounds": float(c.rounds),
+                "of": of,
             }
             for a, c in self.task_cis.items()
         }
 
-    def plan_rounds(self, runs: Sequence[RunResult], tasks: int) -> Plan:
+    def plan_rounds(
+        self, runs: Sequence[RunResult], tasks: int, strata: Sequence[tuple[str, str]] = ()
+    ) -> Plan:
         """Before round 1: a round priced from the warm-up (each racing arm's mean warm-up
         request times the task count; a cold process's first requests err long), the probes'
         reserve priced the same way, and the design that gives every racing arm a CI within
-        what is left of the budget. Printed, kept for the report."""
+        what is left of the budget. ``strata``: the set's (task id, category); where one
+        round of every task does not fit, the rounds measure a stratified sample of them
+        sized to fit (`sample`, analysis/task_sample.py). Printed, kept for the report."""
         warm = [r for r in runs if r.is_warmup and r.arm in self.state.active]
         per_arm: dict[str, list[float]] = {}
         for r in warm:
             per_arm.setdefault(r.arm, []).extend(s.latency_s or 0.0 for s in r.samples)
-        round_s = sum(tasks * sum(v) / len(v) for v in per_arm.values() if v)
+        task_s = sum(sum(v) / len(v) for v in per_arm.values() if v)
         base = self.arms[0].name
-        base_s = tasks * sum(per_arm.get(base) or [0.0]) / max(1, len(per_arm.get(base) or []))
-        probes = self.probe_share * self.probe_fraction
-        reserve = max(probes * base_s, min(IDENTITY_SHARE * self.budget_s, probes * round_s))
+        base_s = sum(per_arm.get(base) or [0.0]) / max(1, len(per_arm.get(base) or []))
+
+        def reserve(n: int) -> float:  # the probes of a round of n tasks
+            probed = self.probe_share * (
+                min(self.probe_count, n) if self.probe_count else self.probe_fraction * n
+            )
+            return max(probed * base_s, min(IDENTITY_SHARE * self.budget_s, probed * task_s))
+
         left = self.budget_s - (self.clock() - self.started)
         self.plan = plan(
-            tasks, round_s, left, reserve_s=reserve, max_rounds=self.settings.max_rounds
+            tasks,
+            tasks * task_s,
+            left,
+            reserve_s=reserve(tasks),
+            max_rounds=self.settings.max_rounds,
+            strata=Counter(c for _, c in strata) if len(strata) == tasks else None,
+            reserve_of=reserve,
+            seed=self.settings.seed,
         )
+        if self.plan.sample:
+            self.sample = stratified_sample(strata, self.plan.sample, seed=self.settings.seed)
+            probed = min(self.probe_count, self.plan.sample) if self.probe_count else 0
+            self.probe_fraction = probed / self.plan.sample if probed else self.probe_fraction
         self.progress(f"race plan: {self.plan_text}")
         return self.plan
+
+    def sampled(self) -> frozenset[str] | None:
+        """The task ids the rounds measure where the plan drew a sample; None: every task."""
+        return frozenset(self.sample.ids) if self.sample is not None else None
 
     def __call__(self, runs: Sequence[RunResult]) -> tuple[Sequence[str], bool]:
         before = len(self.state.drops)
@@ -252,7 +283,7 @@ class Racer:
                 for a in self.arms
                 if need is not None or table.rounds(a.name) < self.settings.min_rounds
             ]
-            self.task_cis = arm_task_cis(table, short, base)
+            self.task_cis = arm_sample_cis(table, short, base, self.sample)
             if self.task_cis:
                 self.progress(f"race: CIs over tasks: {self.task_ci_text()}")
             if why.startswith("budget") and need is not None:

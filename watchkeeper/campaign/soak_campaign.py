@@ -46,8 +46,16 @@ def soak_servers(
     recommendation (`shipped`) runs the unit's settings instead: its profiles carry
     [service]'s slots and cache already (publish/served.py) and its depth is checked against
     them, so nothing here changes them."""
-    mib = config.service.cache_ram_mib if shipped else config.soak.cache_ram_mib
-    return with_cache_ram(with_slots(prepared, depth), mib)
+    return with_cache_ram(with_slots(prepared, depth), soak_cache_ram(config, shipped=shipped))
+
+
+def soak_cache_ram(config: Config, *, shipped: bool) -> int | None:
+    """The prompt cache (`--cache-ram` MiB) a soak's servers run with: a recommendation's unit
+    serves with [service]'s (its profiles carry it), any other soak with [soak]'s. Decided here
+    once because the servers, the campaign's params and the resume signature must agree: a
+    signature reading the other setting would resume a soak under another cache, and one
+    campaign would mix RSS with and without it."""
+    return config.service.cache_ram_mib if shipped else config.soak.cache_ram_mib
 
 
 def with_cache_ram(prepared: Sequence[PreparedProfile], mib: int | None) -> list[PreparedProfile]:
@@ -96,10 +104,12 @@ def plan_signature(
     tasks: Sequence[Task],
     references: dict[str, dict[str, Any]],
     *,
+    shipped: bool,
     arrival: ArrivalSpec | None = None,
 ) -> str:
     """What a resume must match: the plan, the reference arms, the sampler (not its seed,
-    which is resumed), an open loop's arrivals and the servers' prompt cache."""
+    which is resumed), an open loop's arrivals and the servers' prompt cache (`shipped`: a
+    recommendation's unit, whose cache is [service]'s: `soak_cache_ram`)."""
     soak = config.soak
     blob = json.dumps([names, levels, duration_s, block_s, [t.id for t in tasks]])
     if arrival is not None:  # closed-loop soaks keep the signature they always had
@@ -107,8 +117,9 @@ def plan_signature(
     if references:  # the reference arms are part of the plan a resume must match
         blob += json.dumps(sorted((k, v["reference_id"]) for k, v in references.items()))
         blob += f"restart_every={soak.restart_every}"
-    if soak.cache_ram_mib is not None:  # RSS with and without the prompt cache never mix
-        blob += f"cache_ram={soak.cache_ram_mib}"
+    mib = soak_cache_ram(config, shipped=shipped)
+    if mib is not None:  # RSS with and without the prompt cache never mix
+        blob += f"cache_ram={mib}"
     unseeded = soak_sampling(config, SamplingSettings().seed)  # the seed is resumed
     if unseeded != SamplingSettings():  # greedy soaks keep the signature they always had
         blob += json.dumps(unseeded.to_json(), sort_keys=True)

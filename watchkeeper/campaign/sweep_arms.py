@@ -6,10 +6,13 @@ Tiers, in the order the cap keeps them:
 1. each method at the values the requests name: draft-simple at n_max 4/8/16, draft-mtp at
    1/2/3 (public numbers: depth 1 beat depth 3), an EAGLE-3/DFlash/DSpark drafter at the build's
    default length, every n-gram type at the build's defaults;
-2. chains: the n-gram type with the model drafter at its most promising length (each step the
-   n-gram part wins where it has a draft, the model drafts the rest: common/speculative.cpp);
-3. knobs: p-min for the model drafters, n-gram lookup sizes where the defaults are known to
-   starve (each only where it differs from the build's default).
+2. chains: the n-gram type with each model drafter (draft-simple, -mtp, -eagle3, -dflash,
+   -dspark) at its most promising length (each step the n-gram part wins where it has a draft,
+   the model drafts the rest: common/speculative.cpp);
+3. knobs: p-min 0.5/0.9 for every model drafter, n-gram lookup sizes where the defaults are
+   known to starve (each only where it differs from the build's default). A p-min arm the
+   build would ignore or refuse (a DSpark drafter without a confidence head; a build without
+   `--spec-draft-p-min`) is listed out, with the reason (server/spec_discovery.py).
 Priorities and values are priors, not results: the race (analysis/racing.py) decides, and
 drops losers after their first rounds, so an extra arm costs its share of the early rounds
 only. The cap (`--max-arms`) bounds that share: every arm of round 1 costs ~1/9 of the
@@ -35,9 +38,24 @@ it): 0.5 stops at real doubt, 0.9 at the first; 11434's default, 0.00, never sto
 CHAIN_NGRAM = "ngram-mod"
 """The n-gram part of a chain: the type upstream's `--spec-default` turns on, and the one the
 public chain figures (+15-24% on copy edits over MTP) used."""
-CHAIN_LENGTHS = {"draft-simple": 4, "draft-mtp": 1}
+TRAINED = ("draft-eagle3", "draft-dflash", "draft-dspark")
+"""The drafters trained against their target: raced at the build's default length (their
+training fixed the block they draft; DFlash/DSpark clamp n_max to it, common/speculative.cpp)."""
+CHAIN_LENGTHS: dict[str, int | None] = {
+    "draft-simple": 4,
+    "draft-mtp": 1,
+    **dict.fromkeys(TRAINED),
+}
 """The model part's length in a chain: the shortest, since the n-gram part covers the long
-copied runs (draft-simple n 4 was also the least-bad length on this host, DESIGN.md)."""
+copied runs (draft-simple n 4 was also the least-bad length on this host, DESIGN.md); a trained
+drafter at the build's default (None), as in its tier-1 arm."""
+P_MIN_LENGTHS: dict[str, int | None] = {"draft-simple": 8, "draft-mtp": 3, **dict.fromkeys(TRAINED)}
+"""The length of each model drafter's p-min arms: that of one of its tier-1 arms, so the two
+differ in p-min only (the longer lengths, where a cut draft saves most)."""
+P_MIN_WHY = {
+    "draft-dspark": "p-min cuts a DSpark draft where its confidence head predicts a rejection "
+    "(11434 reads that head, not the top probability)",
+}
 NGRAM_SIZES = (
     ("ngram-map-k", "spec-ngram-map-k-size-n", 4,
      "a 12-token lookup rarely repeats in a short answer: map-k drafted nothing at its defaults "
@@ -113,46 +131,12 @@ def plan_arms(
     )
     runs = {m.spec_type: m for m in methods if m.runs}
     b = _Builder(prefix, plain, draft, runs)
-    if "draft-simple" in runs:
-        for n in DRAFT_LENGTHS:
-            b.add(
-                f"draft{n}",
-                1,
-                f"draft-simple, n_max {n}: a length the requests name",
-                spec_type="draft-simple",
-                draft_n_max=n,
-            )
-    if "draft-mtp" in runs:
-        for n in MTP_DEPTHS:
-            b.add(
-                f"mtp{n}",
-                1,
-                f"draft-mtp, n_max {n}: MTP depth 1-3 (depth 1 beat 3 publicly)",
-                spec_type="draft-mtp",
-                draft_n_max=n,
-            )
-    default_n = _default(knobs, "--spec-draft-n-max")
-    for spec in ("draft-eagle3", "draft-dflash", "draft-dspark"):
-        if spec in runs:
-            kind = spec.removeprefix("draft-")
-            b.add(kind, 1, f"{spec} at the build's default n_max ({default_n})", spec_type=spec)
-    for spec in runs:
-        if spec.startswith("ngram"):
-            b.add(spec, 1, f"{spec} at the build's defaults", spec_type=spec)
+    _method_arms(b, knobs)
     if tiers >= 2 and CHAIN_NGRAM in runs:
-        for model, n in CHAIN_LENGTHS.items():
-            if model in runs:
-                short = "draft" if model == "draft-simple" else "mtp"
-                b.add(
-                    f"{CHAIN_NGRAM}+{short}{n}",
-                    2,
-                    f"chain {CHAIN_NGRAM},{model} n_max {n}: {CHAIN_NGRAM} drafts where the "
-                    "context repeats, the model elsewhere (raced against both parts)",
-                    spec_type=f"{CHAIN_NGRAM},{model}",
-                    draft_n_max=n,
-                )
+        _chain_arms(b, knobs)
     if tiers >= 3:
-        _knob_arms(b, knobs)
+        _p_min_arms(b, knobs)
+        _size_arms(b, knobs)
     return ArmPlan(tuple(methods), tuple(_cap(b.arms, max_arms)))
 
 
@@ -165,34 +149,95 @@ class _Builder:
         self.prefix, self.plain, self.draft, self.runs = prefix, plain, draft, runs
         self.arms = [PlannedArm(f"{prefix}-baseline", plain, 0, "no speculation")]
 
-    def add(self, name: str, tier: int, why: str, **update: object) -> None:
+    def add(self, name: str, tier: int, why: str, out: str = "", **update: object) -> None:
+        """One arm; `out` non-empty lists it, not raced, with that reason."""
         parts = str(update["spec_type"]).split(",")
         sidecar = any(self.runs[p].sidecar for p in parts if p in self.runs)
         update["draft_model"] = self.draft if sidecar else None
         profile = self.plain.model_copy(update=update)
-        self.arms.append(PlannedArm(f"{self.prefix}-sweep-{name}", profile, tier, why))
+        arm = PlannedArm(f"{self.prefix}-sweep-{name}", profile, tier, why, not out, out)
+        self.arms.append(arm)
 
 
-def _knob_arms(b: _Builder, knobs: Mapping[str, SpecKnob]) -> None:
-    runs = b.runs
+def _short(model: str) -> str:
+    """An arm name's stem for a model drafter: draft-simple is `draft`, the rest their kind."""
+    return "draft" if model == "draft-simple" else model.removeprefix("draft-")
+
+
+def _length(n: int | None, default_n: str) -> str:
+    return f"n_max {n}" if n is not None else f"the build's default n_max ({default_n})"
+
+
+def _method_arms(b: _Builder, knobs: Mapping[str, SpecKnob]) -> None:
+    """Tier 1: each method at the values the requests name."""
+    if "draft-simple" in b.runs:
+        for n in DRAFT_LENGTHS:
+            why = f"draft-simple, n_max {n}: a length the requests name"
+            b.add(f"draft{n}", 1, why, spec_type="draft-simple", draft_n_max=n)
+    if "draft-mtp" in b.runs:
+        for n in MTP_DEPTHS:
+            why = f"draft-mtp, n_max {n}: MTP depth 1-3 (depth 1 beat 3 publicly)"
+            b.add(f"mtp{n}", 1, why, spec_type="draft-mtp", draft_n_max=n)
+    default_n = _default(knobs, "--spec-draft-n-max")
+    for spec in TRAINED:
+        if spec in b.runs:
+            b.add(_short(spec), 1, f"{spec} at {_length(None, default_n)}", spec_type=spec)
+    for spec in b.runs:
+        if spec.startswith("ngram"):
+            b.add(spec, 1, f"{spec} at the build's defaults", spec_type=spec)
+
+
+def _chain_arms(b: _Builder, knobs: Mapping[str, SpecKnob]) -> None:
+    """Tier 2: the n-gram type in front of each model drafter the pair runs."""
+    default_n = _default(knobs, "--spec-draft-n-max")
+    for model, n in CHAIN_LENGTHS.items():
+        if model in b.runs:
+            tail = f"{n}" if n is not None else ""
+            b.add(
+                f"{CHAIN_NGRAM}+{_short(model)}{tail}",
+                2,
+                f"chain {CHAIN_NGRAM},{model} at {_length(n, default_n)}: {CHAIN_NGRAM} drafts "
+                "where the context repeats, the model elsewhere (raced against both parts)",
+                spec_type=f"{CHAIN_NGRAM},{model}",
+                draft_n_max=n,
+            )
+
+
+def _p_min_arms(b: _Builder, knobs: Mapping[str, SpecKnob]) -> None:
+    """Tier 3: p-min for each model drafter, at the length of one of its tier-1 arms (so the
+    two differ in p-min only); out, with the reason, where the build does not read it."""
     p_default = _default(knobs, "--spec-draft-p-min")
-    for model, n, short in (("draft-simple", 8, "draft"), ("draft-mtp", 3, "mtp")):
-        if model in runs:
-            for p in P_MIN_VALUES:
-                if _same(p_default, p):
-                    continue
-                b.add(
-                    f"{short}{n}-pmin{p:g}",
-                    3,
-                    f"{model} n_max {n}, p-min {p:g} (build default {p_default}): p-min cuts "
-                    "a draft where the drafter doubts; it matters at the longer lengths",
-                    spec_type=model,
-                    draft_n_max=n,
-                    draft_p_min=p,
-                )
+    default_n = _default(knobs, "--spec-draft-n-max")
+    for model, n in P_MIN_LENGTHS.items():
+        method = b.runs.get(model)
+        if method is None:
+            continue
+        out = method.p_min_out
+        if "--spec-draft-p-min" not in knobs:
+            out = "this build's --help lists no --spec-draft-p-min"
+        for p in P_MIN_VALUES:
+            if _same(p_default, p):
+                continue
+            b.add(
+                f"{_short(model)}{n or ''}-pmin{p:g}",
+                3,
+                f"{model} at {_length(n, default_n)}, p-min {p:g} (build default {p_default}): "
+                + P_MIN_WHY.get(
+                    model,
+                    "p-min cuts a draft where the drafter doubts; it matters at the longer lengths",
+                ),
+                out,
+                spec_type=model,
+                draft_n_max=n,
+                draft_p_min=p,
+            )
+
+
+def _size_arms(b: _Builder, knobs: Mapping[str, SpecKnob]) -> None:
+    """Tier 3: the n-gram lookup sizes where the defaults are known to starve a type."""
     for spec, knob, value, why in NGRAM_SIZES:
         flag = f"--{knob}"
-        if spec in runs and flag in knobs and not _same(_default(knobs, flag), value):
+        if spec in b.runs and flag in knobs and not _same(_default(knobs, flag), value):
             b.add(
                 f"{spec}-{knob.rsplit('-', 1)[-1]}{value}",
                 3,
@@ -211,12 +256,13 @@ def _same(default: str, value: float) -> bool:
 
 
 def _cap(arms: list[PlannedArm], max_arms: int) -> list[PlannedArm]:
-    """Keep the first `max_arms` by tier (stable within a tier); the rest are listed, out."""
-    order = sorted(range(len(arms)), key=lambda i: (arms[i].tier, i))
+    """Keep the first `max_arms` raceable arms by tier (stable within a tier); the rest are
+    listed, out. An arm already out keeps its own reason and takes no place."""
+    order = sorted((i for i, a in enumerate(arms) if a.included), key=lambda i: (arms[i].tier, i))
     kept = set(order[:max_arms])
     return [
         a
-        if i in kept
+        if i in kept or not a.included
         else PlannedArm(
             a.name,
             a.profile,

@@ -271,9 +271,12 @@ def sweep_plan(
         identity_tasks=probed if len(probed) < len(tasks) else None,
         race=racer,
         ceiling=racer.ceiling if racer is not None else None,
-        before_rounds=(lambda runs: racer.plan_rounds(runs, len(tasks)))
+        before_rounds=(
+            lambda runs: racer.plan_rounds(runs, len(tasks), [(t.id, t.category) for t in tasks])
+        )
         if racer is not None
         else None,
+        sample=racer.sampled if racer is not None else None,
         restart_every=0 if race else plan.restart_every,
         renew_each_round=frozenset(
             n

@@ -72,6 +72,7 @@ ROUNDS = int_in(*bounds(r.Rounds)[:2])
 CONCURRENCY = int_in(*bounds(r.Concurrency)[:2])
 CAP = int_in(*bounds(r.Cap)[:2])
 MAX_TOKENS = int_in(*bounds(r.MaxTokens)[:2])
+PROBE_TASKS = int_in(*bounds(r.ProbeTasks)[:2])
 SEED = int_in(*bounds(r.Seed)[:2])
 FIT_CONTEXT = int_in(0, 10_000_000)
 """0: no fit check."""

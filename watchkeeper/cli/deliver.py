@@ -19,6 +19,7 @@ from watchkeeper.cli.common import (
     MINUTES,
     PORT,
     POSITIVE_ID,
+    PROBE_TASKS,
     ROUNDS,
     SEED,
     add_common,
@@ -42,22 +43,21 @@ from watchkeeper.publish.sweep_report import drop_status
 
 
 def cmd_sweep(args: argparse.Namespace, config: Config) -> int:
-    from watchkeeper.commands.sweep import DEFAULT_SERVICE_FILE, sweep_request_command
+    from watchkeeper.commands.sweep import DEFAULT_SERVICE_FILE, sweep_command, sweep_plan_lines
     from watchkeeper.config.requests import SweepRequest
     from watchkeeper.publish.console import print_bench
 
     request = SweepRequest.from_cli(vars(args))
-    if not request.dry_run:
-        service_file = str(request.service_file or DEFAULT_SERVICE_FILE)
-        try:  # the default too is checked before anything is measured, as --service-file is
-            new_file(service_file)
-        except argparse.ArgumentTypeError as exc:
-            raise ConfigError(f"--service-file: {exc}", hint="pass --service-file PATH") from None
-    result = sweep_request_command(config, request, progress=progress)
-    if isinstance(result, list):  # --dry-run: the plan
-        for line in result:
+    if request.dry_run:  # the plan
+        for line in sweep_plan_lines(config, request, progress=progress):
             out.print(escape(line))
         return 0
+    service_file = str(request.service_file or DEFAULT_SERVICE_FILE)
+    try:  # the default too is checked before anything is measured, as --service-file is
+        new_file(service_file)
+    except argparse.ArgumentTypeError as exc:
+        raise ConfigError(f"--service-file: {exc}", hint="pass --service-file PATH") from None
+    result = sweep_command(config, request, progress=progress)
     if args.json:
         out.print_json(json.dumps(result.to_json(), default=str))
     else:
@@ -242,7 +242,7 @@ def register(sub: Any) -> None:
     )
     p.add_argument(
         "--identity-per-category",
-        type=MAX_TOKENS,
+        type=PROBE_TASKS,
         default=1,
         metavar="N",
         help="tasks per category the identity probes run on (default 1; 0: every measured "

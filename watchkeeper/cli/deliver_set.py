@@ -15,6 +15,7 @@ from watchkeeper.cli.argtypes import (
     MAX_ARMS,
     MAX_TOKENS,
     MINUTES,
+    PROBE_TASKS,
     ROUNDS,
     concurrency_list,
 )
@@ -167,7 +168,7 @@ def register(sub: Any) -> None:
     p.add_argument("--per-category", type=COUNT, metavar="N", help="first N tasks a category")
     p.add_argument(
         "--identity-per-category",
-        type=MAX_TOKENS,
+        type=PROBE_TASKS,
         default=1,
         metavar="N",
         help="identity probes a category (0: every task; default 1)",

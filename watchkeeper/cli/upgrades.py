@@ -26,7 +26,6 @@ from watchkeeper.cli.common import (
     split,
 )
 from watchkeeper.config import Config
-from watchkeeper.errors import ConfigError
 from watchkeeper.format import ci as ci_text
 
 
@@ -61,16 +60,7 @@ def cmd_bisect(args: argparse.Namespace, config: Config) -> int:
     from watchkeeper.config.requests import BisectRequest
     from watchkeeper.upgrade.report import steps_text
 
-    request = BisectRequest.from_cli(vars(args))
-    if request.good is None or request.bad is None:
-        raise ConfigError("bisect needs --good and --bad")
-    run = bisect_command(
-        config, good=request.good, bad=request.bad, profile=request.profile,
-        per_category=request.per_category, max_tokens=request.max_tokens, progress=progress,
-        sdists=request.sdists, state_path=request.state, rounds=request.rounds,
-        max_rounds=request.max_rounds, max_ranges=request.max_ranges, jobs=request.jobs,
-        finding=request.finding,
-    )  # fmt: skip
+    run = bisect_command(config, BisectRequest.from_cli(vars(args)), progress=progress)
     result = run.result
     failed = result.status == "inconclusive" or run.link.failed
     if args.json:

@@ -28,6 +28,7 @@ from watchkeeper.campaign.release_runs import (
 )
 from watchkeeper.config import Config
 from watchkeeper.config.paths import data_dir
+from watchkeeper.config.requests import BisectRequest
 from watchkeeper.errors import ConfigError, WatchkeeperError
 from watchkeeper.host import info as hostinfo
 from watchkeeper.server.profiles import get_profile
@@ -181,57 +182,52 @@ def link_result(
 
 def bisect_command(
     config: Config,
+    request: BisectRequest,
     *,
-    good: str,
-    bad: str,
-    profile: str | None,
-    settings: MeasureSettings | None = None,
     progress: Progress,
-    sdists: Path | None = None,
-    state_path: Path | None = None,
-    per_category: int | None = None,
-    max_tokens: int | None = None,
-    rounds: int = 3,
-    max_rounds: int = 12,
-    max_ranges: int = 4,
-    jobs: int | None = None,
-    versions: list[str] | None = None,
     database: Database | None = None,
-    finding: int | None = None,
     record_findings: Sequence[int] = (),
+    versions: list[str] | None = None,
     client: Forge | None = None,
     sleep: Callable[[float], None] = time.sleep,
 ) -> BisectRun:
-    """``finding``: the regression finding whose issue gets the result (default: every open
-    one whose releases bracket the range); ``record_findings``: findings written into the
-    state file before anything is built (the daemon's once-per-finding record). ``profile``
-    None: the first of `[nightly] profiles`; ``settings`` None: the nightly's, with
-    ``per_category`` and ``max_tokens`` where given."""
+    """Bisect `request.good`..`request.bad` (the CLI's options or a bisect job's `[args]`,
+    config/requests.py), each choice left out the config's: the profile the first of
+    `[nightly] profiles`, the measuring the nightly's with `per_category` and `max_tokens`
+    where given. `request.finding`: the regression finding whose issue gets the result
+    (default: every open one whose releases bracket the range). ``record_findings``: findings
+    written into the state file before anything is built (the daemon's once-per-finding
+    record); ``versions``, ``client`` and ``sleep`` stand in for the package index, the forge
+    and the clock in tests."""
     refuse_pinned_server("bisect")  # before anything is listed, built or measured
+    good, bad = request.ends()
+    profile = request.profile
     if profile is None:
         if not config.nightly.profiles:
             raise no_profiles("[nightly] profiles", config, flag="--profile P")
         profile = config.nightly.profiles[0]
-    if settings is None:
-        settings = settings_from(config, per_category=per_category, max_tokens=max_tokens)
+    settings = settings_from(
+        config, per_category=request.per_category, max_tokens=request.max_tokens
+    )
     get_profile(config, profile)  # an unknown profile fails before any build
+    finding = request.finding
     if finding is not None:  # so does an unknown --finding
         with open_database(config.database.resolved_url(), given=database) as db:
             linked_findings(db, profile=profile, good=good, bad=bad, finding=finding)
-    every = versions or releases.available(config.server.package_index, sdists)
+    every = versions or releases.available(config.server.package_index, request.sdists)
     window = releases.between(every, good, bad)
-    path = state_path or default_state_path(profile, good, bad)
+    path = request.state or default_state_path(profile, good, bad)
     state = _open_state(config, path, good, bad, profile, window, record_findings)
-    builds = ReleaseBuilds(config, sdists=sdists, jobs=jobs, progress=progress)
+    builds = ReleaseBuilds(config, sdists=request.sdists, jobs=request.jobs, progress=progress)
     progress(f"bisect {good}..{bad}: {len(window)} releases; state {path}")
     result = Bisector(
         state,
         state_path=path,
         build=builds,
         measure=_measure(config, profile, builds, settings, progress, database),
-        rounds=rounds,
-        max_rounds=max_rounds,
-        max_ranges=max_ranges,
+        rounds=request.rounds,
+        max_rounds=request.max_rounds,
+        max_ranges=request.max_ranges,
         progress=progress,
     ).run()
     if result.status == "no difference":  # the change is not in this range: where else
@@ -396,19 +392,20 @@ class AutoBisect:
 
 def auto_bisect_command(
     config: Config,
+    request: BisectRequest,
     *,
     now: datetime,
-    settings: MeasureSettings,
     progress: Progress,
-    rounds: int = 3,
-    max_rounds: int = 12,
-    jobs: int | None = None,
     database: Database | None = None,
     host_fingerprint: str | None = None,
 ) -> AutoBisect | None:
     """The daemon's bisect: the one `next_auto_bisect` picks, run like the CLI's (same state
-    file, so the digest's command resumes it), the finding recorded in the state file before
+    file, so the digest's command resumes it) with the job's measuring (`request`: no ends,
+    no profile, state or finding: the pick's), the finding recorded in the state file before
     anything is built. None when there is nothing to bisect."""
+    chosen = [k for k in ("good", "profile", "sdists", "state", "finding") if getattr(request, k)]
+    if chosen:
+        raise ConfigError(f"an automatic bisect picks its own {', '.join(chosen)}")
     host = host_fingerprint or hostinfo.collect().fingerprint
     with open_database(config.database.resolved_url(), given=database) as db:
         picked = next_auto_bisect(
@@ -417,16 +414,11 @@ def auto_bisect_command(
     if picked is None:
         return None
     progress(f"finding #{picked.finding_id}: {picked.command}")
+    ends = {"good": picked.good, "bad": picked.bad, "profile": picked.profile}
     run = bisect_command(
         config,
-        good=picked.good,
-        bad=picked.bad,
-        profile=picked.profile,
-        settings=settings,
+        BisectRequest.model_validate(request.model_dump() | ends),
         progress=progress,
-        rounds=rounds,
-        max_rounds=max_rounds,
-        jobs=jobs,
         database=database,
         record_findings=[picked.finding_id],
     )

@@ -23,6 +23,7 @@ from watchkeeper.campaign.soak_campaign import (
     open_or_resume,
     plan_signature,
     reference_arms,
+    soak_cache_ram,
     soak_servers,
 )
 from watchkeeper.campaign.soak_deliverable import soaked_unit, write_soak_deliverable
@@ -238,6 +239,7 @@ def _soak(
             shape.block_s,
             tasks,
             references,
+            shipped=shipped is not None,
             arrival=arrival,
         )
         prepared = soak_servers(
@@ -302,7 +304,7 @@ def _served_params(
     config: Config, prepared: Sequence[PreparedProfile], *, shipped: bool
 ) -> dict[str, Any]:
     """The slots and prompt cache the servers ran with (a shipped soak's are the unit's)."""
-    mib = config.service.cache_ram_mib if shipped else config.soak.cache_ram_mib
+    mib = soak_cache_ram(config, shipped=shipped)
     return {"slots": max(p.profile.slots for p in prepared), "cache_ram_mib": mib}
 
 

@@ -33,7 +33,6 @@ from watchkeeper.campaign.bench import execute_bench
 from watchkeeper.campaign.bench_report import finish_with_report
 from watchkeeper.campaign.load_shape import load_text
 from watchkeeper.campaign.racer import Racer, race_arms
-from watchkeeper.campaign.sweep_arms import DEFAULT_MAX_ARMS
 from watchkeeper.campaign.sweep_plan import (
     race_records,
     sweep_arm_plan,
@@ -56,22 +55,16 @@ from watchkeeper.publish.sweep_report import preface, render_sweep_sections
 from watchkeeper.publish.sweep_view import SweepView, soak_command
 from watchkeeper.publish.systemd import render_unit, write_service
 from watchkeeper.publish.verify import record_digests
+from watchkeeper.publish.verify_price_section import read_verify_price
 from watchkeeper.store.db import Database, open_database
 from watchkeeper.store.racing_store import RacingStore
 
 Progress = Callable[[str], None]
 Clock = Callable[[], float]
 SPECULATIVE_REPORT = "speculative_benchmark.md"
-DEFAULT_BUDGET_MIN = 40.0
 DEFAULT_MAX_ROUNDS = 5
-MAX_ARMS = DEFAULT_MAX_ARMS
-"""`--max-arms`'s default (campaign/sweep_arms.py says why)."""
-DEFAULT_IDENTITY_PER_CATEGORY = 1
-"""Identity probes per category, whatever `--per-category` measures: every arm the
-recommendation may name is probed on every category; every task would not fit (measurements.md)."""
-DEFAULT_MAX_TOKENS = 64
-"""Answers cut here (0: the task set's own): decode speed shows in the first tokens; left out is
-n-gram drafting that pays only late in a long, repetitive answer (docs/measurements.md)."""
+"""A raced sweep's most rounds when `rounds` is not given (the other defaults: SweepRequest)."""
+DEFAULT_SERVICE_FILE = Path("systemd/llama-server-speculative.service")
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,71 +105,52 @@ class SweepResult:
 
 def sweep_command(
     config: Config,
+    request: SweepRequest,
     *,
-    family: str | None = None,
-    target: str | None = None,
-    draft: str | None = None,
-    profile: str | None = None,
-    rounds: int | None,
-    taskset: Path | None,
-    per_category: int | None,
-    service_path: Path,
     progress: Progress,
-    identity_per_category: int | None = DEFAULT_IDENTITY_PER_CATEGORY,
-    budget_min: float = DEFAULT_BUDGET_MIN,
-    race: bool = True,
-    max_tokens: int = DEFAULT_MAX_TOKENS,
-    clock: Clock = time.monotonic,
     database: Database | None = None,
-    concurrency: int | None = None,
-    load: LoadShape | None = None,
-    categories: Sequence[str] | None = None,
-    mix: Mix | None = None,
-    served_identity: bool = False,
-    max_arms: int = DEFAULT_MAX_ARMS,
+    clock: Clock = time.monotonic,
 ) -> SweepResult:
-    """`concurrency` and `load` (`--rate` and its arrivals: campaign/load_shape.py): the load
+    """The sweep its `request` asks for (the CLI's options or a sweep job's `[args]`,
+    config/requests.py), each choice left out the config's; its sampler goes over the config's
+    [bench] keys. `database`: the caller's, else one opened for the sweep.
+
+    `request.concurrency` and `request.rate` (its arrivals: campaign/load_shape.py): the load
     every arm is measured under, named by the recommendation and the unit (a speed-up holds
     for the load it was measured at: docs/load.md). Default: one request at a time.
 
-    `served_identity`: probe the rounds' own servers as served too, beside the exact pass
-    (`--identity-as-served`). Off by default: its A/A floor replays every probe position by
-    position with the prompt prefilled afresh: about an hour for three probes on a slow host
+    `request.identity_as_served`: probe the rounds' own servers as served too, beside the exact
+    pass. Off by default: its A/A floor replays every probe position by position with the
+    prompt prefilled afresh: about an hour for three probes on a slow host
     (docs/measurements.md#figures-behind-the-code).
 
-    `categories`: only the task set's tasks of these (`--category code_edit`: one workload's
-    own answer, its report and unit).
-
-    `rounds`: with racing, the most rounds it may run (default 5); without, every arm
-    runs exactly that many (default bench.rounds). ``max_tokens``: cap on every answer (0: the
-    tasks' own). ``database``: the caller's, else one opened for the sweep.
-    ``identity_per_category``: the identity pass probes the first N measured tasks of each
-    category (None: every measured task); in the exact mode a probe prefills its prompt one
-    token at a time, so probing all 18 tasks of nine arms cost ~1.8 h on two CPU cores.
+    `request.rounds`: with racing, the most rounds it may run (default 5); without
+    (`no_race`), every arm runs exactly that many (default bench.rounds). The identity pass
+    probes the first `identity_per_category` measured tasks of each category (0: every one).
 
     The steps: the candidate profiles for the installed build, the racer (`campaign/racer.py`),
     the plan, the paired bench, the report with the sweep's sections, the service file.
 
-    ``mix``: the workload the one setting and the unit are for (`--mix`, checked against the
-    task set's categories before anything starts); None: the task set's own proportions."""
-    if identity_per_category is not None and identity_per_category < 1:
-        raise ConfigError(
-            f"identity_per_category must be at least 1 (got {identity_per_category}); "
-            "0 on the command line probes every measured task"
-        )
+    `request.mix`: the workload the one setting and the unit are for (checked against the task
+    set's categories before anything starts); None: the task set's own proportions."""
+    if request.dry_run:
+        raise ConfigError("a dry run is the plan's (sweep_plan_lines), not a sweep")
+    mix = None if request.mix is None else parse_mix(request.mix)
+    categories = request.categories or None
     if mix is not None:
-        _check_mix(mix, taskset or config.bench.resolved_taskset(), categories)
+        _check_mix(mix, request.taskset or config.bench.resolved_taskset(), categories)
     started = clock()
     config, generated = sweep_candidates(
-        config,
-        family=family,
-        target=target,
-        draft=draft,
-        profile=profile,
+        apply_overrides(config, **request.sampler()),
+        family=request.family,
+        target=request.target,
+        draft=request.draft,
+        profile=request.profile,
         progress=progress,
-        max_arms=max_arms,
+        max_arms=request.max_arms,
     )
-    max_rounds = rounds or (DEFAULT_MAX_ROUNDS if race else config.bench.rounds)
+    race = not request.no_race
+    max_rounds = request.rounds or (DEFAULT_MAX_ROUNDS if race else config.bench.rounds)
     settings = RaceSettings(
         min_effect=config.bench.min_effect, max_rounds=max_rounds, seed=config.bench.seed
     )
@@ -187,10 +161,10 @@ def sweep_command(
             generated,
             arms,
             settings,
-            budget_min=budget_min,
+            budget_min=request.budget,
             clock=clock,
             progress=progress,
-            served_identity=served_identity,
+            served_identity=request.identity_as_served,
         )
         if race
         else None
@@ -200,14 +174,14 @@ def sweep_command(
         generated,
         racer,
         rounds=max_rounds,
-        taskset=taskset,
-        per_category=per_category,
-        max_tokens=max_tokens,
-        concurrency=concurrency,
-        load=load,
-        identity_per_category=identity_per_category,
+        taskset=request.taskset,
+        per_category=request.per_category,
+        max_tokens=request.max_tokens,
+        concurrency=request.concurrency,
+        load=_load(request),
+        identity_per_category=request.probe_tasks(),
         categories=categories,
-        served_identity=served_identity,
+        served_identity=request.identity_as_served,
     )
     if racer is not None:
         racer.probe_fraction = len(plan.probe_tasks) / max(1, len(plan.tasks))
@@ -216,7 +190,7 @@ def sweep_command(
         f"sweep: {len(plan.profiles)} profiles x {len(plan.tasks)} tasks "
         f"at {load_text(plan.concurrency, plan.arrival)}, "
         + (
-            f"raced: at most {plan.rounds} rounds within {budget_min:g} min"
+            f"raced: at most {plan.rounds} rounds within {request.budget:g} min"
             if race
             else f"{plan.rounds} rounds, every arm"
         )
@@ -231,42 +205,46 @@ def sweep_command(
             racer,
             {n: config.profiles[n] for n in generated},
             load_text(plan.concurrency, plan.arrival),
-            tuple(t.id for t in plan.identity_tasks or ()),
+            tuple(t.id for t in plan.probe_tasks if len(plan.probe_tasks) < len(plan.round_tasks)),
         )
         return _report(
             config,
             db,
             outcome,
-            budget_min=budget_min if race else None,
+            budget_min=request.budget if race else None,
             started=started,
             clock=clock,
-            service_path=service_path,
-            max_tokens=max_tokens,
+            service_path=request.service_file or DEFAULT_SERVICE_FILE,
+            max_tokens=request.max_tokens,
             progress=progress,
         )
 
 
-def sweep_plan_lines(
-    config: Config,
-    *,
-    family: str | None,
-    target: str | None,
-    draft: str | None,
-    profile: str | None,
-    progress: Progress,
-    max_arms: int = DEFAULT_MAX_ARMS,
-) -> list[str]:
+def _load(request: SweepRequest) -> LoadShape | None:
+    """`rate` and its arrivals as the bench's open-loop shape; None: the closed loop."""
+    if request.rate is None:
+        return None
+    return LoadShape(
+        rate=request.rate,
+        arrival=request.arrival,
+        burstiness=request.burstiness,
+        queue_deadline_s=request.queue_deadline_s,
+        max_concurrency=request.max_concurrency,
+    )
+
+
+def sweep_plan_lines(config: Config, request: SweepRequest, *, progress: Progress) -> list[str]:
     """`sweep --dry-run`: every method of the build for the pair, in or out with the reason,
     and the arms with why each is raced. Nothing is fetched or measured (a model not on disk
     yet is named as unread)."""
     _, plan = sweep_arm_plan(
         config,
-        family=family,
-        target=target,
-        draft=draft,
-        profile=profile,
+        family=request.family,
+        target=request.target,
+        draft=request.draft,
+        profile=request.profile,
         progress=progress,
-        max_arms=max_arms,
+        max_arms=request.max_arms,
         fetch=False,
     )
     return plan.lines()
@@ -366,6 +344,7 @@ def _report(
         probe_tasks=outcome.probe_tasks,
         race_plan=racer.plan_text if racer is not None else "",
         task_cis=racer.task_ci_text() if racer is not None else "",
+        verify_price=read_verify_price(reports),
     )
     result = finish_with_report(
         config,
@@ -395,55 +374,3 @@ def _report(
 def _committed_name(path: Path) -> str:
     """`systemd/x.service` for a unit under the working directory, else its file name."""
     return under_working_dir(path) or path.name
-
-
-DEFAULT_SERVICE_FILE = Path("systemd/llama-server-speculative.service")
-
-
-def sweep_request_command(
-    config: Config, request: SweepRequest, *, progress: Progress, database: Database | None = None
-) -> SweepResult | list[str]:
-    """A sweep as its request asks (the CLI's options or a sweep job's `[args]`): the plan
-    (`dry_run`), else the sweep, its sampler over the config's [bench] keys."""
-    if request.dry_run:
-        return sweep_plan_lines(
-            config,
-            family=request.family,
-            target=request.target,
-            draft=request.draft,
-            profile=request.profile,
-            progress=progress,
-            max_arms=request.max_arms,
-        )
-    load = None
-    if request.rate is not None:
-        load = LoadShape(
-            rate=request.rate,
-            arrival=request.arrival,
-            burstiness=request.burstiness,
-            queue_deadline_s=request.queue_deadline_s,
-            max_concurrency=request.max_concurrency,
-        )
-    return sweep_command(
-        apply_overrides(config, **request.sampler()),
-        family=request.family,
-        target=request.target,
-        draft=request.draft,
-        profile=request.profile,
-        rounds=request.rounds,
-        taskset=request.taskset,
-        per_category=request.per_category,
-        identity_per_category=request.identity_per_category or None,
-        service_path=request.service_file or DEFAULT_SERVICE_FILE,
-        budget_min=request.budget,
-        race=not request.no_race,
-        max_tokens=request.max_tokens,
-        progress=progress,
-        database=database,
-        concurrency=request.concurrency,
-        load=load,
-        categories=request.categories or None,
-        mix=None if request.mix is None else parse_mix(request.mix),
-        served_identity=request.identity_as_served,
-        max_arms=request.max_arms,
-    )

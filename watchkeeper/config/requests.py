@@ -26,6 +26,7 @@ from pydantic import (
     Field,
     ValidationError,
     field_validator,
+    model_validator,
 )
 
 from watchkeeper.config.base import Category, Version
@@ -53,6 +54,8 @@ Cap = Annotated[int, Field(ge=0, le=256)]
 """--max-concurrency: 0 is no cap."""
 MaxTokens = Annotated[int, Field(ge=0, le=100_000)]
 """0: the tasks' own max_tokens."""
+ProbeTasks = Annotated[int, Field(ge=0, le=100_000)]
+"""Identity probes a category: the first N measured tasks of each; 0: every measured task."""
 Id = Annotated[int, Field(ge=1, le=ID_MAX)]
 Seed = Annotated[int, Field(ge=0, le=SEED_MAX)]
 Jobs = Annotated[int, Field(ge=1, le=1024)]
@@ -229,18 +232,31 @@ class SweepRequest(SampledRequest, OpenLoop):
     rounds: Rounds | None = None
     no_race: bool = False
     taskset: File | None = None
-    per_category: Count = 3
+    per_category: Count | None = 3
+    """Tasks a category (None: the config's bench.per_category, as a set's sweep asks)."""
     identity_as_served: bool = False
     categories: list[Category] | None = None
-    identity_per_category: MaxTokens = 1
+    identity_per_category: ProbeTasks = 1
+    """Identity probes a category, whatever `per_category` measures: every arm the
+    recommendation may name is probed on every category. 0 probes every measured task (in the
+    exact mode a probe prefills a token at a time: every task of nine arms cost ~1.8 h on two
+    CPU cores, docs/measurements.md)."""
     max_tokens: MaxTokens = 64
+    """Answers cut here (0: the task set's own): decode speed shows in the first tokens; left
+    out is n-gram drafting that pays only late in a long, repetitive answer
+    (docs/measurements.md)."""
     mix: str | None = None
     """A workload mix, `code_edit=0.7,prose=0.3` (parsed by the sweep: analysis/workload_mix.py)."""
     concurrency: Concurrency | None = None
     max_concurrency: Cap | None = None
     max_arms: MaxArms = 16
+    """campaign/sweep_arms.DEFAULT_MAX_ARMS (which says why; tests/sweep holds them equal)."""
     dry_run: bool = False
     service_file: File | None = None
+
+    def probe_tasks(self) -> int | None:
+        """`identity_per_category` for the plan: None probes every measured task."""
+        return self.identity_per_category or None
 
 
 class NightlyRequest(SampledRequest):
@@ -272,6 +288,18 @@ class BisectRequest(Request):
     max_ranges: MaxRanges = 4
     state: File | None = None
     finding: Id | None = None
+
+    @model_validator(mode="after")
+    def _both_ends(self) -> Self:
+        if (self.good is None) != (self.bad is None):
+            raise ValueError("good and bad are named together, or neither (bisect.auto picks)")
+        return self
+
+    def ends(self) -> tuple[str, str]:
+        """(good, bad): a bisect of two named releases needs both."""
+        if self.good is None or self.bad is None:
+            raise ConfigError("bisect needs --good and --bad (a job: good and bad)")
+        return self.good, self.bad
 
 
 class ReviewPrRequest(SampledRequest):

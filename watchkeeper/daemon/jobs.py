@@ -25,7 +25,7 @@ from watchkeeper.commands.digest import digest_command
 from watchkeeper.commands.nightly import nightly_command
 from watchkeeper.commands.review_pr import review_pr_command
 from watchkeeper.commands.soak import soak_command
-from watchkeeper.commands.sweep import sweep_request_command
+from watchkeeper.commands.sweep import sweep_command, sweep_plan_lines
 from watchkeeper.commands.triage import triage_command
 from watchkeeper.commands.upgrade_check import upgrade_check_command
 from watchkeeper.config import Config
@@ -227,35 +227,17 @@ def bisect_job(config: Config, args: BisectRequest, ctx: JobContext) -> JobResul
     """With `good` and `bad`: bisect them, as `watchkeeper bisect` does. Without, and with
     `bisect.auto`: bisect one confirmed nightly regression whose reference and current
     releases differ (the decision: `commands.bisect.next_auto_bisect`)."""
-    settings = settings_from(config, per_category=args.per_category, max_tokens=args.max_tokens)
-    if args.good is not None or args.bad is not None:
-        if args.good is None or args.bad is None:
-            raise ConfigError("a bisect job names both good and bad, or neither (bisect.auto)")
-        explicit = bisect_command(
-            config, good=args.good, bad=args.bad, profile=args.profile, settings=settings,
-            progress=ctx.checkpoint, sdists=args.sdists, state_path=args.state,
-            rounds=args.rounds, max_rounds=args.max_rounds, max_ranges=args.max_ranges,
-            jobs=args.jobs, database=ctx.db, finding=args.finding,
-        )  # fmt: skip
+    if args.good is not None:
+        explicit = bisect_command(config, args, progress=ctx.checkpoint, database=ctx.db)
         return JobResult(
             summary=f"bisect {args.good}..{args.bad}: {explicit.result.status}",
             samples=0,
             details=explicit.to_json(),
         )
-    chosen = [k for k in ("profile", "sdists", "state", "finding") if getattr(args, k) is not None]
-    if chosen:
-        raise ConfigError(f"a bisect job without good and bad picks its own {', '.join(chosen)}")
     if not config.bisect.auto:
         return JobResult(summary="nothing to do: bisect.auto is off", samples=0)
     run = auto_bisect_command(
-        config,
-        now=datetime.now(UTC),
-        settings=settings,
-        rounds=args.rounds,
-        max_rounds=args.max_rounds,
-        jobs=args.jobs,
-        progress=ctx.checkpoint,
-        database=ctx.db,
+        config, args, now=datetime.now(UTC), progress=ctx.checkpoint, database=ctx.db
     )
     if run is None:
         return JobResult(summary="nothing to bisect", samples=0)
@@ -264,9 +246,11 @@ def bisect_job(config: Config, args: BisectRequest, ctx: JobContext) -> JobResul
 
 def sweep_job(config: Config, args: SweepRequest, ctx: JobContext) -> JobResult:
     """`watchkeeper sweep` from a job file: the same request, the same command."""
-    result = sweep_request_command(config, args, progress=ctx.checkpoint, database=ctx.db)
-    if isinstance(result, list):  # dry_run: the plan
-        return JobResult(summary="; ".join(result), samples=0)
+    if args.dry_run:  # the plan
+        return JobResult(
+            summary="; ".join(sweep_plan_lines(config, args, progress=ctx.progress)), samples=0
+        )
+    result = sweep_command(config, args, progress=ctx.checkpoint, database=ctx.db)
     return JobResult(
         summary=f"sweep campaign {result.bench.campaign_id}: {result.recommendation.headline}",
         campaign_id=result.bench.campaign_id,

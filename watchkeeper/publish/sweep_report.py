@@ -24,6 +24,7 @@ from watchkeeper.publish.sweep_forecast import forecast_section, latency_section
 from watchkeeper.publish.sweep_view import SweepView
 from watchkeeper.publish.sweep_view import ratio_text as _ci
 from watchkeeper.publish.sweep_workload import winner_section, workload_section
+from watchkeeper.publish.verify_price_section import verify_price_section
 
 
 def preface(v: SweepView) -> str:
@@ -218,6 +219,7 @@ def render_sweep_sections(v: SweepView) -> str:
         *winner_section(v),
         *workload_section(v),
         *_curve_section(v),
+        *verify_price_section(v),
         *ttft_note(v),
         *latency_section(v),
         *forecast_section(v),

@@ -15,6 +15,7 @@ from watchkeeper.analysis.benchmark import BenchResult
 from watchkeeper.analysis.racing_types import RaceArm, RaceSettings, RaceState
 from watchkeeper.analysis.recommend import Recommendation
 from watchkeeper.analysis.stats import RatioCI
+from watchkeeper.analysis.verify_price import VerifyPrice
 from watchkeeper.config import ProfileConfig
 from watchkeeper.publish import markdown as md
 from watchkeeper.publish.deliverable import RECORD_NAME, RecommendationRecord
@@ -59,6 +60,9 @@ class SweepView:
     task_cis: str = ""
     """Every racing arm's CI over its tasks where the race stopped short of a CI over rounds
     (analysis/racing_tasks.task_ci_text); empty: none."""
+    verify_price: VerifyPrice | str | None = None
+    """The verification-pricing pass found in the reports directory (campaign/verify_price.py),
+    a line saying why it could not be read, or None: no section "What acceptance pays here"."""
 
 
 def soak_command(profile: str, duration: str = SOAK_DURATION) -> str:

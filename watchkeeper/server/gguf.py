@@ -142,6 +142,26 @@ def read_metadata(path: Path, *, max_string: int = 4096) -> dict[str, Scalar]:
     return out
 
 
+def read_tensor_names(path: Path) -> frozenset[str]:
+    """The names of the file's tensors (its table only, no data): what tells a drafter's
+    heads apart where its metadata is silent (a DSpark drafter's `markov_w1.weight`, its
+    confidence head `conf_proj.weight`: llama.cpp 11434 detects them the same way)."""
+    with path.open("rb") as stream:
+        if _read(stream, 4) != _MAGIC:
+            raise GgufError(f"{path} is not a GGUF file")
+        if _u32(stream) < 2:
+            raise GgufError(f"{path}: GGUF version too old")
+        n_tensors, n_kv = _u64(stream), _u64(stream)
+        for _ in range(n_kv):
+            _string(stream)
+            _skip_value(stream, _u32(stream))
+        names = set()
+        for _ in range(n_tensors):
+            names.add(_string(stream))
+            stream.seek(8 * _u32(stream) + 4 + 8, 1)  # dims, type, offset
+    return frozenset(names)
+
+
 def read_weights(path: Path) -> GgufWeights:
     """The tensor table of a GGUF (v2 or v3) file: where each tensor's data starts."""
     size = path.stat().st_size

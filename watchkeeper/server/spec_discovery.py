@@ -14,8 +14,13 @@ What decides each method (llama.cpp 11434, common/speculative.cpp and src/llama-
   reads 3 x that many features; the tensors' shapes say so too, but only at load). The
   target's graph must also expose its layers' inputs, which the metadata cannot say: in 11434
   llama, qwen3, gemma4, mimo2 and others do, qwen2 does not (scripts/tiny_eagle3_gguf.py).
-- draft-dflash / draft-dspark: a drafter of architecture `dflash`; DSpark is the anchor-first
-  variant (`dflash.sample_from_anchor` or a confidence head, `dflash.has_confidence_head`).
+- draft-dflash / draft-dspark: a drafter of architecture `dflash`; DSpark is the variant with
+  a Markov head (tensor `markov_w1.weight`: the build's own auto-detection) or DSpark's metadata
+  (`dflash.sample_from_anchor`, `dflash.has_confidence_head`).
+- `--spec-draft-p-min`: draft-simple, -mtp, -eagle3 and -dflash stop a draft where the
+  drafter's top probability falls below it; draft-dspark only where its confidence head
+  (`conf_proj.weight`) predicts a rejection, and it refuses to start with p-min above 0 when its
+  metadata says `dflash.has_confidence_head = false` (`Method.p_min_out` says so).
 - the n-gram types: no model at all; every one the build lists runs on any target.
 """
 
@@ -24,7 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from watchkeeper.server.gguf import GgufError, Scalar, read_metadata
+from watchkeeper.server.gguf import GgufError, Scalar, read_metadata, read_tensor_names
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +49,8 @@ class ModelFacts:
     stated)."""
     note: str = ""
     """Why facts are missing (the file is not there yet, not a GGUF)."""
+    p_min_note: str = ""
+    """Why this drafter does not read `--spec-draft-p-min` ('' where it does)."""
 
     @property
     def drafter_kind(self) -> str:
@@ -59,21 +66,48 @@ def _truthy(value: Scalar | None) -> bool:
     return value is True or (isinstance(value, str) and value.lower() == "true")
 
 
-def facts_of(meta: dict[str, Scalar], name: str) -> ModelFacts:
+def facts_of(
+    meta: dict[str, Scalar], name: str, tensors: frozenset[str] = frozenset()
+) -> ModelFacts:
+    """The facts of a model's metadata and, for a DFlash-family drafter, its tensor names
+    (empty: a file whose table was not read, its metadata alone then decides)."""
     arch = str(meta.get("general.architecture", ""))
 
     def count(key: str) -> int:
         value = meta.get(f"{arch}.{key}", 0)
         return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0
 
+    stated = meta.get("dflash.has_confidence_head")
+    spark = arch == "dflash" and (
+        "markov_w1.weight" in tensors
+        or _truthy(meta.get("dflash.sample_from_anchor"))
+        or stated is not None
+    )
     return ModelFacts(
         name,
         arch,
         count("nextn_predict_layers"),
-        _truthy(meta.get("dflash.sample_from_anchor"))
-        or _truthy(meta.get("dflash.has_confidence_head")),
+        spark,
         count("embedding_length"),
         count("target_hidden_size"),
+        p_min_note=_spark_p_min(name, stated, tensors) if spark else "",
+    )
+
+
+def _spark_p_min(name: str, stated: Scalar | None, tensors: frozenset[str]) -> str:
+    """Why a DSpark drafter's p-min arms are out (common/speculative.cpp, 11434): the build
+    cuts its drafts on the confidence head alone, and refuses p-min > 0 where the metadata
+    says there is none."""
+    if stated is not None and not _truthy(stated):
+        return (
+            f"{name} says dflash.has_confidence_head = false: 11434 refuses to start a DSpark "
+            "drafter with --spec-draft-p-min above 0 ('DSpark draft has no confidence head')"
+        )
+    if ("conf_proj.weight" in tensors) if tensors else _truthy(stated):
+        return ""
+    return (
+        f"{name} has no confidence head (no conf_proj.weight): 11434 cuts a DSpark draft on "
+        "that head only, never on the top probability, so the build ignores p-min"
     )
 
 
@@ -83,7 +117,9 @@ def model_facts(path: Path | None, name: str) -> ModelFacts:
     if path is None or not path.is_file():
         return ModelFacts(name, note=f"{name}: file not available to read its metadata")
     try:
-        return facts_of(read_metadata(path), name)
+        meta = read_metadata(path)
+        dflash = meta.get("general.architecture") == "dflash"
+        return facts_of(meta, name, read_tensor_names(path) if dflash else frozenset())
     except (GgufError, OSError) as exc:
         return ModelFacts(name, note=f"{name}: {exc}")
 
@@ -97,6 +133,9 @@ class Method:
     why: str
     sidecar: bool = False
     """It drafts with the second model (`-md`)."""
+    p_min_out: str = ""
+    """Why its p-min arms are out: the build ignores or refuses `--spec-draft-p-min` for this
+    drafter ('' where it reads it)."""
 
 
 def discover(
@@ -120,6 +159,11 @@ def discover(
     return out
 
 
+def _a(kind: str) -> str:
+    """The drafter kind with its article: 'an eagle3', 'a dflash'."""
+    return f"{'an' if kind.startswith('e') else 'a'} {kind}"
+
+
 def _simple(drafter: ModelFacts | None) -> Method:
     if drafter is None:
         return Method("draft-simple", False, "no draft model given (--draft or the profile)")
@@ -127,7 +171,7 @@ def _simple(drafter: ModelFacts | None) -> Method:
         return Method(
             "draft-simple",
             False,
-            f"{drafter.name} is a {drafter.drafter_kind} drafter, not a language model",
+            f"{drafter.name} is {_a(drafter.drafter_kind)} drafter, not a language model",
         )
     return Method("draft-simple", True, f"draft model {drafter.name}", sidecar=True)
 
@@ -156,9 +200,8 @@ def _mtp(target: ModelFacts, drafter: ModelFacts | None) -> Method:
 
 def _trained(spec: str, drafter: ModelFacts | None, target: ModelFacts) -> Method:
     kind = spec.removeprefix("draft-")
-    a = "an" if kind.startswith("e") else "a"
     if drafter is None:
-        return Method(spec, False, f"needs {a} {kind} drafter; no draft model given")
+        return Method(spec, False, f"needs {_a(kind)} drafter; no draft model given")
     if drafter.note:
         return Method(spec, False, drafter.note)
     if drafter.drafter_kind == kind:
@@ -169,10 +212,11 @@ def _trained(spec: str, drafter: ModelFacts | None, target: ModelFacts) -> Metho
                 f"{drafter.name} was trained on a target of hidden size {drafter.target_hidden}; "
                 f"{target.name} has {target.hidden}",
             )
-        return Method(spec, True, f"{drafter.name} is a {kind} drafter", sidecar=True)
+        why = f"{drafter.name} is {_a(kind)} drafter"
+        return Method(spec, True, why, sidecar=True, p_min_out=drafter.p_min_note)
     what = (
-        f"a {drafter.drafter_kind} drafter"
+        f"{_a(drafter.drafter_kind)} drafter"
         if drafter.drafter_kind
         else f"a plain {drafter.architecture or 'language'} model"
     )
-    return Method(spec, False, f"needs {a} {kind} drafter; {drafter.name} is {what}")
+    return Method(spec, False, f"needs {_a(kind)} drafter; {drafter.name} is {what}")

@@ -31,7 +31,7 @@ from watchkeeper.commands.nightly import nightly_command
 from watchkeeper.commands.soak import soak_command
 from watchkeeper.commands.sweep import sweep_command
 from watchkeeper.config import Config
-from watchkeeper.config.requests import SoakRequest
+from watchkeeper.config.requests import SoakRequest, SweepRequest
 from watchkeeper.errors import ConfigError
 from watchkeeper.publish.deliverable import RECORD_NAME, read_record
 from watchkeeper.publish.served import as_rendered, served_settings
@@ -188,23 +188,16 @@ def _sweep(
     config: Config, plan: SetPlan, state: SetState, budget: float, progress: Progress
 ) -> StageState:
     extra: dict[str, Any] = {"max_arms": plan.max_arms} if plan.max_arms else {}
-    result = sweep_command(
-        config,
-        family=plan.family,
-        target=plan.target,
-        draft=plan.draft,
-        profile=plan.profile,
-        rounds=plan.sweep_rounds,
-        taskset=plan.taskset,
-        per_category=plan.per_category,
-        service_path=plan.service_file,
-        progress=progress,
-        identity_per_category=plan.identity_per_category,
-        budget_min=budget / 60,
-        max_tokens=plan.max_tokens,
-        categories=plan.categories or None,
-        **extra,
-    )
+    request = SweepRequest.model_validate(
+        {
+            "family": plan.family, "target": plan.target, "draft": plan.draft,
+            "profile": plan.profile, "rounds": plan.sweep_rounds, "taskset": plan.taskset,
+            "per_category": plan.per_category, "service_file": plan.service_file,
+            "identity_per_category": plan.identity_per_category or 0, "budget": budget / 60,
+            "max_tokens": plan.max_tokens, "categories": list(plan.categories) or None, **extra,
+        }
+    )  # fmt: skip
+    result = sweep_command(config, request, progress=progress)
     requests = sum(a.overall.requests for a in result.bench.arm_stats)
     tasks = result.bench.method.tasks
     return StageState(

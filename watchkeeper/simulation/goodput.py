@@ -11,6 +11,10 @@ share near 0 or 1 is allowed for. The reading is judged by the real code, with t
 request counts (the binomial floor) and without them as before issue 75 (a plain t interval
 over rounds, which reads one point when every round reads the same difference).
 `benchmarks/goodput_power.py` prints the rates; `tests/load/test_goodput_sim.py` holds them.
+
+`CONTROL` is the positive control the fake servers of `tests/load/test_load_verdicts.py` serve
+(`draw_counts` gives each arm's good requests per round, the same draw `simulate` reads), and
+`CONTROL_AA` its A/A twin: `benchmarks/goodput_power.py --control` measures their rates.
 """
 
 from __future__ import annotations
@@ -38,6 +42,13 @@ class Level:
     rounds: int = 3
     round_sd: float = 0.5
     arm_sd: float = 0.3
+
+
+CONTROL = Level(0.9, 0.6, 40, 5)
+"""The positive control: 90% -> 60% of requests within the SLO, 40 requests x 5 rounds, each
+round's share moving with the host (`Level`'s logit sds)."""
+CONTROL_AA = Level(0.9, 0.9, 40, 5)
+"""Its A/A: the same design with both arms at 90%."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +81,20 @@ def _old_interval(diffs: np.ndarray) -> tuple[float, float, float]:
     return mean, mean - half, mean + half
 
 
+def draw_counts(
+    attainments: tuple[float, ...], level: Level, rng: np.random.Generator
+) -> np.ndarray:
+    """Good requests per arm (rows, in the order of ``attainments``) and round (columns) of
+    one level: binomial around each arm's probability, moved each round on the logit scale by
+    an effect every arm shares and one of the arm's own (``level``'s sds and design)."""
+    shared = rng.normal(0.0, level.round_sd, level.rounds)
+    rows = []
+    for p in attainments:
+        prob = expit(logit(p) + shared + rng.normal(0.0, level.arm_sd, level.rounds))
+        rows.append(rng.binomial(level.requests, prob))
+    return np.asarray(rows)
+
+
 def simulate(level: Level, levels: int, *, seed: int = 0, floor: bool = True) -> Rates:
     """`levels` seeded levels of ``level``, read with the binomial floor (``floor``) or as
     before it."""
@@ -77,11 +102,7 @@ def simulate(level: Level, levels: int, *, seed: int = 0, floor: bool = True) ->
     rng = np.random.default_rng(seed)
     covered = zero = decided = costs = 0
     for _ in range(levels):
-        shared = rng.normal(0.0, level.round_sd, level.rounds)
-        shares = []
-        for p in (level.cand, level.base):
-            prob = expit(logit(p) + shared + rng.normal(0.0, level.arm_sd, level.rounds))
-            shares.append(rng.binomial(level.requests, prob) / level.requests)
+        shares = draw_counts((level.cand, level.base), level, rng) / level.requests
         cand = {r: float(v) for r, v in enumerate(shares[0])}
         base = {r: float(v) for r, v in enumerate(shares[1])}
         if floor:

@@ -236,6 +236,18 @@ def classify_drift(change: float, low: float, high: float, threshold: float) -> 
     return "inconclusive"
 
 
+def _dip_entry(row: dict[str, Any], dip: float, why: dict[str, Any] | None) -> dict[str, Any]:
+    """A dip as the figures keep it, with what outside the server explains it, if anything:
+    the other arm's block (`other_block`, `other_deviation`) or the host's CPU outside the
+    servers (`host_other_cpu`, `host_median`, `host_z`)."""
+    out = {"block": row["block"], "t_h": row["t_h"], "deviation": dip}
+    if why is not None and "host_other_cpu" in why:
+        out.update({k: why[k] for k in ("host_other_cpu", "host_median", "host_z")})
+    elif why is not None:
+        out.update({"other_block": why["block"], "other_deviation": why["deviation"]})
+    return out
+
+
 def series_drift(
     rows: Sequence[dict[str, Any]],
     *,
@@ -245,14 +257,16 @@ def series_drift(
 ) -> dict[str, Any] | None:
     """`slope_drift` over a series' `block_rows` (their aggregate throughput), its first
     `WARMUP_BLOCKS` set aside, and at most one dip that the other arms' blocks at the same time
-    (``others``: the other profiles' `block_rows`) explain (`soak/dips.py`). Every dip is kept
+    (``others``: the other profiles' `block_rows`) or the host's CPU outside the servers (each
+    row's `host_other_cpu`, where recorded) explain (`soak/dips.py`). Every dip is kept
     in the figures with its deviation from its two neighbours (geometric mean) and named in the
     report: `transients` set aside, `dips` kept in the slope."""
     usable = [r for r in rows if r["throughput_tps"] > 0][WARMUP_BLOCKS:]
     t_h = [r["t_h"] for r in usable]
     values = [r["throughput_tps"] for r in usable]
     theirs = [[r for r in o if r["throughput_tps"] > 0][WARMUP_BLOCKS:] for o in others]
-    aside, kept, why = split_dips(t_h, values, theirs)
+    host = [r.get("host_other_cpu") for r in usable]
+    aside, kept, why = split_dips(t_h, values, theirs, host)
     keep = [i for i in range(len(usable)) if i not in aside]
     drift = slope_drift(
         [t_h[i] for i in keep], [values[i] for i in keep], threshold=threshold, floor=floor
@@ -261,21 +275,9 @@ def series_drift(
         return None
     out = {**drift, "warmup_blocks": WARMUP_BLOCKS, "work_requests": usable[0]["work_requests"]}
     if aside:
-        out["transients"] = [
-            {
-                "block": usable[i]["block"],
-                "t_h": t_h[i],
-                "deviation": deviation(values, i),
-                "other_block": why[i]["block"],
-                "other_deviation": why[i]["deviation"],
-            }
-            for i in aside
-        ]
+        out["transients"] = [_dip_entry(usable[i], deviation(values, i), why.get(i)) for i in aside]
     if kept:
-        out["dips"] = [
-            {"block": usable[i]["block"], "t_h": t_h[i], "deviation": deviation(values, i)}
-            for i in kept
-        ]
+        out["dips"] = [_dip_entry(usable[i], deviation(values, i), why.get(i)) for i in kept]
     if len(kept) >= RECURRING_DIPS and out["verdict"] in ("no drift", "no slowdown"):
         # The slope may sit still while the server stalls every few blocks: not resolved.
         out["slope_verdict"] = out["verdict"]

@@ -7,23 +7,34 @@ exists to find (issue 75; `benchmarks/soak_dips.py`, 200 series each): a server 
 -20% in every 10th block read `no drift` in 200 of 200 series, three late -25% dips on a slow
 -6% leak in 197 of 200, and a stall every 7th block (over the cap) flipped the answer back.
 
-So a dip is set aside only when something outside the server explains it: the other arm's
-block nearest in time (another profile, so another server process, in the same cycle) dipped
-too, by `TRANSIENT_MIN` or more against its own neighbours (`explained`), which a neighbour's
-job on the shared host does and the server's own fault does not. At most `MAX_SET_ASIDE` per
-series: a second explained dip stays in the slope, as every unexplained dip does, and the
-report names them ("judged in part": `dip_note`). The soak records no host-wide CPU (the
-sampler reads the server's process tree only), so the other rule the issue names (the host's
-CPU busy outside the server's tree in that block's window) cannot be read yet.
+So a dip is set aside only when something outside the server explains it:
+
+- the other arm's block nearest in time (another profile, so another server process, in the
+  same cycle) dipped too, by `TRANSIENT_MIN` or more against its own neighbours (`explained`),
+  which a neighbour's job on the shared host does and the server's own fault does not; or
+- the host's CPU used outside the soak's servers in the block's minutes (the sampler's
+  `host_other_cpu`, soak/hostcpu.py, averaged over the block: `block_host_cpu`) was both busy
+  in absolute terms (`HOST_BUSY` of all cores) and an outlier against the series' other
+  blocks (robust z of `HOST_Z`; `host_explained`): a neighbour took the cores then, and only
+  then. A dip that rose (a block faster than both neighbours) is never the host's.
+
+At most `MAX_SET_ASIDE` per series: a second explained dip stays in the slope, as every
+unexplained dip does, and the report names them ("judged in part": `dip_notes`). Blocks stored
+before the sampler recorded the host's CPU (migration 0014: NULL) are judged as before, by the
+other arm alone. Rates on seeded soaks: `benchmarks/soak_dips.py` (docs/statistics-checks.md).
 """
 
 from __future__ import annotations
 
 import math
+from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
+from datetime import datetime, timedelta
 from typing import Any
 
 import numpy as np
+
+from watchkeeper.soak.views import SoakSampleView
 
 TRANSIENT_Z = 5.0
 """Block-noise sds beyond both neighbours for a block to read as a dip: one short neighbour beside a
@@ -42,6 +53,20 @@ on either side, so both neighbours in the cycle count."""
 MIN_BLOCKS = 8
 """Blocks a series needs before any block reads as a dip (two neighbours and a noise to
 compare with)."""
+HOST_BUSY = 0.10
+"""A block's host CPU outside the soak's servers (a share of all cores, averaged over the
+block) below this never explains a dip, however unusual: on this 2-core host the 47-second
+nice-19 test run that read a block 19% low on 29 Nov 2026 took about one core for 47 s of a
+2-minute block, ~0.2 of the cores (an estimate: the soak recorded no host CPU then); a tenth
+is half that."""
+HOST_Z = 4.0
+"""...and its robust z against the series' other blocks (median, 1.4826 x MAD) at least this:
+a host that is always busy (a shared machine) explains nothing by being busy; only a burst
+beyond its own usual does."""
+HOST_SCALE_FLOOR = 0.01
+"""The robust sd is never taken below a hundredth of the cores: a quiet host's block means sit
+within a fraction of a percent of each other, and a z over that would call any flicker an
+outlier (`HOST_BUSY` guards too)."""
 
 
 def block_noise(y: np.ndarray) -> float:
@@ -98,49 +123,119 @@ def explained(
     return best
 
 
+def host_explained(host: Sequence[float | None], i: int) -> dict[str, Any] | None:
+    """The host's CPU outside the soak's servers that explains block ``i`` falling off: its
+    share (``host``: one per block, None where not recorded) at least `HOST_BUSY` and `HOST_Z`
+    robust sds above the median of the series' other recorded blocks (at least
+    `MIN_BLOCKS` - 1 of them). None otherwise."""
+    mine = host[i] if i < len(host) else None
+    rest = np.asarray([h for j, h in enumerate(host) if j != i and h is not None], float)
+    if mine is None or rest.size < MIN_BLOCKS - 1:
+        return None
+    centre = float(np.median(rest))
+    scale = max(1.4826 * float(np.median(np.abs(rest - centre))), HOST_SCALE_FLOOR)
+    z = (mine - centre) / scale
+    if mine < HOST_BUSY or z < HOST_Z:
+        return None
+    return {"host_other_cpu": mine, "host_median": centre, "host_z": z}
+
+
 def split_dips(
-    t_h: Sequence[float], values: Sequence[float], others: Sequence[Sequence[dict[str, Any]]]
+    t_h: Sequence[float],
+    values: Sequence[float],
+    others: Sequence[Sequence[dict[str, Any]]],
+    host: Sequence[float | None] = (),
 ) -> tuple[list[int], list[int], dict[int, dict[str, Any]]]:
-    """(set aside, kept in the slope, the other arm's block that explained each set aside) for
-    one series' dips: the explained dip that fell furthest is set aside, up to
-    `MAX_SET_ASIDE`; every other dip is kept."""
+    """(set aside, kept in the slope, what explained each explained dip) for one series' dips:
+    the explained dip that fell furthest is set aside, up to `MAX_SET_ASIDE`; every other dip
+    is kept. An explanation is the other arm's block (`explained`, keys `block`, `deviation`)
+    or, for a block that fell, the host's CPU (`host_explained`, ``host`` one share a block)."""
     found = dip_candidates(values)
     if not found:
         return [], [], {}
     spacing = float(np.median(np.diff(np.asarray(t_h, float)))) if len(t_h) > 1 else 0.0
     why = {}
     for i in found:
-        reason = explained(t_h[i], deviation(values, i), others, spacing)
+        dip = deviation(values, i)
+        reason = explained(t_h[i], dip, others, spacing)
+        if reason is None and dip < 0:
+            reason = host_explained(host, i)
         if reason is not None:
             why[i] = reason
     aside = sorted(why, key=lambda i: -abs(deviation(values, i)))[:MAX_SET_ASIDE]
-    return sorted(aside), [i for i in found if i not in aside], {i: why[i] for i in aside}
+    return sorted(aside), [i for i in found if i not in aside], why
+
+
+def block_host_cpu(
+    samples: Sequence[SoakSampleView], points: Sequence[tuple[datetime, float]]
+) -> dict[int, float]:
+    """Each block's host CPU outside the soak's servers: the mean of the resource points
+    (``points``: taken_at, `host_other_cpu`, in time order) whose window (back to the point
+    before) overlaps the block's minutes, from its first request's start to its last one's end.
+    Blocks with no such point are left out."""
+    if len(points) < 2:
+        return {}
+    times = [p[0] for p in points]
+    spans: dict[int, tuple[datetime, datetime]] = {}
+    for s in samples:
+        end = s.started_at + timedelta(seconds=float(s.latency_s or 0.0))
+        lo, hi = spans.get(s.block, (s.started_at, end))
+        spans[s.block] = (min(lo, s.started_at), max(hi, end))
+    out = {}
+    for block, (lo, hi) in spans.items():
+        # Point k covers (times[k-1], times[k]]: it overlaps (lo, hi) from the first point
+        # after lo through the first at or after hi.
+        first, last = max(1, bisect_right(times, lo)), bisect_left(times, hi)
+        near = [points[k][1] for k in range(first, min(last, len(points) - 1) + 1)]
+        if near:
+            out[block] = sum(near) / len(near)
+    return out
+
+
+def _why(t: dict[str, Any]) -> str:
+    if "host_other_cpu" in t:
+        return (
+            f"the host's CPU outside the servers {t['host_other_cpu']:.0%} of its cores then, "
+            f"against {t['host_median']:.0%} usually"
+        )
+    return f"the other arm's block {t['other_block']} {t['other_deviation']:+.0%} at the same time"
 
 
 def dip_notes(name: str, drift: dict[str, Any]) -> list[str]:
-    """The dips, by name and size: set aside (with the other arm's block that explains it),
-    and kept in the slope (the verdict is judged with them in: recurring or unexplained dips
-    are the server's own until something outside it says otherwise)."""
+    """The dips, by name and size: set aside (with what outside the server explains it), and
+    kept in the slope (the verdict is judged with them in: recurring or unexplained dips are
+    the server's own until something outside it says otherwise; an explained one beyond
+    `MAX_SET_ASIDE` is named with its explanation)."""
     out = []
     aside = drift.get("transients") or []
     if aside:
-        items = ", ".join(
-            f"block {t['block']} ({t['deviation']:+.0%}; the other arm's block {t['other_block']} "
-            f"{t['other_deviation']:+.0%} at the same time)"
-            for t in aside
-        )
+        items = ", ".join(f"block {t['block']} ({t['deviation']:+.0%}; {_why(t)})" for t in aside)
         out.append(
             f"{name}: set aside from the slope as transient (beyond both neighbours by more "
-            f"than {TRANSIENT_Z:.0f} sds of the block noise, and {TRANSIENT_MIN:.0%}, and the "
-            f"other arm dipped too): {items}"
+            f"than {TRANSIENT_Z:.0f} sds of the block noise, and {TRANSIENT_MIN:.0%}, and "
+            f"explained from outside the server): {items}"
         )
     kept = drift.get("dips") or []
     if kept:
-        items = ", ".join(f"block {d['block']} ({d['deviation']:+.0%})" for d in kept)
+        items = ", ".join(
+            f"block {d['block']} ({d['deviation']:+.0%}"
+            + (
+                f"; {_why(d)}, but only {MAX_SET_ASIDE} a series is set aside"
+                if _explained(d)
+                else ""
+            )
+            + ")"
+            for d in kept
+        )
         out.append(
             f"{name}: judged in part: {len(kept)} block(s) fell off and came back and stay in "
-            f"the slope ({items} against their neighbours), as nothing outside the server "
-            "explains them (the other arm's blocks at the same time held); a recurring dip is "
-            "a stability finding, not noise"
+            f"the slope ({items} against their neighbours): nothing outside the server "
+            "explains them (the other arm's blocks at the same time held, and the host's CPU "
+            "outside the servers was not unusually busy, or was not recorded), or more than "
+            f"{MAX_SET_ASIDE} did; a recurring dip is a stability finding, not noise"
         )
     return out
+
+
+def _explained(d: dict[str, Any]) -> bool:
+    return "host_other_cpu" in d or "other_block" in d

@@ -28,6 +28,7 @@ from scipy.stats import levene
 from watchkeeper.config import SoakConfig
 from watchkeeper.format import ci
 from watchkeeper.soak.depth import block_rows, depth_lines, series_drift
+from watchkeeper.soak.dips import block_host_cpu
 from watchkeeper.soak.trends import (
     MIN_BLOCKS,
     block_medians,
@@ -64,6 +65,7 @@ def series_trends(
     *,
     paired: Collection[str] = (),
     block_s: float | None = None,
+    host_cpu: Sequence[tuple[datetime, float]] = (),
 ) -> tuple[list[dict[str, Any]], list[str], list[str]]:
     """Per (profile, concurrency): the slice table, one row per block (`depth.block_rows`:
     kept so the drift can be redone from the figures), its absolute throughput drift and
@@ -71,7 +73,9 @@ def series_trends(
     `drift_judged: paired`) but no throughput reason: its pair's ratio is judged instead.
     An unpaired series at concurrency above 1 is judged on its aggregate throughput per
     block (`drift_judged: aggregate`, soak/depth.py): its per-request speeds scatter with
-    the batch they shared."""
+    the batch they shared. ``host_cpu`` (the resource samples' taken_at and host CPU outside
+    the servers, in time order) gives each block row its `host_other_cpu`, which may explain a
+    dip (soak/dips.py)."""
     reasons: list[str] = []
     notes: list[str] = []
     out: list[dict[str, Any]] = []
@@ -80,6 +84,10 @@ def series_trends(
         if not s.is_probe and s.error is None:
             groups[(s.profile, s.concurrency)].append(s)
     by_series = {key: block_rows(rows, origin, block_s=block_s) for key, rows in groups.items()}
+    for key, rows in groups.items():
+        host = block_host_cpu(rows, host_cpu)
+        for row in by_series[key]:
+            row["host_other_cpu"] = host.get(row["block"])
     for (profile, conc), rows in sorted(groups.items()):
         entry = _series_entry(profile, conc, rows, origin, slice_s)
         entry["block_rows"] = by_series[(profile, conc)]

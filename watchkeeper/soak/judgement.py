@@ -222,6 +222,9 @@ class BlockRow:
     work_requests: int | None = None
     busy_s: float | None = None
     window_s: float | None = None
+    host_other_cpu: float | None = None
+    """The host's CPU outside the soak's servers over the block (soak/dips.py reads it to
+    explain a dip); None for soaks that did not record it."""
 
     @property
     def fixed_work(self) -> bool:
@@ -239,6 +242,7 @@ class BlockRow:
             data.get("work_requests"),
             data.get("busy_s"),
             data.get("window_s"),
+            data.get("host_other_cpu"),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -252,6 +256,8 @@ class BlockRow:
             out["busy_s"] = self.busy_s
         out["throughput_tps"] = self.throughput_tps
         out["median_decode_tps"] = self.median_decode_tps
+        if self.host_other_cpu is not None:
+            out["host_other_cpu"] = self.host_other_cpu
         return out
 
 

@@ -65,6 +65,9 @@ class ResourcePoint:
     busy_slots: int | None = None
     kv_usage: float | None = None
     metrics: dict[str, Any] = field(default_factory=dict)
+    host_other_cpu: float | None = None
+    """The share of all the host's cores used outside the soak's servers since the previous
+    point (`soak/hostcpu.py`); None on the first point and in spools written before it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,6 +154,7 @@ def item_to_json(item: Item) -> dict[str, Any]:
             "busy_slots": item.busy_slots,
             "kv_usage": item.kv_usage,
             "metrics": item.metrics,
+            "host_other_cpu": item.host_other_cpu,
         }
     return {
         "type": "incident",
@@ -188,6 +192,7 @@ def item_from_json(raw: dict[str, Any]) -> Item:
             raw["busy_slots"],
             raw["kv_usage"],
             raw["metrics"] or {},
+            raw.get("host_other_cpu"),
         )
     if kind == "incident":
         return IncidentRecord(

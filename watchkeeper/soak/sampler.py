@@ -1,6 +1,7 @@
 """Resource samples while a soak runs: memory, CPU, VRAM, the server's own counters, slots.
 
-One `sample()` reads the active server's process tree (RSS, CPU %), the GPU's used memory
+One `sample()` reads the active server's process tree (RSS, CPU %), the share of the host's
+cores everything else used since the previous sample (`soak/hostcpu.py`), the GPU's used memory
 through `host.gpu` (NVML, else `nvidia-smi`) when there is one (a machine without a GPU is not
 an error: VRAM is just absent), `/metrics` (busy slots, KV usage, speculative counters) and
 `/slots`. A slot that has been processing the same task for longer than any request may take
@@ -28,6 +29,7 @@ from watchkeeper.server.endpoints import (
     make_http_client,
 )
 from watchkeeper.server.process import tree_rss_bytes
+from watchkeeper.soak.hostcpu import HostCpuMeter
 from watchkeeper.soak.records import IncidentRecord, Item, ResourcePoint, RunKey
 
 Emit = Callable[[Item], None]
@@ -57,6 +59,7 @@ class ResourceSampler:
         self._client: ServerClient | None = None
         self._client_url = ""
         self._self = psutil.Process(os.getpid())
+        self._host = HostCpuMeter()
         self.last: ResourcePoint | None = None
 
     def _http(self, base_url: str) -> ServerClient:
@@ -67,12 +70,18 @@ class ResourceSampler:
             self._client_url = base_url
         return self._client
 
-    def _cpu_percent(self, pid: int) -> float | None:
-        """CPU % of the process tree since the previous sample (psutil keeps the baseline)."""
+    @staticmethod
+    def _tree(pid: int) -> list[psutil.Process] | None:
         try:
             root = psutil.Process(pid)
-            procs = [root, *root.children(recursive=True)]
+            return [root, *root.children(recursive=True)]
         except psutil.Error:
+            return None
+
+    def _cpu_percent(self, pid: int, procs: list[psutil.Process] | None = None) -> float | None:
+        """CPU % of the process tree since the previous sample (psutil keeps the baseline)."""
+        procs = self._tree(pid) if procs is None else procs
+        if procs is None:
             return None
         # A restarted server's old processes: months of them add up. is_running() also drops
         # an entry whose pid the kernel has given to another process.
@@ -91,11 +100,17 @@ class ResourceSampler:
         now = datetime.now(UTC)
         metrics: dict[str, Any] = {"watchkeeper_rss_bytes": self._self.memory_info().rss}
         rss = cpu = busy = kv = None
+        tree: list[psutil.Process] = []
         if active is not None:
             metrics["server_pid"] = active.pid
             if active.pid is not None:
                 rss = tree_rss_bytes(active.pid) or None
-                cpu = self._cpu_percent(active.pid)
+                tree = self._tree(active.pid) or []
+                cpu = self._cpu_percent(active.pid, tree) if tree else None
+        share = self._host.read(tree, now)
+        if share is not None and share.tree_wait is not None:
+            # Recorded for a rule to come (soak/hostcpu.py): did the servers wait for a core?
+            metrics["server_run_wait"] = round(share.tree_wait, 4)
         if active is not None and answering:
             client = self._http(active.base_url)
             counters = fetch_metrics(client)
@@ -124,6 +139,7 @@ class ResourceSampler:
             busy,
             kv,
             metrics,
+            share.other if share is not None else None,
         )
         self.last = point
         self._emit(point)

@@ -342,6 +342,9 @@ def judge(data: SoakData, cfg: SoakConfig, *, near_tie_threshold: float = 0.1) -
         cfg,
         paired=paired_arms(data.params),
         block_s=_block_s(data.params),
+        host_cpu=[
+            (r.taken_at, r.host_other_cpu) for r in data.resources if r.host_other_cpu is not None
+        ],
     )
     rss, leaks, rss_notes = _rss_trends(data, origin, cfg)
     curves = acceptance_curves(data)

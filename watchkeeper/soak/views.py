@@ -50,6 +50,10 @@ class ResourceView:
     """The server's speculative counters at that moment, as scraped (labels folded into the
     key; `server/endpoints.py:spec_counters` reads them): cumulative per process, so a
     process's acceptance curve is the delta between its first and last sample."""
+    host_other_cpu: float | None = None
+    """The share of the host's cores used outside the soak's servers since the previous sample
+    (`soak/hostcpu.py`): what may explain a block that fell off (soak/dips.py). None for
+    samples stored before it was recorded."""
 
 
 @dataclass(frozen=True, slots=True)

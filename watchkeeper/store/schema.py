@@ -202,6 +202,9 @@ class ResourceSample(Base):
     busy_slots: Mapped[int | None] = mapped_column(Integer)
     kv_usage: Mapped[float | None] = mapped_column(Float)
     metrics: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    host_other_cpu: Mapped[float | None] = mapped_column(Float)
+    """The share of the host's cores used outside the soak's servers since the previous sample
+    (`soak/hostcpu.py`); NULL for rows written before migration 0014."""
 
 
 class OutputCheck(Base):

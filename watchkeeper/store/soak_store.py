@@ -134,6 +134,7 @@ class SoakStore:
                         busy_slots=item.busy_slots,
                         kv_usage=item.kv_usage,
                         metrics=item.metrics or None,
+                        host_other_cpu=item.host_other_cpu,
                     )
                 )
                 s.flush()
@@ -239,6 +240,7 @@ class SoakStore:
                     r.rss_bytes,
                     (r.metrics or {}).get("server_pid"),
                     _spec_counters(r.metrics or {}),
+                    r.host_other_cpu,
                 )
                 for r in s.scalars(
                     select(ResourceSample)
