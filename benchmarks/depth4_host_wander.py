@@ -46,7 +46,7 @@ from watchkeeper.load.records import Task
 from watchkeeper.load.tasks import load_taskset
 from watchkeeper.server.endpoints import make_http_client
 from watchkeeper.server.process import ManagedServer, free_port
-from watchkeeper.soak.paired import lag1
+from watchkeeper.soak.ar1 import lag1
 
 ROOT = Path(__file__).resolve().parents[1]
 UNIT = ROOT / "systemd" / "llama-server-speculative.service"

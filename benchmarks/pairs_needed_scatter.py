@@ -27,15 +27,8 @@ import statistics
 import numpy as np
 
 from watchkeeper.analysis.stats import classify
-from watchkeeper.soak.paired import (
-    CONFIDENCE,
-    MAX_SIZED_PAIRS,
-    _ar1_rows,
-    ar1_draws,
-    ar1_t_interval,
-    fewest_pairs,
-    pairs_needed,
-)
+from watchkeeper.soak.ar1 import CONFIDENCE, ar1_rows, ar1_t_interval
+from watchkeeper.soak.paired import MAX_SIZED_PAIRS, ar1_draws, fewest_pairs, pairs_needed
 
 THRESHOLD = 0.03
 FLOOR = 0.3
@@ -52,7 +45,7 @@ def ar1(rng: np.random.Generator, n: int, r: float) -> np.ndarray:
 
 def old_pairs_needed(logs: np.ndarray) -> int | None:
     """`pairs_needed` before issue 75: one number at the series' own point values."""
-    rows = _ar1_rows(logs, FLOOR, CONFIDENCE)
+    rows = ar1_rows(logs, FLOOR, CONFIDENCE)
     mean, r_used, sigma = float(rows.mean), float(rows.r), math.sqrt(float(rows.variance))
     return fewest_pairs(ar1_draws(r_used), mean, sigma, threshold=THRESHOLD, floor=FLOOR)
 

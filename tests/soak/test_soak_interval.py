@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from watchkeeper.analysis.stats import classify, log_t_interval
-from watchkeeper.soak.paired import MAX_SIZED_PAIRS, ar1_t_interval, lag1, pairs_needed
+from watchkeeper.soak.ar1 import ar1_t_interval, lag1
+from watchkeeper.soak.paired import MAX_SIZED_PAIRS, pairs_needed
 from watchkeeper.soak.verdicts import _sizing
 
 REPS = 3000

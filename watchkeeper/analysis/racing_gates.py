@@ -40,8 +40,7 @@ def idle_drops(
     """After a measured round: a speculative arm that drafted nothing in any of its requests
     stops (rule `idle`). Speculation never ran, so it measures the baseline's server again
     under another name: racing it on costs every later round its share and can only end in a
-    tie. (In the 2026-11-27 sweeps, ngram-map-k and ngram-map-k4v drafted nothing in every
-    round: their 12-token lookup key rarely repeats in a 64-token answer.) `drafted` maps an
+    tie (docs/measurements.md#figures-behind-the-code). `drafted` maps an
     arm to (clean requests, draft tokens) in the round; the baseline is never dropped."""
     active = list(state.active)
     drops = list(state.drops)

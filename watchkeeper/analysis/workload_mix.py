@@ -24,18 +24,15 @@ S_r; the estimate is the geometric mean of the S_r, and the round term the varia
 mean. Only rounds in which every weighted category was measured count, and fewer than
 MIN_ROUNDS of them give no CI.
 
-The task term is what a unit serves: not these tasks but others of the same kinds. On
-2026-11-28 (sweep campaign 1, 18 tasks, 5 rounds) the rounds-only interval read ngram-mod
-1.05x (1.02-1.08) "faster" for the task set's own mix while its code_edit CI alone was
-0.59-2.35 ("the tasks differ too much") and the pooled CI over the same tasks 0.99-1.11: the
-headline recommended a setting on an interval that treated 18 prompts as the workload. By the
-delta method, log S moves with each category's log speed-up by g_c = w_c S / s_c, so the task
-term is sum_c g_c^2 s_task,c^2 / C_c (s_task,c^2: the variance of the category's C_c fitted
-task log ratios, `RatioCI.task_logs`), with Welch-Satterthwaite degrees of freedom; the two
-terms add as in analysis/floor.py and the CI is a t interval on log S. A weighted category
-with fewer than two tasks has no task spread to measure, and the mix then has no CI.
-`benchmarks/mix_coverage.py` measures the coverage of both intervals on simulated sweeps with
-this host's task and round spreads.
+The task term is what a unit serves: not these tasks but others of the same kinds. A rounds-only
+interval treats the task set's prompts as the workload and called an arm faster for the mix while
+its categories' own CIs could not tell (docs/measurements.md#figures-behind-the-code). By the delta
+method, log S moves with each category's log speed-up by g_c = w_c S / s_c, so the task term is
+sum_c g_c^2 s_task,c^2 / C_c (s_task,c^2: the variance of the category's C_c fitted task log ratios,
+`RatioCI.task_logs`), with Welch-Satterthwaite degrees of freedom; the two terms add as in
+analysis/floor.py and the CI is a t interval on log S. A weighted category with fewer than two tasks
+has no task spread to measure, and the mix then has no CI. `benchmarks/mix_coverage.py` measures the
+coverage of both intervals on simulated sweeps with this host's task and round spreads.
 
 Pure functions: numbers in, dataclasses out. Errors are ValueErrors with one line; the
 command line turns them into its own refusals.

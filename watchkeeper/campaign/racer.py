@@ -52,13 +52,8 @@ arms they probe (same tasks, logprobs on, every prompt prefilled) plus the repla
 from the budget before every further round."""
 EXACT_PROBE_SHARE = 2.6
 """The same in the exact identity mode (`bench.identity_mode = exact`, the default): the probe
-servers run --ubatch-size 1, so every prompt is prefilled a token at a time. Measured on the
-default Qwen sweep (2 CPU cores, prompts ~300 tokens), quiet: 2026-11-27 04:25, the baseline's
-probes 478 s against 190 s for its round 1 (2.5x); 2026-11-27 12:34, the whole identity pass
-of nine arms on one task per category (servers started, probes, replays, A/A control) 10.3 min
-against 12.1 min of round-1 request time for three per category (2.55x per task). Draft n 4's
-4.2x (1162 s against 275 s) ran partly beside a niced test run and is not a quiet figure; 3.5,
-priced from it, stopped the 12:34 sweep after one round with ~4 min of its budget unused."""
+servers run --ubatch-size 1, so every prompt is prefilled a token at a time: about 2.5 times
+round 1 on the default Qwen sweep (the figures: docs/measurements.md#figures-behind-the-code)."""
 
 
 IDENTITY_SHARE = 0.25

@@ -2,14 +2,12 @@
 the budget on rounds (`sweep --identity-as-served`, `campaign/racer.py`).
 
 As served, every replay asks the baseline what it picks after a shared prefix evaluated as one
-batched prompt, with the prompt prefilled afresh (`cache_prompt: false`, checks/replay.py:
-reusing the slot's cache would make the replay a decode, the very thing the A/A floor compares
-it with). So each replayed position costs a prefill of the task's prompt plus the output up to
-that position, not a decode step: on the 2026-11-28 host (~40 tok/s prefill, ~600-token
-code-edit prompts) ~15 s a position, and the A/A floor alone replays up to
-`positions_per_probe` positions of each probe (240 in all over the probes, capped by each
-output's length), about an hour for three probes. A flat share of round 1 (PROBE_SHARE) had
-priced it at minutes.
+batched prompt, with the prompt prefilled afresh (`cache_prompt: false`, checks/replay.py: reusing
+the slot's cache would make the replay a decode, the very thing the A/A floor compares it with). So
+each replayed position costs a prefill of the task's prompt plus the output up to that position, not
+a decode step, and the A/A floor alone replays up to `positions_per_probe` positions of each probe:
+on a slow host about an hour for three probes, where a flat share of round 1 (PROBE_SHARE) had
+priced it at minutes (the figures: docs/measurements.md#figures-behind-the-code).
 
 The model, per replay: (mean prompt tokens + half the mean output) / the measured prefill
 speed; replays: the baseline's A/A floor (probes x min(positions per probe, output tokens)),

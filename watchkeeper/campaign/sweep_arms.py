@@ -16,9 +16,9 @@ Tiers, in the order the cap keeps them:
 Priorities and values are priors, not results: the race (analysis/racing.py) decides, and
 drops losers after their first rounds, so an extra arm costs its share of the early rounds
 only. The cap (`--max-arms`) bounds that share: every arm of round 1 costs ~1/9 of the
-default Qwen round (20.7 min for nine arms on two CPU cores, 2026-11-25). On two CPU cores
-the ceiling rule drops the draft-model arms before round 1 (every draft length since
-2026-11-27), so round 1 there measures the baseline, the n-gram arms and the chain.
+default Qwen round. On two CPU cores the ceiling rule drops the draft-model arms before round
+1, so round 1 there measures the baseline, the n-gram arms and the chain (the figures:
+docs/measurements.md#figures-behind-the-code).
 """
 
 from __future__ import annotations

@@ -2,14 +2,14 @@
 measured (batched prompt processing, batched draft verification), beside the exact pass.
 
 The two modes answer different questions and a user needs both. The exact pass
-(`campaign.identity_pass`: every server restarted with `--ubatch-size 1`) asks whether
-speculation itself changes the output: with the same kernels on both sides any divergence is
-speculation's. As served, verification evaluates a draft as one batch whose float sums round
-differently from one-token decoding, so a greedy answer can flip where the baseline's top two
-tokens were nearly tied; the soak of 2026-11-27 found the n-gram arm token-identical to the
-baseline in 0 of 24 probes as served (24 near ties, 0 mismatches) while the exact mode read
-6 of 6. The replay on the baseline and its A/A noise floor (`checks.classify`) tell a near tie
-or batch variance from a mismatch; only a mismatch is a correctness bug.
+(`campaign.identity_pass`: every server restarted with `--ubatch-size 1`) asks whether speculation
+itself changes the output: with the same kernels on both sides any divergence is speculation's. As
+served, verification evaluates a draft as one batch whose float sums round differently from
+one-token decoding, so a greedy answer can flip where the baseline's top two tokens were nearly
+tied: a soak found the n-gram arm identical in none of its probes as served and in all of them in
+the exact mode (docs/measurements.md#figures-behind-the-code). The replay on the baseline and its
+A/A noise floor (`checks.classify`) tell a near tie or batch variance from a mismatch; only a
+mismatch is a correctness bug.
 
 The probes are stored nowhere a throughput figure reads: they carry logprobs and prefill every
 prompt afresh.

@@ -121,8 +121,8 @@ def sweep_command(
 
     `request.identity_as_served`: probe the rounds' own servers as served too, beside the exact
     pass. Off by default: its A/A floor replays every probe position by position with the
-    prompt prefilled afresh, which on 2026-11-28's slow host (~40 tok/s prefill, ~600-token
-    code-edit prompts) priced at about an hour for three probes.
+    prompt prefilled afresh: about an hour for three probes on a slow host
+    (docs/measurements.md#figures-behind-the-code).
 
     `request.rounds`: with racing, the most rounds it may run (default 5); without
     (`no_race`), every arm runs exactly that many (default bench.rounds). The identity pass

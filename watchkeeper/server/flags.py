@@ -62,10 +62,9 @@ _ALLOWED = re.compile(r"allowed values:\s*([\w\s,.-]+?)(?:\(|$)")
 LEARNS_ACROSS_REQUESTS = frozenset({"ngram-mod", "ngram-cache"})
 """Spec types whose drafting state outlives a request (llama.cpp 11434, common/speculative.cpp):
 ngram-mod's hash pool is shared by every slot and only reset when a quarter full; ngram-cache's
-context statistics are never reset (its `begin` is a no-op). A process that answered a task
-once drafts that task's answer the next time: a sweep that keeps processes across rounds
-renews these arms every round (2026-11-25 Qwen sweep: ngram-mod 30.3 tok/s in round 1, 41.8 in
-round 2 on the same process, where every other arm slowed a little). ngram-simple and
+context statistics are never reset (its `begin` is a no-op). A process that answered a task once
+drafts that task's answer the next time: a sweep that keeps processes across rounds renews these
+arms every round (the figures: docs/measurements.md#figures-behind-the-code). ngram-simple and
 ngram-map-* read the current context only; draft models reset per request."""
 
 

@@ -3,9 +3,9 @@ blocks.
 
 At concurrency 1 a block's median decode speed is the server's speed. At concurrency 4 it is
 not: each request's decode speed depends on which requests share its steps (another slot's
-prompt being processed stalls everyone's decode), so per-request speeds scatter ~+-15% and the
-block medians of the recommendation's 100-minute soak (27 Nov 2026) scattered 6.7-9.0 tok/s:
-its drift CIs at depth 4 were -16%..+26% and -11%..+35% against a 10% threshold.
+prompt being processed stalls everyone's decode), so per-request speeds scatter and block
+medians at depth 4 gave drift CIs far wider than the threshold
+(docs/measurements.md#figures-behind-the-code).
 
 What the server does at depth 4 is share a fixed capacity among its slots, so the figure that
 compares like with like from block to block is the capacity itself, all requests together,
@@ -29,10 +29,10 @@ The drift (`slope_drift`) is an ordinary least-squares slope of log throughput o
 **all** blocks (not first against last third: every block informs it), expressed as the change
 over the soak's span, `exp(slope * span) - 1`. Its interval allows for lag-1 autocorrelation
 between consecutive blocks (they share the hour they ran in): the residuals' lag-1 estimate,
-bias-corrected and floored as `soak.paired.ar1_t_interval` does, gives the AR(1) correlation
-matrix R, the slope's variance is `s2 * w'Rw` with `w` the OLS weights and `s2` the residual
-sum of squares over its AR(1) expectation `n - tr(HR)`, and the t quantile takes `n/c - 2`
-degrees of freedom with `c = w'Rw / w'w`.
+bias-corrected and floored by the soak's one AR(1) rule (`soak/ar1.py`), gives the AR(1)
+correlation matrix R, the slope's variance is `s2 * w'Rw` with `w` the OLS weights and `s2`
+the residual sum of squares over its AR(1) expectation `n - tr(HR)`, and the t quantile takes
+`n/c - 2` degrees of freedom with `c = w'Rw / w'w`.
 
 The verdict: `drift` when the CI excludes 0 and the change is beyond the threshold;
 `no drift` when the whole CI lies within +-threshold; `no slowdown` when its lower end lies
@@ -57,8 +57,8 @@ from typing import Any
 import numpy as np
 
 from watchkeeper.format import ci
+from watchkeeper.soak.ar1 import correlation_matrix, lag1, used_lag1
 from watchkeeper.soak.dips import deviation, dip_notes, split_dips
-from watchkeeper.soak.paired import MAX_AUTOCORRELATION, lag1
 from watchkeeper.soak.views import SoakSampleView
 from watchkeeper.student import t_quantile
 
@@ -66,19 +66,16 @@ MIN_DEPTH_BLOCKS = 6
 """Blocks of one series before its slope is judged (as `trends.MIN_BLOCKS`)."""
 VERDICTS = ("drift", "no drift", "no slowdown", "inconclusive")
 WARMUP_BLOCKS = 2
-"""A series' first blocks are warm-up, set aside from its slope: in the replayed depth-4 soak
-of 28 Nov 2026 both fresh servers ran their first two blocks 6-10% (baseline) and 17-22%
-(ngram-mod) below the rest, which then held within ~1% and ~4% a block. The paired soak sets
-its first cycle aside for the same reason."""
+"""A series' first blocks are warm-up, set aside from its slope: fresh servers ran their first two
+blocks well below the rest (the figures: docs/measurements.md#figures-behind-the-code). The paired
+soak sets its first cycle aside for the same reason."""
 
 
 MIN_WORK = 8
-"""A block's work (K, `common_work`) below this many requests: its aggregate turns on which
-few prompts they are and on one answer's length (a tie flip). On a host half as fast as the
-one the soak was sized on (28 Nov 2026), 2-minute blocks finished K = 4 (baseline) and 7
-(ngram-mod) requests under load where the same soak had read K = 12, and a 140-minute soak's
-half-widths came out near 30% where the K = 12 soak's were 2% and 9%. Below it the report says
-so and how much longer a block would reach `TARGET_WORK`."""
+"""A block's work (K, `common_work`) below this many requests: its aggregate turns on which few
+prompts they are and on one answer's length (a tie flip): on a host half as fast, short blocks'
+half-widths came out several times wider (docs/measurements.md#figures-behind-the-code). Below it
+the report says so and how much longer a block would reach `TARGET_WORK`."""
 TARGET_WORK = 12
 """The work per block the committed replayed soak had (K = 12, block noise 1-4%)."""
 
@@ -160,11 +157,6 @@ def block_rows(
     return sorted(out, key=lambda r: r["t_h"])
 
 
-def _ar1_matrix(n: int, r: float) -> np.ndarray:
-    k = np.arange(n)
-    return np.asarray(r ** np.abs(k[:, None] - k[None, :]), float)
-
-
 def line_and_step(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(design, residuals) of y on a line in x *and* a step halfway: where `slope_drift` reads
     its noise (variance and lag-1 correlation), so a slowdown halfway left in the residuals of
@@ -203,8 +195,8 @@ def slope_drift(
     slope = float(w @ y)
     design, residuals = line_and_step(x, y)
     r_hat = lag1(residuals)
-    r = min(MAX_AUTOCORRELATION, max(floor, r_hat + (1.0 + 4.0 * r_hat) / n, 0.0))
-    big_r = _ar1_matrix(n, r)
+    r = used_lag1(r_hat, n, floor)
+    big_r = correlation_matrix(n, r)
     hat = design @ np.linalg.pinv(design)
     expected_rss = max(float(n - np.trace(hat @ big_r)), 0.5)
     s2 = float(residuals @ residuals) / expected_rss

@@ -37,11 +37,10 @@ import numpy as np
 from watchkeeper.soak.views import SoakSampleView
 
 TRANSIENT_Z = 5.0
-"""Block-noise sds beyond both neighbours for a block to read as a dip. On the 140-minute soak
-of 29 Nov 2026 the baseline's blocks sat within ~1% of their line, until a 47-second test run
-beside the soak (pytest and mypy at nice 19) read one block 19% low; that one block took the
-series from a CI of +-4% to -19..+12%. Seeded A/A, step, decline and noisy series show no dip
-at 5 (tests/soak)."""
+"""Block-noise sds beyond both neighbours for a block to read as a dip: one short neighbour beside a
+quiet soak read a block far outside its line and widened the series' CI several-fold
+(docs/measurements.md#figures-behind-the-code). Seeded A/A, step, decline and noisy series show no
+dip at 5 (tests/soak)."""
 TRANSIENT_MIN = 0.05
 """...and at least this far off (5%), so a quiet series does not name a 2% blip. The other
 arm's block must dip this far too to explain one."""

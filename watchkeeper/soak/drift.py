@@ -253,13 +253,13 @@ COLLAPSE_FACTOR = 3.0
 
 
 def blocks_collapsed(drift: dict[str, Any]) -> str | None:
-    """Why the cycles' blocks stopped being replicates, or None: both arms' blocks held at
-    least 3x fewer requests in one third than in the other, down to `FEW_REQUESTS` or fewer.
-    Then a block's median is one request, and which arm's block a slow request lands in is
-    chance: the 20-minute A/A soak beside a one-core neighbour (2026-11-27) read a -12%
-    paired drift (CI -20%..-3%) from blocks of one request, 15-19 before the neighbour came,
-    which the scatter guard (`host_unshared`) did not catch. Both arms, because one arm that
-    slows alone finishes fewer requests per block too: that is its drift, judged as before."""
+    """Why the cycles' blocks stopped being replicates, or None: both arms' blocks held at least 3x
+    fewer requests in one third than in the other, down to `FEW_REQUESTS` or fewer. Then a block's
+    median is one request, and which arm's block a slow request lands in is chance: an A/A soak
+    beside a neighbour read a paired drift from such blocks, which the scatter guard
+    (`host_unshared`) did not catch (docs/measurements.md#figures-behind-the-code). Both arms,
+    because one arm that slows alone finishes fewer requests per block too: that is its drift,
+    judged as before."""
     requests = drift.get("requests")
     if not requests:
         return None

@@ -305,13 +305,12 @@ class SoakLoop:
         return True
 
     def _probe(self, sup: ServerSupervisor, block: _Block) -> None:
-        """The temperature-0 probe, sent before the block's load starts, with nothing else in
-        flight on any server. Why alone: at concurrency 4 a probe shares its batches with load
-        requests, and a batch of another size adds its floats in another order; here that moved
-        a Qwen 1.5B logit gap by more than 0.1 nats and changed a healthy server's answer in 4
-        of 7 probes, 1 of 7 on a second server (2026-11-27; alone: 15 of 15 identical).
-        Alone, the probe asks only what the soak asks: does the server still answer as it did
-        at the start of the night."""
+        """The temperature-0 probe, sent before the block's load starts, with nothing else in flight
+        on any server. Why alone: at concurrency 4 a probe shares its batches with load requests,
+        and a batch of another size adds its floats in another order, enough to change a healthy
+        server's answer (the figures: docs/measurements.md#figures-behind-the-code). Alone, the
+        probe asks only what the soak asks: does the server still answer as it did at the start of
+        the night."""
         if not self._stop.is_set() and not sup.stopped:
             block.open_probe(self._writer, sup.argv)
             self._send(sup, block, self._plan.probe, probe=True)

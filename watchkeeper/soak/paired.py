@@ -14,7 +14,7 @@ the replicate: the first cycle after every start (planned, after a crash, after 
 warm-up and set aside, the judged cycles of one pair are averaged, and the interval runs over
 the pairs. The order of the two blocks alternates over the judged cycles and is balanced
 before judging (as many current-first as reference-first). The interval allows for lag-1
-autocorrelation between consecutive pairs (`ar1_t_interval`). The verdict rules are the
+autocorrelation between consecutive pairs (`soak/ar1.py:ar1_t_interval`). The verdict rules are the
 nightly's (`analysis.stats.classify`), and a regression is confirmed inside the soak when both
 halves of it show the drop on their own. docs/soak.md has the design and the measurements.
 """
@@ -31,8 +31,16 @@ import numpy as np
 from scipy import stats as scipy_stats
 
 from watchkeeper.analysis.stats import SERIES_VERDICTS, classify
+from watchkeeper.soak.ar1 import (
+    CONFIDENCE,
+    ar1_rows,
+    ar1_t_interval,
+    lag1,
+    standard_series,
+    used_lag1,
+    variance_factor,
+)
 from watchkeeper.soak.views import IncidentView, SoakSampleView
-from watchkeeper.student import t_quantiles
 
 MIN_CYCLES = 4
 """Judged replicates (process pairs; cycles when the servers never restart) needed for a CI."""
@@ -40,89 +48,6 @@ WARMUP_CYCLES = 1
 """The first cycle is always set aside, whether or not the soak recorded its cold blocks (a
 campaign from before `cold_block` incidents): in a real A/A soak here it read 1.238 against
 1.02-1.06 for the rest (both servers' first minutes under load)."""
-MAX_AUTOCORRELATION = 0.9
-CONFIDENCE = 0.95
-"""The soak's ratio interval, and the interval its sizing judges simulated soaks with."""
-
-
-@dataclass(frozen=True, slots=True)
-class Interval:
-    mean: float
-    low: float
-    high: float
-    r_estimate: float
-    """Lag-1 autocorrelation of the series, as measured (biased low with few values)."""
-    r_used: float
-    """Bias-corrected estimate, floored at the configured value, capped at 0.9."""
-    n_eff: float
-
-
-def lag1(values: Sequence[float] | np.ndarray) -> float:
-    return float(_lag1_rows(np.asarray(values, float)))
-
-
-def _lag1_rows(x: np.ndarray) -> np.ndarray:
-    """The lag-1 estimate along the last axis (0 where a row does not vary): one series, or
-    the sizing's simulated rows at once."""
-    d = x - x.mean(axis=-1, keepdims=True)
-    denominator = (d * d).sum(axis=-1)
-    numerator = (d[..., 1:] * d[..., :-1]).sum(axis=-1)
-    safe = np.where(denominator > 0, denominator, 1.0)
-    return np.where(denominator > 0, numerator / safe, 0.0)
-
-
-def ar1_t_interval(
-    logs: Sequence[float], *, floor: float, confidence: float = CONFIDENCE
-) -> Interval:
-    """Student's t interval of the mean of an AR(1)-correlated series, in log space.
-
-    Consecutive cycles share the hour they ran in, so their ratios correlate; a plain t
-    interval over 6 cycles then covers ~88% at lag-1 correlation 0.3 and ~78% at 0.5. Here
-    the variance of the mean is the AR(1) one, Var = s2' * c / n with
-    c = 1 + 2 * sum_k (1 - k/n) r^k, where s2' = s2 (n - 1) / (n - c) undoes the sample
-    variance's own shrinkage under correlation, and the t quantile takes n/c - 1 degrees of
-    freedom. r is the series' lag-1 estimate, bias-corrected (+(1 + 4r)/n: with the mean
-    estimated it reads low by about that much), and never below `floor`: from 6-16 values the
-    estimate alone still under-covers (~0.89 at a true 0.5), while with a floor of 0.3 a seeded
-    simulation covers 0.95-0.98 at a true 0.3 or 0.5 (tests/soak/test_soak_interval.py). The
-    price is width when the truth is 0 (coverage ~0.99)."""
-    x = np.asarray(logs, float)
-    n = x.size
-    if n < 2:
-        return Interval(float(x.mean()) if n else 0.0, -math.inf, math.inf, 0.0, floor, float(n))
-    rows = _ar1_rows(x, floor, confidence)
-    mean, half, r_hat, r, n_eff = (float(v) for v in rows[:5])
-    return Interval(mean, mean - half, mean + half, r_hat, r, n_eff)
-
-
-class _Rows(NamedTuple):
-    mean: np.ndarray
-    half: np.ndarray
-    r_hat: np.ndarray
-    r: np.ndarray
-    n_eff: np.ndarray
-    variance: np.ndarray
-    """s2', the series' variance under correlation (what the sizing draws at)."""
-
-
-def _ar1_rows(x: np.ndarray, floor: float, confidence: float) -> _Rows:
-    """The interval's terms along the last axis: one series (`ar1_t_interval`) or many at
-    once (`pairs_needed`'s draws)."""
-    n = x.shape[-1]
-    r_hat = _lag1_rows(x)
-    r = np.minimum(
-        MAX_AUTOCORRELATION, np.maximum(np.maximum(floor, r_hat + (1.0 + 4.0 * r_hat) / n), 0.0)
-    )
-    k = np.arange(1, n)
-    c = 1.0 + 2.0 * ((1.0 - k / n) * np.asarray(r)[..., None] ** k).sum(axis=-1)
-    # s2' = s2 (n - 1) / (n - c): the sample variance with its shrinkage under correlation
-    # undone (the deviations are taken from a mean that moved with them).
-    variance = x.var(axis=-1, ddof=1) * (n - 1) / np.maximum(n - c, 0.5)
-    n_eff = n / c
-    half = t_quantiles(np.maximum(n_eff - 1.0, 1.0), confidence)
-    return _Rows(x.mean(axis=-1), half * np.sqrt(variance * c / n), r_hat, r, n_eff, variance)
-
-
 SIZING_POWER = 0.8
 """A longer soak is sized to decide 8 times in 10, not half the time."""
 SIZING_REPS = 200
@@ -170,10 +95,8 @@ def pairs_needed(logs: Sequence[float], *, threshold: float, floor: float) -> Si
         return None
     r = floor
     if n >= MIN_LAG1_PAIRS:  # enough pairs for the series' own lag-1, bias-corrected
-        r_hat = lag1(x)
-        r = min(MAX_AUTOCORRELATION, max(floor, r_hat + (1.0 + 4.0 * r_hat) / n))
-    k = np.arange(1, n)
-    c = 1.0 + 2.0 * float(((1.0 - k / n) * r**k).sum())
+        r = used_lag1(lag1(x), n, floor)
+    c = float(variance_factor(n, r))
     sigma = math.sqrt(float(x.var(ddof=1)) * (n - 1) / max(n - c, 0.5))
     df = max(n / c - 1.0, 1.0)
     upper = sigma * math.sqrt(df / float(scipy_stats.chi2.ppf(1.0 - SIGMA_CONFIDENCE, df)))
@@ -188,10 +111,7 @@ def pairs_needed(logs: Sequence[float], *, threshold: float, floor: float) -> Si
 def ar1_draws(r: float) -> np.ndarray:
     """`SIZING_REPS` standard AR(1) series of lag-1 ``r`` at the longest sized length, seeded:
     a soak of m pairs is the first m of each row (common random numbers for every m)."""
-    series = np.random.default_rng(0).standard_normal((SIZING_REPS, MAX_SIZED_PAIRS))
-    for t in range(1, MAX_SIZED_PAIRS):
-        series[:, t] = r * series[:, t - 1] + math.sqrt(1.0 - r**2) * series[:, t]
-    return series
+    return standard_series(r, SIZING_REPS, MAX_SIZED_PAIRS)
 
 
 def fewest_pairs(
@@ -204,7 +124,7 @@ def fewest_pairs(
     want = "no change" if abs(mean) < band else ("slower" if mean < 0 else "faster")
 
     def power(m: int) -> float:
-        drawn = _ar1_rows(mean + spread * draws[:, :m], floor, CONFIDENCE)
+        drawn = ar1_rows(mean + spread * draws[:, :m], floor, CONFIDENCE)
         hits = sum(
             classify(math.exp(mu), math.exp(mu - h), math.exp(mu + h), threshold) == want
             for mu, h in zip(drawn.mean.tolist(), drawn.half.tolist(), strict=True)

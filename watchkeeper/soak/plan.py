@@ -148,15 +148,14 @@ def _dealt(order: list[Task]) -> list[Task]:
 
 
 def block_cycle(tasks: tuple[Task, ...], *, seed: int, block: int, concurrency: int) -> TaskCycle:
-    """The task order of one block. At depth 1 every block reshuffles (seed, block, pass), so
-    the night covers the task set and any stretch of it can be replayed. Deeper, every block
-    replays the same order (dealt by category): what a block produces at depth 4 depends on
-    which requests share the server's steps (a long prompt's prefill stalls every slot's
-    decode), so blocks that drew different stretches of the task set scattered 7.6-10% in
-    aggregate throughput over the 130-minute soak of 28 Nov 2026, while the same 12 requests
-    replayed back to back on the same server scattered 1.2%
-    (`benchmarks/depth4_host_wander.py`). The same order in every block compares like with like;
-    the depth-1 blocks and the probes still cover the whole set."""
+    """The task order of one block. At depth 1 every block reshuffles (seed, block, pass), so the
+    night covers the task set and any stretch of it can be replayed. Deeper, every block replays the
+    same order (dealt by category): what a block produces at depth 4 depends on which requests share
+    the server's steps (a long prompt's prefill stalls every slot's decode), so blocks that drew
+    different stretches of the task set scattered several times more than the same requests replayed
+    (`benchmarks/depth4_host_wander.py`; docs/measurements.md#figures-behind-the-code). The same
+    order in every block compares like with like; the depth-1 blocks and the probes still cover the
+    whole set."""
     if concurrency > 1:
         return TaskCycle(tasks, seed=seed, block=REPLAYED_BLOCK, interleave=True)
     return TaskCycle(tasks, seed=seed, block=block)
