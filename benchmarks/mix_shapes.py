@@ -15,10 +15,15 @@ code_edit's task effects are drawn in one of three shapes:
 Printed per shape, mix (equal weights; 0.7 on code_edit) and tasks per category: coverage of
 the 95% CI. Then, at 3 tasks a category, the family-wise rate: four arms identical to the
 baseline (every task 1.0x, a 2% instance offset per task), how often `choose_for_mix`
-recommends one (before: each arm's own 95% CI; after: Bonferroni over the four); and the
-power of a uniform 1.10x / 1.15x at the host's task spreads.
+recommends one (each arm's own 95% CI; the guard: Bonferroni over the four on the guard's
+floor, `task_floor(guard=True)`), with a Wilson interval; the power of a uniform 1.10x /
+1.15x at the host's task spreads; and the per-category picks' family-wise rate: with every
+arm at 1.0x, how often some category's pick names an arm (`recommend._choose` picks where an
+arm's own category CI reads `faster`; `paired_speedup`, `--resamples` bootstrap resamples).
 
     PYTHONPATH=. flock /tmp/wk-measure.lock .venv/bin/python benchmarks/mix_shapes.py [--sweeps 1000]
+    PYTHONPATH=. .venv/bin/python benchmarks/mix_shapes.py --only-family --family-sweeps 1000 \
+        --category-sweeps 400
 """
 
 from __future__ import annotations
@@ -29,6 +34,8 @@ from collections.abc import Callable
 
 import numpy as np
 
+from watchkeeper.analysis.recommend import family_low
+from watchkeeper.analysis.stats import Pair, paired_speedup, wilson
 from watchkeeper.analysis.workload_mix import Mix, choose_for_mix, mix_speedup
 
 CATEGORIES = ("code_edit", "code_gen", "multi_turn", "prose", "summarize", "tool_call")
@@ -120,10 +127,73 @@ def power(speedup: float, mix: Mix, sweeps: int, seed: int, family: int) -> floa
     return called / sweeps
 
 
+def category_family_rate(sweeps: int, seed: int, spread: float, resamples: int) -> tuple[int, int]:
+    """Four arms at 1.0x, 6 categories x 3 tasks x 5 rounds each: in how many sweeps some
+    category's pick is named, (on each arm's own CI reading `faster`, with the family-wise
+    bound over the 24 comparisons above 1 too: `recommend.family_low`)."""
+    rng = np.random.default_rng(seed)
+    picked = guarded = 0
+    for _ in range(sweeps):
+        named = kept = False
+        for _arm in range(4):
+            shared = rng.normal(0.0, 0.02, ROUNDS)
+            for c in CATEGORIES:
+                sd = spread if c == "code_edit" else 0.02
+                table = (
+                    rng.normal(0.0, sd, 3)[:, None]
+                    + shared[None, :]
+                    + rng.normal(0.0, 0.03, (3, ROUNDS))
+                )
+                pairs = [
+                    Pair(f"t{t}", r + 1, 10.0, 10.0 * math.exp(float(table[t, r])))
+                    for t in range(3)
+                    for r in range(ROUNDS)
+                ]
+                ci = paired_speedup(pairs, resamples=resamples, seed=1, threshold=THRESHOLD)
+                faster = ci is not None and ci.verdict == "faster"
+                named = named or faster
+                kept = kept or (faster and ci is not None and family_low(ci, 24) > 1.0)
+        picked += named
+        guarded += kept
+    return picked, guarded
+
+
+def _wilson(count: int, n: int) -> str:
+    low, high = wilson(count, n)
+    return f"{count} of {n} ({count / n:.1%}, Wilson {low:.1%}-{high:.1%})"
+
+
+def family_only(sweeps: int, category_sweeps: int, resamples: int) -> None:
+    """The recommendation's family-wise rates and the guard's price in power."""
+    equal = Mix(tuple((c, 1.0 / 6) for c in CATEGORIES))
+    for spread in (0.02, 0.35):
+        for family in (1, 4):
+            count = round(family_rate(equal, sweeps, 2, family, spread) * sweeps)
+            label = "each arm's own 95% CI" if family == 1 else "the guard over 4 arms"
+            print(f"mix: four arms at 1.0x, code_edit task sd {spread}, {label}: one "
+                  f"recommended in {_wilson(count, sweeps)}")  # fmt: skip
+    for speedup in (1.10, 1.15):
+        p1, p4 = (power(speedup, equal, sweeps, 3, f) for f in (1, 4))
+        print(f"mix: uniform {speedup:.2f}x at the host's task spreads, 3 tasks: recommended "
+              f"{p1:.1%} (one arm), {p4:.1%} (guarded for 4 arms)")  # fmt: skip
+    for spread in (0.02, 0.35) if category_sweeps else ():
+        own, kept = category_family_rate(category_sweeps, 4, spread, resamples)
+        print(f"categories: four arms at 1.0x, code_edit task sd {spread}: some category "
+              f"pick named in {_wilson(own, category_sweeps)} on each arm's own CI, "
+              f"{_wilson(kept, category_sweeps)} guarded over 24")  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sweeps", type=int, default=1000)
+    parser.add_argument("--only-family", action="store_true", help="family-wise rates only")
+    parser.add_argument("--family-sweeps", type=int, default=1000)
+    parser.add_argument("--category-sweeps", type=int, default=400)
+    parser.add_argument("--resamples", type=int, default=200)
     args = parser.parse_args()
+    if args.only_family:
+        family_only(args.family_sweeps, args.category_sweeps, args.resamples)
+        return
     equal = Mix(tuple((c, 1.0 / 6) for c in CATEGORIES))
     heavy = Mix(tuple((c, 0.7 if c == "code_edit" else 0.06) for c in CATEGORIES))
     print(f"{args.sweeps} sweeps each")
@@ -136,7 +206,7 @@ def main() -> None:
     for spread in (0.02, 0.35):
         for family in (1, 4):
             rate = family_rate(equal, args.sweeps, 2, family, spread)
-            label = "each arm's own 95% CI" if family == 1 else "Bonferroni over 4 arms"
+            label = "each arm's own 95% CI" if family == 1 else "the guard over 4 arms"
             print(f"four arms at 1.0x, code_edit task sd {spread}, {label}: one recommended "
                   f"in {rate:.1%}")  # fmt: skip
     for speedup in (1.10, 1.15):

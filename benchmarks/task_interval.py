@@ -8,13 +8,19 @@ of six categories, or 300 in categories of 100 to 20 whose means differ), sample
 planner draws it, one round of the sample, coverage of the set's own mean. Seeded, no server.
 
     PYTHONPATH=. .venv/bin/python benchmarks/task_interval.py [--sims 2000] [--sampled-only]
+
+`--round-sd X [X ...]` prints instead the one-round interval's coverage and false calls when
+the round effect drawn is X while the interval floors by `ROUND_SD` (how its coverage depends
+on the host's round drift; `benchmarks/round_sd.py` measures it), `--cell-sd` the cell noise.
+
+    PYTHONPATH=. .venv/bin/python benchmarks/task_interval.py --sims 2000 --round-sd 0 0.0247
 """
 
 from __future__ import annotations
 
 import argparse
 
-from watchkeeper.analysis.racing_tasks import simulate_coverage
+from watchkeeper.analysis.racing_tasks import ROUND_SD, simulate_coverage
 from watchkeeper.analysis.task_sample import (
     CATEGORY_SPREAD,
     SIZES_300,
@@ -24,13 +30,34 @@ from watchkeeper.analysis.task_sample import (
 SHAPES = ("normal", "skewed", "bimodal", "tight")
 
 
+def drift(sims: int, drawn: list[float], cell_sd: float) -> None:
+    """One round: coverage and false calls with the round effect drawn at each of ``drawn``."""
+    print(f"{sims} one-round task sets each; the interval floors by ROUND_SD {ROUND_SD}, the "
+          f"round effect drawn at sd X; cell sd {cell_sd}")  # fmt: skip
+    print("| shape | tasks | " + " | ".join(f"coverage at X = {x:g}" for x in drawn) + " |")
+    print("|---|---|" + "---|" * len(drawn))
+    for shape in ("normal", "bimodal", "tight"):
+        for tasks in (12, 36, 300):
+            cells = [
+                simulate_coverage(shape, tasks, sims, seed=1, cell_sd=cell_sd, drawn_round_sd=x)
+                for x in drawn
+            ]
+            print(f"| {shape} | {tasks} | "
+                  + " | ".join(f"{c:.1%} (false {a:.1%})" for c, a in cells) + " |")  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sims", type=int, default=2000)
     parser.add_argument(
         "--sampled-only", action="store_true", help="only the stratified samples' table"
     )
+    parser.add_argument("--round-sd", type=float, nargs="+", help="round effects to draw")
+    parser.add_argument("--cell-sd", type=float, default=0.03)
     args = parser.parse_args()
+    if args.round_sd:
+        drift(args.sims, args.round_sd, args.cell_sd)
+        return
     if not args.sampled_only:
         every_task(args.sims)
         print()
@@ -41,7 +68,7 @@ def every_task(sims: int) -> None:
     """One round, then two, of every task of the set."""
     print(
         f"{sims} one-round task sets each (task log sd ~0.2, 'tight' 0.02; cell sd 3%,"
-        " instance 0.8%, round 2%)"
+        f" instance 0.8%, round {ROUND_SD:.1%})"
     )
     print(
         "| shape | tasks | coverage, no floors | coverage | mean 1.0x called (false) | 1.10x called |"
