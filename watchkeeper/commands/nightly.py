@@ -11,7 +11,7 @@ a finding that triage files.
 from __future__ import annotations
 
 import getpass
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -135,12 +135,14 @@ def run_night(
     db: Database,
     profile: str,
     *,
+    categories: Sequence[str],
     progress: Progress,
     now: datetime | None = None,
 ) -> PairedNight:
     """One profile's night as steps: the reference (pinned if there is none), the paired
-    bench, its ratios judged, regressions confirmed (the previous night, or a rerun), the
-    ratios stored and the confirmed regressions filed as findings."""
+    bench on `categories`' tasks (empty: every one), its ratios judged, regressions confirmed
+    (the previous night, or a rerun), the ratios stored and the confirmed regressions filed as
+    findings."""
     store = ReferenceStore(db)
     host = hostinfo.collect()
     current = prepare(config, profile, progress=progress)
@@ -164,6 +166,7 @@ def run_night(
         host.fingerprint,
         aa,
         progress,
+        tuple(categories),
     )
     result = night.bench("nightly")
     ratios = night.ratios_of(result)
@@ -236,15 +239,15 @@ def nightly_command(
             f"guarding the sweep's recommendation (campaign {record.campaign_id}): "
             f"{record.chosen.name}"
         )
-    if categories:
-        nightly = config.nightly.model_copy(update={"categories": list(categories)})
-        config = config.model_copy(update={"nightly": nightly})
+    categories = categories or config.nightly.categories
     names = list(profiles or config.nightly.profiles)
     if not names:
         raise no_profiles("[nightly] profiles", config, flag="--profile P")
     check_per_category(config.nightly)
     with open_database(config.database.resolved_url(), given=database) as db:
-        nights = tuple(run_night(config, db, name, progress=progress) for name in names)
+        nights = tuple(
+            run_night(config, db, name, categories=categories, progress=progress) for name in names
+        )
         return NightlyOutcome(nights, family_false_alarms(db, names))
 
 
