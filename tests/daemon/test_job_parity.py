@@ -1,6 +1,7 @@
 """Whatever the command line can ask of a long command, a job file can: soak, sweep, nightly,
-bisect and review-pr each take one request (config/requests.py), which the CLI builds from its
-options and the daemon parses from a job's `[args]`. An option added to the CLI without a
+bisect, review-pr and upgrade-check each take one request (config/requests.py), which the CLI
+builds from its options and the daemon parses from a job's `[args]`; the command takes it
+whole (`x_command(config, request, ...)`). An option added to the CLI without a
 field fails here, and so does a field whose default differs from the option's (a job would
 run another command than the CLI's with the same options left out).
 """
@@ -8,6 +9,8 @@ run another command than the CLI's with the same options left out).
 from __future__ import annotations
 
 import argparse
+import importlib
+import inspect
 
 import pytest
 
@@ -20,6 +23,7 @@ from watchkeeper.config.requests import (
     ReviewPrRequest,
     SoakRequest,
     SweepRequest,
+    UpgradeCheckRequest,
 )
 from watchkeeper.daemon.jobdefs import ARGS, parse_job
 from watchkeeper.daemon.jobs import JOB_FUNCTIONS
@@ -31,7 +35,10 @@ COMMANDS: dict[str, type[Request]] = {
     "nightly": NightlyRequest,
     "bisect": BisectRequest,
     "review-pr": ReviewPrRequest,
+    "upgrade-check": UpgradeCheckRequest,
 }
+JOB_KIND = {"upgrade-check": "upgrade"}
+"""Where the job kind is not the command's name."""
 
 
 def _subparser(parser: argparse.ArgumentParser, command: str) -> argparse.ArgumentParser:
@@ -71,8 +78,9 @@ def test_every_option_of_a_long_command_is_a_field_of_its_job_args(command: str)
     request = COMMANDS[command]
     parser = _subparser(build_parser(), command)
     assert len(_options(parser)) >= 5, "no options found: the check would check nothing"
-    assert ARGS[command] is request, "the daemon parses another model than the CLI builds"
-    assert command in JOB_FUNCTIONS
+    kind = JOB_KIND.get(command, command)
+    assert ARGS[kind] is request, "the daemon parses another model than the CLI builds"
+    assert kind in JOB_FUNCTIONS
     assert unreachable(parser, request) == []
     assert other_defaults(parser, request) == []
 
@@ -126,3 +134,51 @@ def test_a_job_file_is_refused_where_the_command_line_is() -> None:
         with pytest.raises(ConfigError) as err:
             parse_job("soak", {"kind": "soak", "cron": "0 1 * * *", "args": bad}, source="t.toml")
         assert "t.toml: args." in str(err.value), bad
+
+
+COMMAND_FUNCTIONS = {
+    "soak": "watchkeeper.commands.soak:soak_command",
+    "sweep": "watchkeeper.commands.sweep:sweep_command",
+    "nightly": "watchkeeper.commands.nightly:nightly_command",
+    "bisect": "watchkeeper.commands.bisect:bisect_command",
+    "review-pr": "watchkeeper.commands.review_pr:review_pr_command",
+    "upgrade-check": "watchkeeper.commands.upgrade_check:upgrade_check_command",
+}
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_each_long_command_takes_its_request_whole(command: str) -> None:
+    """The command's second parameter is its request, and no parameter repeats a field of it
+    (a field unpacked into a keyword would be a second place its default is decided)."""
+    module, name = COMMAND_FUNCTIONS[command].split(":")
+    function = getattr(importlib.import_module(module), name)
+    params = list(inspect.signature(function).parameters)
+    assert params[:2] == ["config", "request"], params
+    assert inspect.signature(function).parameters["request"].annotation in (
+        COMMANDS[command].__name__,
+        COMMANDS[command],
+    )
+    assert set(params[2:]) & set(COMMANDS[command].model_fields) == set()
+
+
+UPGRADE_ARGV = [
+    "upgrade-check", "--to", "9001.0.0", "--profile", "a", "--sdists", "dists",
+    "--per-category", "2", "--max-tokens", "32", "--jobs", "4", "--rounds", "1", "--push",
+    "--commit",
+]  # fmt: skip
+UPGRADE_JOB = {
+    "to": "9001.0.0", "profiles": ["a"], "sdists": "dists", "per_category": 2,
+    "max_tokens": 32, "jobs": 4, "rounds": 1, "push": True, "commit": True,
+}  # fmt: skip
+
+
+def test_an_upgrade_job_asks_for_what_the_same_options_ask_on_the_command_line() -> None:
+    """The upgrade job took neither sdists, per_category, max_tokens nor jobs, and refused
+    rounds under 3 that the command line takes; both now read one request."""
+    cli = UpgradeCheckRequest.from_cli(vars(build_parser().parse_args(UPGRADE_ARGV)))
+    job = parse_job("u", {"kind": "upgrade", "cron": "0 1 * * *", "args": UPGRADE_JOB}, source="t")
+    assert job.args == cli
+    defaults = UpgradeCheckRequest()
+    assert [
+        f for f in UpgradeCheckRequest.model_fields if getattr(cli, f) == getattr(defaults, f)
+    ] == []

@@ -32,6 +32,7 @@ from support.realnight import taskset, wrapper
 
 from watchkeeper.commands.nightly import nightly_command, reference_pin
 from watchkeeper.config import Config, parse_config
+from watchkeeper.config.requests import NightlyRequest
 from watchkeeper.server.install import ServerBinary
 from watchkeeper.server.models import ModelFile
 
@@ -127,7 +128,7 @@ def test_a_build_that_stalls_on_a_few_requests_is_not_called_no_change(
     slow = config(stalling(tmp_path, server_binary.path), url, tasks, tmp_path)
     reference_pin(good, profile="s", by="test", reason="plain build", progress=lambda _m: None)
 
-    (night,) = nightly_command(slow, progress=lambda _m: None).nights
+    (night,) = nightly_command(slow, NightlyRequest(), progress=lambda _m: None).nights
     # The fault was applied: the wrapper logs each pause into the server's log.
     paused = sum(
         log.read_text(encoding="utf-8", errors="replace").count(MARKER)

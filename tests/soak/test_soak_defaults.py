@@ -20,7 +20,7 @@ from watchkeeper.campaign.defaults import soak_profiles
 from watchkeeper.commands.nightly import nightly_command
 from watchkeeper.commands.soak import soak_command
 from watchkeeper.config import BenchConfig, Config, DatabaseConfig, ProfileConfig
-from watchkeeper.config.requests import SoakRequest
+from watchkeeper.config.requests import NightlyRequest, SoakRequest
 from watchkeeper.errors import ConfigError
 from watchkeeper.publish.deliverable import RECORD_NAME, build_record, write_record
 from watchkeeper.publish.soak_report import (
@@ -66,7 +66,7 @@ def test_an_empty_nightly_refuses_and_names_the_key(tmp_path: Path) -> None:
     config = config_in(tmp_path)
     assert config.nightly.profiles == [] and config.soak.profiles == []
     with pytest.raises(ConfigError) as err:
-        nightly_command(config, progress=lambda _m: None)
+        nightly_command(config, NightlyRequest(), progress=lambda _m: None)
     assert "[nightly] profiles is empty" in err.value.message
     assert err.value.hint is not None and "[nightly] profiles = [" in err.value.hint
     with pytest.raises(ConfigError) as soak_err:
@@ -84,7 +84,7 @@ def test_with_a_committed_recommendation_the_soak_takes_it_and_the_nightly_names
     config = config_in(tmp_path)
     commit_record(config, result)
     with pytest.raises(ConfigError) as err:
-        nightly_command(config, progress=lambda _m: None)
+        nightly_command(config, NightlyRequest(), progress=lambda _m: None)
     assert err.value.hint is not None and "the sweep recommends draft4" in err.value.hint
     seen: list[str] = []
     soaked, names, record = soak_profiles(config, None, None, progress=seen.append)
@@ -242,9 +242,12 @@ def test_the_nightly_of_a_recommendation_guards_its_unit_on_its_own_categories(
     )
     commit_record(config, result)
     seen: dict[str, Config] = {}
+    measured: dict[str, list[str]] = {}
 
-    def night(cfg: Config, _db: object, name: str, *, progress: object) -> object:
-        seen[name] = cfg
+    def night(
+        cfg: Config, _db: object, name: str, *, categories: list[str], progress: object
+    ) -> object:
+        seen[name], measured[name] = cfg, list(categories)
         raise _Measured
 
     monkeypatch.setattr(nightly_module, "run_night", night)
@@ -252,28 +255,30 @@ def test_the_nightly_of_a_recommendation_guards_its_unit_on_its_own_categories(
     record = config.bench.resolved_reports_dir() / RECORD_NAME
     with pytest.raises(_Measured):
         nightly_command(
-            config, progress=said.append, recommendation=record, categories=["code_edit"]
+            config,
+            NightlyRequest(recommendation=record, categories=["code_edit"]),
+            progress=said.append,
         )
     assert list(seen) == ["draft4"]
     guarded = seen["draft4"]
     assert guarded.profiles["draft4"].draft_n_max == 4 and "draft4" not in config.profiles
-    assert guarded.nightly.categories == ["code_edit"]
+    assert measured["draft4"] == ["code_edit"]
     assert "guarding the sweep's recommendation" in said[0] and "draft4" in said[0]
     with pytest.raises(ConfigError, match="--profile or --recommendation, not both"):
-        nightly_command(config, profiles=["x"], progress=said.append, recommendation=record)
+        nightly_command(
+            config, NightlyRequest(profiles=["x"], recommendation=record), progress=said.append
+        )
     # With no --category and no [nightly] categories, the categories its sweep measured: the
     # committed code-edit unit is guarded on code edits, as `soak --recommendation` soaks it.
-    seen.clear()
+    measured.clear()
     code_edit = Path(__file__).parents[2] / "reports" / "code-edit" / RECORD_NAME
     with pytest.raises(_Measured):
-        nightly_command(config, progress=said.append, recommendation=code_edit)
-    (guarded,) = seen.values()
-    assert guarded.nightly.categories == ["code_edit"]
-    seen.clear()
+        nightly_command(config, NightlyRequest(recommendation=code_edit), progress=said.append)
+    assert list(measured.values()) == [["code_edit"]]
+    measured.clear()
     with pytest.raises(_Measured):
-        nightly_command(config, progress=said.append, recommendation=record)
-    (guarded,) = seen.values()
-    assert guarded.nightly.categories == ["chat", "code"]  # the categories this bench measured
+        nightly_command(config, NightlyRequest(recommendation=record), progress=said.append)
+    assert list(measured.values()) == [["chat", "code"]]  # the categories this bench measured
 
 
 def test_a_workloads_unit_is_soaked_on_that_workloads_tasks() -> None:

@@ -38,6 +38,12 @@ def test_the_command_line_sampler_lands_in_the_soak_section_with_the_soaks_seed(
     # Nothing given: the soak stays greedy, and its requests send no top_k/top_p/min_p.
     plain = soak_sampling(Config(), 9)
     assert plain.request_fields() == {"temperature": 0.0, "seed": 9}
+    # A soak job's request carries its sampler to the command: given over [soak]'s, not
+    # written into the config (None: not given).
+    request = SoakRequest(temperature=0.7, top_k=3)
+    assert soak_sampling(Config(), 9, given=request.sampler()) == SamplingSettings(
+        temperature=0.7, top_k=3, seed=9
+    )
 
 
 def test_an_arm_with_its_own_sampler_keys_gets_them_the_others_the_soaks() -> None:

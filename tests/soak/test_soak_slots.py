@@ -29,6 +29,7 @@ from watchkeeper.config import Config, DatabaseConfig, ProfileConfig, ServerConf
 from watchkeeper.config.requests import SoakRequest
 from watchkeeper.config.service import ServiceConfig
 from watchkeeper.load.records import RequestSample, RunPurpose, Task
+from watchkeeper.load.sampling import SamplingSettings
 from watchkeeper.server.flags import HelpInfo
 from watchkeeper.server.install import ServerBinary
 from watchkeeper.server.launch import PreparedProfile
@@ -151,7 +152,17 @@ def test_the_resume_signature_follows_the_prompt_cache_the_servers_run_with() ->
             soak=soak_settings(cache_ram_mib=soak_mib),
             service=ServiceConfig(cache_ram_mib=service_mib),
         )
-        return plan_signature(config, ("a",), (1,), 60.0, 30.0, tasks, {}, shipped=shipped)
+        return plan_signature(
+            config,
+            ("a",),
+            (1,),
+            60.0,
+            30.0,
+            tasks,
+            {},
+            shipped=shipped,
+            sampling=SamplingSettings(),
+        )
 
     assert signature(0, 0, shipped=True) != signature(0, 256, shipped=True)
     assert signature(0, 0, shipped=True) == signature(256, 0, shipped=True)

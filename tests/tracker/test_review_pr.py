@@ -18,6 +18,7 @@ from support.trackerkit import TOKEN_ENV, Sleeps, tracker_config
 from watchkeeper.analysis.benchmark import BenchResult
 from watchkeeper.commands.review_pr import review_pr_command
 from watchkeeper.config import BenchConfig, Config, DatabaseConfig, ServerConfig
+from watchkeeper.config.requests import ReviewPrRequest
 from watchkeeper.config.tracker import ReviewConfig
 from watchkeeper.errors import ReviewError
 from watchkeeper.server.install import ServerBinary
@@ -117,7 +118,7 @@ def test_a_pr_is_benchmarked_head_against_base_once_per_head_and_the_comment_is_
     config = make_config(gh, upstream, tmp_path, binary=str(binary.path))
     number = open_pr(gh, upstream, NGRAM_TOML, ["watchkeeper.toml"])
 
-    first = review_pr_command(config, pr=number, sleep=Sleeps())
+    first = review_pr_command(config, ReviewPrRequest(pr=number), sleep=Sleeps())
     (r,) = first.reviews
     assert r.status == "reviewed", r.detail
     (comment,) = bot_comments(gh, number)
@@ -134,7 +135,7 @@ def test_a_pr_is_benchmarked_head_against_base_once_per_head_and_the_comment_is_
         assert row.campaign_id is not None
     db.close()
 
-    again = review_pr_command(config, all_open=True, sleep=Sleeps())
+    again = review_pr_command(config, ReviewPrRequest(all_open=True), sleep=Sleeps())
     assert [x.status for x in again.reviews] == ["skipped"]
     assert len(bot_comments(gh, number)) == 1
 
@@ -143,7 +144,7 @@ def test_a_pr_is_benchmarked_head_against_base_once_per_head_and_the_comment_is_
     )
     upstream.pr_ref(number)
     gh.update_pull(number, head2)
-    pushed = review_pr_command(config, all_open=True, sleep=Sleeps())
+    pushed = review_pr_command(config, ReviewPrRequest(all_open=True), sleep=Sleeps())
     assert [x.status for x in pushed.reviews] == ["reviewed"]
     (comment,) = bot_comments(gh, number)  # edited in place, not a second comment
     assert f"head `{head2[:10]}`" in comment["body"]
@@ -160,7 +161,7 @@ def test_prs_touching_no_watched_path_are_left_alone(
 ) -> None:
     config = make_config(gh, upstream, tmp_path)
     number = open_pr(gh, upstream, BASE_TOML + "# comment only\n", ["README.md", "docs/x.md"])
-    outcome = review_pr_command(config, all_open=True, sleep=Sleeps())
+    outcome = review_pr_command(config, ReviewPrRequest(all_open=True), sleep=Sleeps())
     assert [(x.number, x.status) for x in outcome.reviews] == [(number, "not relevant")]
     assert gh.comments_on(number) == []
 
@@ -172,7 +173,7 @@ def test_identical_profiles_are_not_benchmarked_and_a_lost_row_still_finds_the_c
     text = BASE_TOML + "# only a comment changed\n"
     number = open_pr(gh, upstream, text, ["watchkeeper.toml", "systemd/llama.service"])
     gh.add_comment(number, "Looks fine to me", "alice")
-    (r,) = review_pr_command(config, pr=number, sleep=Sleeps()).reviews
+    (r,) = review_pr_command(config, ReviewPrRequest(pr=number), sleep=Sleeps()).reviews
     assert r.status == "reviewed"
     (comment,) = bot_comments(gh, number)
     assert "no profile differs between base and head" in comment["body"]
@@ -184,7 +185,7 @@ def test_identical_profiles_are_not_benchmarked_and_a_lost_row_still_finds_the_c
     head2 = upstream.commit("watchkeeper.toml", text + "# again\n", "again", branch="feature")
     upstream.pr_ref(number)
     gh.update_pull(number, head2)
-    review_pr_command(config, pr=number, sleep=Sleeps())
+    review_pr_command(config, ReviewPrRequest(pr=number), sleep=Sleeps())
     (comment,) = bot_comments(gh, number)
     assert f"head `{head2[:10]}`" in comment["body"]
     assert len(gh.comments_on(number)) == 2  # alice's and ours
@@ -196,7 +197,7 @@ def test_a_head_commit_missing_from_the_remote_is_a_review_error(
     config = make_config(gh, upstream, tmp_path)
     number = gh.add_pull("ghost", "nowhere", "f" * 40, upstream.base, ["watchkeeper.toml"])
     with pytest.raises(ReviewError, match="could not fetch nowhere|not in nowhere"):
-        review_pr_command(config, pr=number, sleep=Sleeps())
+        review_pr_command(config, ReviewPrRequest(pr=number), sleep=Sleeps())
     db = Database(config.database.url)
     with db.session() as s:
         (row,) = s.query(PrReview).all()
@@ -210,7 +211,7 @@ def test_a_review_that_fails_inside_its_worktrees_leaves_no_scratch_folder(
     config = make_config(gh, upstream, tmp_path)
     number = open_pr(gh, upstream, "[profiles.prod\nbroken", ["watchkeeper.toml"])
     with pytest.raises(ReviewError, match="head: watchkeeper.toml: cannot read it"):
-        review_pr_command(config, pr=number, sleep=Sleeps())
+        review_pr_command(config, ReviewPrRequest(pr=number), sleep=Sleeps())
     assert list((tmp_path / "checkouts").glob("*/worktrees")), "the review never got that far"
     assert not list((tmp_path / "checkouts").glob("*/worktrees/*"))
 

@@ -8,7 +8,7 @@ with it (`pin_reference`).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -91,16 +91,19 @@ def night_bench(
     ref_arm: PreparedProfile,
     *,
     kind: str,
+    categories: Sequence[str],
     progress: Progress,
     database: Database,
 ) -> BenchResult:
+    """The paired bench of tonight's current system against its reference, on `categories`'
+    tasks (empty: every category)."""
     n = config.nightly
     taskset = Path(n.taskset) if n.taskset else config.bench.resolved_taskset()
     tasks = cap_tokens(
         select(
             load_taskset(taskset),
             limit=None,
-            categories=n.categories or None,
+            categories=list(categories) or None,
             per_category=n.per_category,
         ),
         n.max_tokens,
@@ -169,6 +172,8 @@ class Night:
     host_fingerprint: str
     aa: bool
     progress: Progress
+    categories: tuple[str, ...] = ()
+    """The categories measured (empty: every one): the request's, else [nightly]'s."""
 
     def bench(self, kind: str) -> BenchResult:
         return night_bench(
@@ -176,6 +181,7 @@ class Night:
             self.current,
             self.ref_arm,
             kind=kind,
+            categories=self.categories,
             progress=self.progress,
             database=self.db,
         )

@@ -24,7 +24,7 @@ from watchkeeper.errors import ConfigError, SoakError
 from watchkeeper.host import info as hostinfo
 from watchkeeper.load.arrivals import ArrivalSpec
 from watchkeeper.load.records import Task
-from watchkeeper.load.sampling import SamplingSettings, soak_sampling
+from watchkeeper.load.sampling import SamplingSettings
 from watchkeeper.nightly.reference import identify
 from watchkeeper.server.flags import SPELLINGS
 from watchkeeper.server.launch import PreparedProfile
@@ -105,11 +105,13 @@ def plan_signature(
     references: dict[str, dict[str, Any]],
     *,
     shipped: bool,
+    sampling: SamplingSettings,
     arrival: ArrivalSpec | None = None,
 ) -> str:
     """What a resume must match: the plan, the reference arms, the sampler (not its seed,
     which is resumed), an open loop's arrivals and the servers' prompt cache (`shipped`: a
-    recommendation's unit, whose cache is [service]'s: `soak_cache_ram`)."""
+    recommendation's unit, whose cache is [service]'s: `soak_cache_ram`). `sampling`: the
+    soak's load sampler (`soak_sampling`), whatever its seed."""
     soak = config.soak
     blob = json.dumps([names, levels, duration_s, block_s, [t.id for t in tasks]])
     if arrival is not None:  # closed-loop soaks keep the signature they always had
@@ -120,7 +122,7 @@ def plan_signature(
     mib = soak_cache_ram(config, shipped=shipped)
     if mib is not None:  # RSS with and without the prompt cache never mix
         blob += f"cache_ram={mib}"
-    unseeded = soak_sampling(config, SamplingSettings().seed)  # the seed is resumed
+    unseeded = replace(sampling, seed=SamplingSettings().seed)  # the seed is resumed
     if unseeded != SamplingSettings():  # greedy soaks keep the signature they always had
         blob += json.dumps(unseeded.to_json(), sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
@@ -137,11 +139,13 @@ def open_or_resume(
     resume_id: int | None,
     fresh: bool,
     seed: int | None,
+    sampling: SamplingSettings,
     params: dict[str, Any],
     progress: Progress,
 ) -> tuple[int, ResumePoint, bool, int]:
     """The campaign to run: the one named or found with this plan's signature (resumed where
-    it stopped, with its seed), else a new one. (campaign, resume point, resumed?, seed)."""
+    it stopped, with its seed), else a new one, its `sampling` stored with its seed.
+    (campaign, resume point, resumed?, seed)."""
     duration = params["duration"]
     campaign_id = resume_id
     if campaign_id is None and not fresh:
@@ -162,7 +166,7 @@ def open_or_resume(
         )
         return campaign_id, resume, True, seed
     seed = seed if seed is not None else random.SystemRandom().randrange(2**31)
-    params = _with_seed(params, seed, soak_sampling(config, seed).to_json())
+    params = _with_seed(params, seed, replace(sampling, seed=seed).to_json())
     campaign_id = open_campaign(repo, kind="soak", prepared=prepared, params=params).campaign_id
     progress(f"soak campaign {campaign_id}: {duration} over {', '.join(names)}, seed {seed}")
     return campaign_id, ResumePoint(), False, seed

@@ -124,14 +124,7 @@ def cmd_nightly(args: argparse.Namespace, config: Config) -> int:
     from watchkeeper.commands.nightly import nightly_command
     from watchkeeper.config.requests import NightlyRequest
 
-    request = NightlyRequest.from_cli(vars(args))
-    outcome = nightly_command(
-        config,
-        profiles=request.profiles,
-        progress=progress,
-        recommendation=request.recommendation,
-        categories=request.categories or None,
-    )
+    outcome = nightly_command(config, NightlyRequest.from_cli(vars(args)), progress=progress)
     if args.json:
         out.print_json(json.dumps(outcome.to_json()))
         return 0

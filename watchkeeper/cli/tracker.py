@@ -39,7 +39,7 @@ def cmd_review_pr(args: argparse.Namespace, config: Config) -> int:
     request = ReviewPrRequest.from_cli(vars(args))
     if not request.one_of():
         raise ConfigError("review-pr needs exactly one of --pr N or --all-open")
-    outcome = review_pr_command(config, pr=request.pr, all_open=request.all_open, progress=progress)
+    outcome = review_pr_command(config, request, progress=progress)
     if args.json:
         out.print_json(json.dumps(outcome.to_json()))
         return 0

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 from typing import Any
 
 from watchkeeper.cli.common import (
@@ -101,21 +100,10 @@ def cmd_upgrade_check(args: argparse.Namespace, config: Config) -> int:
     from datetime import UTC, datetime
 
     from watchkeeper.commands.upgrade_check import upgrade_check_command
+    from watchkeeper.config.requests import UpgradeCheckRequest
 
-    check = upgrade_check_command(
-        config,
-        to=args.to,
-        profiles=[args.profile] if args.profile else None,
-        per_category=args.per_category,
-        max_tokens=args.max_tokens,
-        rounds=args.rounds or config.nightly.rounds,
-        now=datetime.now(UTC),
-        progress=progress,
-        sdists=Path(args.sdists) if args.sdists else None,
-        jobs=args.jobs,
-        commit=args.commit or args.push,
-        push=args.push,
-    )
+    request = UpgradeCheckRequest.from_cli(vars(args))
+    check = upgrade_check_command(config, request, now=datetime.now(UTC), progress=progress)
     for v in check.verdicts:
         out.print(f"{plain(v.profile)}: {plain(v.verdict)} — {plain(v.reason)}")
         for line in v.flags.lines():

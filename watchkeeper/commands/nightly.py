@@ -14,7 +14,6 @@ import getpass
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 from watchkeeper.analysis.acceptance import result_curves
@@ -34,8 +33,10 @@ from watchkeeper.campaign.nightly_findings import (
 from watchkeeper.campaign.references import reference_profile
 from watchkeeper.config import Config
 from watchkeeper.config.model import NightlyConfig
+from watchkeeper.config.requests import NightlyRequest
 from watchkeeper.errors import ConfigError
 from watchkeeper.host import info as hostinfo
+from watchkeeper.load.sampling import apply_overrides
 from watchkeeper.nightly.night_checks import SeriesCheck, series_checks
 from watchkeeper.nightly.ratios import (
     FLAGS,
@@ -134,12 +135,14 @@ def run_night(
     db: Database,
     profile: str,
     *,
+    categories: Sequence[str],
     progress: Progress,
     now: datetime | None = None,
 ) -> PairedNight:
     """One profile's night as steps: the reference (pinned if there is none), the paired
-    bench, its ratios judged, regressions confirmed (the previous night, or a rerun), the
-    ratios stored and the confirmed regressions filed as findings."""
+    bench on `categories`' tasks (empty: every one), its ratios judged, regressions confirmed
+    (the previous night, or a rerun), the ratios stored and the confirmed regressions filed as
+    findings."""
     store = ReferenceStore(db)
     host = hostinfo.collect()
     current = prepare(config, profile, progress=progress)
@@ -163,6 +166,7 @@ def run_night(
         host.fingerprint,
         aa,
         progress,
+        tuple(categories),
     )
     result = night.bench("nightly")
     ratios = night.ratios_of(result)
@@ -207,39 +211,43 @@ def check_per_category(nightly: NightlyConfig) -> None:
 
 def nightly_command(
     config: Config,
+    request: NightlyRequest,
     *,
-    profiles: Sequence[str] | None = None,
     progress: Progress,
     database: Database | None = None,
-    recommendation: Path | None = None,
-    categories: Sequence[str] | None = None,
 ) -> NightlyOutcome:
-    """``recommendation``: a sweep's record; the night guards the setting its unit runs (the
-    recommended arm, else the baseline it keeps), as the unit ships it, against that
+    """The night its `request` asks for (the CLI's options or a nightly job's `[args]`,
+    config/requests.py), each choice left out the config's; its sampler goes over the config's
+    [bench] keys.
+
+    `request.recommendation`: a sweep's record; the night guards the setting its unit runs
+    (the recommended arm, else the baseline it keeps), as the unit ships it, against that
     profile's pinned reference. The profile comes from the record, so the guarded setting is
-    the committed one even where watchkeeper.toml has no block for it. ``categories``: only
-    those tasks (over [nightly] categories): a workload's own setting on its own requests;
-    guarding a recommendation with neither, the categories its sweep measured, the same rule
-    as `soak --recommendation` (campaign/defaults.measured_categories)."""
-    if recommendation is not None:
+    the committed one even where watchkeeper.toml has no block for it. `request.categories`:
+    only those tasks (over [nightly] categories): a workload's own setting on its own
+    requests; guarding a recommendation with neither, the categories its sweep measured, the
+    same rule as `soak --recommendation` (campaign/defaults.measured_categories)."""
+    config = apply_overrides(config, **request.sampler())
+    profiles, categories = request.profiles, request.categories or None
+    if request.recommendation is not None:
         if profiles:
             raise ConfigError("nightly takes --profile or --recommendation, not both")
-        config, _, record = with_recommendation(config, recommendation)
+        config, _, record = with_recommendation(config, request.recommendation)
         profiles = [record.chosen.name]
         categories = measured_categories(record, categories or config.nightly.categories)
         progress(
             f"guarding the sweep's recommendation (campaign {record.campaign_id}): "
             f"{record.chosen.name}"
         )
-    if categories:
-        nightly = config.nightly.model_copy(update={"categories": list(categories)})
-        config = config.model_copy(update={"nightly": nightly})
+    categories = categories or config.nightly.categories
     names = list(profiles or config.nightly.profiles)
     if not names:
         raise no_profiles("[nightly] profiles", config, flag="--profile P")
     check_per_category(config.nightly)
     with open_database(config.database.resolved_url(), given=database) as db:
-        nights = tuple(run_night(config, db, name, progress=progress) for name in names)
+        nights = tuple(
+            run_night(config, db, name, categories=categories, progress=progress) for name in names
+        )
         return NightlyOutcome(nights, family_false_alarms(db, names))
 
 

@@ -35,8 +35,10 @@ from watchkeeper.campaign.bench_report import finish_with_report
 from watchkeeper.config import Config, ModelConfig, ProfileConfig
 from watchkeeper.config.base import NAME_PATTERN
 from watchkeeper.config.inputs import parse_toml_text, read_text
+from watchkeeper.config.requests import ReviewPrRequest
 from watchkeeper.errors import ReviewError, TrackerError, TrackerPermanentError, WatchkeeperError
 from watchkeeper.load.records import RunResult
+from watchkeeper.load.sampling import apply_overrides
 from watchkeeper.load.tasks import load_taskset, select
 from watchkeeper.store.db import Database, open_database
 from watchkeeper.store.history import History
@@ -311,17 +313,20 @@ class _Review:
 
 def review_pr_command(
     config: Config,
+    request: ReviewPrRequest,
     *,
-    pr: int | None = None,
-    all_open: bool = False,
     progress: Progress = _quiet,
     client: Forge | None = None,
     sleep: Callable[[float], None] = time.sleep,
     database: Database | None = None,
 ) -> ReviewOutcome:
-    """Review one PR (`pr`) or every matching open PR (`all_open`, at most review.max_prs)."""
-    if (pr is None) == (not all_open):
-        raise ReviewError("review-pr needs exactly one of pr=N or all_open=True")
+    """Review one PR (`request.pr`) or every matching open PR (at most review.max_prs: without
+    `pr`, as a review-pr job asks; the CLI asks for `--all-open` by name), its sampler over the
+    config's [bench] keys. ``client`` and ``sleep`` stand in for the forge in tests."""
+    if request.pr is not None and request.all_open:
+        raise ReviewError("review-pr takes pr=N or all_open, not both")
+    pr = request.pr
+    config = apply_overrides(config, **request.sampler())
     repository = config.review.repository or config.tracker.repository
     outcome = ReviewOutcome()
     with (

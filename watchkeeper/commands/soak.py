@@ -35,7 +35,7 @@ from watchkeeper.config.requests import SoakRequest
 from watchkeeper.errors import ServerError, SoakError, StoreError
 from watchkeeper.load.arrivals import ArrivalSpec
 from watchkeeper.load.records import Task
-from watchkeeper.load.sampling import SamplingSettings, apply_overrides, soak_sampling
+from watchkeeper.load.sampling import SamplingSettings, soak_sampling
 from watchkeeper.load.tasks import load_taskset, select
 from watchkeeper.publish.deliverable import RecommendationRecord
 from watchkeeper.publish.served import check_depth
@@ -170,17 +170,15 @@ def soak_command(
     `request.categories`: only those tasks; soaking a recommendation, the default is the
     categories its sweep measured (a `sweep --category code_edit` unit is soaked on code
     edits, not on the prose it was never chosen for)."""
-    config = apply_overrides(config, **request.sampler())
-    record = None
+    record, profiles, categories = None, request.profiles, request.categories
     if request.recommendation is not None or committed_default:
         config, profiles, record = soak_profiles(
             config, request.profiles, request.recommendation, progress=progress
         )
         categories = measured_categories(record, request.categories)
-        request = request.model_copy(update={"profiles": profiles, "categories": categories})
     result = _soak(
-        config, request, stop=stop or threading.Event(), progress=progress,
-        on_sample=on_sample, database=database, shipped=record,
+        config, request, _Chosen(profiles, categories, record), stop=stop or threading.Event(),
+        progress=progress, on_sample=on_sample, database=database,
     )  # fmt: skip
     if record is not None and result.status == "completed":
         write_soak_deliverable(
@@ -188,7 +186,7 @@ def soak_command(
             result.campaign_id,
             result.verdict,
             record,
-            names=request.profiles or [],
+            names=profiles or [],
             duration=request.duration or config.soak.duration,
             command=command_line,
             progress=progress,
@@ -196,27 +194,40 @@ def soak_command(
     return result
 
 
+@dataclass(frozen=True, slots=True)
+class _Chosen:
+    """What the soak settled before it starts: the profiles and categories (a
+    recommendation's, else the request's) and the recommendation whose unit is soaked
+    (`shipped`: its servers run the unit's flags, [service]'s slots and prompt cache, no
+    deeper than its slots)."""
+
+    profiles: list[str] | None
+    categories: list[str] | None
+    shipped: RecommendationRecord | None
+
+
 def _soak(
     config: Config,
     request: SoakRequest,
+    chosen: _Chosen,
     *,
     stop: threading.Event,
     progress: Progress,
     on_sample: OnSample | None,
     database: Database | None,
-    shipped: RecommendationRecord | None,
 ) -> SoakCommandResult:
-    """`shipped`: the recommendation whose unit is soaked: its servers run the unit's flags
-    (the profiles carry [service]'s slots and prompt cache), no deeper than its slots."""
-    soak = config.soak
-    shape = _shape(config, request.duration, request.profiles, request.concurrency, request.block)
+    """The soak of `chosen` as `request` asks, its sampler (`--temperature` and friends) over
+    the config's [soak] keys."""
+    soak, shipped = config.soak, chosen.shipped
+    shape = _shape(config, request.duration, chosen.profiles, request.concurrency, request.block)
+    sampling = soak_sampling(config, SamplingSettings().seed, given=request.sampler())
     if shipped is not None:
         check_depth(shipped, config.service, max(shape.levels))
     arrival = _arrival(config, request)
     tasks = select(
         load_taskset(request.taskset or config.bench.resolved_taskset()),
         limit=request.limit,
-        categories=request.categories,
+        categories=chosen.categories,
         per_category=request.per_category,
     )
     prepared = [prepare(config, name, progress=progress) for name in shape.names]
@@ -240,6 +251,7 @@ def _soak(
             tasks,
             references,
             shipped=shipped is not None,
+            sampling=sampling,
             arrival=arrival,
         )
         prepared = soak_servers(
@@ -256,13 +268,18 @@ def _soak(
             resume_id=request.resume_id,
             fresh=request.fresh,
             seed=request.seed,
-            params=_campaign_params(config, shape, plan_names, references, tasks, signature)
+            sampling=sampling,
+            params=_campaign_params(
+                config, shape, sampling, plan_names, references, tasks, signature
+            )
             | _served_params(config, prepared, shipped=shipped is not None)
             | ({"unit": soaked_unit(config, shipped, shape.names)} if shipped else {})
             | ({"arrival": arrival.to_json()} if arrival is not None else {}),
             progress=progress,
         )
-        plan = _soak_plan(config, shape, plan_names, seed, tasks, prepared, references)
+        plan = _soak_plan(
+            config, shape, replace(sampling, seed=seed), plan_names, tasks, prepared, references
+        )
         if arrival is not None:  # the arrivals drawn from the campaign's (resumed) seed
             plan = replace(plan, arrival=replace(arrival, seed=seed))
             progress(f"soak: open loop at {arrival.label}, at most a block's concurrency in flight")
@@ -276,6 +293,7 @@ def _soak(
 def _campaign_params(
     config: Config,
     shape: _Shape,
+    sampling: SamplingSettings,
     plan_names: tuple[str, ...],
     references: dict[str, dict[str, Any]],
     tasks: Sequence[Task],
@@ -294,7 +312,7 @@ def _campaign_params(
         "concurrency": list(shape.levels),
         "tasks": [t.id for t in tasks],
         "probe_task": tasks[0].id,
-        "temperature": soak.temperature,
+        "temperature": sampling.temperature,
         "signature": signature,
         "restart_every": soak.restart_every if references else 0,
     }
@@ -311,21 +329,20 @@ def _served_params(
 def _soak_plan(
     config: Config,
     shape: _Shape,
+    sampling: SamplingSettings,
     plan_names: tuple[str, ...],
-    seed: int,
     tasks: Sequence[Task],
     prepared: Sequence[PreparedProfile],
     references: dict[str, dict[str, Any]],
 ) -> SoakPlan:
     """The loop's plan, with the campaign's seed (a resumed one keeps its own): each arm's
     sampler carries its profile's settings, and each profile is paired with its reference."""
-    sampling = soak_sampling(config, seed)
     return SoakPlan(
         shape.duration_s,
         shape.block_s,
         plan_names,
         shape.levels,
-        seed,
+        sampling.seed,
         tuple(tasks),
         tasks[0],
         sampling,

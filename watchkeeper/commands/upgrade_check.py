@@ -30,6 +30,7 @@ from watchkeeper.campaign.release_runs import (
     settings_from,
 )
 from watchkeeper.config import Config, ProfileConfig
+from watchkeeper.config.requests import UpgradeCheckRequest
 from watchkeeper.errors import WatchkeeperError
 from watchkeeper.host import info as hostinfo
 from watchkeeper.load.tasks import cap_tokens, load_taskset, select
@@ -296,36 +297,33 @@ def _write_report(
 
 def upgrade_check_command(
     config: Config,
+    request: UpgradeCheckRequest,
     *,
-    to: str,
-    profiles: list[str] | None,
-    settings: MeasureSettings | None = None,
-    rounds: int,
     now: datetime,
     progress: Progress,
-    sdists: Path | None = None,
-    jobs: int | None = None,
     versions: list[str] | None = None,
     database: Database | None = None,
-    commit: bool = False,
-    push: bool = False,
-    per_category: int | None = None,
-    max_tokens: int | None = None,
 ) -> UpgradeCheck:
-    """`commit`/`push`: the report goes to the reports repository like the digest (the
-    report file is written first, so a failed push loses nothing). ``settings`` None: the
-    nightly's, with ``per_category`` and ``max_tokens`` where given."""
+    """The check its `request` asks for (the CLI's options or an upgrade job's `[args]`,
+    config/requests.py), each choice left out the config's: the profiles and rounds
+    [nightly]'s, the measuring the nightly's with `per_category` and `max_tokens` where
+    given. `request.commit`/`push`: the report goes to the reports repository like the digest
+    (the report file is written first, so a failed push loses nothing). ``versions`` stands in
+    for the package index in tests."""
     refuse_pinned_server("upgrade-check")  # before anything is listed, built or measured
-    if settings is None:
-        settings = settings_from(config, per_category=per_category, max_tokens=max_tokens)
-    if to == "latest":
+    settings = settings_from(
+        config, per_category=request.per_category, max_tokens=request.max_tokens
+    )
+    rounds = request.rounds or config.nightly.rounds
+    sdists = request.sdists
+    if request.to == "latest":
         candidate = releases.latest(
             versions or releases.available(config.server.package_index, sdists)
         )
     else:
-        candidate = to
+        candidate = request.to
     current = ensure_binary(config.server, progress=progress)
-    builds = ReleaseBuilds(config, sdists=sdists, jobs=jobs, progress=progress)
+    builds = ReleaseBuilds(config, sdists=sdists, jobs=request.jobs, progress=progress)
     builds(candidate)
     binary = builds.binaries[candidate]
     verdicts: list[ProfileVerdict] = []
@@ -333,7 +331,7 @@ def upgrade_check_command(
     history = FlagHistory(config, candidate=candidate, sdists=sdists, progress=progress)
     target = _Candidate(candidate, binary, read_help(binary, config.server.resolved_cache_dir()))
     with open_database(config.database.resolved_url(), given=database) as db:
-        for name in profiles or config.nightly.profiles:
+        for name in request.profiles or config.nightly.profiles:
             verdict, measured_against = _check_profile(
                 config, db, name, current, target, history, rounds, settings, progress
             )
@@ -341,8 +339,13 @@ def upgrade_check_command(
             baseline_name = measured_against or baseline_name
     report = _write_report(config, candidate, baseline_name, verdicts, rounds, settings, now)
     published = None
-    if commit or push:
+    if request.commit or request.push:
         published = commit_report(
-            config, report, candidate=candidate, verdicts=verdicts, push=push, progress=progress
+            config,
+            report,
+            candidate=candidate,
+            verdicts=verdicts,
+            push=request.push,
+            progress=progress,
         )
     return UpgradeCheck(candidate, baseline_name, tuple(verdicts), report, published)

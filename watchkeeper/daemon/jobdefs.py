@@ -31,7 +31,6 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from apscheduler.triggers.cron import CronTrigger
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from watchkeeper.config.base import VERSION_PATTERN
 from watchkeeper.config.inputs import parse_toml_text, regular_file
 from watchkeeper.config.requests import (
     BisectRequest,
@@ -43,6 +42,7 @@ from watchkeeper.config.requests import (
     Rounds,
     SoakRequest,
     SweepRequest,
+    UpgradeCheckRequest,
 )
 from watchkeeper.errors import ConfigError
 from watchkeeper.redaction import remember_urls_in
@@ -82,17 +82,6 @@ class DigestArgs(_Strict):
     rerun: bool = False
 
 
-class UpgradeArgs(_Strict):
-    to: Annotated[str, Field(pattern=f"^latest$|{VERSION_PATTERN}")] = "latest"
-    profiles: Names | None = None
-    """Default: [nightly] profiles."""
-    rounds: Annotated[int, Field(ge=3, le=1000)] | None = None
-    """Default: [nightly] rounds."""
-    commit: bool = False
-    """Commit the report to the reports repository ([digest] repo, branch, author)."""
-    push: bool = False
-
-
 class NoArgs(_Strict):
     pass
 
@@ -112,7 +101,7 @@ ARGS: dict[str, type[BaseModel]] = {
     "triage": NoArgs,
     "review-pr": ReviewPrRequest,
     "health": HealthArgs,
-    "upgrade": UpgradeArgs,
+    "upgrade": UpgradeCheckRequest,
     "bisect": BisectRequest,
 }
 """Each kind's `[args]`: the long commands' are their requests (config/requests.py), which

@@ -18,7 +18,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from watchkeeper.campaign.release_runs import settings_from
 from watchkeeper.commands.benchmark import bench_command
 from watchkeeper.commands.bisect import auto_bisect_command, bisect_command
 from watchkeeper.commands.digest import digest_command
@@ -35,10 +34,10 @@ from watchkeeper.config.requests import (
     ReviewPrRequest,
     SoakRequest,
     SweepRequest,
+    UpgradeCheckRequest,
 )
-from watchkeeper.daemon.jobdefs import BenchArgs, DigestArgs, HealthArgs, UpgradeArgs
+from watchkeeper.daemon.jobdefs import BenchArgs, DigestArgs, HealthArgs
 from watchkeeper.errors import ConfigError
-from watchkeeper.load.sampling import apply_overrides
 from watchkeeper.redaction import redact_url
 from watchkeeper.server.process import check_external
 from watchkeeper.store.db import Database, masked
@@ -117,14 +116,7 @@ def bench_job(config: Config, args: BenchArgs, ctx: JobContext) -> JobResult:
 
 
 def nightly_job(config: Config, args: NightlyRequest, ctx: JobContext) -> JobResult:
-    outcome = nightly_command(
-        apply_overrides(config, **args.sampler()),
-        profiles=args.profiles,
-        progress=ctx.checkpoint,
-        database=ctx.db,
-        recommendation=args.recommendation,
-        categories=args.categories,
-    )
+    outcome = nightly_command(config, args, progress=ctx.checkpoint, database=ctx.db)
     parts = []
     for night in outcome.nights:
         verdicts = ", ".join(f"{r.category} {r.estimate:.3f} {r.verdict}" for r in night.ratios)
@@ -174,15 +166,7 @@ def review_pr_job(config: Config, args: ReviewPrRequest, ctx: JobContext) -> Job
     """One PR (`pr`), else every matching open one."""
     if not config.tracker.kind:
         return JobResult(summary=NO_TRACKER, samples=0)
-    if args.pr is not None and args.all_open:
-        raise ConfigError("a review-pr job takes pr or all_open, not both")
-    result = review_pr_command(
-        apply_overrides(config, **args.sampler()),
-        pr=args.pr,
-        all_open=args.pr is None,
-        progress=ctx.checkpoint,
-        database=ctx.db,
-    )
+    result = review_pr_command(config, args, progress=ctx.checkpoint, database=ctx.db)
     return JobResult(summary="PR review poll done", samples=0, details=result.to_json())
 
 
@@ -199,18 +183,9 @@ def health_job(config: Config, args: HealthArgs, ctx: JobContext) -> JobResult:
     return JobResult(summary=f"healthy: {', '.join(checked)}", samples=0)
 
 
-def upgrade_job(config: Config, args: UpgradeArgs, ctx: JobContext) -> JobResult:
+def upgrade_job(config: Config, args: UpgradeCheckRequest, ctx: JobContext) -> JobResult:
     check = upgrade_check_command(
-        config,
-        to=args.to,
-        profiles=args.profiles,
-        settings=settings_from(config, per_category=None, max_tokens=None),
-        rounds=args.rounds or config.nightly.rounds,
-        now=datetime.now(UTC),
-        progress=ctx.checkpoint,
-        database=ctx.db,
-        commit=args.commit or args.push,
-        push=args.push,
+        config, args, now=datetime.now(UTC), progress=ctx.checkpoint, database=ctx.db
     )
     return JobResult(
         summary=f"llama.cpp {check.candidate}: "

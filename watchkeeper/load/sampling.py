@@ -18,7 +18,7 @@ series key, so greedy series keep the key they had before sampling settings exis
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -92,13 +92,21 @@ def command_sampling(config: Config) -> SamplingSettings:
     )
 
 
-def soak_sampling(config: Config, seed: int) -> SamplingSettings:
-    """The soak's load sampler: [soak]'s keys (the command line's --temperature and friends
-    land there) with the soak's own seed, the one that also orders its tasks."""
-    s = config.soak
+def soak_sampling(
+    config: Config, seed: int, *, given: Mapping[str, float | int | None] | None = None
+) -> SamplingSettings:
+    """The soak's load sampler: the request's `given` keys (`--temperature` and friends; None:
+    not given) over [soak]'s, with the soak's own seed, the one that also orders its tasks."""
+    s, over = config.soak, given or {}
+
+    def key(name: str, configured: Any) -> Any:
+        value = over.get(name)
+        return configured if value is None else value
+
     return SamplingSettings(
-        temperature=s.temperature, top_k=s.top_k, top_p=s.top_p, min_p=s.min_p, seed=seed
-    )
+        temperature=key("temperature", s.temperature), top_k=key("top_k", s.top_k),
+        top_p=key("top_p", s.top_p), min_p=key("min_p", s.min_p), seed=seed,
+    )  # fmt: skip
 
 
 def profile_with_sampling(profile: ProfileConfig, sampling: SamplingSettings) -> ProfileConfig:

@@ -31,7 +31,7 @@ from watchkeeper.commands.nightly import nightly_command
 from watchkeeper.commands.soak import soak_command
 from watchkeeper.commands.sweep import sweep_command
 from watchkeeper.config import Config
-from watchkeeper.config.requests import SoakRequest, SweepRequest
+from watchkeeper.config.requests import NightlyRequest, SoakRequest, SweepRequest
 from watchkeeper.errors import ConfigError
 from watchkeeper.publish.deliverable import RECORD_NAME, read_record
 from watchkeeper.publish.served import as_rendered, served_settings
@@ -312,7 +312,8 @@ def _nightly(
             detail=f"its first A/A pair priced at {price / 60:.1f} min ({requests} requests at "
             f"the sweep's pace), over its {budget / 60:.1f} min: no A/A night yet",
         )
-    outcome = nightly_command(config, recommendation=_record_path(plan), progress=progress)
+    request = NightlyRequest(recommendation=_record_path(plan))
+    outcome = nightly_command(config, request, progress=progress)
     nights = ", ".join(
         f"campaign {n.campaign_id} ({'A/A' if n.aa else 'paired'}): "
         + "; ".join(f"{r.category} {r.estimate:.3f} {r.verdict}" for r in n.ratios)
