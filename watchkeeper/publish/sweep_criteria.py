@@ -145,9 +145,13 @@ def criteria_section(v: SweepView) -> list[str]:
             f"{md.inline(str(v.soak.get('headline') or v.soak.get('status')))})."
         )
     else:
+        record = str((v.record.extra.get("record") if v.record else None) or "")
+        command = (
+            recommendation_soak_command(record=record) if record else recommendation_soak_command()
+        )
         fallback = (
             f"3. **Stable under sustained load: not yet measured** for {arm} beside the "
-            f"baseline on this host. Run `{recommendation_soak_command()}` with [service] "
+            f"baseline on this host. Run `{command}` with [service] "
             "slots = 4 (it soaks the unit as shipped, and refuses a depth beyond the unit's "
             f"slots): it writes [{SOAK_REPORT}]({SOAK_REPORT}) beside this report and fills in "
             "this line."

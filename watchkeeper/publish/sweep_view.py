@@ -74,11 +74,14 @@ RECOMMENDATION_SOAK_DURATION = "5h"
 on this host (docs/soak.md, "Judging depth 4"); jobs/soak.toml runs the same."""
 
 
-def recommendation_soak_command(duration: str = RECOMMENDATION_SOAK_DURATION) -> str:
+def recommendation_soak_command(
+    duration: str = RECOMMENDATION_SOAK_DURATION, record: str = f"reports/{RECORD_NAME}"
+) -> str:
     """The soak of the committed recommendation: its subject arm beside the baseline, at
-    concurrency 1 and 4, its report written beside this one."""
+    concurrency 1 and 4, its report written beside this one. `record` is the set's own record
+    (a set outside reports/ names its own, or check-set finds the path disagreeing)."""
     return (
-        f"watchkeeper soak --recommendation reports/{RECORD_NAME} --concurrency 1,4 "
+        f"watchkeeper soak --recommendation {record} --concurrency 1,4 "
         f"--duration {duration} --block 2m --no-reference"
     )
 
