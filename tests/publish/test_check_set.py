@@ -112,7 +112,7 @@ def test_the_command_prints_each_disagreement_and_exits_1(
     copy: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert main(["check-set", "--root", str(copy)]) == 0
-    assert capsys.readouterr().out.splitlines()[-1] == "2 set(s): all agree"
+    assert capsys.readouterr().out.splitlines()[-1] == "3 set(s): all agree"
     _edit(copy / "systemd/llama-server-speculative.service", "--ctx-size 16384", "--ctx-size 8192")
     assert main(["check-set", "--root", str(copy), "reports"]) == 1
     lines = capsys.readouterr().out.splitlines()
