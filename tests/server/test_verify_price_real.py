@@ -17,7 +17,7 @@ import json
 from pathlib import Path
 
 import pytest
-from support.tinymodels import PROMPTS, write_model
+from support.tinymodels import write_model, write_prose_tasks
 
 from watchkeeper.analysis.verify_price import VerifyPrice
 from watchkeeper.campaign.verify_price import VerifyPricePlan, run_verify_price
@@ -37,14 +37,7 @@ def priced(
     drafter = write_model(
         "tiny_draft_gguf.py", root / "tiny-draft.gguf", *real_server, "--tokenizer-from"
     )
-    tasks = root / "tasks.jsonl"
-    tasks.write_text(
-        "".join(
-            json.dumps({"id": f"p{i}", "category": "prose", "max_tokens": 16,
-                        "messages": [{"role": "user", "content": p}]}) + "\n"
-            for i, p in enumerate(PROMPTS)
-        )
-    )  # fmt: skip
+    tasks = write_prose_tasks(root / "tasks.jsonl")
     config = Config(
         database=DatabaseConfig(url=f"sqlite:///{root / 'wk.db'}"),
         bench=BenchConfig(rounds=2, restart_every=0),

@@ -88,6 +88,19 @@ def drafting_config(url: str, drafter: Path, soak: SoakConfig) -> Config:
 PROMPTS = ("Tell me about the sea.", "Write a short poem about bread.")
 
 
+def write_prose_tasks(path: Path) -> Path:
+    """The two PROMPTS as a prose task set of 16-token answers: short enough that a random-weight
+    drafter's plumbing runs in seconds, and one category so every arm meets the same tasks."""
+    path.write_text(
+        "".join(
+            json.dumps({"id": f"p{i}", "category": "prose", "max_tokens": 16,
+                        "messages": [{"role": "user", "content": p}]}) + "\n"
+            for i, p in enumerate(PROMPTS)
+        )
+    )  # fmt: skip
+    return path
+
+
 def bench_pair(
     root: Path,
     models: dict[str, Path],
@@ -107,14 +120,7 @@ def bench_pair(
         + "".join(f'[models.{name}]\npath = "{path}"\n' for name, path in models.items())
         + profiles
     )
-    tasks = root / "tasks.jsonl"
-    tasks.write_text(
-        "".join(
-            json.dumps({"id": f"p{i}", "category": "prose", "max_tokens": 16,
-                        "messages": [{"role": "user", "content": p}]}) + "\n"
-            for i, p in enumerate(PROMPTS)
-        )
-    )  # fmt: skip
+    tasks = write_prose_tasks(root / "tasks.jsonl")
     loaded = load_config(config)
     if generated:
         loaded = loaded.model_copy(update={"profiles": {**generated, **loaded.profiles}})
