@@ -214,22 +214,6 @@ def _max_concurrency(g: argparse._ArgumentGroup) -> None:
 _RATE = "open loop: R requests per second on a schedule the answers never delay"
 
 
-def open_loop_from_args(args: argparse.Namespace) -> Any:
-    """A sweep's or soak's open-loop load (--rate and its arrivals), or None: the closed
-    loop at --concurrency."""
-    from watchkeeper.load.shape import LoadShape
-
-    if args.rate is None:
-        return None
-    return LoadShape(
-        rate=args.rate,
-        arrival=args.arrival,
-        burstiness=args.burstiness,
-        queue_deadline_s=args.queue_deadline,
-        max_concurrency=getattr(args, "max_concurrency", None),
-    )
-
-
 def add_open_loop_options(p: argparse.ArgumentParser, command: str) -> None:
     """The load a sweep or a soak measures under (docs/load.md): its recommendation, unit or
     verdict holds for that load. A smaller set than the bench's (no ladder, trace or caps)."""
