@@ -6,40 +6,18 @@ a series with two or more is never resolved. The rates over 200 series are print
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
+from support.dipseries import MODEL, OTHER_LAG_H, SEEDS, Rows
+from support.dipseries import dip as _dip
+from support.dipseries import other as _other
+from support.dipseries import rows as _rows
 from support.soak_summaries import summary_of
 
 from watchkeeper.publish.soak_drift import drift_entries, stability_state, unresolved_text
-from watchkeeper.simulation.soak_series import ORIGIN, SoakModel, simulate_series
-from watchkeeper.soak.depth import WARMUP_BLOCKS, block_rows, depth_lines, series_drift
+from watchkeeper.soak.depth import WARMUP_BLOCKS, depth_lines, series_drift
 from watchkeeper.soak.dips import dip_candidates, split_dips
-
-MODEL = SoakModel()
-MINUTES = 300.0
-SEEDS = range(12)
-OTHER_LAG_H = 2 * MODEL.block_s / 3600.0
-Rows = list[dict[str, Any]]
-
-
-def _rows(model: SoakModel, seed: int) -> Rows:
-    return block_rows(simulate_series(model, MINUTES, seed), ORIGIN, block_s=model.block_s)
-
-
-def _other(seed: int) -> Rows:
-    """The other arm: its own seed, its blocks two block lengths after this one's."""
-    return [{**r, "t_h": r["t_h"] + OTHER_LAG_H} for r in _rows(MODEL, 1000 + seed)]
-
-
-def _dip(rows: Rows, at: Sequence[int], factor: float) -> Rows:
-    """Blocks at ``at`` (indices after warm-up) multiplied by ``factor``."""
-    hit = {WARMUP_BLOCKS + i for i in at}
-    return [
-        {**r, "throughput_tps": r["throughput_tps"] * factor} if i in hit else r
-        for i, r in enumerate(rows)
-    ]
 
 
 def _judge(rows: Rows, other: Rows) -> dict[str, Any]:

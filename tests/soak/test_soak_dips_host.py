@@ -14,39 +14,22 @@ from datetime import timedelta
 from typing import Any
 
 import numpy as np
+from support.dipseries import MODEL, SEEDS, Rows
+from support.dipseries import dip as _dip
+from support.dipseries import other as _other
+from support.dipseries import rows as _rows
 
 from watchkeeper.config import SoakConfig
-from watchkeeper.simulation.soak_series import ORIGIN, SoakModel, simulate_series
-from watchkeeper.soak.depth import WARMUP_BLOCKS, block_rows, depth_lines, series_drift
+from watchkeeper.simulation.soak_series import ORIGIN, simulate_series
+from watchkeeper.soak.depth import WARMUP_BLOCKS, depth_lines, series_drift
 from watchkeeper.soak.dips import HOST_BUSY, block_host_cpu, host_explained, split_dips
 from watchkeeper.soak.drift import series_trends
 from watchkeeper.soak.judgement import BlockRow
 
-MODEL = SoakModel()
-MINUTES = 300.0
-SEEDS = range(12)
-OTHER_LAG_H = 2 * MODEL.block_s / 3600.0
 QUIET = (0.03, 0.01)
 SHARED = (0.40, 0.08)
 """A block's mean host CPU outside the servers (level, sd of all cores), as the benchmark."""
 BURST = 0.5
-Rows = list[dict[str, Any]]
-
-
-def _rows(model: SoakModel, seed: int) -> Rows:
-    return block_rows(simulate_series(model, MINUTES, seed), ORIGIN, block_s=model.block_s)
-
-
-def _other(seed: int) -> Rows:
-    return [{**r, "t_h": r["t_h"] + OTHER_LAG_H} for r in _rows(MODEL, 1000 + seed)]
-
-
-def _dip(rows: Rows, at: Sequence[int], factor: float) -> Rows:
-    hit = {WARMUP_BLOCKS + i for i in at}
-    return [
-        {**r, "throughput_tps": r["throughput_tps"] * factor} if i in hit else r
-        for i, r in enumerate(rows)
-    ]
 
 
 def _host(rows: Rows, seed: int, host: tuple[float, float], bursts: Sequence[int]) -> Rows:
