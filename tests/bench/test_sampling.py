@@ -4,20 +4,24 @@ series they had before sampling settings existed."""
 
 from __future__ import annotations
 
-from pathlib import Path
+import argparse
+from dataclasses import replace
+from typing import Any
 
+from watchkeeper.campaign.bench_plan import BenchPlan
 from watchkeeper.cli.app import build_parser
-from watchkeeper.cli.common import apply_sampling
+from watchkeeper.cli.common import sampler_of
 from watchkeeper.config import Config, ProfileConfig
+from watchkeeper.config.requests import SoakRequest, SweepRequest
 from watchkeeper.load.client import build_payload
 from watchkeeper.load.records import Task
 from watchkeeper.load.runner import arm_load_settings
 from watchkeeper.load.sampling import (
     SamplingSettings,
-    apply_overrides,
     command_sampling,
     profile_with_sampling,
     sampling_label,
+    soak_sampling,
 )
 from watchkeeper.server.launch import PreparedProfile
 
@@ -77,16 +81,36 @@ def test_a_profile_key_overrides_the_command_for_that_arm_only() -> None:
     assert "arm overrides: greedy-control: temperature 0 (greedy)" in label
 
 
-def test_command_line_overrides_the_config(tmp_path: Path) -> None:
+def test_command_line_overrides_the_config() -> None:
+    """A command's given keys go over the config's section, resolved once by the command
+    (`command_sampling`, `soak_sampling`); the config itself is never rewritten."""
     config = Config()
-    args = build_parser().parse_args(
-        ["bench", "--temperature", "0.7", "--top-p", "0.9", "--seed", "5"]
+    configured = command_sampling(config)
+
+    def parsed(*argv: str) -> dict[str, Any]:
+        return vars(build_parser().parse_args(list(argv)))
+
+    bench = parsed("bench", "--temperature", "0.7", "--top-p", "0.9", "--seed", "5")
+    assert command_sampling(config, given=sampler_of(argparse.Namespace(**bench))) == replace(
+        configured, temperature=0.7, top_p=0.9, seed=5
     )
-    got = apply_sampling(args, config)
-    assert command_sampling(got) == SamplingSettings(temperature=0.7, top_p=0.9, seed=5)
-    assert got.soak.temperature == 0.7
-    assert apply_sampling(build_parser().parse_args(["bench"]), config) is config
-    soak = build_parser().parse_args(["soak", "--seed", "9", "--temperature", "0.2"])
-    got = apply_sampling(soak, config)
-    assert got.bench.seed == config.bench.seed and got.soak.temperature == 0.2
-    assert apply_overrides(config) is config
+    plain = argparse.Namespace(**parsed("bench"))
+    assert command_sampling(config, given=sampler_of(plain)) == configured
+    sweep = SweepRequest.from_cli(parsed("sweep", "--temperature", "0.2", "--seed", "9"))
+    assert command_sampling(config, given=sweep.sampler()) == replace(
+        configured, temperature=0.2, seed=9
+    )
+    soak = SoakRequest.from_cli(parsed("soak", "--seed", "9", "--temperature", "0.2"))
+    # The soak's --seed orders its tasks and is its sampler's seed, never [bench]'s.
+    assert soak_sampling(config, 3, given=soak.sampler()).seed == 3
+    assert soak_sampling(config, 3, given=soak.sampler()).temperature == 0.2
+    assert config == Config()
+
+
+def test_a_plan_carries_its_commands_sampler_else_the_configs() -> None:
+    config = Config()
+    plan = BenchPlan(profiles=("a", "b"), tasks=(TASK,), rounds=1, warmup_rounds=0,
+                     warmup_tasks=0, concurrency=1)  # fmt: skip
+    assert plan.sampler(config) == command_sampling(config)
+    asked = SamplingSettings(temperature=0.5, seed=11)
+    assert replace(plan, sampling=asked).sampler(config) == asked

@@ -245,7 +245,13 @@ def test_the_nightly_of_a_recommendation_guards_its_unit_on_its_own_categories(
     measured: dict[str, list[str]] = {}
 
     def night(
-        cfg: Config, _db: object, name: str, *, categories: list[str], progress: object
+        cfg: Config,
+        _db: object,
+        name: str,
+        *,
+        categories: list[str],
+        progress: object,
+        sampling: object = None,
     ) -> object:
         seen[name], measured[name] = cfg, list(categories)
         raise _Measured

@@ -1,5 +1,5 @@
 """The soak samples as the service does: [soak]'s temperature, top_k, top_p and min_p (the
-command line's --temperature and friends land there) reach every load request, a profile's own
+command line's --temperature and friends go over them) reach every load request, a profile's own
 keys win for its arm, the seed is the soak's, and the temperature-0 probes stay greedy."""
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ from sqlalchemy import select
 from support.soakkit import soak_settings, write_taskset
 
 from watchkeeper.cli.app import build_parser
-from watchkeeper.cli.common import apply_sampling
 from watchkeeper.commands.soak import soak_command
 from watchkeeper.config import Config, DatabaseConfig, ProfileConfig, ServerConfig
 from watchkeeper.config.requests import SoakRequest
@@ -27,12 +26,12 @@ from watchkeeper.store.db import Database
 from watchkeeper.store.schema import Campaign
 
 
-def test_the_command_line_sampler_lands_in_the_soak_section_with_the_soaks_seed() -> None:
+def test_the_command_line_sampler_goes_over_the_soak_section_with_the_soaks_seed() -> None:
     args = build_parser().parse_args(
         ["soak", "--temperature", "0.7", "--top-k", "3", "--top-p", "0.9", "--min-p", "0"]
     )
-    config = apply_sampling(args, Config())
-    assert soak_sampling(config, 9) == SamplingSettings(
+    given = SoakRequest.from_cli(vars(args)).sampler()
+    assert soak_sampling(Config(), 9, given=given) == SamplingSettings(
         temperature=0.7, top_k=3, top_p=0.9, min_p=0.0, seed=9
     )
     # Nothing given: the soak stays greedy, and its requests send no top_k/top_p/min_p.

@@ -71,12 +71,7 @@ from watchkeeper.errors import BenchError, ConfigError
 from watchkeeper.host import info as hostinfo
 from watchkeeper.load.records import RunPurpose, RunResult
 from watchkeeper.load.runner import LoadSettings, arm_load_settings
-from watchkeeper.load.sampling import (
-    SamplingSettings,
-    command_sampling,
-    profile_with_sampling,
-    sampling_label,
-)
+from watchkeeper.load.sampling import SamplingSettings, profile_with_sampling, sampling_label
 from watchkeeper.server.launch import PreparedProfile, prepare
 from watchkeeper.server.serverset import ServerSet
 from watchkeeper.store.bench_rows import BenchRows
@@ -128,7 +123,7 @@ def _execute(
     (`_conclude`). The campaign is marked failed or interrupted unless the steps complete;
     `finish_with_report` marks it completed."""
     repo = Repository(db)
-    sampling = command_sampling(config)
+    sampling = plan.sampler(config)
     prepared = [replace(p, profile=profile_with_sampling(p.profile, sampling)) for p in prepared]
     prepared = with_slots(prepared, plan.slots)
     params = plan_params(plan, sampling) | {"slo": slo_json(config_slo(config))}  # nightly series
@@ -206,7 +201,7 @@ def _with_servers(
     asks for both), the distribution pass at temperature > 0."""
     settings = LoadSettings(
         concurrency=plan.concurrency,
-        seed=config.bench.seed,
+        seed=sampling.seed,
         cache_prompt=plan.reuse_prompts,
         arrival=plan.arrival,
     )
@@ -421,7 +416,7 @@ def _analyze(
             tasks=len(plan.round_tasks),
             categories=tuple(sorted({t.category for t in plan.round_tasks})),
             temperature=sampling.temperature,
-            seed=config.bench.seed,
+            seed=sampling.seed,
             sampling=sampling_label(sampling, prepared),
             near_tie_threshold=config.bench.near_tie_threshold,
             threshold=config.bench.min_effect,

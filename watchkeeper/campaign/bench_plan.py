@@ -16,7 +16,7 @@ from watchkeeper.config import Config
 from watchkeeper.errors import ConfigError
 from watchkeeper.load.arrivals import ArrivalSpec
 from watchkeeper.load.records import RunResult, Task
-from watchkeeper.load.sampling import SamplingSettings
+from watchkeeper.load.sampling import SamplingSettings, command_sampling
 from watchkeeper.load.tasks import load_taskset, select
 
 if TYPE_CHECKING:
@@ -96,6 +96,15 @@ class BenchPlan:
     """Asked when the measured rounds and the identity pass start: the ids of the tasks
     they measure (the sweep's racer draws a stratified sample where one round of every task
     does not fit its budget: analysis/task_sample.py); None: every task."""
+
+    sampling: SamplingSettings | None = None
+    """The sampler every request sends (its seed also seeds the arrivals and the bootstrap),
+    resolved once by the command from its request (`load/sampling.command_sampling`); None:
+    the config's [bench] keys."""
+
+    def sampler(self, config: Config) -> SamplingSettings:
+        """The plan's sampler: the command's, else the config's [bench] keys."""
+        return self.sampling if self.sampling is not None else command_sampling(config)
 
     @property
     def round_tasks(self) -> tuple[Task, ...]:

@@ -36,11 +36,16 @@ SATURATION_FRACTIONS = (0.25, 0.5, 0.75, 1.0)
 
 
 def saturation_rate(
-    config: Config, baseline: PreparedProfile, tasks: Sequence[Task], slots: int
+    config: Config,
+    baseline: PreparedProfile,
+    tasks: Sequence[Task],
+    slots: int,
+    seed: int,
 ) -> float:
     """Requests per second the baseline serves flat out: a closed loop with every slot busy
     (slots in flight, 2 x slots requests at least), completed requests over the wall time.
-    Beyond this rate an open loop only builds a queue; the ladder's rates stop there."""
+    Beyond this rate an open loop only builds a queue; the ladder's rates stop there. `seed`:
+    the ladder's sampler's."""
     shaped = with_slots([baseline], slots)[0]
     requests = repeat_tasks(tasks, max(len(tasks), 2 * slots))
     stamp = time.strftime("%Y%m%dT%H%M%S")
@@ -51,7 +56,7 @@ def saturation_rate(
         arm=baseline.name,
         round_index=0,
         is_warmup=True,
-        settings=LoadSettings(concurrency=slots, seed=config.bench.seed),
+        settings=LoadSettings(concurrency=slots, seed=seed),
         log_path=runs_log_dir() / f"{stamp}-saturation-{baseline.name}.log",
     )
     done = sum(1 for s in run.samples if s.ok)
@@ -125,9 +130,10 @@ def arm_saturation(
     drafts saturates below the baseline, and the load between the two is where it costs."""
     shaped = shape_plan(first, config, shape)
     slots = max(1, shaped.slots or first.concurrency)
+    seed = first.sampler(config).seed
     found = {}
     for arm in prepared:
-        found[arm.name] = saturation_rate(config, arm, shaped.tasks, slots)
+        found[arm.name] = saturation_rate(config, arm, shaped.tasks, slots, seed)
         progress(f"{arm.name} saturates near {found[arm.name]:.3g} req/s at {slots} slot(s)")
     return found
 

@@ -61,9 +61,10 @@ def arrival_from(
     queue_deadline_s: float | None = None,
     max_concurrency: int | None = None,
     offsets: Sequence[float] | None = None,
+    seed: int | None = None,
 ) -> ArrivalSpec | None:
     """The open-loop spec of `--rate` (None: closed loop), the config's `[load]` filling what
-    the command line leaves out."""
+    the command line leaves out; drawn with `seed` (None: bench.seed)."""
     if rate is None:
         return None
     load = config.load
@@ -73,7 +74,7 @@ def arrival_from(
         rate=rate,
         process="constant" if (process or load.arrival) == "constant" else "poisson",
         burstiness=burstiness if burstiness is not None else load.burstiness,
-        seed=config.bench.seed,
+        seed=config.bench.seed if seed is None else seed,
         max_concurrency=cap or None,
         queue_deadline_s=deadline or None,
         offsets=tuple(offsets) if offsets is not None else None,
@@ -138,6 +139,7 @@ def shape_plan(plan: BenchPlan, config: Config, shape: LoadShape | None) -> Benc
         queue_deadline_s=shape.queue_deadline_s,
         max_concurrency=shape.max_concurrency,
         offsets=shape.trace,
+        seed=plan.sampler(config).seed,
     )
     source = shape.trace_tasks if shape.trace_tasks is not None else plan.tasks
     tasks = cap_tokens(source, shape.max_tokens)

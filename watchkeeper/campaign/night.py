@@ -25,6 +25,7 @@ from watchkeeper.campaign.nightly_findings import (
     finding_title,
 )
 from watchkeeper.config import Config
+from watchkeeper.load.sampling import SamplingSettings
 from watchkeeper.load.tasks import cap_tokens, load_taskset, select
 from watchkeeper.nightly.night_checks import SeriesCheck
 from watchkeeper.nightly.ratios import (
@@ -94,9 +95,10 @@ def night_bench(
     categories: Sequence[str],
     progress: Progress,
     database: Database,
+    sampling: SamplingSettings | None = None,
 ) -> BenchResult:
     """The paired bench of tonight's current system against its reference, on `categories`'
-    tasks (empty: every category)."""
+    tasks (empty: every category), at `sampling` (None: the config's [bench] keys)."""
     n = config.nightly
     taskset = Path(n.taskset) if n.taskset else config.bench.resolved_taskset()
     tasks = cap_tokens(
@@ -116,6 +118,7 @@ def night_bench(
         warmup_tasks=min(2, len(tasks)),
         concurrency=1,
         restart_every=n.restart_every,
+        sampling=sampling,
     )
     bench_config = config.model_copy(
         update={"bench": config.bench.model_copy(update={"min_effect": n.min_effect})}
@@ -174,6 +177,8 @@ class Night:
     progress: Progress
     categories: tuple[str, ...] = ()
     """The categories measured (empty: every one): the request's, else [nightly]'s."""
+    sampling: SamplingSettings | None = None
+    """The night's sampler, resolved from its request (None: the config's [bench] keys)."""
 
     def bench(self, kind: str) -> BenchResult:
         return night_bench(
@@ -184,6 +189,7 @@ class Night:
             categories=self.categories,
             progress=self.progress,
             database=self.db,
+            sampling=self.sampling,
         )
 
     def _series(self) -> dict[str, Any]:

@@ -19,6 +19,7 @@ from watchkeeper.campaign.racer import Racer, probe_share
 from watchkeeper.campaign.sweep_arms import DEFAULT_MAX_ARMS, ArmPlan, plan_arms
 from watchkeeper.config import Config, ModelConfig, ProfileConfig
 from watchkeeper.errors import ConfigError
+from watchkeeper.load.sampling import SamplingSettings
 from watchkeeper.load.shape import LoadShape
 from watchkeeper.load.tasks import cap_tokens, select
 from watchkeeper.server.flags import LEARNS_ACROSS_REQUESTS, HelpInfo, read_help
@@ -238,23 +239,28 @@ def sweep_plan(
     identity_per_category: int | None = None,
     categories: Sequence[str] | None = None,
     served_identity: bool = False,
+    sampling: SamplingSettings | None = None,
 ) -> BenchPlan:
     """The bench's plan with the sweep's changes: answers capped, the racer's hooks, the
     identity pass on the first `identity_per_category` tasks of each category (as served on
     the round's servers, then exact: `checks.served_identity`), and when
     raced one process per arm for the whole sweep, reusing its prompt cache: on two CPU cores
-    prefill costs as much as the decode a round measures (docs/sweep.md)."""
+    prefill costs as much as the decode a round measures (docs/sweep.md). `sampling`: the
+    sweep's sampler, resolved from its request (None: the config's [bench] keys)."""
     race = racer is not None
     plan = shape_plan(
-        plan_bench(
-            config,
-            profiles=list(generated),
-            rounds=rounds,
-            taskset=taskset,
-            limit=None,
-            per_category=per_category,
-            concurrency=concurrency,
-            categories=categories,
+        replace(
+            plan_bench(
+                config,
+                profiles=list(generated),
+                rounds=rounds,
+                taskset=taskset,
+                limit=None,
+                per_category=per_category,
+                concurrency=concurrency,
+                categories=categories,
+            ),
+            sampling=sampling,
         ),
         config,
         load,

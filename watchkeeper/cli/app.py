@@ -26,7 +26,7 @@ from watchkeeper.cli import (
     tracker,
     upgrades,
 )
-from watchkeeper.cli.common import OneLineParser, apply_sampling, console
+from watchkeeper.cli.common import OneLineParser, console
 from watchkeeper.config import load_config
 from watchkeeper.errors import WatchkeeperError
 
@@ -73,7 +73,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
         unwind_on_sigterm()
     try:
-        config = apply_sampling(args, load_config(args.config))
+        config = load_config(args.config)
         code: int = args.handler(args, config)
         return code
     except WatchkeeperError as exc:

@@ -156,23 +156,19 @@ def add_sampling(
     group.add_argument("--min-p", type=PROBABILITY, metavar="P", help="unset: the server's default")
     if seed:
         group.add_argument("--seed", type=SEED, help="sampling seed (default: bench.seed)")
-    parser.set_defaults(sampling_seed_flag=seed)
 
 
-def apply_sampling(args: argparse.Namespace, config: Config) -> Config:
-    """The command line's sampler into the config, before the command sees it."""
-    if not hasattr(args, "top_k"):
-        return config
-    from watchkeeper.load.sampling import apply_overrides
-
-    return apply_overrides(
-        config,
-        temperature=args.temperature,
-        top_k=args.top_k,
-        top_p=args.top_p,
-        min_p=args.min_p,
-        seed=args.seed if args.sampling_seed_flag else None,
-    )
+def sampler_of(args: argparse.Namespace) -> dict[str, float | int | None]:
+    """`bench`'s `--temperature` and friends as given (None: not given), for the command to
+    resolve over [bench]'s (load/sampling.command_sampling); the commands with a request
+    (config/requests.py) carry theirs on it."""
+    return {
+        "temperature": args.temperature,
+        "top_k": args.top_k,
+        "top_p": args.top_p,
+        "min_p": args.min_p,
+        "seed": args.seed,
+    }
 
 
 def split(text: str | None) -> list[str] | None:

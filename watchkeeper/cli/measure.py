@@ -25,6 +25,7 @@ from watchkeeper.cli.common import (
     output_file,
     plain,
     progress,
+    sampler_of,
     split,
 )
 from watchkeeper.config import Config
@@ -132,6 +133,7 @@ def cmd_bench(args: argparse.Namespace, config: Config) -> int:
         progress=progress,
         fit_context=args.fit_context,
         load=shape,
+        sampler=sampler_of(args),
     )
     if args.json:
         out.print_json(json.dumps(result.to_json()))
@@ -163,6 +165,7 @@ def _bench_ladder(args: argparse.Namespace, config: Config, shape: Any) -> int:
         shape=shape,
         progress=progress,
         metric=args.crossover_metric,
+        sampler=sampler_of(args),
     )
     if args.json:
         out.print_json(json.dumps(result.to_json()))

@@ -12,7 +12,7 @@ the page and plots are `publish/ladder_report.py`'s.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -32,6 +32,7 @@ from watchkeeper.campaign.ladder import (
     saturation_levels,
 )
 from watchkeeper.config import Config
+from watchkeeper.load.sampling import command_sampling
 from watchkeeper.load.shape import LoadShape
 from watchkeeper.publish.ladder_report import write_ladder_report
 from watchkeeper.server.launch import prepare
@@ -56,6 +57,7 @@ def ladder_command(
     metric: str | None = None,
     categories: Sequence[str] | None = None,
     slots: int | None = None,
+    sampler: Mapping[str, float | int | None] | None = None,
 ) -> LadderResult:
     """`levels` are concurrencies (closed loop) or, with `rates`, requests per second (open
     loop, the servers' slots from `concurrency`); no levels with `rates`: 25, 50, 75 and 100%
@@ -63,8 +65,10 @@ def ladder_command(
     (`campaign.ladder.arm_saturation`). `metric` decides the crossover (None: the mode's
     default, `analysis.load_compare.default_metric`). `categories`: only the task set's tasks
     of these (a workload's own ladder, `sets/served_ladder.py`); `slots`: every level's servers
-    get these slots (the unit's) instead of the level's own. The page and its
-    plots are written to the reports folder; the result names it (`report_path`)."""
+    get these slots (the unit's) instead of the level's own. `sampler`: the command line's
+    `--temperature` and friends (None: not given) over [bench]'s, resolved here once onto
+    every level's plan. The page and its plots are written to the reports folder; the result
+    names it (`report_path`)."""
     auto = not levels
     check_levels(levels, rates=rates)
     metric = crossover_metric(metric, rates=rates)
@@ -82,6 +86,7 @@ def ladder_command(
             concurrency=concurrency,
             categories=categories,
         )
+        first = replace(first, sampling=command_sampling(config, given=sampler))
         if auto:
             check_auto_slots(shape.max_concurrency or first.concurrency)
         prepared = [prepare(config, name, progress=progress) for name in first.profiles]

@@ -36,7 +36,7 @@ from watchkeeper.config.model import NightlyConfig
 from watchkeeper.config.requests import NightlyRequest
 from watchkeeper.errors import ConfigError
 from watchkeeper.host import info as hostinfo
-from watchkeeper.load.sampling import apply_overrides
+from watchkeeper.load.sampling import SamplingSettings, command_sampling
 from watchkeeper.nightly.night_checks import SeriesCheck, series_checks
 from watchkeeper.nightly.ratios import (
     FLAGS,
@@ -138,6 +138,7 @@ def run_night(
     categories: Sequence[str],
     progress: Progress,
     now: datetime | None = None,
+    sampling: SamplingSettings | None = None,
 ) -> PairedNight:
     """One profile's night as steps: the reference (pinned if there is none), the paired
     bench on `categories`' tasks (empty: every one), its ratios judged, regressions confirmed
@@ -167,6 +168,7 @@ def run_night(
         aa,
         progress,
         tuple(categories),
+        sampling,
     )
     result = night.bench("nightly")
     ratios = night.ratios_of(result)
@@ -217,8 +219,8 @@ def nightly_command(
     database: Database | None = None,
 ) -> NightlyOutcome:
     """The night its `request` asks for (the CLI's options or a nightly job's `[args]`,
-    config/requests.py), each choice left out the config's; its sampler goes over the config's
-    [bench] keys.
+    config/requests.py), each choice left out the config's; its sampler (over the config's
+    [bench] keys) is resolved here once and rides on each night's plan.
 
     `request.recommendation`: a sweep's record; the night guards the setting its unit runs
     (the recommended arm, else the baseline it keeps), as the unit ships it, against that
@@ -227,7 +229,7 @@ def nightly_command(
     only those tasks (over [nightly] categories): a workload's own setting on its own
     requests; guarding a recommendation with neither, the categories its sweep measured, the
     same rule as `soak --recommendation` (campaign/defaults.measured_categories)."""
-    config = apply_overrides(config, **request.sampler())
+    sampling = command_sampling(config, given=request.sampler())
     profiles, categories = request.profiles, request.categories or None
     if request.recommendation is not None:
         if profiles:
@@ -246,7 +248,8 @@ def nightly_command(
     check_per_category(config.nightly)
     with open_database(config.database.resolved_url(), given=database) as db:
         nights = tuple(
-            run_night(config, db, name, categories=categories, progress=progress) for name in names
+            run_night(config, db, name, categories=categories, progress=progress, sampling=sampling)
+            for name in names
         )
         return NightlyOutcome(nights, family_false_alarms(db, names))
 

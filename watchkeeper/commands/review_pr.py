@@ -38,7 +38,7 @@ from watchkeeper.config.inputs import parse_toml_text, read_text
 from watchkeeper.config.requests import ReviewPrRequest
 from watchkeeper.errors import ReviewError, TrackerError, TrackerPermanentError, WatchkeeperError
 from watchkeeper.load.records import RunResult
-from watchkeeper.load.sampling import apply_overrides
+from watchkeeper.load.sampling import SamplingSettings, command_sampling
 from watchkeeper.load.tasks import load_taskset, select
 from watchkeeper.store.db import Database, open_database
 from watchkeeper.store.history import History
@@ -144,9 +144,16 @@ def _fingerprint(profile: ProfileConfig, models: dict[str, ModelConfig]) -> str:
 
 
 def review_bench(
-    config: Config, db: Database, name: str, base: Side, head: Side, progress: Progress
+    config: Config,
+    db: Database,
+    name: str,
+    base: Side,
+    head: Side,
+    progress: Progress,
+    sampling: SamplingSettings | None = None,
 ) -> BenchResult:
-    """Profile `name` of the base (baseline) against the head (candidate), sized for the CI
+    """Profile `name` of the base (baseline) against the head (candidate) at `sampling` (None:
+    the config's [bench] keys), sized for the CI
     target: a pilot of ``review.rounds``, then, on the same servers, as many more rounds as
     the pilot's CI width asks for and the time budget allows (see `size_rounds`)."""
     review = config.review
@@ -165,12 +172,13 @@ def review_bench(
     )
     started = time.monotonic()
     notes: list[str] = []
+    seed = sampling.seed if sampling is not None else config.bench.seed
 
     def more_rounds(runs: Sequence[RunResult], pilot_s: float) -> int:
         pairs = throughput_pairs(runs, f"base-{name}", f"head-{name}").get(ALL, [])
         pilot = paired_speedup(
             pairs,
-            seed=config.bench.seed,
+            seed=seed,
             threshold=config.bench.min_effect,
         )
         rounds, note = size_rounds(
@@ -195,6 +203,7 @@ def review_bench(
         concurrency=config.bench.concurrency,
         more_rounds=more_rounds,
         restart_every=config.bench.restart_every,
+        sampling=sampling,
     )
     result = execute_bench(config, plan, kind="review", progress=progress, database=db)
     result = replace(result, extras={**result.extras, "sizing": "; ".join(notes)})
@@ -212,9 +221,10 @@ class _Review:
     db: Database
     progress: Progress
     owner: str
+    sampling: SamplingSettings
 
     def bench_pair(self, name: str, base: Side, head: Side) -> BenchResult:
-        return review_bench(self.config, self.db, name, base, head, self.progress)
+        return review_bench(self.config, self.db, name, base, head, self.progress, self.sampling)
 
     def measure(self, pr: PullRequest) -> list[ProfileReview]:
         review = self.config.review
@@ -321,12 +331,13 @@ def review_pr_command(
     database: Database | None = None,
 ) -> ReviewOutcome:
     """Review one PR (`request.pr`) or every matching open PR (at most review.max_prs: without
-    `pr`, as a review-pr job asks; the CLI asks for `--all-open` by name), its sampler over the
-    config's [bench] keys. ``client`` and ``sleep`` stand in for the forge in tests."""
+    `pr`, as a review-pr job asks; the CLI asks for `--all-open` by name), its sampler (over
+    the config's [bench] keys) resolved here once. ``client`` and ``sleep`` stand in for the
+    forge in tests."""
     if request.pr is not None and request.all_open:
         raise ReviewError("review-pr takes pr=N or all_open, not both")
     pr = request.pr
-    config = apply_overrides(config, **request.sampler())
+    sampling = command_sampling(config, given=request.sampler())
     repository = config.review.repository or config.tracker.repository
     outcome = ReviewOutcome()
     with (
@@ -340,6 +351,7 @@ def review_pr_command(
             db=db,
             progress=progress,
             owner=f"{socket.gethostname()[:40]}:{os.getpid()}",
+            sampling=sampling,
         )
         if pr is not None:
             pulls = [forge.pull(pr)]

@@ -44,7 +44,7 @@ from watchkeeper.config import Config, ProfileConfig
 from watchkeeper.config.paths import under_working_dir
 from watchkeeper.config.requests import SweepRequest
 from watchkeeper.errors import ConfigError
-from watchkeeper.load.sampling import apply_overrides
+from watchkeeper.load.sampling import command_sampling
 from watchkeeper.load.shape import LoadShape
 from watchkeeper.load.tasks import load_taskset
 from watchkeeper.publish.deliverable import RECORD_NAME, build_record, write_record
@@ -112,8 +112,9 @@ def sweep_command(
     clock: Clock = time.monotonic,
 ) -> SweepResult:
     """The sweep its `request` asks for (the CLI's options or a sweep job's `[args]`,
-    config/requests.py), each choice left out the config's; its sampler goes over the config's
-    [bench] keys. `database`: the caller's, else one opened for the sweep.
+    config/requests.py), each choice left out the config's; its sampler (over the config's
+    [bench] keys) is resolved here once and rides on the plan. `database`: the caller's, else
+    one opened for the sweep.
 
     `request.concurrency` and `request.rate` (its arrivals: campaign/load_shape.py): the load
     every arm is measured under, named by the recommendation and the unit (a speed-up holds
@@ -140,8 +141,9 @@ def sweep_command(
     if mix is not None:
         _check_mix(mix, request.taskset or config.bench.resolved_taskset(), categories)
     started = clock()
+    sampling = command_sampling(config, given=request.sampler())
     config, generated = sweep_candidates(
-        apply_overrides(config, **request.sampler()),
+        config,
         family=request.family,
         target=request.target,
         draft=request.draft,
@@ -152,7 +154,7 @@ def sweep_command(
     race = not request.no_race
     max_rounds = request.rounds or (DEFAULT_MAX_ROUNDS if race else config.bench.rounds)
     settings = RaceSettings(
-        min_effect=config.bench.min_effect, max_rounds=max_rounds, seed=config.bench.seed
+        min_effect=config.bench.min_effect, max_rounds=max_rounds, seed=sampling.seed
     )
     arms = race_arms({n: config.profiles[n] for n in generated})
     racer = (
@@ -182,6 +184,7 @@ def sweep_command(
         identity_per_category=request.probe_tasks(),
         categories=categories,
         served_identity=request.identity_as_served,
+        sampling=sampling,
     )
     if racer is not None:
         racer.probe_fraction = len(plan.probe_tasks) / max(1, len(plan.tasks))

@@ -151,8 +151,9 @@ class Sampler(Request):
     min_p: Probability | None = None
 
     def sampler(self) -> dict[str, float | int | None]:
-        """The overrides for `load.sampling.apply_overrides` (a command's own `seed` is not
-        the sampler's unless the class says so: `SampledRequest`)."""
+        """The keys given, for the command to resolve over its config section
+        (`load.sampling.command_sampling`, `soak_sampling`; None: not given). A command's own
+        `seed` is not the sampler's unless the class says so: `SampledRequest`."""
         return {
             "temperature": self.temperature,
             "top_k": self.top_k,

@@ -18,7 +18,7 @@ series key, so greedy series keep the key they had before sampling settings exis
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -84,12 +84,29 @@ class SamplingSettings:
         return replace(self, **overrides) if overrides else self
 
 
-def command_sampling(config: Config) -> SamplingSettings:
-    """The sampler of a bench-shaped command (bench, sweep, nightly, review-pr)."""
-    b = config.bench
+def _over(given: Mapping[str, float | int | None] | None) -> Callable[[str, Any], Any]:
+    """(key, configured) -> the given value, else the configured one (None: not given)."""
+    over = given or {}
+
+    def key(name: str, configured: Any) -> Any:
+        value = over.get(name)
+        return configured if value is None else value
+
+    return key
+
+
+def command_sampling(
+    config: Config, *, given: Mapping[str, float | int | None] | None = None
+) -> SamplingSettings:
+    """The sampler of a bench-shaped command (bench, sweep, nightly, review-pr): the request's
+    `given` keys (`--temperature` and friends, `--seed`; None: not given) over [bench]'s.
+    The command resolves it once and hands it to the engine on its plan
+    (`BenchPlan.sampling`), so the config is never rewritten with a run's choices."""
+    b, key = config.bench, _over(given)
     return SamplingSettings(
-        temperature=b.temperature, top_k=b.top_k, top_p=b.top_p, min_p=b.min_p, seed=b.seed
-    )
+        temperature=key("temperature", b.temperature), top_k=key("top_k", b.top_k),
+        top_p=key("top_p", b.top_p), min_p=key("min_p", b.min_p), seed=key("seed", b.seed),
+    )  # fmt: skip
 
 
 def soak_sampling(
@@ -97,12 +114,7 @@ def soak_sampling(
 ) -> SamplingSettings:
     """The soak's load sampler: the request's `given` keys (`--temperature` and friends; None:
     not given) over [soak]'s, with the soak's own seed, the one that also orders its tasks."""
-    s, over = config.soak, given or {}
-
-    def key(name: str, configured: Any) -> Any:
-        value = over.get(name)
-        return configured if value is None else value
-
+    s, key = config.soak, _over(given)
     return SamplingSettings(
         temperature=key("temperature", s.temperature), top_k=key("top_k", s.top_k),
         top_p=key("top_p", s.top_p), min_p=key("min_p", s.min_p), seed=seed,
@@ -116,21 +128,6 @@ def profile_with_sampling(profile: ProfileConfig, sampling: SamplingSettings) ->
     fields = effective.profile_fields()
     current = {k: getattr(profile, k) for k in fields}
     return profile if current == fields else profile.model_copy(update=fields)
-
-
-def apply_overrides(config: Config, **values: float | int | None) -> Config:
-    """`--temperature` and friends on the command line, into the command sections' keys
-    (bench for bench-shaped commands, soak for the soak, whose seed is its own --seed).
-    None means not given."""
-    given = {k: v for k, v in values.items() if v is not None}
-    if not given:
-        return config
-    bench = config.bench.model_copy(update=given)
-    update: dict[str, Any] = {"bench": bench}
-    soak = {k: v for k, v in given.items() if k in SAMPLER_KEYS}
-    if soak:
-        update["soak"] = config.soak.model_copy(update=soak)
-    return config.model_copy(update=update)
 
 
 def sampling_label(sampling: SamplingSettings, prepared: Sequence[PreparedProfile]) -> str:
