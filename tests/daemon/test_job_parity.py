@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import inspect
+from typing import Any
 
 import pytest
 
@@ -113,18 +114,85 @@ SOAK_JOB = {
     "min_p": 0.05,
 }  # fmt: skip
 
+UPGRADE_ARGV = [
+    "upgrade-check", "--to", "9001.0.0", "--profile", "a", "--sdists", "dists",
+    "--per-category", "2", "--max-tokens", "32", "--jobs", "4", "--rounds", "1", "--push",
+    "--commit",
+]  # fmt: skip
+UPGRADE_JOB = {
+    "to": "9001.0.0", "profiles": ["a"], "sdists": "dists", "per_category": 2,
+    "max_tokens": 32, "jobs": 4, "rounds": 1, "push": True, "commit": True,
+}  # fmt: skip
 
-def test_a_soak_job_asks_for_what_the_same_options_ask_on_the_command_line() -> None:
-    """The daemon's soak job could not take category, rate, no_reference or seed before the
-    two shared a request; every option given, both read the same request."""
-    args = build_parser().parse_args(SOAK_ARGV)
-    cli = SoakRequest.from_cli(vars(args))
-    job = parse_job("soak", {"kind": "soak", "cron": "0 1 * * *", "args": SOAK_JOB}, source="t")
-    assert job.args == cli
-    # Every field was set away from its default: the argv above covers every option.
-    defaults = SoakRequest()
-    left = [f for f in SoakRequest.model_fields if getattr(cli, f) == getattr(defaults, f)]
-    assert left == []
+SAMPLER_ARGV = ["--temperature", "0.7", "--top-k", "5", "--top-p", "0.9", "--min-p", "0.05"]
+SAMPLER_JOB = {"temperature": 0.7, "top_k": 5, "top_p": 0.9, "min_p": 0.05}
+
+SAME_ASK: dict[str, list[tuple[list[str], dict[str, Any]]]] = {
+    "soak": [(SOAK_ARGV, SOAK_JOB)],
+    "upgrade-check": [(UPGRADE_ARGV, UPGRADE_JOB)],
+    "sweep": [(
+        ["sweep", "--family", "qwen", "--budget", "30", "--rounds", "4", "--no-race",
+         "--taskset", "tasks.jsonl", "--per-category", "2", "--identity-as-served", "--category", "code_edit", "--category",
+         "prose", "--identity-per-category", "0", "--max-tokens", "32", "--mix",
+         "code_edit=0.7,prose=0.3", "--concurrency", "2", "--rate", "1.5", "--arrival",
+         "constant", "--burstiness", "0.5", "--queue-deadline", "30", "--max-concurrency", "4",
+         "--max-arms", "8", "--dry-run", "--service-file", "unit.service", *SAMPLER_ARGV,
+         "--seed", "7"],
+        {"family": "qwen", "budget": 30.0, "rounds": 4, "no_race": True,
+         "taskset": "tasks.jsonl", "per_category": 2, "identity_as_served": True, "categories": ["code_edit", "prose"],
+         "identity_per_category": 0, "max_tokens": 32, "mix": "code_edit=0.7,prose=0.3",
+         "concurrency": 2, "rate": 1.5, "arrival": "constant", "burstiness": 0.5,
+         "queue_deadline_s": 30.0, "max_concurrency": 4, "max_arms": 8, "dry_run": True,
+         "service_file": "unit.service", **SAMPLER_JOB, "seed": 7},
+    ), (
+        ["sweep", "--target", "t.gguf", "--draft", "d.gguf"],
+        {"target": "t.gguf", "draft": "d.gguf"},
+    ), (["sweep", "--profile", "base"], {"profile": "base"})],
+    "nightly": [(
+        ["nightly", "--profile", "a", "--profile", "b", "--recommendation", "rec.json",
+         "--category", "code_edit", *SAMPLER_ARGV, "--seed", "7"],
+        {"profiles": ["a", "b"], "recommendation": "rec.json", "categories": ["code_edit"],
+         **SAMPLER_JOB, "seed": 7},
+    )],
+    "bisect": [(
+        ["bisect", "--good", "9001.0.0", "--bad", "9003.0.0", "--profile", "p", "--sdists",
+         "dists", "--per-category", "2", "--max-tokens", "32", "--jobs", "4", "--rounds", "2",
+         "--max-rounds", "6", "--max-ranges", "2", "--state", "state.json", "--finding", "5"],
+        {"good": "9001.0.0", "bad": "9003.0.0", "profile": "p", "sdists": "dists",
+         "per_category": 2, "max_tokens": 32, "jobs": 4, "rounds": 2, "max_rounds": 6,
+         "max_ranges": 2, "state": "state.json", "finding": 5},
+    )],
+    "review-pr": [
+        (["review-pr", "--pr", "12", *SAMPLER_ARGV, "--seed", "7"],
+         {"pr": 12, **SAMPLER_JOB, "seed": 7}),
+        (["review-pr", "--all-open"], {"all_open": True}),
+    ],
+}  # fmt: skip
+"""Per command, option lists and the job `[args]` that ask for the same; together they set
+every field away from its default (a pair each where two options exclude each other)."""
+
+
+@pytest.mark.parametrize("command", sorted(SAME_ASK))
+def test_a_job_asks_for_what_the_same_options_ask_on_the_command_line(command: str) -> None:
+    """Field by field: the request the CLI builds from each option list equals the one the
+    daemon parses from the job's `[args]`, and the lists give every option and set every
+    field (an option added to the command line fails here until a job file can ask for it
+    too). The soak's job could not take category, rate, no_reference or seed, the upgrade
+    job neither sdists, per_category, max_tokens nor jobs, before each shared a request."""
+    request = COMMANDS[command]
+    kind = JOB_KIND.get(command, command)
+    parser = _subparser(build_parser(), command)
+    words = {word for argv, _ in SAME_ASK[command] for word in argv}
+    options = [a for a in _options(parser) if a.dest not in NOT_A_REQUEST]
+    used = {a.dest for a in options if words & set(a.option_strings)}
+    assert sorted({a.option_strings[0] for a in options if a.dest not in used}) == []
+    given: set[str] = set()
+    for argv, args in SAME_ASK[command]:
+        cli = request.from_cli(vars(build_parser().parse_args(argv)))
+        job = parse_job("j", {"kind": kind, "cron": "0 1 * * *", "args": args}, source="t")
+        assert job.args == cli, argv
+        given |= {f for f in request.model_fields if getattr(cli, f) != getattr(request(), f)}
+    assert sorted(set(request.model_fields) - given) == []
 
 
 def test_a_job_file_is_refused_where_the_command_line_is() -> None:
@@ -159,26 +227,3 @@ def test_each_long_command_takes_its_request_whole(command: str) -> None:
         COMMANDS[command],
     )
     assert set(params[2:]) & set(COMMANDS[command].model_fields) == set()
-
-
-UPGRADE_ARGV = [
-    "upgrade-check", "--to", "9001.0.0", "--profile", "a", "--sdists", "dists",
-    "--per-category", "2", "--max-tokens", "32", "--jobs", "4", "--rounds", "1", "--push",
-    "--commit",
-]  # fmt: skip
-UPGRADE_JOB = {
-    "to": "9001.0.0", "profiles": ["a"], "sdists": "dists", "per_category": 2,
-    "max_tokens": 32, "jobs": 4, "rounds": 1, "push": True, "commit": True,
-}  # fmt: skip
-
-
-def test_an_upgrade_job_asks_for_what_the_same_options_ask_on_the_command_line() -> None:
-    """The upgrade job took neither sdists, per_category, max_tokens nor jobs, and refused
-    rounds under 3 that the command line takes; both now read one request."""
-    cli = UpgradeCheckRequest.from_cli(vars(build_parser().parse_args(UPGRADE_ARGV)))
-    job = parse_job("u", {"kind": "upgrade", "cron": "0 1 * * *", "args": UPGRADE_JOB}, source="t")
-    assert job.args == cli
-    defaults = UpgradeCheckRequest()
-    assert [
-        f for f in UpgradeCheckRequest.model_fields if getattr(cli, f) == getattr(defaults, f)
-    ] == []
