@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from watchkeeper.format import share
+from watchkeeper.format import ci, share
 from watchkeeper.load.records import RequestSample
 from watchkeeper.student import CONFIDENCE, t_half_width
 
@@ -152,8 +152,8 @@ class BreakEven:
         if self.kind in ("above", "below"):
             return self._at(self.estimate)
         if self.kind == "bracketed":
-            return f"{share(self.estimate, 0)} (95% CI {self.low * 100:.0f}-{self.high * 100:.0f}%)"
-        return f"{self._at(self.estimate)} (95% CI {self._at(self.low)} to {self._at(self.high)})"
+            return f"{share(self.estimate, 0)} ({ci(self.low * 100, self.high * 100, '.0f')}%)"
+        return f"{self._at(self.estimate)} ({ci(self.low, self.high, self._at, ' to ')})"
 
 
 def _kind(est: float, low: float | None, high: float | None, lo_m: float, hi_m: float) -> str:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from watchkeeper.analysis.benchmark import ALL, ArmSpec
 from watchkeeper.analysis.verify_price import VerifyPrice, cost_check
-from watchkeeper.format import MISSING, share
+from watchkeeper.format import MISSING, ci, share
 from watchkeeper.publish import markdown as md
 from watchkeeper.publish.sweep_view import SweepView
 
@@ -102,8 +102,8 @@ def verify_price_section(v: SweepView) -> list[str]:
     about = vp.about or {}
     model = about.get("model", "the target")
     rates = ", ".join(share(a.acceptance, 0) for a in vp.arms)
-    ci = (
-        f" (95% CI {vp.cost_low:.2f}-{vp.cost_high:.2f})"
+    cost_ci = (
+        f" ({ci(vp.cost_low, vp.cost_high)})"
         if vp.cost_low is not None and vp.cost_high is not None
         else f" (no CI: {vp.rounds} round)"
     )
@@ -114,7 +114,8 @@ def verify_price_section(v: SweepView) -> list[str]:
         f"with synthetic acceptance (`--spec-synth-len`, a tiny random drafter, draft length "
         f"{vp.draft_n}) at counted acceptance {rates}, paired over {vp.rounds} rounds "
         f"(campaign {about.get('campaign', MISSING)}, {about.get('measured_at', MISSING)}, "
-        f"build {about.get('build', MISSING)}). A plain decode step takes c = {vp.cost:.2f}{ci} "
+        f"build {about.get('build', MISSING)}). "
+        f"A plain decode step takes c = {vp.cost:.2f}{cost_ci} "
         f"of a speculative step, so a method drafting {vp.draft_n} tokens a step pays only "
         f"above the **break-even acceptance {vp.break_even.text()}** (accepted / drafted "
         f"tokens, as the server counts them). {cost_check(vp)}.{_elsewhere(v, vp)}",
