@@ -126,12 +126,15 @@ def save_latency(db: Database, result: BenchResult) -> None:
     LoadStore(db).save(result.campaign_id, result_latency(result))
 
 
-def shape_plan(plan: BenchPlan, config: Config, shape: LoadShape | None) -> BenchPlan:
-    """The plan with the command line's load: arrivals, token cap, requests per round, and the
-    servers' slots matched to the load (closed loop at c: c slots)."""
+def shape_arrival(
+    config: Config, shape: LoadShape | None, *, seed: int | None = None
+) -> ArrivalSpec | None:
+    """The open-loop spec of a load shape (None, or no rate and no trace: the closed loop; a
+    trace alone replays at its own speed), the config's `[load]` filling the rest; drawn
+    with `seed` (None: bench.seed). The bench's plan (`shape_plan`) and the soak take it."""
     shape = shape or LoadShape()
     rate = shape.rate if shape.rate is not None else (1.0 if shape.trace is not None else None)
-    arrival = arrival_from(
+    return arrival_from(
         config,
         rate,
         process=shape.arrival,
@@ -139,8 +142,15 @@ def shape_plan(plan: BenchPlan, config: Config, shape: LoadShape | None) -> Benc
         queue_deadline_s=shape.queue_deadline_s,
         max_concurrency=shape.max_concurrency,
         offsets=shape.trace,
-        seed=plan.sampler(config).seed,
+        seed=seed,
     )
+
+
+def shape_plan(plan: BenchPlan, config: Config, shape: LoadShape | None) -> BenchPlan:
+    """The plan with the command line's load: arrivals, token cap, requests per round, and the
+    servers' slots matched to the load (closed loop at c: c slots)."""
+    shape = shape or LoadShape()
+    arrival = shape_arrival(config, shape, seed=plan.sampler(config).seed)
     source = shape.trace_tasks if shape.trace_tasks is not None else plan.tasks
     tasks = cap_tokens(source, shape.max_tokens)
     wanted = shape.requests

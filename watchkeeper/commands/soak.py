@@ -17,7 +17,7 @@ from typing import Any
 from watchkeeper.campaign.acceptance_findings import record_acceptance_alarms
 from watchkeeper.campaign.campaigns import register_profile
 from watchkeeper.campaign.defaults import measured_categories, no_profiles, soak_profiles
-from watchkeeper.campaign.load_shape import arrival_from
+from watchkeeper.campaign.load_shape import shape_arrival
 from watchkeeper.campaign.soak_campaign import (
     interleaved,
     open_or_resume,
@@ -33,9 +33,9 @@ from watchkeeper.config.durations import parse_duration
 from watchkeeper.config.paths import data_dir, runs_log_dir
 from watchkeeper.config.requests import SoakRequest
 from watchkeeper.errors import ServerError, SoakError, StoreError
-from watchkeeper.load.arrivals import ArrivalSpec
 from watchkeeper.load.records import Task
 from watchkeeper.load.sampling import SamplingSettings, soak_sampling
+from watchkeeper.load.shape import LoadShape
 from watchkeeper.load.tasks import load_taskset, select
 from watchkeeper.publish.deliverable import RecommendationRecord
 from watchkeeper.publish.served import check_depth
@@ -129,20 +129,6 @@ def _shape(
     return _Shape(names, levels, duration, duration_s, block_s)
 
 
-def _arrival(config: Config, request: SoakRequest) -> ArrivalSpec | None:
-    """The open-loop spec of `--rate` (the config's `[load]` fills the rest); a trace or a
-    token cap is a bench's, not a soak's."""
-    if request.rate is None:
-        return None
-    return arrival_from(
-        config,
-        request.rate,
-        process=request.arrival,
-        burstiness=request.burstiness,
-        queue_deadline_s=request.queue_deadline_s,
-    )
-
-
 def soak_command(
     config: Config,
     request: SoakRequest,
@@ -223,7 +209,7 @@ def _soak(
     sampling = soak_sampling(config, SamplingSettings().seed, given=request.sampler())
     if shipped is not None:
         check_depth(shipped, config.service, max(shape.levels))
-    arrival = _arrival(config, request)
+    arrival = shape_arrival(config, LoadShape.from_request(request))
     tasks = select(
         load_taskset(request.taskset or config.bench.resolved_taskset()),
         limit=request.limit,

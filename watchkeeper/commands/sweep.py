@@ -180,7 +180,7 @@ def sweep_command(
         per_category=request.per_category,
         max_tokens=request.max_tokens,
         concurrency=request.concurrency,
-        load=_load(request),
+        load=LoadShape.from_request(request, max_concurrency=request.max_concurrency),
         identity_per_category=request.probe_tasks(),
         categories=categories,
         served_identity=request.identity_as_served,
@@ -221,19 +221,6 @@ def sweep_command(
             max_tokens=request.max_tokens,
             progress=progress,
         )
-
-
-def _load(request: SweepRequest) -> LoadShape | None:
-    """`rate` and its arrivals as the bench's open-loop shape; None: the closed loop."""
-    if request.rate is None:
-        return None
-    return LoadShape(
-        rate=request.rate,
-        arrival=request.arrival,
-        burstiness=request.burstiness,
-        queue_deadline_s=request.queue_deadline_s,
-        max_concurrency=request.max_concurrency,
-    )
 
 
 def sweep_plan_lines(config: Config, request: SweepRequest, *, progress: Progress) -> list[str]:

@@ -6,8 +6,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from watchkeeper.load.records import Task
+
+if TYPE_CHECKING:
+    from watchkeeper.config.requests import OpenLoop
 
 LEVEL_MIN_S = 10.0
 """Seconds of arrivals per open-loop ladder level and round, at least: a level of 6 arrivals
@@ -38,3 +42,21 @@ class LoadShape:
     """A ladder's rate level sends at least rate x this many requests per arm and round."""
     level_min_requests: int = LEVEL_MIN_REQUESTS
     """A ladder level sends at least this many requests per arm and round."""
+
+    @classmethod
+    def from_request(
+        cls, request: OpenLoop, *, max_concurrency: int | None = None
+    ) -> LoadShape | None:
+        """The open loop a command's request asks for (`rate` and its arrivals: the sweep's
+        and the soak's, config/requests.OpenLoop), with the sweep's in-flight cap; None: no
+        rate, the closed loop (where a cap alone changes nothing). A trace or a token cap is
+        the bench's command line's, never a request's."""
+        if request.rate is None:
+            return None
+        return cls(
+            rate=request.rate,
+            arrival=request.arrival,
+            burstiness=request.burstiness,
+            queue_deadline_s=request.queue_deadline_s,
+            max_concurrency=max_concurrency,
+        )
