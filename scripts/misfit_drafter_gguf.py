@@ -12,21 +12,15 @@ left behind by a target upgrade would not. Offline: the llama.cpp sdist's own `g
 
 from __future__ import annotations
 
-import argparse
 import re
 
-from tiny_gguf import GGUF_PY, SMOLLM2, load_gguf
+from tiny_gguf import options
 
 _BLOCK = re.compile(r"^blk\.(\d+)\.(.+)$")
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("out")
-    parser.add_argument("--source", default=str(SMOLLM2))
-    parser.add_argument("--gguf-py", default=str(GGUF_PY))
-    args = parser.parse_args()
-    gguf = load_gguf(args.gguf_py)
+    args, gguf = options(__doc__, "--source")
 
     reader = gguf.GGUFReader(args.source)
     arch = str(reader.fields["general.architecture"].contents())

@@ -18,22 +18,15 @@ from the target's GGUF (SmolLM2's by default; Qwen2.5's 151,936 tokens make a 25
 
 from __future__ import annotations
 
-import argparse
-
 import numpy as np
-from tiny_gguf import GGUF_PY, SMOLLM2, copy_tokenizer, load_gguf
+from tiny_gguf import copy_tokenizer, options
 
 ARCH = "llama"
 N_EMBD, N_HEAD, N_KV, N_FF, N_LAYER = 64, 4, 2, 128, 1
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("out")
-    parser.add_argument("--gguf-py", default=str(GGUF_PY))
-    parser.add_argument("--tokenizer-from", default=str(SMOLLM2))
-    args = parser.parse_args()
-    gguf = load_gguf(args.gguf_py)
+    args, gguf = options(__doc__, "--tokenizer-from")
 
     src = gguf.GGUFReader(args.tokenizer_from)
     w = gguf.GGUFWriter(args.out, ARCH)

@@ -30,10 +30,8 @@ What 11434's loader needs (src/models/eagle3.cpp, common/speculative.cpp, llama-
 
 from __future__ import annotations
 
-import argparse
-
 import numpy as np
-from tiny_gguf import GGUF_PY, SMOLLM2, copy_tokenizer, load_gguf
+from tiny_gguf import copy_tokenizer, options
 
 ARCH = "eagle3"
 N_EMBD, N_HEAD, N_KV, N_FF = 64, 4, 2, 128
@@ -46,12 +44,7 @@ def _scalar(reader: object, key: str) -> int | float:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("out")
-    parser.add_argument("--target", default=str(SMOLLM2), help="the target GGUF (any arch)")
-    parser.add_argument("--gguf-py", default=str(GGUF_PY))
-    args = parser.parse_args()
-    gguf = load_gguf(args.gguf_py)
+    args, gguf = options(__doc__, "--target", "the target GGUF (any arch)")
 
     src = gguf.GGUFReader(args.target)
     tarch = str(_scalar(src, "general.architecture"))
