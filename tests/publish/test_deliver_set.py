@@ -137,3 +137,16 @@ def test_a_set_without_budget_is_refused_in_one_line(tmp_path: Path) -> None:
     with pytest.raises(SystemExit) as refused:
         main(["deliver-set", "--config", str(config), "--budget", "0", "--out", "x"])
     assert refused.value.code == 2 and not (tmp_path / "x").exists()
+
+
+def test_the_default_folder_is_reports_not_the_working_directory(tmp_path: Path) -> None:
+    """With `bench.reports_dir` unset (the default), the set goes to reports/, never to the
+    directory the command runs in; --out and a configured folder win, in that order."""
+    from watchkeeper.cli.deliver_set import set_folder
+
+    bare = tmp_path / "bare.toml"
+    bare.write_text(f'[database]\nurl = "sqlite:///{tmp_path / "wk.db"}"\n', encoding="utf-8")
+    assert set_folder(None, load_config(bare)) == Path("reports")
+    configured = load_config(_config(tmp_path))
+    assert set_folder(None, configured) == Path("reports/set")
+    assert set_folder("elsewhere", configured) == Path("elsewhere")

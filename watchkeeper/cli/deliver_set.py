@@ -54,6 +54,14 @@ def cmd_served_ladder(args: argparse.Namespace, config: Config) -> int:
     return 0
 
 
+def set_folder(out: str | None, config: Config) -> Path:
+    """The set's folder: --out, else `bench.reports_dir`, else `reports`, relative as given.
+
+    An empty `reports_dir` (the default) once became `Path("")`, the working directory, and
+    the default set was written into the repository's root beside README.md."""
+    return Path(out or config.bench.reports_dir or "reports")
+
+
 def cmd_deliver_set(args: argparse.Namespace, config: Config) -> int:
     import shlex
     import sys
@@ -61,7 +69,7 @@ def cmd_deliver_set(args: argparse.Namespace, config: Config) -> int:
     from watchkeeper.sets.deliver_set import SetPlan, deliver_set_command
 
     plan = SetPlan(
-        out=Path(args.out or config.bench.reports_dir),
+        out=set_folder(args.out, config),
         budget_min=args.budget,
         service_file=Path(args.service_file),
         root=Path(args.root),
