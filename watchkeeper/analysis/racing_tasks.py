@@ -35,6 +35,7 @@ import numpy as np
 
 from watchkeeper.analysis.racing_types import Table
 from watchkeeper.analysis.stats import CONFIDENCE, MIN_ROUNDS, Pair
+from watchkeeper.format import CI_LABEL
 from watchkeeper.student import t_quantile
 
 MIN_TASK_REPLICATES = 12
@@ -78,15 +79,28 @@ class TaskInterval:
     high: float
     tasks: int
     rounds: int
+    se: float = 0.0
+    """The standard error of the log estimate, floors included."""
+    df: float = 0.0
+    """Its degrees of freedom (tasks - 1; Satterthwaite's for a stratified sample); 0: not
+    known, and `bounds` gives the 95% interval whatever the confidence."""
+
+    def bounds(self, confidence: float) -> tuple[float, float]:
+        """The interval at another ``confidence`` (the family-wise guard's, 1 - 0.05 / arms)."""
+        if not self.df > 0 or not self.se > 0:
+            return self.low, self.high
+        half = t_quantile(self.df, confidence) * self.se
+        return self.estimate * math.exp(-half), self.estimate * math.exp(half)
 
 
 def task_logs(pairs: Sequence[Pair]) -> dict[str, float]:
-    """Each task's paired log ratio (candidate / baseline), its rounds averaged."""
+    """Each task's paired log ratio (candidate / baseline), its rounds averaged (one round's
+    as it is: the same value as numpy's mean of one, without its cost in the simulations)."""
     found: dict[str, list[float]] = defaultdict(list)
     for p in pairs:
         if p.baseline > 0 and p.candidate > 0:
             found[p.task_id].append(math.log(p.candidate / p.baseline))
-    return {t: float(np.mean(v)) for t, v in found.items()}
+    return {t: v[0] if len(v) == 1 else float(np.mean(v)) for t, v in found.items()}
 
 
 def task_interval(
@@ -112,6 +126,8 @@ def task_interval(
         math.exp(mean + half),
         n,
         rounds,
+        se,
+        float(n - 1),
     )
 
 
@@ -141,10 +157,11 @@ def task_ci_text(
     tasks = max(c.tasks for c in cis.values())
     if of:
         return (
-            f"{items}, 95% CI over {tasks} of {of} tasks (a stratified sample, each category "
+            f"{items}, {CI_LABEL} over {tasks} of {of} tasks (a stratified sample, each category "
             "weighted by its share of the set), each paired back to back (analysis/task_sample)"
         )
-    return f"{items}, 95% CI over {tasks} tasks each paired back to back (analysis/racing_tasks)"
+    paired = "each paired back to back (analysis/racing_tasks)"
+    return f"{items}, {CI_LABEL} over {tasks} tasks {paired}"
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,8 +28,10 @@ import numpy as np
 from watchkeeper.analysis.benchmark import ALL, BenchResult, CategoryStats
 from watchkeeper.analysis.floor import two_way_floor
 from watchkeeper.analysis.stats import MIN_ROUNDS, MIN_TASKS, RatioCI
+from watchkeeper.analysis.task_pick import TaskCIs
 from watchkeeper.analysis.workload_mix import (
     FAMILY_ALPHA,
+    MORE_TASKS,
     TASK_SET,
     Mix,
     MixSpeedup,
@@ -249,6 +251,8 @@ def _choose(
             if best.speedup.has_ci
             else f"no CI: {best.speedup.n_clusters} task(s) x {best.speedup.n_rounds} round(s)"
         )
+        if best.speedup.over:  # an interval over tasks names what it is over
+            ci = ci_text(best.speedup.low, best.speedup.high, over=best.speedup.over)
         open_ = _settle(best.speedup)[1]
         return _kept(
             category,
@@ -281,6 +285,8 @@ def _settle(ci: RatioCI) -> tuple[int | None, str]:
     """(rounds that would settle it, the same in words) for a comparison that is still open;
     (None, "") for a settled one. No CI yet: at least MIN_ROUNDS rounds, unless the category
     has too few tasks for any number of rounds to give one."""
+    if ci.over:  # an interval over tasks (analysis/task_pick.py)
+        return None, MORE_TASKS if ci.verdict == "inconclusive" else ""
     if not ci.has_ci:
         if ci.n_clusters < MIN_TASKS:
             return None, f"at least {MIN_TASKS} tasks in the category (rounds alone give no CI)"
@@ -344,8 +350,9 @@ def per_task(result: BenchResult, arm: str) -> dict[str, tuple[float, ...]]:
 
 
 def workload_choice(
-    result: BenchResult, mix: Mix, excluded: Mapping[str, str], per_category: Sequence[Choice]
-) -> WorkloadChoice:
+    result: BenchResult, mix: Mix, excluded: Mapping[str, str], per_category: Sequence[Choice],
+    tasks: TaskCIs | None = None,
+) -> WorkloadChoice:  # fmt: skip
     """The mix's pick; a mix of one category is that category's own pick (its two-way CI,
     with the winsorized table's bootstrap), so one workload gets one answer."""
     candidates = [a.name for a in result.arms if a.role == "candidate"]
@@ -361,6 +368,8 @@ def workload_choice(
         )
         for a in candidates
     ]
+    if tasks is not None:
+        speedups = tasks.mixes(speedups, mix, lambda a: per_task(result, a), len(candidates))
     own = next((c for c in per_category if mix.categories == (c.category,)), None)
     if own is not None:
         return WorkloadChoice(
@@ -391,12 +400,15 @@ def recommend(
     withheld: Mapping[str, str] | None = None,
     mix: Mix | None = None,
     answer: str = POOLED,
+    tasks: TaskCIs | None = None,
 ) -> Recommendation:
     """``withheld``: arms the caller will not recommend and why (the sweep: an arm whose
     identity is unresolved, `analysis.identity_gate`), worded to follow "is excluded by".
     ``mix``: the workload the one setting is for (default: the task set's own proportions,
     measured tasks per category). ``answer``: MIX where the mix's pick is what runs (the
-    sweep's unit), POOLED for a plain bench."""
+    sweep's unit), POOLED for a plain bench. ``tasks``: a one-round sweep's intervals over
+    tasks (`task_pick.TaskCIs`): the mix's pick reads them where the rounds gave no CI (the
+    pooled pick reads them from ``result``, `task_pick.with_task_cis`)."""
     excluded: dict[str, str] = {}
     for f in result.findings:
         if f.kind in ("correctness", "spec_inactive", "degenerate_output"):
@@ -416,7 +428,7 @@ def recommend(
         for cat in categories
     )
     mix = mix if mix is not None else task_set_mix(task_counts(result))
-    workload = workload_choice(result, mix, excluded, per_category)
+    workload = workload_choice(result, mix, excluded, per_category, tasks)
     rec = Recommendation(overall, per_category, mix=mix, workload=workload, answer=answer)
     runs = rec.setting
     if runs is None:

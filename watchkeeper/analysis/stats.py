@@ -146,6 +146,10 @@ class RatioCI:
     floor: tuple[float, float] | None = None
     """The analytic floor under the CI (analysis.floor: Yuen's trimmed t over rounds plus the
     task term), centred on ``estimate``; the CI is the wider of it and the bootstrap's."""
+    over: str = ""
+    """What the interval replicates over where the rounds were too few for this CI and the
+    sweep planned one over its tasks ('36 tasks': analysis/task_pick.py); empty: the CI
+    over rounds and tasks above."""
 
     @property
     def tail_regression(self) -> bool:

@@ -141,20 +141,53 @@ def sample_interval(
             pairs, confidence=confidence, instance_sd=instance_sd, round_sd=round_sd
         )
     total = sum(population.values())
+    return weighted_interval(
+        by_cat,
+        {c: n / total for c, n in population.items()},
+        max(len({p.round for p in pairs}), 1),
+        confidence=confidence,
+        instance_sd=instance_sd,
+        round_sd=round_sd,
+    )
+
+
+def weighted_interval(
+    by_cat: Mapping[str, Sequence[float]],
+    weights: Mapping[str, float],
+    rounds: int,
+    *,
+    confidence: float = CONFIDENCE,
+    instance_sd: float = INSTANCE_SD,
+    round_sd: float = ROUND_SD,
+) -> TaskInterval | None:
+    """The stratified interval over tasks: each category's mean task log ratio (``by_cat``)
+    weighted by ``weights`` (summing to 1: the set's shares for a sample, a stated mix's
+    shares for `--mix`), Satterthwaite's df over the categories' spreads, plus the floors.
+    None where a weighted category has fewer than two tasks or all of them fewer than
+    `MIN_TASK_REPLICATES`."""
+    if any(len(by_cat.get(c, ())) < 2 for c in weights):
+        return None
+    n = sum(len(by_cat[c]) for c in weights)
+    if n < MIN_TASK_REPLICATES:
+        return None
     mean = 0.0
     parts: list[tuple[float, int]] = []
-    for c, n in population.items():
+    for c, w in weights.items():
         got = np.asarray(by_cat[c], float)
-        w = n / total
         mean += w * float(got.mean())
         parts.append((w * w * float(got.var(ddof=1)) / got.size, got.size))
-    rounds = max(len({p.round for p in pairs}), 1)
     var = sum(a for a, _ in parts) + instance_sd**2 + round_sd**2 / rounds
     spread = sum(a * a / (k - 1) for a, k in parts)
-    df = var * var / spread if spread > 0 else float(len(logs) - len(population))
+    df = var * var / spread if spread > 0 else float(n - len(weights))
     half = t_quantile(max(1.0, df), confidence) * math.sqrt(var)
     return TaskInterval(
-        math.exp(mean), math.exp(mean - half), math.exp(mean + half), len(logs), rounds
+        math.exp(mean),
+        math.exp(mean - half),
+        math.exp(mean + half),
+        n,
+        rounds,
+        math.sqrt(var),
+        max(1.0, df),
     )
 
 

@@ -61,6 +61,8 @@ GIVEN = "--mix"
 MIN_MIX_TASKS = 12
 """Tasks a category from which the mix's interval held 90% or more under bimodal task
 effects (`few_tasks_caveat`)."""
+MORE_TASKS = "more tasks (the interval over tasks narrows with them)"
+"""What settles an inconclusive interval over tasks (analysis/task_pick.py)."""
 FAMILY_ALPHA = 0.05
 """The recommendation's family-wise error over the arms it chooses among (Bonferroni)."""
 
@@ -173,6 +175,10 @@ class MixSpeedup:
     so four arms whose mix speed-up is 1.0x are recommended at most 5% of the time (measured
     2.7% of 1000 sweeps with uneven code edits, `benchmarks/mix_shapes.py --only-family`)."""
 
+    over: str = ""
+    """What the interval replicates over where the rounds were too few for one and the sweep
+    planned its CIs over tasks ('36 tasks': analysis/task_pick.py); empty: rounds and tasks."""
+
     @property
     def has_ci(self) -> bool:
         return self.low is not None and self.high is not None
@@ -185,7 +191,8 @@ class MixSpeedup:
         if not self.has_ci:
             return f"{self.estimate:.2f}x (no CI: {self.n_rounds} round(s))"
         return (
-            f"{self.estimate:.2f}x ({ci(self.low, self.high)} weighted by the mix, {self.verdict})"
+            f"{self.estimate:.2f}x ({ci(self.low, self.high, over=self.over)} weighted by the "
+            f"mix, {self.verdict})"
         )
 
     @property
@@ -197,6 +204,8 @@ class MixSpeedup:
             return f"two or more tasks in {', '.join(self.few_tasks)}"
         if not self.has_ci:
             return f"at least {self.rounds_needed} rounds measuring every category of the mix"
+        if self.over and self.verdict == "inconclusive":
+            return MORE_TASKS
         if self.verdict == "inconclusive" and self.rounds_needed is not None:
             return f"about {self.rounds_needed} rounds"
         if self.verdict == "inconclusive":

@@ -28,7 +28,8 @@ from watchkeeper.analysis.benchmark import BenchResult
 from watchkeeper.analysis.identity_gate import withheld
 from watchkeeper.analysis.racing_types import RaceArm, RaceSettings, RaceState
 from watchkeeper.analysis.recommend import MIX, Recommendation, recommend
-from watchkeeper.analysis.workload_mix import Mix, check_mix, parse_mix
+from watchkeeper.analysis.task_pick import TaskCIs, with_task_cis
+from watchkeeper.analysis.workload_mix import Mix, check_mix, parse_mix, task_set_mix
 from watchkeeper.campaign.bench import execute_bench
 from watchkeeper.campaign.bench_report import finish_with_report
 from watchkeeper.campaign.load_shape import load_text
@@ -200,15 +201,21 @@ def sweep_command(
     )
     with open_database(config.database.resolved_url(), given=database) as db:
         result = execute_bench(config, plan, kind="sweep", progress=progress, database=db)
+        tasks = _over_tasks(racer, settings)
+        if tasks is not None:  # one round over many tasks: its answer reads them
+            result = with_task_cis(result, tasks.cis, of=tasks.of)
+        if mix is None and racer is not None and racer.sample is not None:
+            mix = task_set_mix(racer.sample.population)  # the set's, not the sample's
         outcome = _Outcome(
             result,
-            recommend(result, withheld=withheld(result), mix=mix, answer=MIX),
+            recommend(result, withheld=withheld(result), mix=mix, answer=MIX, tasks=tasks),
             tuple(arms),
             settings,
             racer,
             {n: config.profiles[n] for n in generated},
             load_text(plan.concurrency, plan.arrival),
             tuple(t.id for t in plan.probe_tasks if len(plan.probe_tasks) < len(plan.round_tasks)),
+            over_tasks=tasks is not None,
         )
         return _report(
             config,
@@ -221,6 +228,17 @@ def sweep_command(
             max_tokens=request.max_tokens,
             progress=progress,
         )
+
+
+def _over_tasks(racer: Racer | None, settings: RaceSettings) -> TaskCIs | None:
+    """The racing arms' intervals over tasks where the whole race stopped short of a CI over
+    rounds (one round over many tasks: analysis/task_pick.py); None in a sweep whose rounds
+    give CIs (an arm the early or idle rule stopped keeps its interval over tasks in the race
+    section only)."""
+    if racer is None or not racer.task_cis or racer.state.rounds >= settings.min_rounds:
+        return None
+    of = sum(racer.sample.population.values()) if racer.sample is not None else 0
+    return TaskCIs(racer.task_cis, of)
 
 
 def sweep_plan_lines(config: Config, request: SweepRequest, *, progress: Progress) -> list[str]:
@@ -267,6 +285,8 @@ class _Outcome:
     """The load the arms were measured under, in words (the record and the unit name it)."""
     probe_tasks: tuple[str, ...] = ()
     """The identity pass's tasks where a subset of the measured ones (BenchPlan.identity_tasks)."""
+    over_tasks: bool = False
+    """The answer reads the intervals over tasks (`_over_tasks`)."""
 
 
 def _report(
@@ -334,6 +354,7 @@ def _report(
         probe_tasks=outcome.probe_tasks,
         race_plan=racer.plan_text if racer is not None else "",
         task_cis=racer.task_ci_text() if racer is not None else "",
+        answer_over_tasks=outcome.over_tasks,
         verify_price=read_verify_price(reports),
     )
     result = finish_with_report(

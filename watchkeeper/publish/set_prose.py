@@ -26,7 +26,11 @@ from watchkeeper.publish.set_check import (
     job_set,
 )
 
-_FIGURE = re.compile(r"(\d+\.\d+)x \((?:95% CI )?(\d+\.\d+)[-\u2013](\d+\.\d+)")
+_FIGURE = re.compile(
+    r"(\d+\.\d+)x \((?:95% CI (?:over \d+ (?:of \d+ )?tasks )?)?(\d+\.\d+)[-\u2013](\d+\.\d+)"
+)
+"""A quoted speed-up with its interval: '1.38x (1.22-1.55', '1.38x (95% CI 1.22-1.55' or, a
+one-round sweep's over its tasks, '1.04x (95% CI over 36 tasks 0.97-1.12'."""
 _SWEEP_SLOTS = re.compile(r"sweep ran with[^.]*?slots = (\d+)")
 _REQUESTS = re.compile(r"\((\d+) requests")
 _SPEC = re.compile(r"--spec-type[ =]([a-z0-9-]+)")

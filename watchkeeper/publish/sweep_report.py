@@ -84,10 +84,17 @@ def _race_section(v: SweepView) -> list[str]:
     if v.race_plan:
         out += [f"Planned before round 1: {md.inline(v.race_plan)}.", ""]
     if v.task_cis:
+        read = (
+            "The summary table and the recommendation (pooled and for the mix) read these "
+            "intervals, each named '95% CI over N tasks'; the per-category tables carry none "
+            "(an interval over tasks is over the whole set)."
+            if v.answer_over_tasks
+            else "The tables above carry no CI from rounds this few; the recommendation reads "
+            "those tables, so it names no arm on these intervals."
+        )
         out += [
             f"Every racing arm short of a CI over rounds has one over its tasks: "
-            f"{md.inline(v.task_cis)}. The tables above carry no CI from rounds this few; "
-            "the recommendation reads those tables, so it names no arm on these intervals.",
+            f"{md.inline(v.task_cis)}. {read}",
             "",
         ]
     if v.max_tokens > 0:

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from watchkeeper import format as fmt
 from watchkeeper.analysis.benchmark import BenchResult
 from watchkeeper.analysis.racing_types import RaceArm, RaceSettings, RaceState
 from watchkeeper.analysis.recommend import Recommendation
@@ -60,6 +61,9 @@ class SweepView:
     task_cis: str = ""
     """Every racing arm's CI over its tasks where the race stopped short of a CI over rounds
     (analysis/racing_tasks.task_ci_text); empty: none."""
+    answer_over_tasks: bool = False
+    """The whole race stopped short of a CI over rounds, so the summary table and the
+    recommendation read those intervals (analysis/task_pick.py)."""
     verify_price: VerifyPrice | str | None = None
     """The verification-pricing pass found in the reports directory (campaign/verify_price.py),
     a line saying why it could not be read, or None: no section "What acceptance pays here"."""
@@ -92,4 +96,6 @@ def ratio_text(ci: RatioCI | None) -> str:
         return md.NONE
     if not ci.has_ci:
         return f"{ci.estimate:.2f}x (no CI: {ci.n_rounds} round(s))"
+    if ci.over:  # an interval over tasks (analysis/task_pick.py)
+        return f"{ci.estimate:.2f}x ({fmt.ci(ci.low, ci.high, over=ci.over)})"
     return f"{ci.estimate:.2f}x ({ci.low:.2f}-{ci.high:.2f})"

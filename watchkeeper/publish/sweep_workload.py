@@ -172,11 +172,23 @@ def mix_lines(v: SweepView) -> list[str]:
         said = f"**{choice.profile}** at {best.text}"
     else:
         said = f"keep the baseline ({choice.reason})"
+    how = (
+        "The mix's speed-up is 1 / sum(w / s) of the categories' speed-ups (time adds), taken "
+        "per round; its CI carries the rounds and the tasks, as each category's does (the unit "
+        "serves tasks the sweep never sent)."
+    )
+    if best is not None and best.over:
+        how = (
+            "With rounds too few for a CI over rounds, the mix's speed-up and its CI are over "
+            "the tasks (each paired back to back): each category's mean task log ratio "
+            "weighted by its share of the mix, floored by the instance and the round's drift, "
+            "the pick's lower bound guarded across the arms (Bonferroni; analysis/task_pick). "
+            "It is the weighted geometric mean of the categories' speed-ups, within a fraction "
+            "of a percent of 1 / sum(w / s) (time adds) where they read alike."
+        )
     return [
         f"The workload mix, as shares of decoded tokens: {md.inline(mix.text)}, {source}. For "
-        f"it: {md.inline(said)}. The mix's speed-up is 1 / sum(w / s) of the categories' "
-        "speed-ups (time adds), taken per round; its CI carries the rounds and the tasks, as "
-        "each category's does (the unit serves tasks the sweep never sent).",
+        f"it: {md.inline(said)}. {how}",
         "",
     ]
 
