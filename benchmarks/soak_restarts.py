@@ -132,7 +132,7 @@ def main() -> None:
         "requests": result.verdict.figures.requests,
         "errors": result.verdict.figures.errors,
         "span_s": result.verdict.figures.span_s,
-        "paired_drift": result.verdict.figures.paired_drift,
+        "paired_drift": [d.to_json() for d in result.verdict.figures.paired_drift],
         "series_drift": [
             {
                 "series": f"{e['profile']} c{e['concurrency']}",

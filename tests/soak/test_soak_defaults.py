@@ -34,7 +34,7 @@ from watchkeeper.publish.soak_report import (
 )
 from watchkeeper.soak.figures import RssEntry
 from watchkeeper.soak.judgement import OutputRates, ProbeTotals
-from watchkeeper.soak.probes import totals
+from watchkeeper.soak.probes import ProbeGroup, totals
 from watchkeeper.soak.trends import Trend
 from watchkeeper.soak.verdicts import SoakVerdict
 from watchkeeper.soak.views import SoakSampleView
@@ -115,19 +115,9 @@ def test_the_soak_report_and_the_sweep_reports_stability_line() -> None:
         ("draft4", 1, 2, 0),
         ("draft4", 4, 1, 1),
     ]
-    probed = {
-        "profile": "draft4",
-        "concurrency": 4,
-        "reference_profile": "baseline",
-        "compared": 4,
-        "identical": 3,
-        "near_tie": 1,
-        "length_only": 0,
-        "unverified": 0,
-        "mismatch": 0,
-        "task_id": "t1",
-        "rate": 0.75,
-    }
+    probed = ProbeGroup(
+        "draft4", 4, "t1", "other arm", "baseline", 5, ProbeTotals(4, 3, 1, 0, 0, 0), 0.75
+    )
     verdict = SoakVerdict(
         12,
         True,
@@ -138,7 +128,7 @@ def test_the_soak_report_and_the_sweep_reports_stability_line() -> None:
             errors=1,
             rss=(RssEntry("draft4", 3600.0, 1, Trend(3.2, -1.0, 7.5, 40), judged=True),),
             rates=OutputRates(0.75, 1.0),
-            probe_totals=ProbeTotals.from_json(totals([probed])),
+            probe_totals=totals([probed]),
             identical_output=(probed,),
         ),
     )

@@ -10,8 +10,8 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 
 from watchkeeper.config import SoakConfig
-from watchkeeper.soak.drift import ratio_beyond
 from watchkeeper.soak.figures import SoakFigures
+from watchkeeper.soak.pair_drift import ratio_beyond
 from watchkeeper.soak.verdicts import judge
 from watchkeeper.soak.views import SoakData, SoakSampleView
 
@@ -111,13 +111,14 @@ def test_both_arms_slowing_by_twelve_percent_is_the_hosts_drift_and_no_reason() 
         shift = series["throughput_shift"]
         assert shift["change"] < -CFG.drift_threshold and shift["change_ci95"][1] < 0, series
     (drift,) = verdict.figures.paired_drift
-    host = drift["host"]["shift"]
-    assert -0.14 < host["change"] < -0.10 and host["change_ci95"][1] < 0
-    assert abs(drift["ratio"]["shift"]["change"]) < 0.03
+    assert drift.host is not None and drift.ratio is not None
+    host = drift.host.shift
+    assert host is not None and -0.14 < host.change < -0.10 and host.high < 0
+    assert drift.ratio.shift is not None and abs(drift.ratio.shift.change) < 0.03
     (note,) = [n for n in verdict.notes if "the host's drift" in n]
     assert note.startswith("s c1 beside s@ref: both arms drifted -")
     assert "judged against neither arm" in note
-    assert verdict.to_json()["figures"]["paired_drift"][0]["host"] == drift["host"]
+    assert verdict.to_json()["figures"]["paired_drift"][0]["host"] == drift.host.to_json()
 
 
 def test_the_current_arm_slowing_by_twelve_percent_against_its_reference_is_a_reason() -> None:
@@ -136,7 +137,8 @@ def test_steady_arms_on_a_steady_host_read_no_reason_and_a_small_host_drift() ->
     verdict = judge(paired_soak(steady, steady, seed=3), CFG)
     assert verdict.stable, verdict.reasons
     (drift,) = verdict.figures.paired_drift
-    assert abs(drift["host"]["shift"]["change"]) < 0.05
+    assert drift.host is not None and drift.host.shift is not None
+    assert abs(drift.host.shift.change) < 0.05
 
 
 def test_on_an_aa_soak_one_arm_drifting_is_a_false_alarm_note() -> None:
@@ -164,7 +166,8 @@ def test_a_single_arm_soak_keeps_its_absolute_drift_check_labelled_as_such() -> 
 def test_a_slide_of_one_arm_against_the_other_is_caught_by_the_ratios_trend() -> None:
     verdict = judge(paired_soak(sliding(0.25), steady), CFG)
     (drift,) = verdict.figures.paired_drift
-    assert drift["ratio"]["trend"]["change"] < -0.2, drift
+    assert drift.ratio is not None and drift.ratio.trend is not None
+    assert drift.ratio.trend.change < -0.2, drift
     (reason,) = [r for r in verdict.reasons if "throughput" in r]
     assert reason.startswith("s c1: throughput drifted -2") and "over the soak" in reason, reason
     assert throughput_reasons(paired_soak(sliding(0.25), sliding(0.25))) == []
@@ -180,7 +183,7 @@ def would_be_reason(verdict_figures: SoakFigures | None) -> bool:
     """Whether the ratio alone, unguarded, reads a drift beyond the threshold."""
     assert verdict_figures is not None
     (drift,) = verdict_figures.paired_drift
-    return ratio_beyond(drift["ratio"], CFG.drift_threshold) is not None
+    return drift.ratio is not None and ratio_beyond(drift.ratio, CFG.drift_threshold) is not None
 
 
 UNJUDGED = "paired throughput drift not judged"
@@ -201,7 +204,8 @@ def test_a_host_that_collapses_both_arms_unevenly_leaves_the_paired_drift_unjudg
             (note,) = [n for n in verdict.notes if UNJUDGED in n]
             assert "both arms slowed" in note and "no longer met the same host" in note, note
             (drift,) = verdict.figures.paired_drift
-            assert drift["spread"]["last_sd"] > 2 * drift["spread"]["first_sd"]
+            assert drift.spread is not None
+            assert drift.spread.last_sd > 2 * drift.spread.first_sd
     assert false_alarms >= 2, "the scatter never fooled the unguarded ratio: the test has no teeth"
 
 

@@ -70,9 +70,8 @@ def test_a_flip_at_a_near_tie_is_consistent_and_the_soak_stays_stable() -> None:
     samples = [probe("base", 4, 0, reference), probe("base", 4, 5, flipped)]
     samples.append(probe("base", 4, 10, reference))
     (entry,) = judge_probes(samples, near_tie_threshold=0.1)
-    assert (entry["compared"], entry["identical"], entry["near_tie"], entry["mismatch"]) == (
-        2, 1, 1, 0,
-    )  # fmt: skip
+    c = entry.counts
+    assert (c.compared, c.identical, c.near_tie, c.mismatch) == (2, 1, 1, 0)
     verdict = judge(data(samples), SoakConfig(), near_tie_threshold=0.1)
     assert not [r for r in verdict.reasons if "probes" in r]
     # identical means token for token; consistent (near ties counted in) has its own key
@@ -88,8 +87,8 @@ def test_a_token_the_reference_did_not_nearly_tie_with_makes_the_soak_unstable()
     samples = [probe("spec", 1, 0, reference)]
     samples += [probe("spec", 1, m, tokens(wrong)) for m in (5, 10)]
     (entry,) = judge_probes(samples, near_tie_threshold=0.1)
-    assert entry["mismatch"] == 2
-    assert entry["first_mismatch"]["token"] == 4
+    assert entry.counts.mismatch == 2
+    assert entry.first_mismatch is not None and entry.first_mismatch.token == 4
     verdict = judge(data(samples), SoakConfig(), near_tie_threshold=0.1)
     assert any("answered differently 100%" in r and "spec at concurrency 1: 2" in r
                for r in verdict.reasons)  # fmt: skip
@@ -108,12 +107,12 @@ def test_a_speculating_arm_without_logprobs_is_weighed_by_the_baseline_arms_prob
         probe("spec", 1, 6, None, near),
         probe("spec", 1, 11, None, far),
     ]
-    entries = {e["profile"]: e for e in judge_probes(samples, near_tie_threshold=0.1)}
+    entries = {e.profile: e for e in judge_probes(samples, near_tie_threshold=0.1)}
     spec = entries["spec"]
-    assert spec["reference"] == "other arm" and spec["reference_profile"] == "base"
-    assert spec["compared"] == 3
-    assert (spec["identical"], spec["near_tie"], spec["mismatch"]) == (1, 1, 1)
-    assert entries["base"]["compared"] == 0
+    assert spec.reference == "other arm" and spec.reference_profile == "base"
+    assert spec.counts.compared == 3
+    assert (spec.counts.identical, spec.counts.near_tie, spec.counts.mismatch) == (1, 1, 1)
+    assert entries["base"].counts.compared == 0
 
 
 def test_text_only_probes_with_nothing_to_weigh_them_are_unverified_and_never_a_reason() -> None:

@@ -2,10 +2,10 @@
 
 The readers (the soak's summary, its findings, `watchkeeper report`) take attributes: the
 counts, the probes' two rates, each arm's RSS trend, each series' drift by the estimator it
-names (soak/judgement.py), and each paired ratio against the reference. The per-series slice
-tables, the paired-drift figures and the acceptance curves are the judges' own working
-(soak/drift.py, soak/paired.py) and travel as their JSON; `to_json` writes the figures key for
-key as `soak --json` and the campaign's stored summary have always held them.
+names (soak/judgement.py), each paired ratio against the reference, and each pair's drift
+(soak/pair_drift.py). The per-series slice tables and the acceptance curves are the judges'
+own working (soak/drift.py, soak/paired.py) and travel as their JSON; `to_json` writes the
+figures key for key as `soak --json` and the campaign's stored summary have always held them.
 """
 
 from __future__ import annotations
@@ -22,6 +22,8 @@ from watchkeeper.soak.judgement import (
     ProbeTotals,
     RssTrend,
 )
+from watchkeeper.soak.pair_drift import PairDrift
+from watchkeeper.soak.probes import ProbeGroup
 from watchkeeper.soak.trends import Trend
 
 Entry = Mapping[str, Any]
@@ -123,10 +125,10 @@ class SoakFigures:
     incidents: Mapping[str, int]
     rates: OutputRates
     probe_totals: ProbeTotals
-    identical_output: tuple[Entry, ...]
+    identical_output: tuple[ProbeGroup, ...]
     series: tuple[Entry, ...]
     reference: tuple[Entry, ...]
-    paired_drift: tuple[Entry, ...]
+    paired_drift: tuple[PairDrift, ...]
     rss: tuple[RssEntry, ...]
     acceptance_curves: tuple[Entry, ...]
     leak_threshold_mb_per_hour: float
@@ -155,7 +157,7 @@ class SoakFigures:
     @property
     def identity(self) -> tuple[ProbeTally, ...]:
         """The probes per arm, concurrency and probe task, as the report's table reads them."""
-        return tuple(ProbeTally.from_json(e) for e in self.identical_output)
+        return tuple(g.tally() for g in self.identical_output)
 
     @property
     def ratios(self) -> tuple[ReferenceRatio, ...]:
@@ -181,10 +183,10 @@ class SoakFigures:
             "incidents": dict(self.incidents),
             **self.rates.to_json(),
             "probe_totals": self.probe_totals.to_json(),
-            "identical_output": list(self.identical_output),
+            "identical_output": [g.to_json() for g in self.identical_output],
             "series": list(self.series),
             "reference": list(self.reference),
-            "paired_drift": list(self.paired_drift),
+            "paired_drift": [d.to_json() for d in self.paired_drift],
             "rss": [e.to_json() for e in self.rss],
             "acceptance_curves": list(self.acceptance_curves),
             "leak_threshold_mb_per_hour": self.leak_threshold_mb_per_hour,

@@ -29,14 +29,72 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Sequence
+from dataclasses import dataclass, fields
 from typing import Any
 
 from watchkeeper.checks.identity import IdentityResult, Verdict, compare_samples, is_complete
 from watchkeeper.load.records import RequestSample
+from watchkeeper.soak.judgement import ProbeTally, ProbeTotals
 from watchkeeper.soak.views import SoakSampleView
 
 CONSISTENT = (Verdict.IDENTICAL, Verdict.NEAR_TIE, Verdict.LENGTH_ONLY)
 """Verdicts that say the server answers as it did."""
+
+
+@dataclass(frozen=True, slots=True)
+class FirstMismatch:
+    """The first probe of a group that parted from its reference beyond a near tie: where,
+    by how much, and both answers' excerpts there."""
+
+    token: int | None
+    margin: float | None
+    reference: str
+    probe: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "token": self.token,
+            "margin": self.margin,
+            "reference": self.reference,
+            "probe": self.probe,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeGroup:
+    """One (arm, concurrency, probe task)'s probes weighed against their reference: where the
+    reference came from (`own`, `other arm`, `text`), what each comparison found, the
+    identical rate and the first mismatch (`judge_probes`)."""
+
+    profile: str
+    concurrency: int
+    task_id: str
+    reference: str
+    reference_profile: str
+    probes: int
+    counts: ProbeTotals
+    rate: float | None
+    """Identical token for token, of the comparisons; None: none compared."""
+    first_mismatch: FirstMismatch | None = None
+
+    def tally(self) -> ProbeTally:
+        """The report's identity row of this group."""
+        return ProbeTally(self.profile, self.concurrency, self.reference_profile, self.counts)
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "profile": self.profile,
+            "concurrency": self.concurrency,
+            "task_id": self.task_id,
+            "reference": self.reference,
+            "reference_profile": self.reference_profile,
+            "probes": self.probes,
+            **self.counts.to_json(),
+            "rate": self.rate,
+        }
+        if self.first_mismatch is not None:
+            out["first_mismatch"] = self.first_mismatch.to_json()
+        return out
 
 
 def as_request(s: SoakSampleView) -> RequestSample:
@@ -80,7 +138,7 @@ def _references(
 
 def judge_probes(
     samples: Sequence[SoakSampleView], *, near_tie_threshold: float
-) -> list[dict[str, Any]]:
+) -> list[ProbeGroup]:
     """One entry per (arm, concurrency, probe task): how many probes were compared with the
     reference and what each comparison found, plus the first mismatch's excerpts."""
     groups: dict[tuple[str, int, str], list[SoakSampleView]] = defaultdict(list)
@@ -105,47 +163,51 @@ def judge_probes(
                 first_mismatch = result
         compared = sum(counts.values())
         profile, conc, task = key
-        entry: dict[str, Any] = {
-            "profile": profile,
-            "concurrency": conc,
-            "task_id": task,
-            "reference": basis,
-            "reference_profile": reference.profile,
-            "probes": len(rows),
-            "compared": compared,
-            "identical": counts[Verdict.IDENTICAL],
-            "near_tie": counts[Verdict.NEAR_TIE],
-            "length_only": counts[Verdict.LENGTH_ONLY],
-            "unverified": counts[Verdict.UNVERIFIED],
-            "mismatch": counts[Verdict.MISMATCH],
-            "rate": counts[Verdict.IDENTICAL] / compared if compared else None,
-        }
-        if first_mismatch is not None:
-            entry["first_mismatch"] = {
-                "token": first_mismatch.first_divergence,
-                "margin": first_mismatch.margin,
-                "reference": first_mismatch.baseline_excerpt,
-                "probe": first_mismatch.candidate_excerpt,
-            }
-        out.append(entry)
+        tally = ProbeTotals(
+            compared,
+            counts[Verdict.IDENTICAL],
+            counts[Verdict.NEAR_TIE],
+            counts[Verdict.LENGTH_ONLY],
+            counts[Verdict.UNVERIFIED],
+            counts[Verdict.MISMATCH],
+        )
+        mismatch = (
+            None
+            if first_mismatch is None
+            else FirstMismatch(
+                first_mismatch.first_divergence,
+                first_mismatch.margin,
+                first_mismatch.baseline_excerpt,
+                first_mismatch.candidate_excerpt,
+            )
+        )
+        rate = counts[Verdict.IDENTICAL] / compared if compared else None
+        out.append(
+            ProbeGroup(
+                profile, conc, task, basis, reference.profile, len(rows), tally, rate, mismatch
+            )
+        )
     return out
 
 
-def totals(entries: Sequence[dict[str, Any]]) -> dict[str, int]:
-    keys = ("compared", "identical", "near_tie", "length_only", "unverified", "mismatch")
-    return {k: sum(int(e[k]) for e in entries) for k in keys}
+def totals(groups: Sequence[ProbeGroup]) -> ProbeTotals:
+    """Every group's comparisons added up."""
+    return ProbeTotals(
+        *(sum(getattr(g.counts, f.name) for g in groups) for f in fields(ProbeTotals))
+    )
 
 
-def consistent_rate(entries: Sequence[dict[str, Any]]) -> float | None:
+def consistent_rate(groups: Sequence[ProbeGroup]) -> float | None:
     """Share of the judged comparisons (all but `unverified`) that are consistent."""
-    t = totals(entries)
-    judged = t["compared"] - t["unverified"]
+    t = totals(groups)
+    judged = t.compared - t.unverified
     if not judged:
         return None
-    return sum(t[v] for v in CONSISTENT) / judged
+    consistent: int = sum(getattr(t, str(v)) for v in CONSISTENT)
+    return consistent / judged
 
 
-def identical_rate(entries: Sequence[dict[str, Any]]) -> float | None:
+def identical_rate(groups: Sequence[ProbeGroup]) -> float | None:
     """Share of all comparisons whose outputs are the same token for token."""
-    t = totals(entries)
-    return t["identical"] / t["compared"] if t["compared"] else None
+    t = totals(groups)
+    return t.identical / t.compared if t.compared else None

@@ -145,9 +145,31 @@ def thirds(values: Sequence[T]) -> tuple[Sequence[T], Sequence[T]]:
     return values[:third], values[len(values) - third :]
 
 
+@dataclass(frozen=True, slots=True)
+class Shift:
+    """The last third's median against the first third's: their medians and sizes, the
+    relative change and its bootstrap CI (`relative_shift`)."""
+
+    first_third: float
+    last_third: float
+    n: tuple[int, int]
+    change: float
+    low: float
+    high: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "first_third": self.first_third,
+            "last_third": self.last_third,
+            "n": list(self.n),
+            "change": self.change,
+            "change_ci95": [self.low, self.high],
+        }
+
+
 def relative_shift(
     values: Sequence[float], *, min_values: int = MIN_BLOCKS, resamples: int = 2000
-) -> dict[str, Any] | None:
+) -> Shift | None:
     """Median of the last third of ``values`` (in time order) against the first third, with a
     bootstrap CI of the relative change that resamples the values within each third. The
     values are replicates (a block's median, a cycle's ratio), never requests. None below
@@ -162,13 +184,14 @@ def relative_shift(
         rng.choice(first, (resamples, len(first))), axis=1
     )
     low, high = np.percentile(ratios - 1.0, [2.5, 97.5])
-    return {
-        "first_third": float(np.median(first)),
-        "last_third": float(np.median(last)),
-        "n": [len(first), len(last)],
-        "change": float(np.median(last) / np.median(first) - 1.0),
-        "change_ci95": [float(low), float(high)],
-    }
+    return Shift(
+        float(np.median(first)),
+        float(np.median(last)),
+        (len(first), len(last)),
+        float(np.median(last) / np.median(first) - 1.0),
+        float(low),
+        float(high),
+    )
 
 
 def level_shift(
@@ -188,9 +211,9 @@ def level_shift(
     if shift is None:
         return None
     return {
-        "first_third_tps": shift["first_third"],
-        "last_third_tps": shift["last_third"],
-        "blocks": shift["n"],
-        "change": shift["change"],
-        "change_ci95": shift["change_ci95"],
+        "first_third_tps": shift.first_third,
+        "last_third_tps": shift.last_third,
+        "blocks": list(shift.n),
+        "change": shift.change,
+        "change_ci95": [shift.low, shift.high],
     }

@@ -22,9 +22,10 @@ from watchkeeper.config import SoakConfig
 from watchkeeper.config.durations import parse_duration
 from watchkeeper.format import ci
 from watchkeeper.soak import probes
-from watchkeeper.soak.drift import Lines, pair_drift, pair_lines, paired_arms, series_trends
+from watchkeeper.soak.drift import Lines, paired_arms, series_trends
 from watchkeeper.soak.figures import RssEntry, SoakFigures
-from watchkeeper.soak.judgement import OutputRates, ProbeTotals
+from watchkeeper.soak.judgement import OutputRates
+from watchkeeper.soak.pair_drift import PairDrift, pair_drift, pair_lines
 from watchkeeper.soak.paired import (
     MAX_SIZED_PAIRS,
     MIN_CYCLES,
@@ -254,7 +255,7 @@ def _power_text() -> str:
     return f"{SIZING_POWER * 10:.0f} times in 10"
 
 
-def _pair_drift_lines(drifts: Sequence[dict[str, Any]], cfg: SoakConfig) -> Lines:
+def _pair_drift_lines(drifts: Sequence[PairDrift], cfg: SoakConfig) -> Lines:
     reasons: list[str] = []
     notes: list[str] = []
     for drift in drifts:
@@ -274,36 +275,36 @@ def _leak_reasons(leaks: Sequence[RssEntry], cfg: SoakConfig) -> list[str]:
     ]
 
 
-def _identity_rule(identical: Sequence[dict[str, Any]], cfg: SoakConfig) -> Lines:
+def _identity_rule(identical: Sequence[probes.ProbeGroup], cfg: SoakConfig) -> Lines:
     t = probes.totals(identical)
-    if not t["compared"]:
+    if not t.compared:
         return [], ["fewer than 2 probes per series: identical-output rate not judged"]
     notes = [
-        f"temperature-0 probes: {t['compared']} compared with their reference, "
-        f"{t['identical']} identical, {t['near_tie']} near ties, {t['length_only']} cut by "
-        f"length, {t['unverified']} unverified, {t['mismatch']} mismatches"
+        f"temperature-0 probes: {t.compared} compared with their reference, "
+        f"{t.identical} identical, {t.near_tie} near ties, {t.length_only} cut by "
+        f"length, {t.unverified} unverified, {t.mismatch} mismatches"
     ]
-    if t["unverified"]:
+    if t.unverified:
         notes.append(
-            f"{t['unverified']} probe(s) differ in text with no token data to weigh the "
+            f"{t.unverified} probe(s) differ in text with no token data to weigh the "
             "difference: shown, not judged"
         )
     rate = probes.consistent_rate(identical)
     if rate is not None and rate < cfg.min_identical_rate:
-        judged = t["compared"] - t["unverified"]
+        judged = t.compared - t.unverified
         where = ", ".join(
-            f"{e['profile']} at concurrency {e['concurrency']}: {e['mismatch']}"
-            for e in identical
-            if e["mismatch"]
+            f"{g.profile} at concurrency {g.concurrency}: {g.counts.mismatch}"
+            for g in identical
+            if g.counts.mismatch
         )
         return [
             f"temperature-0 probes answered differently {1 - rate:.0%} of the time "
-            f"({t['mismatch']}/{judged} beyond a near tie; {where})"
+            f"({t.mismatch}/{judged} beyond a near tie; {where})"
         ], notes
     return [], notes
 
 
-def consistent_rate(identical: Sequence[dict[str, Any]]) -> float | None:
+def consistent_rate(identical: Sequence[probes.ProbeGroup]) -> float | None:
     """Share of the probes whose answer is consistent with their reference (identical, a near
     tie or a length cut), of those that could be judged."""
     return probes.consistent_rate(identical)
@@ -382,7 +383,7 @@ def judge(data: SoakData, cfg: SoakConfig, *, near_tie_threshold: float = 0.1) -
         db_outages=kinds["db_outage"],
         incidents=dict(kinds),
         rates=OutputRates(probes.identical_rate(identical), consistent_rate(identical)),
-        probe_totals=ProbeTotals.from_json(probes.totals(identical)),
+        probe_totals=probes.totals(identical),
         identical_output=tuple(identical),
         series=tuple(series),
         reference=tuple(paired),
