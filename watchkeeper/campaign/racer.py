@@ -32,7 +32,6 @@ from watchkeeper.analysis.racing_tasks import (
 )
 from watchkeeper.analysis.racing_types import (
     Ceiling,
-    Cell,
     RaceArm,
     RaceSettings,
     Table,
@@ -40,6 +39,7 @@ from watchkeeper.analysis.racing_types import (
 )
 from watchkeeper.analysis.task_sample import TaskSample, arm_sample_cis, stratified_sample
 from watchkeeper.campaign.calibration import Calibration
+from watchkeeper.campaign.race_runs import cells_of, drafted_in_round, round_seconds
 from watchkeeper.campaign.served_cost import ServedCost, prefill_of, served_cost
 from watchkeeper.config import ProfileConfig
 from watchkeeper.load.records import RunResult
@@ -82,46 +82,6 @@ def race_arms(profiles: dict[str, ProfileConfig]) -> list[RaceArm]:
         RaceArm(n, arm_cost(p.spec_type, p.draft_n_max, p.speculative), baseline=(i == 0))
         for i, (n, p) in enumerate(profiles.items())
     ]
-
-
-def cells_of(runs: Sequence[RunResult]) -> list[Cell]:
-    """Measured, clean requests as racing cells (server-reported decode tok/s)."""
-    return [
-        Cell(r.arm, s.task_id, s.category, r.round, s.decode_tps_server)
-        for r in runs
-        if not r.is_warmup
-        for s in r.samples
-        if s.ok and s.decode_tps_server
-    ]
-
-
-def drafted_in_round(runs: Sequence[RunResult]) -> dict[str, tuple[int, int]]:
-    """Per arm, in the last measured round: (clean requests, draft tokens). llama-server reports
-    `draft_n` only when drafting ran, so a request without it drafted nothing."""
-    measured = [r for r in runs if not r.is_warmup]
-    if not measured:
-        return {}
-    last = max(r.round for r in measured)
-    out: dict[str, tuple[int, int]] = {}
-    for r in measured:
-        if r.round != last:
-            continue
-        clean = [s for s in r.samples if s.ok]
-        requests, tokens = out.get(r.arm, (0, 0))
-        out[r.arm] = (requests + len(clean), tokens + sum(s.draft_n or 0 for s in clean))
-    return out
-
-
-def _round_seconds(
-    runs: Sequence[RunResult], arms: Sequence[str], round_index: int | None = None
-) -> float:
-    """What a round (default: the last) cost `arms`: the sum of their requests' latencies."""
-    if not runs:
-        return 0.0
-    which = round_index if round_index is not None else max(r.round for r in runs)
-    return sum(
-        s.latency_s or 0.0 for r in runs if r.round == which and r.arm in arms for s in r.samples
-    )
 
 
 class Racer:
@@ -260,7 +220,7 @@ class Racer:
         self.state = idle_drops(self.state, drafted_in_round(runs), baseline=base)
         for d in self.state.drops[before:]:
             self.progress(f"race: dropped {d.arm} after round {d.round} ({d.rule}): {d.reason}")
-        nxt = _round_seconds(runs, self.state.active)
+        nxt = round_seconds(runs, self.state.active)
         probed = self.probe_arms(runs)
         elapsed = self.clock() - self.started
         reserve = self.probe_seconds(runs, probed)
@@ -380,7 +340,7 @@ class Racer:
         afresh, so the uncached round is the right yardstick), in both identity modes where
         the sweep runs both (the as-served probes on the round's own servers, then the exact
         pass)."""
-        exact = self.probe_share * self.probe_fraction * _round_seconds(runs, arms, 1)
+        exact = self.probe_share * self.probe_fraction * round_seconds(runs, arms, 1)
         if not self.served or self.served_skipped:
             return exact
         return exact + self.served_seconds(runs, arms)
@@ -400,7 +360,7 @@ class Racer:
         """The as-served pass on `arms`: its probes (SERVED_PROBE_SHARE of their round 1) and
         its replays (the baseline's A/A floor where the baseline is among them, each
         speculative arm's scores and divergences); without prompt timings, PROBE_SHARE."""
-        round1 = self.probe_fraction * _round_seconds(runs, arms, 1)
+        round1 = self.probe_fraction * round_seconds(runs, arms, 1)
         cost = self.served_cost(runs)
         if cost is None:
             return PROBE_SHARE * round1
@@ -414,7 +374,7 @@ class Racer:
         (or was not asked for)."""
         if not self.served:
             return ""
-        exact = self.probe_share * self.probe_fraction * _round_seconds(runs, first, 1)
+        exact = self.probe_share * self.probe_fraction * round_seconds(runs, first, 1)
         served = self.served_seconds(runs, first)
         if exact + served <= cap:
             return ""
