@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from watchkeeper.analysis.racing import start
 from watchkeeper.analysis.racing_gates import idle_drops
 from watchkeeper.analysis.racing_types import RaceArm
-from watchkeeper.campaign.racer import drafted_in_round
+from watchkeeper.campaign.race_runs import drafted_in_round
 from watchkeeper.load.records import RequestSample, RunResult
 
 T0 = datetime(2026, 11, 27, 23, 58, tzinfo=UTC)

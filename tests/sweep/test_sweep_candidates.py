@@ -25,12 +25,12 @@ from watchkeeper.analysis.racing_types import (
 )
 from watchkeeper.analysis.stats import RatioCI
 from watchkeeper.campaign.calibration import Calibration, DraftCost, VerifyCost
+from watchkeeper.campaign.race_runs import cells_of
 from watchkeeper.campaign.racer import (
     EXACT_PROBE_SHARE,
     PROBE_SHARE,
     Racer,
     arm_ceiling,
-    cells_of,
     probe_share,
     race_arms,
 )

@@ -32,7 +32,6 @@ from watchkeeper.analysis.racing_tasks import (
 )
 from watchkeeper.analysis.racing_types import (
     Ceiling,
-    Cell,
     RaceArm,
     RaceSettings,
     Table,
@@ -40,9 +39,16 @@ from watchkeeper.analysis.racing_types import (
 )
 from watchkeeper.analysis.task_sample import TaskSample, arm_sample_cis, stratified_sample
 from watchkeeper.campaign.calibration import Calibration
+from watchkeeper.campaign.race_runs import cells_of, drafted_in_round, round_seconds
+from watchkeeper.campaign.round_price import (
+    RoundPrice,
+    measured_pass_s,
+    planned_pass_s,
+    round_price,
+)
 from watchkeeper.campaign.served_cost import ServedCost, prefill_of, served_cost
 from watchkeeper.config import ProfileConfig
-from watchkeeper.load.records import RunResult
+from watchkeeper.load.records import RunResult, Task
 
 Progress = Callable[[str], None]
 Clock = Callable[[], float]
@@ -82,46 +88,6 @@ def race_arms(profiles: dict[str, ProfileConfig]) -> list[RaceArm]:
         RaceArm(n, arm_cost(p.spec_type, p.draft_n_max, p.speculative), baseline=(i == 0))
         for i, (n, p) in enumerate(profiles.items())
     ]
-
-
-def cells_of(runs: Sequence[RunResult]) -> list[Cell]:
-    """Measured, clean requests as racing cells (server-reported decode tok/s)."""
-    return [
-        Cell(r.arm, s.task_id, s.category, r.round, s.decode_tps_server)
-        for r in runs
-        if not r.is_warmup
-        for s in r.samples
-        if s.ok and s.decode_tps_server
-    ]
-
-
-def drafted_in_round(runs: Sequence[RunResult]) -> dict[str, tuple[int, int]]:
-    """Per arm, in the last measured round: (clean requests, draft tokens). llama-server reports
-    `draft_n` only when drafting ran, so a request without it drafted nothing."""
-    measured = [r for r in runs if not r.is_warmup]
-    if not measured:
-        return {}
-    last = max(r.round for r in measured)
-    out: dict[str, tuple[int, int]] = {}
-    for r in measured:
-        if r.round != last:
-            continue
-        clean = [s for s in r.samples if s.ok]
-        requests, tokens = out.get(r.arm, (0, 0))
-        out[r.arm] = (requests + len(clean), tokens + sum(s.draft_n or 0 for s in clean))
-    return out
-
-
-def _round_seconds(
-    runs: Sequence[RunResult], arms: Sequence[str], round_index: int | None = None
-) -> float:
-    """What a round (default: the last) cost `arms`: the sum of their requests' latencies."""
-    if not runs:
-        return 0.0
-    which = round_index if round_index is not None else max(r.round for r in runs)
-    return sum(
-        s.latency_s or 0.0 for r in runs if r.round == which and r.arm in arms for s in r.samples
-    )
 
 
 class Racer:
@@ -177,6 +143,13 @@ class Racer:
         reached the hook)."""
         self.sample: TaskSample | None = None
         """The tasks the rounds measure where one round of every task did not fit."""
+        self.exact = probe_share == EXACT_PROBE_SHARE  # its probes are priced task by task
+        self.probe_tasks: Callable[[], Sequence[Task]] = tuple
+        """The identity pass's tasks (the sweep's `BenchPlan.probe_tasks`, the sample's once
+        drawn); empty: only their count is known."""
+        self.costs: Calibration | None = None  # calibrated before round 1: prices the prefill
+        self.price: RoundPrice | None = None
+        """Each task's cost from its size (`plan_rounds`); None: from the warm-up's mean."""
 
     @property
     def plan_text(self) -> str:
@@ -209,14 +182,19 @@ class Racer:
         }
 
     def plan_rounds(
-        self, runs: Sequence[RunResult], tasks: int, strata: Sequence[tuple[str, str]] = ()
+        self,
+        runs: Sequence[RunResult],
+        tasks: int,
+        strata: Sequence[tuple[str, str]] = (),
+        task_list: Sequence[Task] = (),
     ) -> Plan:
-        """Before round 1: a round priced from the warm-up (each racing arm's mean warm-up
-        request times the task count; a cold process's first requests err long), the probes'
-        reserve priced the same way, and the design that gives every racing arm a CI within
-        what is left of the budget. ``strata``: the set's (task id, category); where one
-        round of every task does not fit, the rounds measure a stratified sample of them
-        sized to fit (`sample`, analysis/task_sample.py). Printed, kept for the report."""
+        """Before round 1: a round priced from the warm-up, the probes' reserve, and the
+        design that gives every racing arm a CI within what is left of the budget. Given the
+        set's tasks (``task_list``), each is priced from its size (campaign/round_price.py,
+        and the exact probes too); else each racing arm's mean warm-up request times the task
+        count. ``strata``: the set's (task id, category); where one round of every task does
+        not fit, the rounds measure a stratified sample of them sized to fit (`sample`,
+        analysis/task_sample.py). Printed, kept for the report."""
         warm = [r for r in runs if r.is_warmup and r.arm in self.state.active]
         per_arm: dict[str, list[float]] = {}
         for r in warm:
@@ -224,12 +202,22 @@ class Racer:
         task_s = sum(sum(v) / len(v) for v in per_arm.values() if v)
         base = self.arms[0].name
         base_s = sum(per_arm.get(base) or [0.0]) / max(1, len(per_arm.get(base) or []))
+        active = list(self.state.active)
+        self.price = round_price(runs, task_list, active, base, self.costs) if task_list else None
+        if self.price is not None:
+            task_s = self.price.round_s(task_list, active) / len(task_list)
+            base_s = self.price.round_s(task_list, [base]) / len(task_list)
+            self.progress(f"race price: each task from its size; {self.price.how}")
 
         def reserve(n: int) -> float:  # the probes of a round of n tasks
-            probed = self.probe_share * (
-                min(self.probe_count, n) if self.probe_count else self.probe_fraction * n
-            )
-            return max(probed * base_s, min(IDENTITY_SHARE * self.budget_s, probed * task_s))
+            count = min(self.probe_count, n) if self.probe_count else self.probe_fraction * n
+            cap = IDENTITY_SHARE * self.budget_s
+            if self.price is not None and self.exact:
+                probes = self.probe_tasks()
+                alone, every = planned_pass_s(self.price, task_list, probes, count, active)
+                return max(alone, min(cap, every))
+            probed = self.probe_share * count
+            return max(probed * base_s, min(cap, probed * task_s))
 
         left = self.budget_s - (self.clock() - self.started)
         self.plan = plan(
@@ -260,7 +248,7 @@ class Racer:
         self.state = idle_drops(self.state, drafted_in_round(runs), baseline=base)
         for d in self.state.drops[before:]:
             self.progress(f"race: dropped {d.arm} after round {d.round} ({d.rule}): {d.reason}")
-        nxt = _round_seconds(runs, self.state.active)
+        nxt = round_seconds(runs, self.state.active)
         probed = self.probe_arms(runs)
         elapsed = self.clock() - self.started
         reserve = self.probe_seconds(runs, probed)
@@ -313,7 +301,9 @@ class Racer:
 
     def ceiling(self, costs: Calibration) -> Sequence[str]:
         """Before round 1: drop the draft settings whose speed-up at perfect acceptance, at the
-        costs just calibrated, cannot tie the baseline (analysis/racing.ceiling_drops)."""
+        costs just calibrated, cannot tie the baseline (analysis/racing.ceiling_drops). The
+        costs are kept: they price the prefill (`plan_rounds`)."""
+        self.costs = costs
         found = [c for arm, n in self.draft_lengths.items() if (c := arm_ceiling(arm, n, costs))]
         for c in found:
             self.progress(f"race: {c.arm} at perfect acceptance: {c.bound:.2f}x ({c.how})")
@@ -380,10 +370,19 @@ class Racer:
         afresh, so the uncached round is the right yardstick), in both identity modes where
         the sweep runs both (the as-served probes on the round's own servers, then the exact
         pass)."""
-        exact = self.probe_share * self.probe_fraction * _round_seconds(runs, arms, 1)
+        exact = self.exact_seconds(runs, arms)
         if not self.served or self.served_skipped:
             return exact
         return exact + self.served_seconds(runs, arms)
+
+    def exact_seconds(self, runs: Sequence[RunResult], arms: Sequence[str]) -> float:
+        """The identity probes of `arms` (the exact ones, in that mode): each probed task
+        priced from its round-1 request where planned task by task (`price`), else
+        `probe_share` of the arms' round 1."""
+        probes = self.probe_tasks()
+        if self.price is None or not self.exact or not probes:
+            return self.probe_share * self.probe_fraction * round_seconds(runs, arms, 1)
+        return measured_pass_s(self.price, runs, probes, arms)
 
     def served_cost(self, runs: Sequence[RunResult]) -> ServedCost | None:
         """The as-served replays, priced from the baseline's round-1 prefill; None where
@@ -400,7 +399,7 @@ class Racer:
         """The as-served pass on `arms`: its probes (SERVED_PROBE_SHARE of their round 1) and
         its replays (the baseline's A/A floor where the baseline is among them, each
         speculative arm's scores and divergences); without prompt timings, PROBE_SHARE."""
-        round1 = self.probe_fraction * _round_seconds(runs, arms, 1)
+        round1 = self.probe_fraction * round_seconds(runs, arms, 1)
         cost = self.served_cost(runs)
         if cost is None:
             return PROBE_SHARE * round1
@@ -414,7 +413,7 @@ class Racer:
         (or was not asked for)."""
         if not self.served:
             return ""
-        exact = self.probe_share * self.probe_fraction * _round_seconds(runs, first, 1)
+        exact = self.exact_seconds(runs, first)
         served = self.served_seconds(runs, first)
         if exact + served <= cap:
             return ""

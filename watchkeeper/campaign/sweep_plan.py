@@ -278,7 +278,9 @@ def sweep_plan(
         race=racer,
         ceiling=racer.ceiling if racer is not None else None,
         before_rounds=(
-            lambda runs: racer.plan_rounds(runs, len(tasks), [(t.id, t.category) for t in tasks])
+            lambda runs: racer.plan_rounds(
+                runs, len(tasks), [(t.id, t.category) for t in tasks], tasks
+            )
         )
         if racer is not None
         else None,

@@ -190,6 +190,7 @@ def sweep_command(
     if racer is not None:
         racer.probe_fraction = len(plan.probe_tasks) / max(1, len(plan.tasks))
         racer.probe_count = len(plan.probe_tasks)
+        racer.probe_tasks = lambda: plan.probe_tasks  # the sample's, once drawn
     progress(
         f"sweep: {len(plan.profiles)} profiles x {len(plan.tasks)} tasks "
         f"at {load_text(plan.concurrency, plan.arrival)}, "

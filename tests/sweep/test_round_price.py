@@ -1,0 +1,168 @@
+"""The sweep's round and exact identity pass priced task by task from each task's size
+(campaign/round_price.py), not from the warm-up's mean request: campaign 1 (2026-12-07)
+priced its round at 24.6 min from two short, cached warm-up prompts and took 31.4.
+
+Hand-checkable fixtures, no server, no clock: a warm-up task of 400 characters as JSON sent
+as 100 prompt tokens (0.25 a character), answered to half its 100-token cap at 100 ms a
+decode step on the baseline; the calibration's batches of 17 and 49 tokens cost 4.0 and 8.8
+decode steps: 0.15 steps (15 ms) a prompt token."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from watchkeeper.analysis.racing_types import RaceArm, RaceSettings
+from watchkeeper.campaign.calibration import Calibration, DraftCost, VerifyCost
+from watchkeeper.campaign.racer import EXACT_PROBE_SHARE, Racer
+from watchkeeper.campaign.round_price import (
+    EXACT_PREFILL_STEPS,
+    round_price,
+    task_chars,
+)
+from watchkeeper.load.records import RequestSample, RunResult, Task
+
+T0 = datetime(2026, 12, 7, tzinfo=UTC)
+COSTS = Calibration(
+    {"ngram": DraftCost(0.0), "draft": DraftCost(0.5)},
+    {"ngram": VerifyCost(49, 8.8), "draft": VerifyCost(17, 4.0)},
+)
+
+
+def _task(tid: str, cat: str, text_chars: int, cap: int = 100) -> Task:
+    """A one-message task of 33 + `text_chars` characters as JSON."""
+    return Task(tid, cat, ({"role": "user", "content": "a" * text_chars},), cap)
+
+
+WARM = _task("prose-1", "prose", 367)  # 400 characters: 100 tokens is 0.25 a character
+SHORT = _task("prose-2", "prose", 367)
+LONG = _task("code-1", "code", 1567)  # 1600 characters: 400 tokens
+TASKS = [WARM, SHORT, LONG, _task("code-2", "code", 1567)]
+
+
+def _warm(arm: str, *, prompt_ms: float, decode_ms: float, overhead_s: float = 0.1) -> RunResult:
+    """One warm-up request of WARM: 100 prompt tokens, 50 of its 100 cap answered."""
+    latency = (prompt_ms + 50 * decode_ms) / 1000 + overhead_s
+    s = RequestSample(
+        WARM.id, "prose", 0, T0, latency_s=latency, prompt_tokens=100, prompt_ms=prompt_ms,
+        completion_tokens=50, predicted_ms=50 * decode_ms, draft_n=40 if arm == "draft" else None,
+        draft_n_accepted=30 if arm == "draft" else None,
+    )  # fmt: skip
+    return RunResult(arm, arm, 0, True, 1, T0, T0, (s,), ())
+
+
+# The baseline's warm-up prompt came from the cache (5 ms for 100 tokens); the others' did not.
+RUNS = [
+    _warm("base", prompt_ms=5.0, decode_ms=100.0),
+    _warm("ngram", prompt_ms=2000.0, decode_ms=90.0),
+    _warm("draft", prompt_ms=3000.0, decode_ms=200.0),
+]
+ARMS = ["base", "ngram", "draft"]
+
+
+def test_each_task_is_priced_from_its_size_at_the_calibrated_uncached_prefill() -> None:
+    """Baseline, LONG: 400 tokens x (0.15 x 100 ms) = 6 s, + 50 x 100 ms = 5 s, + 0.1 s
+    overhead = 11.1 s; the draft arm prefills on its draft model too (x 1.5: 9 s) and decodes
+    at 200 ms (10 s). The cached 5 ms warm-up prompt priced nothing."""
+    assert task_chars(WARM) == 400 and task_chars(LONG) == 1600
+    price = round_price(RUNS, TASKS, ARMS, "base", COSTS)
+    assert price is not None
+    assert (price.tokens_per_char, price.answer_share, price.step_s) == (0.25, 0.5, 0.1)
+    assert price.prompt_tokens(LONG) == 400 and price.answer_tokens(LONG) == 50
+    assert price.rates["base"].prefill_s == pytest.approx(0.015)
+    assert price.rates["draft"].prefill_s == pytest.approx(0.0225)
+    assert price.request_s(LONG, "base") == pytest.approx(6.0 + 5.0 + 0.1)
+    assert price.request_s(LONG, "ngram") == pytest.approx(6.0 + 4.5 + 0.1)
+    assert price.request_s(LONG, "draft") == pytest.approx(9.0 + 10.0 + 0.1)
+    assert price.request_s(SHORT, "base") == pytest.approx(1.5 + 5.0 + 0.1)
+    assert price.round_s([SHORT, LONG], ARMS) == pytest.approx(
+        (1.5 + 5.0 + 0.1) + (1.5 + 4.5 + 0.1) + (2.25 + 10.0 + 0.1) + 11.1 + 10.6 + 19.1
+    )
+    assert "0.150 decode steps a token (verification batches of 17 and 49 tokens" in price.how
+
+
+def test_without_a_calibration_a_cached_warm_up_prompt_reads_as_the_median_arms() -> None:
+    """Slowest warm-up rates: base 0.05 ms (cached), ngram 20 ms, draft 30 ms a token; the
+    median arm's 20 ms floors the baseline's."""
+    price = round_price(RUNS, TASKS, ARMS, "base")
+    assert price is not None
+    rates = {a: r.prefill_s for a, r in price.rates.items()}
+    assert rates == pytest.approx({"base": 0.02, "ngram": 0.02, "draft": 0.03})
+    assert price.request_s(LONG, "base") == pytest.approx(8.0 + 5.0 + 0.1)
+
+
+def test_no_timings_price_as_before_and_an_untimed_arm_at_its_mean_request() -> None:
+    """A warm-up without timings gives no price (the racer keeps the mean warm-up request);
+    one arm without them is priced at its mean warm-up request."""
+    bare = [
+        RunResult(a, a, 0, True, 1, T0, T0, (RequestSample(WARM.id, "prose", 0, T0, 4.0),), ())
+        for a in ARMS
+    ]
+    assert round_price(bare, TASKS, ARMS, "base", COSTS) is None
+    assert round_price(RUNS, [LONG], ARMS, "base", COSTS) is None  # no warm-up task known
+    price = round_price([*RUNS[:2], bare[2]], TASKS, ARMS, "base", COSTS)
+    assert price is not None and price.rates["draft"].prefill_s is None
+    assert price.request_s(LONG, "draft") == 0.0 + price.rates["draft"].fallback_s
+
+
+def test_an_exact_probe_prefills_a_token_a_pass_and_verifies_a_draft_token_a_step() -> None:
+    """At ubatch 1, LONG on the baseline: 400 x 0.8 x 100 ms = 32 s, + 50 x 100 ms + 0.1 s.
+    The draft arm's warm-up drafted 40 and accepted 30 of 50 tokens: a token costs 1 + 0.2
+    rejected + 0.5 x 0.8 drafted = 1.6 steps (160 ms, below its batched 200 ms: 200), and its
+    prompt 1.5x the baseline's (its draft model prefills too). The floor of 2 probes of 50
+    tokens replays 50 positions each at a step; each speculative arm 2 divergences a probe."""
+    price = round_price(RUNS, TASKS, ARMS, "base", COSTS)
+    assert price is not None and EXACT_PREFILL_STEPS == 0.8
+    assert price.exact_probe_s("base", 400, 50) == pytest.approx(32.0 + 5.0 + 0.1)
+    assert price.exact_decode_s("draft") == pytest.approx(0.2)
+    assert price.exact_probe_s("draft", 400, 50) == pytest.approx(48.0 + 10.0 + 0.1)
+    # A measured request that drafted 100 of which 20 were accepted, 50 tokens in 4 s (80 ms):
+    # 1 + 80/50 + 0.5 x 100/50 = 3.6 steps, 360 ms a token.
+    s = RequestSample(
+        LONG.id, "code", 0, T0, completion_tokens=50, predicted_ms=4000.0, draft_n=100,
+        draft_n_accepted=20,
+    )  # fmt: skip
+    assert price.exact_decode_s("draft", s) == pytest.approx(0.36)
+    assert price.floor_s(2, 50) == pytest.approx(2 * 50 * 0.1)
+    probes = [("code-1", 400.0, 50.0), ("code-2", 400.0, 50.0)]
+    assert price.exact_pass_s(probes, ["base"]) == pytest.approx(2 * 37.1 + 10.0)
+    assert price.exact_pass_s(probes, ["draft"]) == pytest.approx(2 * 58.1 + 2 * 2 * 0.1)
+
+
+def _racer(budget_s: float, *, clock: list[float]) -> Racer:
+    arms = [RaceArm("base", 0.0, True), RaceArm("ngram", 1.0), RaceArm("draft", 4.0)]
+    racer = Racer(
+        arms, RaceSettings(seed=3), budget_s=budget_s, clock=iter(clock).__next__,
+        progress=lambda _m: None, probe_share=EXACT_PROBE_SHARE,
+    )  # fmt: skip
+    racer.probe_count, racer.probe_fraction = 1, 1 / 4
+    return racer
+
+
+def test_the_racer_plans_its_round_from_the_tasks_sizes_and_its_probes_by_task() -> None:
+    """Four tasks: a round of the three arms is 2 x (6.6 + 6.1 + 12.35) + 2 x (11.1 + 10.6 +
+    19.1) = 131.7 s; the mean warm-up request (5.105 + 6.6 + 13.1 s a task, 99.2 s a round)
+    priced the same round 25% short. One probe of a code task (its category's mean): 37.1 s
+    on the baseline and its floor of 50 positions (5 s), 37.1 s on ngram (its decode at
+    ubatch 1 a whole step, not its batched 90 ms) and 2 divergence replays (0.2 s), 58.1 +
+    0.2 s on the draft arm: 137.7 s, within a quarter of the 1500 s budget."""
+    racer = _racer(1500.0, clock=[0.0, 0.0])
+    racer.ceiling(COSTS)
+    racer.probe_tasks = lambda: (LONG,)
+    got = racer.plan_rounds(RUNS, 4, [(t.id, t.category) for t in TASKS], TASKS)
+    assert "~2.2 min a round of every arm" in got.why  # 131.7 s
+    assert racer.price is not None
+    assert racer.price.round_s(TASKS, ARMS) == pytest.approx(131.7)
+    assert "identity probes' reserve (2.3 min)" in got.why  # 137.7 s
+    old = _racer(1500.0, clock=[0.0, 0.0]).plan_rounds(RUNS, 4, [])
+    assert "~1.7 min a round" in old.why  # 4 x 24.805 s
+    # After round 1 the probes are priced from the round's own requests: the baseline's
+    # code-1 took a 600-token prompt and 64 answer tokens: 600 x 0.8 x 0.1 + 64 x 0.1 +
+    # 0.1 = 54.5 s, and its floor 64 positions x 0.1 s.
+    r1 = RequestSample(
+        LONG.id, "code", 0, T0, latency_s=20.0, prompt_tokens=600, completion_tokens=64,
+        predicted_ms=6400.0, decode_tps_server=10.0,
+    )  # fmt: skip
+    run = RunResult("base", "base", 1, False, 1, T0, T0, (r1,), ())
+    assert racer.probe_seconds([run], ["base"]) == pytest.approx(54.5 + 6.4)
