@@ -55,11 +55,13 @@ def cmd_served_ladder(args: argparse.Namespace, config: Config) -> int:
 
 
 def set_folder(out: str | None, config: Config) -> Path:
-    """The set's folder: --out, else `bench.reports_dir`, else `reports`, relative as given.
+    """The set's folder: --out, else `bench.reports_dir`, else `reports`, relative as given
+    (`BenchConfig.resolved_reports_dir`'s choice, without making it absolute: a set's paths
+    are named as the repository names them), with `~` expanded as that method does.
 
     An empty `reports_dir` (the default) once became `Path("")`, the working directory, and
     the default set was written into the repository's root beside README.md."""
-    return Path(out or config.bench.reports_dir or "reports")
+    return Path(out or config.bench.reports_dir or "reports").expanduser()
 
 
 def cmd_deliver_set(args: argparse.Namespace, config: Config) -> int:
@@ -156,7 +158,9 @@ def register(sub: Any) -> None:
         "every stage: rerunning the same command continues from the first unfinished stage.",
     )
     add_common(p)
-    p.add_argument("--out", metavar="DIR", help="the set's folder (default: bench.reports_dir)")
+    p.add_argument(
+        "--out", metavar="DIR", help="the set's folder (default: bench.reports_dir, else reports/)"
+    )
     p.add_argument(
         "--budget", type=MINUTES, required=True, metavar="MIN", help="minutes for the whole set"
     )
