@@ -252,7 +252,9 @@ def _choose(
         best.speedup.low,
         best.speedup.high,
         "highest lower 95% CI bound among profiles called faster (CI above 1.0, estimate "
-        f"beyond {best.speedup.threshold:.0%}){few_tasks_caveat(best.speedup.n_clusters)}",
+        f"beyond {best.speedup.threshold:.0%})"
+        # over its tasks a category has an interval only where they support it (category_tasks)
+        + ("" if best.speedup.over else few_tasks_caveat(best.speedup.n_clusters)),
         best.arm,
         best.speedup.estimate,
         best.speedup.low,
