@@ -150,7 +150,8 @@ def category_note(
         parts.append(
             f"{listed}: too few tasks for an interval over the category's tasks, so no CI "
             f"and no pick there; {min_tasks} tasks in the category (`--per-category "
-            f"{min_tasks}`) or {MIN_ROUNDS} rounds (a larger budget) would give one"
+            f"{min_tasks}` where the set has that many) or {MIN_ROUNDS} rounds (a larger "
+            "budget) would give one"
         )
     text = "; ".join(parts)
     return text[0].upper() + text[1:]
