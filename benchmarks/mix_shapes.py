@@ -34,7 +34,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from watchkeeper.analysis.recommend import family_low
+from watchkeeper.analysis.category_tasks import family_low
 from watchkeeper.analysis.stats import Pair, paired_speedup, wilson
 from watchkeeper.analysis.workload_mix import Mix, choose_for_mix, mix_speedup
 

@@ -12,8 +12,9 @@ import numpy as np
 import pytest
 
 from watchkeeper.analysis.bench_types import CategoryStats
+from watchkeeper.analysis.category_tasks import family_low
 from watchkeeper.analysis.floor import two_way_floor
-from watchkeeper.analysis.recommend import _choose, family_low
+from watchkeeper.analysis.recommend import _choose
 from watchkeeper.analysis.stats import RatioCI, classify
 from watchkeeper.analysis.workload_mix import (
     FAMILY_ALPHA,

@@ -1,5 +1,6 @@
 """A one-round sweep's answer from its tasks (analysis/task_pick.py): the summary cell and the
-mix's pick read the interval over tasks and name it, a CI over rounds is left as it was, and
+mix's pick read the interval over tasks and name it, a CI over rounds is left as it was, the
+speed-up bound's note reads the interval the summary reads (`bench_bound.judge_bound`), and
 the rule's rates hold on seeded simulated sweeps (watchkeeper/simulation/mix_tasks.py; the
 full table is `benchmarks/mix_tasks.py`)."""
 
@@ -7,13 +8,14 @@ import math
 from dataclasses import replace
 
 from watchkeeper import format as fmt
+from watchkeeper.analysis.bench_bound import judge_bound
 from watchkeeper.analysis.benchmark import BenchResult
 from watchkeeper.analysis.racing_tasks import TaskInterval
 from watchkeeper.analysis.stats import RatioCI
 from watchkeeper.analysis.task_pick import TaskCIs, mix_over_tasks, with_task_cis
 from watchkeeper.analysis.task_sample import weighted_interval
 from watchkeeper.analysis.workload_mix import TASK_SET, MixSpeedup, choose_for_mix, parse_mix
-from watchkeeper.publish.report_rows import summary_rows
+from watchkeeper.publish.report_rows import bound_rows, summary_rows
 from watchkeeper.simulation.mix_tasks import simulate_pick
 
 TASKS = TaskInterval(1.04, 0.97, 1.12, 36, 1, math.log(1.12 / 0.97) / (2 * 2.03), 35.0)
@@ -93,3 +95,43 @@ def test_the_pick_over_tasks_holds_its_rates_on_simulated_sweeps() -> None:
     assert fast.power >= 0.8, fast
     sampled = simulate_pick("skewed", 36, 80, seed=13, of=300)
     assert sampled.arm_coverage >= 0.9 and sampled.picked <= 4, sampled
+
+
+def test_the_bound_note_reads_the_interval_over_tasks_not_a_rounds_estimate(
+    result: BenchResult,
+) -> None:
+    """A one-round arm whose estimate beats its bound: with no interval the note names the
+    estimate as one ('no CI'), never as a CI's low; answered over tasks, the note reads the
+    task interval's low (beaten only where that low is above the bound)."""
+    stats = next(s for s in result.arm_stats if s.arm == "draft4")
+    spec = next(a for a in result.arms if a.name == "draft4")
+    assert stats.bound is not None
+    bound = stats.bound.predicted_speedup
+    est = bound * 1.10
+    bare = RatioCI(est, est, est, 36, 36, 1, threshold=0.03)
+    efficiency, note = judge_bound(spec, stats.bound, bare)
+    assert efficiency is None and note is not None
+    assert f"estimate {est:.2f}x (no CI)" in note and "CI low" not in note
+    short = replace(
+        result,
+        arm_stats=tuple(
+            replace(s, overall=replace(s.overall, speedup=bare), bound_note=note, efficiency=None)
+            if s.arm == "draft4"
+            else s
+            for s in result.arm_stats
+        ),
+    )
+    wide = TaskInterval(est, bound * 0.95, bound * 1.27, 36, 1, 0.06, 35.0)
+    read = with_task_cis(short, {"draft4": wide})
+    got = next(s for s in read.arm_stats if s.arm == "draft4")
+    assert got.bound_note is not None
+    assert f"estimate {est:.2f}x (its CI reaches down to the bound)" in got.bound_note
+    high = TaskInterval(est, bound * 1.04, bound * 1.16, 36, 1, 0.03, 35.0)
+    got = next(s for s in with_task_cis(short, {"draft4": high}).arm_stats if s.arm == "draft4")
+    assert got.bound_note is not None and f"CI low {bound * 1.04:.2f}x" in got.bound_note
+    row = next(r for r in bound_rows(with_task_cis(short, {"draft4": high})) if r[0] == "draft4")
+    assert row[-1].startswith(f"bound beaten: measured speed-up (CI low {bound * 1.04:.2f}x)")
+    below = TaskInterval(bound * 0.9, bound * 0.8, bound * 1.01, 36, 1, 0.05, 35.0)
+    got = next(s for s in with_task_cis(short, {"draft4": below}).arm_stats if s.arm == "draft4")
+    assert got.bound_note is None and got.efficiency is not None
+    assert math.isclose(got.efficiency, 0.9)  # the efficiency of the interval's estimate

@@ -52,17 +52,33 @@ def arm_bound(
         decoded_tokens=float(decoded) if mean_len else None,
         drafts=drafts if mean_len else None,
     )
-    if speedup is None or bound.predicted_speedup <= 0:
+    if speedup is None:
         return ArmBound(bound, None, length_source)
+    efficiency, note = judge_bound(arm, bound, speedup)
+    return ArmBound(bound, efficiency, length_source, note)
+
+
+def judge_bound(
+    arm: ArmSpec, bound: SpeedupBound, speedup: RatioCI
+) -> tuple[float | None, str | None]:
+    """(efficiency, note) of ``speedup`` against ``bound``: the CI's low where it has one
+    (over rounds, or over tasks where a one-round sweep answers from them:
+    analysis/task_pick.py re-judges with that interval), the estimate, named as one, where
+    it has none."""
+    if bound.predicted_speedup <= 0:
+        return None, None
     measured_verify = (
         (arm.verify_tokens, arm.verify_cost)
         if arm.verify_tokens is not None and arm.verify_cost is not None
         else None
     )
-    efficiency, note = judge_efficiency(
-        bound, speedup.estimate, speedup.low, measured_verify=measured_verify
+    return judge_efficiency(
+        bound,
+        speedup.estimate,
+        speedup.low,
+        measured_verify=measured_verify,
+        has_ci=speedup.has_ci,
     )
-    return ArmBound(bound, efficiency, length_source, note)
 
 
 def _bound(

@@ -19,18 +19,14 @@ and answers with the pooled pick (POOLED).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
-import numpy as np
-
 from watchkeeper.analysis.benchmark import ALL, BenchResult, CategoryStats
-from watchkeeper.analysis.floor import two_way_floor
+from watchkeeper.analysis.category_tasks import family_low
 from watchkeeper.analysis.stats import MIN_ROUNDS, MIN_TASKS, RatioCI
 from watchkeeper.analysis.task_pick import TaskCIs
 from watchkeeper.analysis.workload_mix import (
-    FAMILY_ALPHA,
     MORE_TASKS,
     TASK_SET,
     Mix,
@@ -195,21 +191,6 @@ def mix_source(mix: Mix) -> str:
     return "the task set's own proportions" if mix.source == TASK_SET else "as given by --mix"
 
 
-def family_low(ci: RatioCI, family: int) -> float:
-    """A category CI's lower bound across the ``family`` of comparisons the per-category picks
-    choose among (every candidate arm in every category): Bonferroni, 1 - FAMILY_ALPHA /
-    family, on the CI's floor over rounds and tasks (`two_way_floor` from its per-round
-    ratios and task log ratios), never above its own 95% bound. With four arms identical to
-    the baseline (3 tasks x 5 rounds, 6 categories) some category's pick was named in 15% of
-    sweeps on each arm's own CI, 22% with uneven code edits (`benchmarks/mix_shapes.py
-    --only-family`). The CI's own bound where the floor cannot be rebuilt or there is one
-    comparison."""
-    if family <= 1 or len(ci.round_ratios) < 2 or len(ci.task_logs) < 2:
-        return ci.low
-    floor = two_way_floor(np.log(np.asarray(ci.round_ratios)), np.asarray(ci.task_logs))
-    return min(ci.low, ci.estimate * math.exp(-floor.half(1.0 - FAMILY_ALPHA / family)))
-
-
 def _choose(
     category: str, stats: Sequence[CategoryStats], excluded: dict[str, str], family: int = 1
 ) -> Choice:
@@ -271,7 +252,9 @@ def _choose(
         best.speedup.low,
         best.speedup.high,
         "highest lower 95% CI bound among profiles called faster (CI above 1.0, estimate "
-        f"beyond {best.speedup.threshold:.0%}){few_tasks_caveat(best.speedup.n_clusters)}",
+        f"beyond {best.speedup.threshold:.0%})"
+        # over its tasks a category has an interval only where they support it (category_tasks)
+        + ("" if best.speedup.over else few_tasks_caveat(best.speedup.n_clusters)),
         best.arm,
         best.speedup.estimate,
         best.speedup.low,

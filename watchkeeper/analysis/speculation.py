@@ -185,6 +185,7 @@ def judge_efficiency(
     low: float,
     *,
     measured_verify: tuple[int, float] | None = None,
+    has_ci: bool = True,
 ) -> tuple[float | None, str | None]:
     """(efficiency, None), or (None, which input looks off) where the bound is beaten.
 
@@ -192,19 +193,20 @@ def judge_efficiency(
     bench of smollm2-baseline, -selfdraft and -ngram over ten chat tasks written outside the
     project printed 1.06 for one arm, its CI reaching down to the bound: the verify and draft
     costs had been measured on the standard tasks. Beyond the CI (`check_bound`) or only by
-    the estimate, the answer is the same diagnosis instead of the ratio."""
-    note = check_bound(bound, low, measured_verify=measured_verify)
+    the estimate, the answer is the same diagnosis instead of the ratio. ``has_ci``: False
+    where the speed-up has no CI (one round), so ``low`` is the estimate itself and the note
+    must not call it a CI's low (a one-round sweep once printed "CI low 1.30x" for an
+    estimate with no interval)."""
+    note = check_bound(bound, low, measured_verify=measured_verify) if has_ci else None
     if note is not None:
         return None, note
     if bound.predicted_speedup <= 0:
         return None, None
     efficiency = estimate / bound.predicted_speedup
     if efficiency > 1.0:
+        what = "its CI reaches down to the bound" if has_ci else "no CI"
         return None, _diagnose(
-            bound,
-            estimate,
-            f"estimate {estimate:.2f}x (its CI reaches down to the bound)",
-            measured_verify,
+            bound, estimate, f"estimate {estimate:.2f}x ({what})", measured_verify
         )
     return efficiency, None
 

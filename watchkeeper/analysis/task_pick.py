@@ -11,7 +11,8 @@ interval over 36 tasks. Here they read the tasks' interval, and say so ("95% CI 
 tasks"):
 
 * `with_task_cis`: each such arm's pooled speed-up (the summary table, the console, the pooled
-  pick) is its interval over tasks.
+  pick) is its interval over tasks, and the speed-up bound's efficiency and note are judged
+  again on it (the note read "CI low 1.30x" from a round's estimate with no interval).
 * `mix_over_tasks`: the mix's speed-up of each such arm. For the task set's own proportions it
   is the same interval (every task alike, or the sample weighted by the set's shares: the
   set's own proportions either way); for a stated `--mix`, the stratified interval with the
@@ -31,6 +32,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
+from watchkeeper.analysis.bench_bound import judge_bound
 from watchkeeper.analysis.bench_types import ArmStats, BenchResult
 from watchkeeper.analysis.racing_tasks import TaskInterval
 from watchkeeper.analysis.stats import RatioCI, classify
@@ -100,14 +102,19 @@ def with_task_cis(
     multi-round sweep) are left as they are."""
     if not cis:
         return result
+    specs = {a.name: a for a in result.arms}
     stats: list[ArmStats] = []
     for s in result.arm_stats:
         ci, task = s.overall.speedup, cis.get(s.arm)
-        if ci is not None and not ci.has_ci and task is not None:
-            over = replace(s.overall, speedup=task_ratio(ci, task, of))
-            stats.append(replace(s, overall=over))
-        else:
+        if ci is None or ci.has_ci or task is None:
             stats.append(s)
+            continue
+        read = task_ratio(ci, task, of)
+        got = replace(s, overall=replace(s.overall, speedup=read))
+        if s.bound is not None and s.arm in specs:  # the bound's note reads the same interval
+            efficiency, note = judge_bound(specs[s.arm], s.bound, read)
+            got = replace(got, efficiency=efficiency, bound_note=note)
+        stats.append(got)
     return replace(result, arm_stats=tuple(stats))
 
 

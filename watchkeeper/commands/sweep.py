@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from watchkeeper.analysis.benchmark import BenchResult
+from watchkeeper.analysis.category_tasks import category_note, with_category_cis
 from watchkeeper.analysis.identity_gate import withheld
 from watchkeeper.analysis.racing_types import RaceArm, RaceSettings, RaceState
 from watchkeeper.analysis.recommend import MIX, Recommendation, recommend
@@ -205,6 +206,8 @@ def sweep_command(
         tasks = _over_tasks(racer, settings)
         if tasks is not None:  # one round over many tasks: its answer reads them
             result = with_task_cis(result, tasks.cis, of=tasks.of)
+            population = racer.sample.population if racer and racer.sample else None
+            result = with_category_cis(result, tasks.cis, population=population)
         if mix is None and racer is not None and racer.sample is not None:
             mix = task_set_mix(racer.sample.population)  # the set's, not the sample's
         outcome = _Outcome(
@@ -217,6 +220,7 @@ def sweep_command(
             load_text(plan.concurrency, plan.arrival),
             tuple(t.id for t in plan.probe_tasks if len(plan.probe_tasks) < len(plan.round_tasks)),
             over_tasks=tasks is not None,
+            categories_over_tasks=category_note(result, tasks.cis) if tasks else "",
         )
         return _report(
             config,
@@ -288,6 +292,9 @@ class _Outcome:
     """The identity pass's tasks where a subset of the measured ones (BenchPlan.identity_tasks)."""
     over_tasks: bool = False
     """The answer reads the intervals over tasks (`_over_tasks`)."""
+    categories_over_tasks: str = ""
+    """What the per-category rows read where the answer is over tasks, in words
+    (`category_tasks.category_note`); empty otherwise."""
 
 
 def _report(
@@ -356,6 +363,7 @@ def _report(
         race_plan=racer.plan_text if racer is not None else "",
         task_cis=racer.task_ci_text() if racer is not None else "",
         answer_over_tasks=outcome.over_tasks,
+        categories_over_tasks=outcome.categories_over_tasks,
         verify_price=read_verify_price(reports),
     )
     result = finish_with_report(

@@ -86,8 +86,13 @@ def _race_section(v: SweepView) -> list[str]:
     if v.task_cis:
         read = (
             "The summary table and the recommendation (pooled and for the mix) read these "
-            "intervals, each named '95% CI over N tasks'; the per-category tables carry none "
-            "(an interval over tasks is over the whole set)."
+            "intervals, each named '95% CI over N tasks'"
+            + (
+                f". {md.inline(v.categories_over_tasks)}."
+                if v.categories_over_tasks
+                else "; the per-category tables carry none (an interval over tasks is over the "
+                "whole set)."
+            )
             if v.answer_over_tasks
             else "The tables above carry no CI from rounds this few; the recommendation reads "
             "those tables, so it names no arm on these intervals."

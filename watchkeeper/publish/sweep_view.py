@@ -64,6 +64,10 @@ class SweepView:
     answer_over_tasks: bool = False
     """The whole race stopped short of a CI over rounds, so the summary table and the
     recommendation read those intervals (analysis/task_pick.py)."""
+    categories_over_tasks: str = ""
+    """Where the answer reads intervals over tasks: which per-category rows carry one over
+    their own category's tasks and which have too few tasks, with what would give them one
+    (analysis/category_tasks.category_note); empty: not said."""
     verify_price: VerifyPrice | str | None = None
     """The verification-pricing pass found in the reports directory (campaign/verify_price.py),
     a line saying why it could not be read, or None: no section "What acceptance pays here"."""
