@@ -64,13 +64,22 @@ def test_sweep_recommends_conservatively_and_writes_a_service_file(
         per_category=None,
         service_file=service,
         identity_as_served=True,
-        max_arms=10,  # tiers 0-2: the methods and the chain, not the knob variants
+        max_arms=11,  # tiers 0-2: the methods and the chain, not the knob variants
     )
     result = sweep_command(load_config(config_path), request, progress=lambda _m: None)
     arms = [a.name for a in result.bench.arms]
     assert arms[0] == "smollm2-baseline" and "smollm2-sweep-draft16" in arms
-    assert len(arms) == 10 and "smollm2-sweep-ngram-mod+draft4" in arms
+    assert len(arms) == 11 and "smollm2-sweep-ngram-mod+draft4" in arms
     assert any(name.startswith("smollm2-sweep-ngram") for name in arms)
+    # The A/A control: a second baseline server, measured in every round the race ran, with
+    # its own role, its reading on the report's first screen, never named by the answer.
+    control = "smollm2-aa-control"
+    assert arms[1] == control
+    assert next(a.role for a in result.bench.arms if a.name == control) == "control"
+    assert result.race is not None and control in result.race.active
+    assert result.race.rounds_by_arm[control] == result.race.rounds
+    assert result.bench.stats(control) is not None
+    assert result.bench.stats(control).speedup is not None  # type: ignore[union-attr]
     # SmolLM2 drafting for itself costs a whole target step per drafted token: no acceptance
     # could make it tie the baseline, so the ceiling rule drops every length unmeasured.
     assert result.race is not None
@@ -104,6 +113,9 @@ def test_sweep_recommends_conservatively_and_writes_a_service_file(
     assert ("identity, as served" in split) is bool(served)
     assert len(result.bench.extras["time_split"]["rounds"]) == result.race.rounds
     assert "Where the time went: " in report_text
+    assert f"A/A control ({control}, a second server with the baseline's settings): " in (
+        report_text
+    )
     # ...on the first task of each category (the default `identity_per_category` of 1): the
     # probes prefill a token at a time in the exact mode, so the sweep probes a subset.
     with sqlite3.connect(tmp_path / "wk.db") as con:
@@ -125,6 +137,7 @@ def test_sweep_recommends_conservatively_and_writes_a_service_file(
     assert measured_tasks == {"prose-02", "prose-03", "copy-code"}, measured_tasks
     assert "They ran on 2 of the 3 measured tasks" in report_text
     record = json.loads((tmp_path / "reports" / "speculative_recommendation.json").read_text())
+    assert control not in {record["chosen"]["name"], (record.get("closest") or {}).get("name")}
     assert str(tmp_path) not in json.dumps(record) and "/.cache/" not in json.dumps(record)
     # The serving settings its unit was rendered with ([service] unset: the slots measured).
     assert record["extra"]["served"] == {"slots": None, "cache_ram_mib": 0, "port": 8080}

@@ -63,7 +63,7 @@ def _plan(tmp_path: Path, budget: float = BUDGET_MIN) -> SetPlan:
         profile="smollm2-baseline",
         max_tokens=24,
         sweep_rounds=3,
-        max_arms=2,
+        max_arms=3,  # the baseline, its A/A control and one candidate
         ladder_rounds=2,
     )
 

@@ -43,8 +43,9 @@ def test_a_budget_too_small_for_one_round_samples_the_set_and_answers_for_it(
 ) -> None:
     """A budget of seconds: not one round of 36 tasks fits, nor the least sample (12 tasks,
     2 a category), which runs anyway and the plan says by how much it passes the budget.
-    Identity in the batched mode and two n-gram arms keep it short: 61 s and 96 s under nice 19
-    on the shared two-core host at load 11-20 (7 Dec 2026)."""
+    Identity in the batched mode and three arms (the baseline, its A/A control, one n-gram
+    arm) keep it short: 61 s and 96 s under nice 19 on the shared two-core host at load 11-20
+    (7 Dec 2026, with two n-gram arms then)."""
     config_path = tmp_path / "watchkeeper.toml"
     config_path.write_text(
         f'[database]\nurl = "sqlite:///{tmp_path / "wk.db"}"\n'
@@ -81,6 +82,7 @@ def test_a_budget_too_small_for_one_round_samples_the_set_and_answers_for_it(
     assert result.race is not None and result.race.rounds == 1
     raced = {a for a, n in result.race.rounds_by_arm.items() if n >= 1} - {f"{SMOLLM2}-baseline"}
     assert raced and set(result.task_cis) == raced, (raced, result.task_cis)
+    assert f"{SMOLLM2}-aa-control" in raced  # the A/A control has its interval too
     for ci in result.task_cis.values():
         assert ci["tasks"] == 12 and ci["of"] == 36 and ci["low"] < ci["estimate"] < ci["high"], ci
     report = (tmp_path / "reports" / "speculative_benchmark.md").read_text()

@@ -289,26 +289,31 @@ def race_round(
     """After one more round of `state.active` arms: who stops, and the decisions so far."""
     base = _baseline(arms).name
     round_index = state.rounds + 1
+    controls = {a.name for a in arms if a.control}
     active = list(state.active)
+    # The A/A control runs beside the race, not in it: it is never dropped, and no rule
+    # ranks or picks it (it would tie the baseline and could only block or win a tie).
+    racing = [a for a in active if a not in controls]
     drops = list(state.drops)
     categories = table.categories(base)
     if round_index < settings.min_rounds:
-        found = [_early_drop(table, a, base, round_index, settings) for a in active if a != base]
+        found = [_early_drop(table, a, base, round_index, settings) for a in racing if a != base]
     else:
-        leaders = _leaders(table, active, base, categories, settings)
+        leaders = _leaders(table, racing, base, categories, settings)
         found = [
-            _ci_drop(table, a, base, leaders, round_index, settings) for a in active if a != base
+            _ci_drop(table, a, base, leaders, round_index, settings) for a in racing if a != base
         ]
     for drop in found:
         if drop is not None:
             drops.append(drop)
             active.remove(drop.arm)
+            racing.remove(drop.arm)
     rounds_by_arm = {a.name: table.rounds(a.name) for a in arms}
     return RaceState(
         round_index,
         tuple(active),
         tuple(drops),
-        decide(table, arms, active, settings),
+        decide(table, arms, racing, settings),
         rounds_by_arm,
     )
 

@@ -4,7 +4,7 @@ that drafted nothing). Kept apart from `analysis/racing.py`, whose rules judge C
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import replace
 
 from watchkeeper.analysis.racing_types import Ceiling, Drop, RaceSettings, RaceState
@@ -35,18 +35,23 @@ def ceiling_drops(
 
 
 def idle_drops(
-    state: RaceState, drafted: Mapping[str, tuple[int, int]], *, baseline: str
+    state: RaceState,
+    drafted: Mapping[str, tuple[int, int]],
+    *,
+    baseline: str,
+    keep: Collection[str] = (),
 ) -> RaceState:
     """After a measured round: a speculative arm that drafted nothing in any of its requests
     stops (rule `idle`). Speculation never ran, so it measures the baseline's server again
     under another name: racing it on costs every later round its share and can only end in a
     tie (docs/measurements.md#figures-behind-the-code). `drafted` maps an
-    arm to (clean requests, draft tokens) in the round; the baseline is never dropped."""
+    arm to (clean requests, draft tokens) in the round; the baseline and ``keep`` (the A/A
+    control, which never drafts by design) are never dropped."""
     active = list(state.active)
     drops = list(state.drops)
     for arm in list(active):
         requests, tokens = drafted.get(arm, (0, 0))
-        if arm == baseline or requests == 0 or tokens > 0:
+        if arm == baseline or arm in keep or requests == 0 or tokens > 0:
             continue
         drops.append(
             Drop(

@@ -32,6 +32,9 @@ class RaceArm:
     cost: float
     """Lower is cheaper: a tie goes to the cheaper arm (baseline 0)."""
     baseline: bool = False
+    control: bool = False
+    """The A/A control (analysis/aa_control.py): measured every round the race runs, never
+    dropped, never a leader or a winner."""
 
 
 @dataclass(frozen=True, slots=True)

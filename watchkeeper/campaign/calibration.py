@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from watchkeeper.analysis import aa_control
 from watchkeeper.analysis.benchmark import ArmSpec
 from watchkeeper.analysis.stats import median
 from watchkeeper.campaign.campaigns import measure_run
@@ -87,6 +88,8 @@ def calibrate(
     draft: dict[str, DraftCost] = {}
     by_pair: dict[tuple[str, str], DraftCost] = {}
     for p in prepared[1:]:
+        if aa_control.is_control(p.name):
+            continue  # the baseline's twin: nothing drafts, nothing to price
         key = (p.model.sha256 if p.model else "", p.draft.sha256 if p.draft else p.name)
         if key not in by_pair:
             by_pair[key] = measure_draft_cost(
@@ -282,13 +285,14 @@ def arm_specs(
     drift_only: bool,
 ) -> list[ArmSpec]:
     """The arms as the analysis sees them: the baseline first, then every candidate with its
-    measured costs (`argvs`: each arm's server command line)."""
+    measured costs (`argvs`: each arm's server command line); the race's A/A control has the
+    role `control` (paired like a candidate, never one: analysis/aa_control.py)."""
     first = prepared[0]
     arms = [_arm_spec(first, "baseline", argvs[first.name], DraftCost())]
     arms += [
         _arm_spec(
             p,
-            "candidate",
+            aa_control.ROLE if aa_control.is_control(p.name) else "candidate",
             argvs[p.name],
             calibration.draft_cost(p.name),
             drift_only=drift_only,

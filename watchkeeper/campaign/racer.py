@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 
+from watchkeeper.analysis import aa_control
 from watchkeeper.analysis.bench_bound import perfect_acceptance_bound
 from watchkeeper.analysis.racing import (
     budget_for_ci,
@@ -85,7 +86,12 @@ def probe_share(identity_mode: str) -> float:
 def race_arms(profiles: dict[str, ProfileConfig]) -> list[RaceArm]:
     """The first profile is the baseline; costs order ties (baseline, n-gram, drafts by n)."""
     return [
-        RaceArm(n, arm_cost(p.spec_type, p.draft_n_max, p.speculative), baseline=(i == 0))
+        RaceArm(
+            n,
+            arm_cost(p.spec_type, p.draft_n_max, p.speculative),
+            baseline=(i == 0),
+            control=i > 0 and aa_control.is_control(n),
+        )
         for i, (n, p) in enumerate(profiles.items())
     ]
 
@@ -245,7 +251,8 @@ class Racer:
         before = len(self.state.drops)
         self.state = race_round(Table(cells_of(runs)), self.arms, self.state, self.settings)
         base = next(a.name for a in self.arms if a.baseline)
-        self.state = idle_drops(self.state, drafted_in_round(runs), baseline=base)
+        controls = [a.name for a in self.arms if a.control]
+        self.state = idle_drops(self.state, drafted_in_round(runs), baseline=base, keep=controls)
         for d in self.state.drops[before:]:
             self.progress(f"race: dropped {d.arm} after round {d.round} ({d.rule}): {d.reason}")
         nxt = round_seconds(runs, self.state.active)
@@ -329,8 +336,9 @@ class Racer:
         band = 1.0 + self.settings.min_effect
         best: dict[str, tuple[float, str]] = {}
         overall: dict[str, float] = {}
+        controls = {a.name for a in self.arms if a.control}
         for a in self.state.active:
-            if a == base:
+            if a == base or a in controls:  # the A/A control is never named: nothing to probe
                 continue
             overall[a] = point_estimate(table, a, base, None)
             found = [(overall[a], "overall")]

@@ -2,7 +2,9 @@
 values worth racing, each with the reason it is there, in priority order under an arm cap.
 
 Tiers, in the order the cap keeps them:
-0. the baseline (`--spec-type none`);
+0. the baseline (`--spec-type none`) and, in a race, its A/A control: a second server with the
+   baseline's settings, never picked, whose speed-up must read no change
+   (analysis/aa_control.py);
 1. each method at the values the requests name: draft-simple at n_max 4/8/16, draft-mtp at
    1/2/3 (public numbers: depth 1 beat depth 3), an EAGLE-3/DFlash/DSpark drafter at the build's
    default length, every n-gram type at the build's defaults;
@@ -26,6 +28,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from watchkeeper.analysis import aa_control
 from watchkeeper.config import ProfileConfig
 from watchkeeper.server.spec_discovery import Method
 from watchkeeper.server.spec_knobs import SpecKnob
@@ -116,8 +119,10 @@ def plan_arms(
     *,
     max_arms: int = DEFAULT_MAX_ARMS,
     tiers: int = 3,
+    control: bool = False,
 ) -> ArmPlan:
-    """Every arm worth racing for these methods, tier by tier, the cap applied last."""
+    """Every arm worth racing for these methods, tier by tier, the cap applied last;
+    ``control``: the A/A control right after the baseline (the sweep's race)."""
     plain = baseline.model_copy(
         update={
             "draft_model": None,
@@ -131,6 +136,9 @@ def plan_arms(
     )
     runs = {m.spec_type: m for m in methods if m.runs}
     b = _Builder(prefix, plain, draft, runs)
+    if control:
+        name = aa_control.control_name(b.arms[0].name)
+        b.arms.append(PlannedArm(name, plain, 0, aa_control.WHY))
     _method_arms(b, knobs)
     if tiers >= 2 and CHAIN_NGRAM in runs:
         _chain_arms(b, knobs)

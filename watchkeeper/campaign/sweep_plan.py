@@ -84,7 +84,13 @@ def arm_plan(
     drafter = facts(c.draft) if c.draft else None
     methods = discover(info.spec_types, facts(c.baseline.model), drafter)
     return plan_arms(
-        c.prefix, c.baseline, c.draft, methods, spec_knobs(info.descriptions), max_arms=max_arms
+        c.prefix,
+        c.baseline,
+        c.draft,
+        methods,
+        spec_knobs(info.descriptions),
+        max_arms=max_arms,
+        control=True,
     )
 
 

@@ -24,6 +24,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from watchkeeper.analysis import aa_control
 from watchkeeper.analysis.benchmark import BenchResult
 from watchkeeper.analysis.category_tasks import category_note, with_category_cis
 from watchkeeper.analysis.identity_gate import withheld
@@ -212,7 +213,13 @@ def sweep_command(
             mix = task_set_mix(racer.sample.population)  # the set's, not the sample's
         outcome = _Outcome(
             result,
-            recommend(result, withheld=withheld(result), mix=mix, answer=MIX, tasks=tasks),
+            recommend(
+                result,
+                withheld=withheld(result) | aa_control.withheld(result),
+                mix=mix,
+                answer=MIX,
+                tasks=tasks,
+            ),
             tuple(arms),
             settings,
             racer,

@@ -8,6 +8,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from watchkeeper.analysis.aa_control import control_reading
 from watchkeeper.analysis.benchmark import BenchResult, CategoryStats
 from watchkeeper.analysis.summary import RunSummary
 from watchkeeper.checks.gap_floor import GapFloor
@@ -128,6 +129,8 @@ def print_bench(console: Console, result: BenchResult) -> None:
             f"{o.errors}/{o.requests}",
         )
     console.print(table)
+    if (aa := control_reading(result)) is not None:
+        console.print(plain(aa.line()))
     print_gpu_cost(console, result)
     categories = sorted({c.category for c in result.categories})
     cat_table = Table(title="speed-up by category")

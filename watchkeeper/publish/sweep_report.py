@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from watchkeeper.analysis.aa_control import control_reading
 from watchkeeper.analysis.acceptance import explain, result_curves
 from watchkeeper.analysis.racing_types import Drop
 from watchkeeper.publish import markdown as md
@@ -30,7 +31,9 @@ from watchkeeper.publish.verify_price_section import verify_price_section
 def preface(v: SweepView) -> str:
     """The report's first lines: where the pooled pick differs from the answer (the mix's, the
     headline's), one line saying so; where it was measured, with what, and what the answer
-    means there, so "keep the baseline" is not read as "speculation does not work"."""
+    means there, so "keep the baseline" is not read as "speculation does not work"; and where
+    the race ran its A/A control, what that control read (analysis/aa_control.py): the first
+    thing to check before believing any ratio below."""
     r = v.record
     pooled = v.recommendation.pooled_note
     if r is None:
@@ -39,6 +42,7 @@ def preface(v: SweepView) -> str:
     tasks = v.result.method.tasks
     cats = len(v.result.method.categories)
     load = f"; load: {md.inline(r.load)}" if r.load else ""
+    control = control_reading(v.result)
     return "\n".join(
         ([md.inline(pooled), ""] if pooled else [])
         + [
@@ -46,6 +50,9 @@ def preface(v: SweepView) -> str:
             f"{md.inline(r.models)}; sampler {md.inline(r.sampler)}; {tasks} tasks in {cats} "
             f"{'category' if cats == 1 else 'categories'}{cut}{load}.",
             "",
+        ]
+        + ([f"{md.inline(control.line())}.", ""] if control is not None else [])
+        + [
             f"What it means: {md.inline(r.meaning)}.",
         ]
         + (
