@@ -30,7 +30,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sweeps", type=int, default=400)
     args = parser.parse_args()
-    print(f"{args.sweeps} sweeps a cell; cell sd 0.057 per arm, round drift 0.02")
+    print(
+        f"{args.sweeps} sweeps a cell; cell sd 0.057 an arm, process offset 0.0057 an arm, "
+        "round drift 0.02 an arm where there are rounds"
+    )
     print("| shape | tasks x rounds | A/A: false 'biased' | 5% handicap caught | 10% caught |")
     print("| --- | --- | ---: | ---: | ---: |")
     for name, shape in SHAPES.items():

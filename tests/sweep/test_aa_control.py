@@ -20,6 +20,7 @@ from watchkeeper.campaign.racer import race_arms
 from watchkeeper.campaign.sweep_arms import plan_arms
 from watchkeeper.config import ProfileConfig
 from watchkeeper.server.spec_discovery import Method
+from watchkeeper.simulation.aa_control import Shape, alarm_rate
 
 CATEGORIES = ("prose", "code_edit")
 CONTROL = "q-aa-control"
@@ -145,3 +146,16 @@ def test_the_control_name_follows_the_baseline() -> None:
     assert aa_control.control_name("qwen-code-baseline") == "qwen-code-aa-control"
     assert aa_control.is_control("qwen-aa-control")
     assert not aa_control.is_control("qwen-baseline")
+
+
+def test_the_rule_simulated_stays_quiet_on_twins_and_catches_a_ten_percent_handicap() -> None:
+    # One round over 18 tasks, the default sweep's design, seeded (benchmarks/aa_control.py
+    # has the full table): identical twins seldom read biased, a baseline server 10% slow
+    # mostly does, with recurring stalls of the baseline too.
+    plain, stalls = Shape(), Shape(stall_share=0.05)
+    false, n = alarm_rate(sweeps=120, tasks=18, rounds=1, handicap=0.0, shape=plain, seed=5)
+    assert n == 120 and false / n <= 0.10, false
+    caught, n = alarm_rate(sweeps=120, tasks=18, rounds=1, handicap=0.10, shape=plain, seed=6)
+    assert caught / n >= 0.75, caught
+    caught, n = alarm_rate(sweeps=120, tasks=18, rounds=1, handicap=0.10, shape=stalls, seed=7)
+    assert caught / n >= 0.6, caught

@@ -30,6 +30,11 @@ CATEGORIES = ("prose", "tool_call", "code_edit", "code_gen", "summarize", "multi
 class Shape:
     cell_sd: float = 0.057
     round_sd: float = 0.02
+    """Drift shared by an arm's half of a round (the race's `round_drift_sd`): only where
+    there are rounds to drift between; a one-round sweep has its process offsets instead."""
+    instance_sd: float = 0.0057
+    """Each server process's own offset for the whole sweep: 0.8% between process pairs
+    here (`benchmarks/instance_effect.py`), so 0.8% / sqrt(2) an arm."""
     stall_share: float = 0.0
     """Share of the baseline's cells that stall (30% slower): a recurring dip."""
 
@@ -40,8 +45,10 @@ def sweep_cells(
     """tok/s cells of the baseline and its twin; the baseline's server decodes `handicap`
     slower (0.1: 10%) than an identical one."""
     out = []
+    offset = {arm: rng.normal(0, shape.instance_sd) for arm in (BASE, CONTROL)}
+    round_sd = shape.round_sd if rounds > 1 else 0.0
     for r in range(1, rounds + 1):
-        drift = {arm: rng.normal(0, shape.round_sd) for arm in (BASE, CONTROL)}
+        drift = {arm: offset[arm] + rng.normal(0, round_sd) for arm in (BASE, CONTROL)}
         for t in range(tasks):
             category = CATEGORIES[t % len(CATEGORIES)]
             effect = rng.normal(math.log(20.0), 0.2)
