@@ -18,6 +18,7 @@ from __future__ import annotations
 import statistics
 from collections import defaultdict
 from collections.abc import Collection, Sequence
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
@@ -77,14 +78,17 @@ def series_trends(
     for s in samples:
         if not s.is_probe and s.error is None:
             groups[(s.profile, s.concurrency)].append(s)
-    by_series = {key: block_rows(rows, origin, block_s=block_s) for key, rows in groups.items()}
+    by_series = {}
     for key, rows in groups.items():
         host = block_host_cpu(rows, host_cpu)
-        for row in by_series[key]:
-            row["host_other_cpu"] = host.get(row["block"])
+        by_series[key] = [
+            replace(row, host_other_cpu=host.get(row.block))
+            for row in block_rows(rows, origin, block_s=block_s)
+        ]
     for (profile, conc), rows in sorted(groups.items()):
         entry = _series_entry(profile, conc, rows, origin, slice_s)
-        entry["block_rows"] = by_series[(profile, conc)]
+        mine = by_series[(profile, conc)]
+        entry["block_rows"] = [{**r.to_json(), "host_other_cpu": r.host_other_cpu} for r in mine]
         # The other profiles' blocks: what may explain a dip (soak/dips.py).
         others = [r for (p, _), r in sorted(by_series.items()) if p != profile]
         name = f"{profile} c{conc}"
@@ -92,13 +96,14 @@ def series_trends(
             entry["drift_judged"] = "paired"
         elif conc > 1:
             entry["drift_judged"] = "aggregate"
-            entry["depth_drift"] = series_drift(
-                entry["block_rows"],
+            depth = series_drift(
+                mine,
                 threshold=cfg.drift_threshold,
                 floor=cfg.autocorrelation_floor,
                 others=others,
             )
-            reason, note = depth_lines(name, entry["depth_drift"], len(entry["block_rows"]))
+            entry["depth_drift"] = None if depth is None else depth.to_json()
+            reason, note = depth_lines(name, depth, len(mine))
             reasons.extend(reason)
             notes.extend(note)
         else:
