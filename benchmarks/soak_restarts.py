@@ -135,9 +135,9 @@ def main() -> None:
         "paired_drift": [d.to_json() for d in result.verdict.figures.paired_drift],
         "series_drift": [
             {
-                "series": f"{e['profile']} c{e['concurrency']}",
-                "drift_judged": e["drift_judged"],
-                "throughput_shift": e.get("throughput_shift"),
+                "series": e.name,
+                "drift_judged": e.judged,
+                "throughput_shift": e.to_json().get("throughput_shift"),
             }
             for e in result.verdict.figures.series
         ],

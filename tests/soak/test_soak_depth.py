@@ -35,6 +35,7 @@ from watchkeeper.soak.depth import (
     slope_drift,
 )
 from watchkeeper.soak.depth_figures import Autocorrelation, SlopeDrift
+from watchkeeper.soak.series_figures import SeriesTrend
 from watchkeeper.soak.verdicts import judge
 from watchkeeper.soak.views import SoakData, SoakSampleView
 
@@ -232,11 +233,12 @@ def test_the_judge_reads_depth_4_on_aggregate_throughput_and_keeps_every_block()
     assert quiet.stable, quiet.reasons
     assert any("s c4: no throughput drift beyond 10%" in n for n in quiet.notes)
     (entry,) = quiet.figures.series
-    assert entry["drift_judged"] == "aggregate"
-    assert entry["depth_drift"]["verdict"] == "no drift"
+    assert entry.judged == "aggregate"
+    depth = entry.depth_drift
+    assert depth is not None and depth.verdict == "no drift"
     # Every block is kept; the slope sets the first two aside as warm-up.
-    assert len(entry["block_rows"]) == 37
-    assert entry["depth_drift"]["blocks"] == 35 and entry["depth_drift"]["warmup_blocks"] == 2
+    assert len(entry.block_rows) == 37
+    assert depth.blocks == 35 and depth.warmup_blocks == 2
     # The report's JSON keeps the rows, so the drift can be redone from it alone.
     s = summary(
         quiet, series_rows(_soak(0.0).samples),
@@ -246,11 +248,11 @@ def test_the_judge_reads_depth_4_on_aggregate_throughput_and_keeps_every_block()
     (blocks,) = s.blocks
     assert blocks.concurrency == 4 and len(blocks.rows) == 37
     redone = series_drift(blocks.rows, threshold=0.1, floor=0.3)
-    assert redone is not None and list(redone.ci95) == entry["depth_drift"]["change_ci95"]
+    assert redone is not None and redone.ci95 == depth.ci95
     (drift,) = s.drift
     assert drift.estimator == "aggregate" and drift.verdict == "no drift"
     text = render(s)
-    k = entry["depth_drift"]["work_requests"]
+    k = depth.work_requests
     assert f", no drift (aggregate, 35 blocks after 2 warm-up, {k} requests a block)" in text
     assert "Little's law" in text
     assert "Above concurrency 1 the drift is the aggregate throughput's" in text
@@ -265,7 +267,7 @@ def test_an_inconclusive_depth_4_series_is_not_resolved() -> None:
     short = SoakData(1, {**shuffled.params}, "completed", (), shuffled.samples[:300], (), ())
     verdict = judge(short, SoakConfig())
     (entry,) = verdict.figures.series
-    assert entry["depth_drift"]["verdict"] == "inconclusive"
+    assert entry.depth_drift is not None and entry.depth_drift.verdict == "inconclusive"
     assert any(
         "throughput drift inconclusive" in n and "reaches past -10% (a slowdown" in n
         for n in verdict.notes
@@ -284,8 +286,9 @@ def test_depth_1_is_judged_as_before() -> None:
     params = {"profiles": ["s"], "concurrency": [1], "block_s": 120.0}
     verdict = judge(SoakData(1, params, "completed", (), tuple(samples), (), ()), SoakConfig())
     (entry,) = verdict.figures.series
-    assert entry["drift_judged"] == "absolute" and "depth_drift" not in entry
-    assert "throughput_drift" in entry and entry["block_rows"]
+    assert entry.judged == "absolute" and entry.depth_drift is None
+    assert "depth_drift" not in entry.to_json()
+    assert entry.throughput_drift is not None and entry.block_rows
 
 
 def test_the_shipped_soak_job_covers_depth_1_and_4_and_depth_4_resolves_in_150_minutes() -> None:
@@ -331,16 +334,7 @@ def test_a_slow_host_s_few_requests_a_block_are_named_with_the_block_length_that
     fast = drift_of(MODEL, 0)
     assert fast.work_requests is not None and fast.work_requests >= 12
     assert not any("under load" in n for n in depth_lines("b c4", fast, fast.blocks)[1])
-    (entry,) = drift_entries(
-        [
-            {
-                "profile": "b",
-                "concurrency": 4,
-                "drift_judged": "aggregate",
-                "depth_drift": slow.to_json(),
-            }
-        ]
-    )
+    (entry,) = drift_entries([SeriesTrend("b", 4, "aggregate", slow)])
     assert f"{slow.work_requests} requests a block)" in drift_cell(entry)
 
 
@@ -358,11 +352,10 @@ def test_a_rising_series_resolves_as_no_slowdown_and_a_soak_with_one_is_judged_w
     drift = _figures(0.066, (-0.02, 0.16), 26, "no slowdown", (0.1, 0.30), 2, 15)
     reasons, (note,) = depth_lines("ngram-mod c4", drift, 28)
     assert reasons == [] and "no slowdown beyond 10%" in note and "up to +16%" in note, note
-    judged = {"profile": "n", "concurrency": 4, "drift_judged": "aggregate"}
-    entries = drift_entries([{**judged, "depth_drift": drift.to_json()}])
+    entries = drift_entries([SeriesTrend("n", 4, "aggregate", drift)])
     row = {"profile": "n", "concurrency": 4, "requests": 1, "errors": 0}
     soak = replace(summary_of(verdict="stable", series=[row]), drift=tuple(entries))
     assert unresolved_drift(soak) == [] and stability_state(soak) == "judged"
     inconclusive = replace(drift, low=-0.11, high=0.16, verdict="inconclusive")
-    entries = drift_entries([{**judged, "depth_drift": inconclusive.to_json()}])
+    entries = drift_entries([SeriesTrend("n", 4, "aggregate", inconclusive)])
     assert stability_state(replace(soak, drift=tuple(entries))) == "judged in part"

@@ -18,6 +18,7 @@ from watchkeeper.publish.soak_drift import drift_entries, stability_state, unres
 from watchkeeper.soak.depth import WARMUP_BLOCKS, depth_lines, series_drift
 from watchkeeper.soak.depth_figures import OtherBlock, SlopeDrift
 from watchkeeper.soak.dips import dip_candidates, split_dips
+from watchkeeper.soak.series_figures import SeriesTrend
 
 
 def _judge(rows: Rows, other: Rows) -> SlopeDrift:
@@ -86,16 +87,7 @@ def test_recurring_dips_and_late_dips_on_a_leak_never_read_no_drift() -> None:
     _, notes = depth_lines("b c4", held[0], len(rows))
     assert "fell off and came back" in notes[0] and "slope alone reads no drift" in notes[0]
     # The soak's headline says the same, not that its CI reaches past the threshold.
-    entries = drift_entries(
-        [
-            {
-                "profile": "b",
-                "concurrency": 4,
-                "drift_judged": "aggregate",
-                "depth_drift": held[0].to_json(),
-            }
-        ]
-    )
+    entries = drift_entries([SeriesTrend("b", 4, "aggregate", held[0])])
     soak = replace(
         summary_of(
             verdict="stable",

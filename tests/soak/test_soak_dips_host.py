@@ -154,8 +154,8 @@ def test_a_block_s_host_cpu_is_the_mean_of_the_samples_over_its_minutes() -> Non
     assert host[blocks[0]] == 0.5
     assert all(0.02 <= host[b] <= 0.022 for b in blocks[1:] if b in host)
     series, _, _ = series_trends(samples, ORIGIN, 600.0, SoakConfig(), host_cpu=points)
-    rows = {r["block"]: r for entry in series for r in entry["block_rows"]}
-    assert rows[blocks[0]]["host_other_cpu"] == 0.5
+    rows = {r.block: r for entry in series for r in entry.block_rows}
+    assert rows[blocks[0]].host_other_cpu == 0.5
     assert block_host_cpu(samples, points[:1]) == {}
 
 

@@ -107,9 +107,10 @@ def test_both_arms_slowing_by_twelve_percent_is_the_hosts_drift_and_no_reason() 
     assert throughput_reasons(data) == [], verdict.reasons
     # The absolute check would have blamed each arm: this is the case it got wrong.
     for series in verdict.figures.series:
-        assert series["drift_judged"] == "paired"
-        shift = series["throughput_shift"]
-        assert shift["change"] < -CFG.drift_threshold and shift["change_ci95"][1] < 0, series
+        assert series.judged == "paired"
+        shift = series.throughput_shift
+        assert shift is not None
+        assert shift.change < -CFG.drift_threshold and shift.high < 0, series
     (drift,) = verdict.figures.paired_drift
     assert drift.host is not None and drift.ratio is not None
     host = drift.host.shift
@@ -159,7 +160,7 @@ def test_a_single_arm_soak_keeps_its_absolute_drift_check_labelled_as_such() -> 
     (reason,) = throughput_reasons(single_soak(slowing(0.12)))
     assert reason.startswith("s c1: throughput drifted -") and "(absolute, " in reason, reason
     (series,) = judge(single_soak(slowing(0.12)), CFG).figures.series
-    assert series["drift_judged"] == "absolute"
+    assert series.judged == "absolute"
     assert throughput_reasons(single_soak(steady)) == []
 
 

@@ -259,7 +259,7 @@ def test_a_soak_beside_the_reference_files_a_slower_build_and_never_an_identical
     # is a note with its size, never a reason; and on an A/A soak a ratio drift is a note too.
     # So no load beside this test can put a drift reason here.
     assert not [r for r in runs["aa"].verdict.reasons if "throughput drifted" in r]
-    assert {s["drift_judged"] for s in runs["aa"].verdict.figures.series} == {"paired"}
+    assert {s.judged for s in runs["aa"].verdict.figures.series} == {"paired"}
 
     (slow_entry,) = runs["slow"].verdict.figures.reference
     figures = json.dumps({"aa": aa, "slow": slow_entry}, default=str)

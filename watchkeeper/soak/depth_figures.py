@@ -8,6 +8,7 @@ always held it, so the stored summaries and `soak --json` read as before.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,12 +19,10 @@ ESTIMATOR = "ols slope of log aggregate throughput over all blocks"
 @dataclass(frozen=True, slots=True)
 class OtherBlock:
     """The other arm's block that moved the same way at the same time (`dips.explained`):
-    what explains a dip from outside the server. `moved` is its deviation signed as the dip."""
+    what explains a dip from outside the server, with its own deviation from its neighbours."""
 
     block: int
-    t_h: float
     deviation: float
-    moved: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +51,15 @@ class DipEntry:
     @property
     def explained(self) -> bool:
         return self.why is not None
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> DipEntry:
+        why: Explanation | None = None
+        if "host_other_cpu" in data:
+            why = HostBusy(data["host_other_cpu"], data["host_median"], data["host_z"])
+        elif "other_block" in data:
+            why = OtherBlock(int(data["other_block"]), data["other_deviation"])
+        return cls(int(data["block"]), data["t_h"], data["deviation"], why)
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"block": self.block, "t_h": self.t_h, "deviation": self.deviation}
@@ -114,6 +122,28 @@ class SlopeDrift:
     def is_slowdown(self) -> bool:
         """A verdict that is a reason: beyond the threshold, and slower."""
         return self.verdict == "drift" and self.change < 0
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> SlopeDrift:
+        low, high = data["change_ci95"]
+        ac = data["autocorrelation"]
+        return cls(
+            change=data["change"],
+            low=low,
+            high=high,
+            slope_per_h=data["slope_per_h"],
+            span_h=data["span_h"],
+            blocks=int(data["blocks"]),
+            autocorrelation=Autocorrelation(ac["estimate"], ac["used"]),
+            n_eff=data["n_eff"],
+            threshold=data["threshold"],
+            verdict=str(data["verdict"]),
+            warmup_blocks=data.get("warmup_blocks"),
+            work_requests=data.get("work_requests"),
+            transients=tuple(DipEntry.from_json(d) for d in data.get("transients") or ()),
+            dips=tuple(DipEntry.from_json(d) for d in data.get("dips") or ()),
+            slope_verdict=data.get("slope_verdict"),
+        )
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {

@@ -116,14 +116,15 @@ def explained(
     that moved the same way by `TRANSIENT_MIN` or more against its own neighbours. None when
     none did (or there is no other arm)."""
     best: OtherBlock | None = None
+    best_moved = 0.0
     for rows in others:
         values = [float(r.throughput_tps) for r in rows]
         for i, r in enumerate(rows):
             if abs(float(r.t_h) - t_h) > SAME_TIME * spacing_h:
                 continue
             moved = deviation(values, i) * math.copysign(1.0, dip)
-            if moved >= TRANSIENT_MIN and (best is None or moved > best.moved):
-                best = OtherBlock(r.block, r.t_h, deviation(values, i), moved)
+            if moved >= TRANSIENT_MIN and (best is None or moved > best_moved):
+                best, best_moved = OtherBlock(r.block, deviation(values, i)), moved
     return best
 
 

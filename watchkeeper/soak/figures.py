@@ -1,11 +1,11 @@
 """The soak verdict's figures as one typed value (soak/verdicts.py's `judge` builds it).
 
 The readers (the soak's summary, its findings, `watchkeeper report`) take attributes: the
-counts, the probes' two rates, each arm's RSS trend, each series' drift by the estimator it
-names (soak/judgement.py), each paired ratio against the reference, and each pair's drift
-(soak/pair_drift.py). The per-series slice tables and the acceptance curves are the judges'
-own working (soak/drift.py, soak/paired.py) and travel as their JSON; `to_json` writes the
-figures key for key as `soak --json` and the campaign's stored summary have always held them.
+counts, the probes' two rates, each arm's RSS trend, each series' figures with the estimator
+that judged it (soak/series_figures.py), each paired ratio against the reference, and each
+pair's drift (soak/pair_drift.py). The acceptance curves are the judge's own working and
+travel as their JSON; `to_json` writes the figures key for key as `soak --json` and the
+campaign's stored summary have always held them.
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from watchkeeper.soak.judgement import (
-    BlockRow,
     BlockSeries,
     OutputRates,
     ProbeTally,
@@ -24,6 +23,7 @@ from watchkeeper.soak.judgement import (
 )
 from watchkeeper.soak.pair_drift import PairDrift
 from watchkeeper.soak.probes import ProbeGroup
+from watchkeeper.soak.series_figures import SeriesTrend
 from watchkeeper.soak.trends import Trend
 
 Entry = Mapping[str, Any]
@@ -126,7 +126,7 @@ class SoakFigures:
     rates: OutputRates
     probe_totals: ProbeTotals
     identical_output: tuple[ProbeGroup, ...]
-    series: tuple[Entry, ...]
+    series: tuple[SeriesTrend, ...]
     reference: tuple[Entry, ...]
     paired_drift: tuple[PairDrift, ...]
     rss: tuple[RssEntry, ...]
@@ -144,15 +144,7 @@ class SoakFigures:
     @property
     def blocks(self) -> tuple[BlockSeries, ...]:
         """Each series' block rows (soak/depth.py), kept so its drift can be redone."""
-        return tuple(
-            BlockSeries(
-                str(e["profile"]),
-                int(e["concurrency"]),
-                tuple(BlockRow.from_json(r) for r in e["block_rows"]),
-            )
-            for e in self.series
-            if "block_rows" in e
-        )
+        return tuple(BlockSeries(e.profile, e.concurrency, e.block_rows) for e in self.series)
 
     @property
     def identity(self) -> tuple[ProbeTally, ...]:
@@ -184,7 +176,7 @@ class SoakFigures:
             **self.rates.to_json(),
             "probe_totals": self.probe_totals.to_json(),
             "identical_output": [g.to_json() for g in self.identical_output],
-            "series": list(self.series),
+            "series": [e.to_json() for e in self.series],
             "reference": list(self.reference),
             "paired_drift": [d.to_json() for d in self.paired_drift],
             "rss": [e.to_json() for e in self.rss],
