@@ -109,7 +109,8 @@ def main() -> None:
             ),
             progress=lambda m: print(m, file=sys.stderr, flush=True),
         )
-    (entry,) = result.verdict.figures.reference
+    (ratio,) = result.verdict.figures.reference
+    entry = ratio.to_json()
     summary = {
         "current": current or "identical (A/A)",
         "reference_id": ref.id,

@@ -301,11 +301,13 @@ def test_an_inconclusive_ratio_to_the_reference_says_how_many_pairs_would_decide
     noisy = paired_soak(lambda _: 93.0, steady, cycles=8, seed=1, scatter=lambda _: 0.06)
     verdict = judge(noisy, CFG)
     (entry,) = verdict.figures.reference
-    assert (entry["verdict"], entry["n_pairs"]) == ("inconclusive", 6)
-    low, high = entry["pairs_needed"]
+    assert (entry.verdict, entry.n_pairs) == ("inconclusive", 6)
+    assert entry.interval is not None and entry.interval.pairs_needed is not None
+    low, high = entry.interval.pairs_needed
     assert low is not None and high is not None and 6 < low <= high
     (line,) = [n for n in verdict.notes if "vs reference" in n]
     assert f"about {low}-{high} process pairs ({low / 6:.1f}-{high / 6:.1f}x this soak" in line
     assert "would decide it 8 times in 10" in line
     (clear,) = judge(paired_soak(lambda _: 50.0, steady), CFG).figures.reference
-    assert clear["verdict"] == "regression" and clear["pairs_needed"] is None
+    assert clear.verdict == "regression"
+    assert clear.interval is not None and clear.interval.pairs_needed is None

@@ -13,6 +13,8 @@ from watchkeeper.config import SoakConfig
 from watchkeeper.simulation.soak_series import simulate_series
 from watchkeeper.soak.depth import WARMUP_BLOCKS, series_drift
 from watchkeeper.soak.depth_figures import DipEntry, HostBusy, OtherBlock, SlopeDrift
+from watchkeeper.soak.figures import SoakFigures
+from watchkeeper.soak.paired_figures import ReferenceRatio
 from watchkeeper.soak.series_figures import SeriesTrend
 from watchkeeper.soak.verdicts import judge
 from watchkeeper.soak.views import SoakData
@@ -53,3 +55,27 @@ def test_a_drift_with_dips_of_either_explanation_reads_back_from_its_json() -> N
     back = SlopeDrift.from_json(json.loads(json.dumps(drift.to_json())))
     assert back == drift
     assert DipEntry.from_json({"block": 3, "t_h": 0.5, "deviation": -0.2}).why is None
+
+
+def test_every_ratio_to_the_reference_reads_back_from_its_json_as_the_same_value() -> None:
+    """Judged, inconclusive (with its sizing) and too short to judge: each writes the keys the
+    figures always held and reads back to the same value."""
+    from test_soak_drift import paired_soak, steady
+
+    noisy = paired_soak(lambda _: 93.0, steady, cycles=8, seed=1, scatter=lambda _: 0.06)
+    clear = paired_soak(lambda _: 50.0, steady)
+    short = paired_soak(lambda _: 50.0, steady, cycles=3)
+    ratios = [r for d in (noisy, clear, short) for r in _figures(d).reference]
+    assert {r.verdict for r in ratios} >= {"inconclusive", "regression", "insufficient data"}
+    for ratio in ratios:
+        text = json.dumps(ratio.to_json())
+        back = ReferenceRatio.from_json(json.loads(text))
+        assert back == ratio
+        assert json.dumps(back.to_json()) == text
+        assert ("confirmed" in ratio.to_json()) == (ratio.interval is not None)
+
+
+def _figures(data: SoakData) -> SoakFigures:
+    figures = judge(data, SoakConfig()).figures
+    assert figures is not None
+    return figures

@@ -22,6 +22,7 @@ from watchkeeper.soak.judgement import (
     RssTrend,
 )
 from watchkeeper.soak.pair_drift import PairDrift
+from watchkeeper.soak.paired_figures import ReferenceRatio
 from watchkeeper.soak.probes import ProbeGroup
 from watchkeeper.soak.series_figures import SeriesTrend
 from watchkeeper.soak.trends import Trend
@@ -66,46 +67,6 @@ class RssEntry:
 
 
 @dataclass(frozen=True, slots=True)
-class ReferenceRatio:
-    """One (profile, concurrency)'s paired ratio against its pinned reference, as the findings
-    and the nightly series read it; `entry` is the judge's JSON of it (soak/paired.py), which
-    a regression finding keeps as its evidence."""
-
-    profile: str
-    concurrency: int
-    reference_id: int
-    host_fingerprint: str
-    estimate: float | None
-    ci95: tuple[float, float] | None
-    n_cycles: int
-    n_pairs: int
-    threshold: float
-    verdict: str
-    aa: bool
-    confirmed: bool
-    entry: Entry
-
-    @classmethod
-    def of(cls, entry: Entry) -> ReferenceRatio:
-        ci = entry.get("ci95")
-        return cls(
-            str(entry["profile"]),
-            int(entry["concurrency"]),
-            int(entry["reference_id"]),
-            str(entry["host_fingerprint"]),
-            entry.get("estimate"),
-            None if not ci else (ci[0], ci[1]),
-            int(entry["n_cycles"]),
-            int(entry["n_pairs"]),
-            float(entry["threshold"]),
-            str(entry["verdict"]),
-            bool(entry["aa"]),
-            bool(entry.get("confirmed")),
-            entry,
-        )
-
-
-@dataclass(frozen=True, slots=True)
 class SoakFigures:
     """Everything `judge` measured of one soak campaign (every block, every resume)."""
 
@@ -127,7 +88,7 @@ class SoakFigures:
     probe_totals: ProbeTotals
     identical_output: tuple[ProbeGroup, ...]
     series: tuple[SeriesTrend, ...]
-    reference: tuple[Entry, ...]
+    reference: tuple[ReferenceRatio, ...]
     paired_drift: tuple[PairDrift, ...]
     rss: tuple[RssEntry, ...]
     acceptance_curves: tuple[Entry, ...]
@@ -153,7 +114,9 @@ class SoakFigures:
 
     @property
     def ratios(self) -> tuple[ReferenceRatio, ...]:
-        return tuple(ReferenceRatio.of(e) for e in self.reference)
+        """Each paired ratio against the reference, as the findings and the nightly series
+        read them."""
+        return self.reference
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -177,7 +140,7 @@ class SoakFigures:
             "probe_totals": self.probe_totals.to_json(),
             "identical_output": [g.to_json() for g in self.identical_output],
             "series": [e.to_json() for e in self.series],
-            "reference": list(self.reference),
+            "reference": [r.to_json() for r in self.reference],
             "paired_drift": [d.to_json() for d in self.paired_drift],
             "rss": [e.to_json() for e in self.rss],
             "acceptance_curves": list(self.acceptance_curves),
