@@ -65,7 +65,7 @@ def one(i: int) -> dict[str, Any]:
     t_h = np.cumsum(rng.uniform(0.05, 0.2, n))
     values = np.exp(np.log(50.0) + logs + rng.normal(-0.02, 0.02) * (t_h - t_h[0]))
     d = depth.slope_drift(t_h.tolist(), values.tolist(), threshold=0.1, floor=floor)
-    row["slope"] = None if d is None else {k: repr(v) for k, v in sorted(d.items())}
+    row["slope"] = None if d is None else {k: repr(v) for k, v in sorted(d.to_json().items())}
     return row
 
 

@@ -36,6 +36,7 @@ from watchkeeper.analysis.load_compare import (
     state_of,
 )
 from watchkeeper.soak.depth import WARMUP_BLOCKS, series_drift, slope_drift
+from watchkeeper.soak.judgement import BlockRow
 
 ROOT = Path(__file__).resolve().parent.parent
 THRESHOLD = 0.10  # soak.drift_threshold, as the committed soaks ran
@@ -49,15 +50,15 @@ def _recorded(data: dict[str, Any], profile: str, conc: int) -> str:
     return "(not judged)"
 
 
-def _none_aside(rows: list[dict[str, Any]]) -> str:
-    usable = [r for r in rows if r["throughput_tps"] > 0][WARMUP_BLOCKS:]
+def _none_aside(rows: list[BlockRow]) -> str:
+    usable = [r for r in rows if r.throughput_tps > 0][WARMUP_BLOCKS:]
     drift = slope_drift(
-        [r["t_h"] for r in usable],
-        [r["throughput_tps"] for r in usable],
+        [r.t_h for r in usable],
+        [r.throughput_tps for r in usable],
         threshold=THRESHOLD,
         floor=FLOOR,
     )
-    return "(too few blocks)" if drift is None else str(drift["verdict"])
+    return "(too few blocks)" if drift is None else drift.verdict
 
 
 def soaks() -> list[dict[str, Any]]:
@@ -67,7 +68,7 @@ def soaks() -> list[dict[str, Any]]:
         # Soaks before 29 Nov did not record the work's own requests per block: its requests.
         blocks = {
             (b["profile"], b["concurrency"]): [
-                {"work_requests": r["requests"], **r} for r in b["rows"]
+                BlockRow.from_json({"work_requests": r["requests"], **r}) for r in b["rows"]
             ]
             for b in data.get("blocks") or []
         }
@@ -76,7 +77,7 @@ def soaks() -> list[dict[str, Any]]:
                 continue
             others = [r for (p, _), r in sorted(blocks.items()) if p != profile]
             now = series_drift(rows, threshold=THRESHOLD, floor=FLOOR, others=others)
-            usable = [r for r in rows if r["throughput_tps"] > 0]
+            usable = [r for r in rows if r.throughput_tps > 0]
             enough = len(usable) - WARMUP_BLOCKS >= 6
             row = {
                 "soak": str(path.relative_to(ROOT)),
@@ -85,17 +86,13 @@ def soaks() -> list[dict[str, Any]]:
                 "recorded": _recorded(data, profile, conc),
                 "nothing_aside": _none_aside(rows) if enough else "(too few blocks)",
                 "before": old_verdict(usable) if enough else "(too few blocks)",
-                "now": "(too few blocks)" if now is None else now["verdict"],
+                "now": "(too few blocks)" if now is None else now.verdict,
             }
             if now is not None:
-                row["now_ci"] = [round(x, 3) for x in now["change_ci95"]]
-                row["now_change"] = round(now["change"], 3)
-                row["set_aside"] = [
-                    (t["block"], round(t["deviation"], 3)) for t in now.get("transients", [])
-                ]
-                row["kept_dips"] = [
-                    (d["block"], round(d["deviation"], 3)) for d in now.get("dips", [])
-                ]
+                row["now_ci"] = [round(x, 3) for x in now.ci95]
+                row["now_change"] = round(now.change, 3)
+                row["set_aside"] = [(t.block, round(t.deviation, 3)) for t in now.transients]
+                row["kept_dips"] = [(d.block, round(d.deviation, 3)) for d in now.dips]
             out.append(row)
     return out
 

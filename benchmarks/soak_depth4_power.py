@@ -33,6 +33,7 @@ import numpy as np
 
 from watchkeeper.simulation.soak_series import ORIGIN, SoakModel, simulate_series
 from watchkeeper.soak.depth import block_rows, is_slowdown, series_drift
+from watchkeeper.soak.depth_figures import SlopeDrift
 from watchkeeper.soak.trends import block_medians, relative_trend
 
 THRESHOLD = 0.10
@@ -41,7 +42,7 @@ RESOLVED = ("no drift", "no slowdown")
 """The depth-4 verdicts that resolve a series (soak/depth.classify_drift)."""
 
 
-def judged(model: SoakModel, depth4_minutes: float, seed: int) -> dict[str, Any]:
+def judged(model: SoakModel, depth4_minutes: float, seed: int) -> SlopeDrift:
     soak_minutes = 2.0 * depth4_minutes  # depths 1 and 4 alternate
     samples = simulate_series(model, soak_minutes, seed)
     rows = block_rows(samples, ORIGIN, block_s=model.block_s)
@@ -64,15 +65,15 @@ def widths_for(model: SoakModel, seeds: range) -> list[dict[str, Any]]:
     widths = []
     for minutes in (50, 75, 100, 150):
         aa = [judged(model, minutes, s) for s in seeds]
-        hw = [d["half_width"] for d in aa]
+        hw = [d.half_width for d in aa]
         widths.append(
             {
                 "depth4_minutes": minutes,
                 "soak_minutes": 2 * minutes,
-                "blocks_per_series": aa[0]["blocks"],
+                "blocks_per_series": aa[0].blocks,
                 "half_width_median": float(np.median(hw)),
                 "half_width_p90": float(np.percentile(hw, 90)),
-                "resolved": sum(d["verdict"] in RESOLVED for d in aa),
+                "resolved": sum(d.verdict in RESOLVED for d in aa),
             }
         )
     return widths
@@ -84,7 +85,7 @@ def controls(model: SoakModel, at: float, seeds: range) -> dict[str, Any]:
     return {
         "aa_no_reason": sum(not is_slowdown(d) for d in aa),
         "positive_control_detected": sum(is_slowdown(d) for d in step),
-        "positive_control_change_median": float(np.median([d["change"] for d in step])),
+        "positive_control_change_median": float(np.median([d.change for d in step])),
     }
 
 
@@ -108,7 +109,7 @@ def main() -> None:
     )
     out["sensitivity"] = {
         f"host_sd {sd:.1%}": float(
-            np.median([judged(replace(replayed, host_sd=sd), at, s)["half_width"] for s in seeds])
+            np.median([judged(replace(replayed, host_sd=sd), at, s).half_width for s in seeds])
         )
         for sd in (0.012, 0.034, 0.06)
     }

@@ -34,7 +34,8 @@ from typing import Any
 
 import numpy as np
 
-from watchkeeper.soak.depth import WARMUP_BLOCKS, is_slowdown, line_and_step, series_drift
+from watchkeeper.soak.depth import WARMUP_BLOCKS, line_and_step, series_drift
+from watchkeeper.soak.judgement import BlockRow
 from watchkeeper.soak.trends import relative_trend
 
 THRESHOLD = 0.10  # soak.drift_threshold
@@ -66,7 +67,9 @@ def old_estimator(rows: list[dict[str, Any]]) -> dict[str, float] | None:
 
 
 def judge(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
-    return series_drift(rows, threshold=THRESHOLD, floor=FLOOR)
+    """The soak's verdict on committed rows, as the figures' JSON holds it."""
+    drift = series_drift([BlockRow.from_json(r) for r in rows], threshold=THRESHOLD, floor=FLOOR)
+    return None if drift is None else drift.to_json()
 
 
 def analyse(series: dict[str, Any], step: float, shuffles: int) -> dict[str, Any]:
@@ -90,7 +93,7 @@ def analyse(series: dict[str, Any], step: float, shuffles: int) -> dict[str, Any
         order = rng.permutation(len(values))
         shuffled = [{**r, "throughput_tps": values[i]} for r, i in zip(rows, order, strict=True)]
         got = judge(shuffled)
-        aa_clean += got is None or not is_slowdown(got)
+        aa_clean += got is None or not (got["verdict"] == "drift" and got["change"] < 0)
     medians = [r["median_decode_tps"] for r in rows if r["median_decode_tps"]]
     return {
         "series": f"{series['profile']} c{series['concurrency']}",

@@ -56,21 +56,23 @@ import numpy as np
 
 from watchkeeper.simulation.soak_series import ORIGIN, SoakModel, simulate_series
 from watchkeeper.soak.depth import WARMUP_BLOCKS, block_rows, series_drift, slope_drift
+from watchkeeper.soak.depth_figures import HostBusy
 from watchkeeper.soak.dips import dip_candidates
+from watchkeeper.soak.judgement import BlockRow
 
 THRESHOLD = 0.10
 FLOOR = 0.3
 MINUTES = 300.0
 MODEL = SoakModel()
 OTHER_LAG_H = 2 * MODEL.block_s / 3600.0
-Rows = list[dict[str, Any]]
+Rows = list[BlockRow]
 
 
 def dipped(rows: Rows, at: Sequence[int], factor: float) -> Rows:
     """``rows`` with the blocks at ``at`` (indices after warm-up) multiplied by ``factor``."""
     hit = {WARMUP_BLOCKS + i for i in at}
     return [
-        {**r, "throughput_tps": r["throughput_tps"] * factor} if i in hit else r
+        replace(r, throughput_tps=r.throughput_tps * factor) if i in hit else r
         for i, r in enumerate(rows)
     ]
 
@@ -78,19 +80,19 @@ def dipped(rows: Rows, at: Sequence[int], factor: float) -> Rows:
 def old_verdict(rows: Rows) -> str:
     """The rule before 6 Dec 2026: every shape candidate set aside, none above a tenth."""
     usable = rows[WARMUP_BLOCKS:]
-    values = [r["throughput_tps"] for r in usable]
+    values = [r.throughput_tps for r in usable]
     found = dip_candidates(values)
     if len(found) > max(1, len(values) // 10):
         found = []
     keep = [i for i in range(len(usable)) if i not in found]
     drift = slope_drift(
-        [usable[i]["t_h"] for i in keep],
+        [usable[i].t_h for i in keep],
         [values[i] for i in keep],
         threshold=THRESHOLD,
         floor=FLOOR,
     )
     assert drift is not None
-    return str(drift["verdict"])
+    return drift.verdict
 
 
 Scenario = Callable[[Rows, Rows], tuple[Rows, Rows]]
@@ -130,7 +132,7 @@ def hosted(
     drawn = np.random.default_rng(200_000 + seed).normal(level, sd, len(rows))
     hit = {WARMUP_BLOCKS + i for i in bursts}
     return [
-        {**r, "host_other_cpu": float(np.clip(drawn[i] + (burst if i in hit else 0.0), 0, 1))}
+        replace(r, host_other_cpu=float(np.clip(drawn[i] + (burst if i in hit else 0.0), 0, 1)))
         for i, r in enumerate(rows)
     ]
 
@@ -204,7 +206,7 @@ def series(model: SoakModel, seed: int) -> tuple[Rows, Rows]:
     other = block_rows(
         simulate_series(MODEL, MINUTES, 100_000 + seed), ORIGIN, block_s=MODEL.block_s
     )
-    return mine, [{**r, "t_h": r["t_h"] + OTHER_LAG_H} for r in other]
+    return mine, [replace(r, t_h=r.t_h + OTHER_LAG_H) for r in other]
 
 
 def run(name: str, n: int) -> dict[str, Any]:
@@ -217,10 +219,10 @@ def run(name: str, n: int) -> dict[str, Any]:
         before[old_verdict(mine)] += 1
         drift = series_drift(mine, threshold=THRESHOLD, floor=FLOOR, others=[other])
         assert drift is not None
-        after[drift["verdict"]] += 1
-        aside += len(drift.get("transients", []))
-        by_host += sum("host_other_cpu" in t for t in drift.get("transients", []))
-        kept += len(drift.get("dips", []))
+        after[drift.verdict] += 1
+        aside += len(drift.transients)
+        by_host += sum(isinstance(t.why, HostBusy) for t in drift.transients)
+        kept += len(drift.dips)
     return {
         "before": before,
         "after": after,

@@ -109,7 +109,8 @@ def main() -> None:
             ),
             progress=lambda m: print(m, file=sys.stderr, flush=True),
         )
-    (entry,) = result.verdict.figures.reference
+    (ratio,) = result.verdict.figures.reference
+    entry = ratio.to_json()
     summary = {
         "current": current or "identical (A/A)",
         "reference_id": ref.id,
@@ -135,9 +136,9 @@ def main() -> None:
         "paired_drift": [d.to_json() for d in result.verdict.figures.paired_drift],
         "series_drift": [
             {
-                "series": f"{e['profile']} c{e['concurrency']}",
-                "drift_judged": e["drift_judged"],
-                "throughput_shift": e.get("throughput_shift"),
+                "series": e.name,
+                "drift_judged": e.judged,
+                "throughput_shift": e.to_json().get("throughput_shift"),
             }
             for e in result.verdict.figures.series
         ],

@@ -35,7 +35,8 @@ from watchkeeper.publish.soak_report import (
 from watchkeeper.soak.figures import RssEntry
 from watchkeeper.soak.judgement import OutputRates, ProbeTotals
 from watchkeeper.soak.probes import ProbeGroup, totals
-from watchkeeper.soak.trends import Trend
+from watchkeeper.soak.series_figures import SeriesTrend
+from watchkeeper.soak.trends import RelativeTrend, Trend
 from watchkeeper.soak.verdicts import SoakVerdict
 from watchkeeper.soak.views import SoakSampleView
 
@@ -180,11 +181,10 @@ def test_the_soak_cli_refuses_without_profiles_and_its_help_names_the_soak_secti
 def test_a_stable_soak_whose_drift_ci_reaches_past_the_threshold_says_it_is_not_resolved() -> None:
     """The 27 Nov soak: concurrency 1 resolved the 10% threshold in 100 min, concurrency 4 did
     not (its CI reached -16%): `stable` must not read as 'met' for it."""
-    series: list[dict[str, Any]] = [
-        {"profile": "b", "concurrency": 1,
-         "throughput_drift": {"change": -0.021, "change_ci95": [-0.09, 0.05]}},
-        {"profile": "b", "concurrency": 4,
-         "throughput_drift": {"change": 0.044, "change_ci95": [-0.16, 0.26]}},
+    flat = Trend(0.0, 0.0, 0.0, 10)
+    series = [
+        SeriesTrend("b", 1, "absolute", throughput_drift=RelativeTrend(flat, 30.0, -0.021, -0.09, 0.05)),
+        SeriesTrend("b", 4, "absolute", throughput_drift=RelativeTrend(flat, 8.0, 0.044, -0.16, 0.26)),
     ]  # fmt: skip
     verdict = SoakVerdict(1, True, (), (), figures_of(series=tuple(series)))
     rows = series_rows([_sample("b", 1, 30.0), _sample("b", 4, 8.0)])

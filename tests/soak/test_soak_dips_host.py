@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 from datetime import timedelta
-from typing import Any
 
 import numpy as np
 from support.dipseries import MODEL, SEEDS, Rows
@@ -22,6 +21,7 @@ from support.dipseries import rows as _rows
 from watchkeeper.config import SoakConfig
 from watchkeeper.simulation.soak_series import ORIGIN, simulate_series
 from watchkeeper.soak.depth import WARMUP_BLOCKS, depth_lines, series_drift
+from watchkeeper.soak.depth_figures import HostBusy, SlopeDrift
 from watchkeeper.soak.dips import HOST_BUSY, block_host_cpu, host_explained, split_dips
 from watchkeeper.soak.drift import series_trends
 from watchkeeper.soak.judgement import BlockRow
@@ -36,12 +36,12 @@ def _host(rows: Rows, seed: int, host: tuple[float, float], bursts: Sequence[int
     drawn = np.random.default_rng(2000 + seed).normal(host[0], host[1], len(rows))
     hit = {WARMUP_BLOCKS + i for i in bursts}
     return [
-        {**r, "host_other_cpu": float(np.clip(drawn[i] + (BURST if i in hit else 0.0), 0, 1))}
+        replace(r, host_other_cpu=float(np.clip(drawn[i] + (BURST if i in hit else 0.0), 0, 1)))
         for i, r in enumerate(rows)
     ]
 
 
-def _judge(rows: Rows, other: Rows) -> dict[str, Any]:
+def _judge(rows: Rows, other: Rows) -> SlopeDrift:
     drift = series_drift(rows, threshold=0.10, floor=0.3, others=[other])
     assert drift is not None
     return drift
@@ -58,17 +58,18 @@ def test_a_burst_of_the_host_s_cpu_explains_one_dip_on_a_quiet_and_a_shared_host
         middle = (len(rows) - WARMUP_BLOCKS) // 2
         for host in (QUIET, SHARED):
             drift = _judge(_host(_dip(rows, [middle], 0.8), seed, host, [middle]), other)
-            gone = drift.get("transients", [])
+            gone = drift.transients
             aside[host] += len(gone)
-            assert drift["verdict"] == "no drift", (seed, host)
+            assert drift.verdict == "no drift", (seed, host)
             if gone:
                 (t,) = gone
-                assert t["block"] == rows[WARMUP_BLOCKS + middle]["block"]
-                assert t["host_other_cpu"] >= HOST_BUSY and t["host_z"] >= 4
+                assert t.block == rows[WARMUP_BLOCKS + middle].block
+                assert isinstance(t.why, HostBusy)
+                assert t.why.host_other_cpu >= HOST_BUSY and t.why.host_z >= 4
                 _, notes = depth_lines("b c4", drift, len(rows))
                 assert any("host's CPU outside the servers" in n for n in notes), notes
         quiet = _judge(_host(_dip(rows, [middle], 0.8), seed, QUIET, []), other)
-        assert "transients" not in quiet and len(quiet["dips"]) == 1
+        assert not quiet.transients and len(quiet.dips) == 1
     assert aside[QUIET] == len(SEEDS) and aside[SHARED] >= 10, aside
 
 
@@ -86,14 +87,14 @@ def test_recurring_stalls_and_late_dips_on_a_leak_never_read_no_drift_whatever_t
         elsewhere = [n // 6, n // 3, n // 2]
         for bursts in (stalls, elsewhere):
             drift = _judge(_host(_dip(rows, stalls, 0.8), seed, SHARED, bursts), other)
-            assert drift["verdict"] != "no drift", (seed, bursts)
-            assert len(drift.get("transients", [])) <= 1 and len(drift["dips"]) >= 2
+            assert drift.verdict != "no drift", (seed, bursts)
+            assert len(drift.transients) <= 1 and len(drift.dips) >= 2
         late = _dip(_rows(leak, seed), [n - 10, n - 6, n - 2], 0.75)
         judged = _judge(_host(late, seed, SHARED, elsewhere), other)
-        assert judged["verdict"] not in ("no drift", "no slowdown"), seed
-        assert not any("host_other_cpu" in t for t in judged.get("transients", []))
+        assert judged.verdict not in ("no drift", "no slowdown"), seed
+        assert not any(isinstance(t.why, HostBusy) for t in judged.transients)
         aa = _judge(_host(rows, seed, SHARED, elsewhere), other)
-        assert aa["verdict"] == "no drift" and "transients" not in aa, seed
+        assert aa.verdict == "no drift" and not aa.transients, seed
 
 
 def test_blocks_without_the_host_column_are_judged_as_before() -> None:
@@ -102,9 +103,9 @@ def test_blocks_without_the_host_column_are_judged_as_before() -> None:
     rows, other = _rows(MODEL, 3), _other(3)
     middle = (len(rows) - WARMUP_BLOCKS) // 2
     dipped = _dip(rows, [middle], 0.8)
-    nulls = [{**r, "host_other_cpu": None} for r in dipped]
+    nulls = [replace(r, host_other_cpu=None) for r in dipped]
     assert _judge(nulls, other) == _judge(dipped, other)
-    assert "transients" not in _judge(nulls, other)
+    assert not _judge(nulls, other).transients
 
 
 def test_only_a_busy_outlier_explains_and_only_a_fall() -> None:
@@ -112,7 +113,7 @@ def test_only_a_busy_outlier_explains_and_only_a_fall() -> None:
     # An outlier below a tenth of the cores explains nothing; at a tenth and beyond it does.
     assert host_explained([*quiet[:5], 0.09, *quiet[5:]], 5) is None
     why = host_explained([*quiet[:5], 0.30, *quiet[5:]], 5)
-    assert why is not None and why["host_other_cpu"] == 0.30 and why["host_z"] >= 4
+    assert why is not None and why.host_other_cpu == 0.30 and why.host_z >= 4
     # A host always busy is no explanation: its block is not unusual.
     busy = [0.6, 0.7, 0.5, 0.65, 0.55, 0.7, 0.6, 0.5, 0.65, 0.6]
     assert host_explained(busy, 3) is None
@@ -127,8 +128,10 @@ def test_only_a_busy_outlier_explains_and_only_a_fall() -> None:
     values[10] = 12.0
     assert split_dips(t_h, values, [], host) == ([], [10], {})
     values[10] = 8.0
-    aside, kept, why = split_dips(t_h, values, [], host)
-    assert (aside, kept) == ([10], []) and why[10]["host_other_cpu"] == 0.6
+    aside, kept, found_why = split_dips(t_h, values, [], host)
+    found = found_why[10]
+    assert (aside, kept) == ([10], []) and isinstance(found, HostBusy)
+    assert found.host_other_cpu == 0.6
 
 
 def test_a_block_s_host_cpu_is_the_mean_of_the_samples_over_its_minutes() -> None:
@@ -151,8 +154,8 @@ def test_a_block_s_host_cpu_is_the_mean_of_the_samples_over_its_minutes() -> Non
     assert host[blocks[0]] == 0.5
     assert all(0.02 <= host[b] <= 0.022 for b in blocks[1:] if b in host)
     series, _, _ = series_trends(samples, ORIGIN, 600.0, SoakConfig(), host_cpu=points)
-    rows = {r["block"]: r for entry in series for r in entry["block_rows"]}
-    assert rows[blocks[0]]["host_other_cpu"] == 0.5
+    rows = {r.block: r for entry in series for r in entry.block_rows}
+    assert rows[blocks[0]].host_other_cpu == 0.5
     assert block_host_cpu(samples, points[:1]) == {}
 
 
@@ -161,7 +164,7 @@ def test_the_summary_s_block_rows_keep_the_host_s_figure_so_a_dip_can_be_rejudge
     figures; the host's CPU outside the servers travels with it, and a soak without it writes
     no key."""
     rows = _host(_rows(MODEL, 0), 0, QUIET, [])
-    back = [BlockRow.from_json(r).to_json() for r in rows]
-    assert [b["host_other_cpu"] for b in back] == [r["host_other_cpu"] for r in rows]
-    plain = BlockRow.from_json(_rows(MODEL, 0)[0]).to_json()
+    back = [BlockRow.from_json(r.to_json()).to_json() for r in rows]
+    assert [b["host_other_cpu"] for b in back] == [r.host_other_cpu for r in rows]
+    plain = BlockRow.from_json(_rows(MODEL, 0)[0].to_json()).to_json()
     assert "host_other_cpu" not in plain

@@ -107,9 +107,10 @@ def test_both_arms_slowing_by_twelve_percent_is_the_hosts_drift_and_no_reason() 
     assert throughput_reasons(data) == [], verdict.reasons
     # The absolute check would have blamed each arm: this is the case it got wrong.
     for series in verdict.figures.series:
-        assert series["drift_judged"] == "paired"
-        shift = series["throughput_shift"]
-        assert shift["change"] < -CFG.drift_threshold and shift["change_ci95"][1] < 0, series
+        assert series.judged == "paired"
+        shift = series.throughput_shift
+        assert shift is not None
+        assert shift.change < -CFG.drift_threshold and shift.high < 0, series
     (drift,) = verdict.figures.paired_drift
     assert drift.host is not None and drift.ratio is not None
     host = drift.host.shift
@@ -159,7 +160,7 @@ def test_a_single_arm_soak_keeps_its_absolute_drift_check_labelled_as_such() -> 
     (reason,) = throughput_reasons(single_soak(slowing(0.12)))
     assert reason.startswith("s c1: throughput drifted -") and "(absolute, " in reason, reason
     (series,) = judge(single_soak(slowing(0.12)), CFG).figures.series
-    assert series["drift_judged"] == "absolute"
+    assert series.judged == "absolute"
     assert throughput_reasons(single_soak(steady)) == []
 
 
@@ -300,11 +301,13 @@ def test_an_inconclusive_ratio_to_the_reference_says_how_many_pairs_would_decide
     noisy = paired_soak(lambda _: 93.0, steady, cycles=8, seed=1, scatter=lambda _: 0.06)
     verdict = judge(noisy, CFG)
     (entry,) = verdict.figures.reference
-    assert (entry["verdict"], entry["n_pairs"]) == ("inconclusive", 6)
-    low, high = entry["pairs_needed"]
+    assert (entry.verdict, entry.n_pairs) == ("inconclusive", 6)
+    assert entry.interval is not None and entry.interval.pairs_needed is not None
+    low, high = entry.interval.pairs_needed
     assert low is not None and high is not None and 6 < low <= high
     (line,) = [n for n in verdict.notes if "vs reference" in n]
     assert f"about {low}-{high} process pairs ({low / 6:.1f}-{high / 6:.1f}x this soak" in line
     assert "would decide it 8 times in 10" in line
     (clear,) = judge(paired_soak(lambda _: 50.0, steady), CFG).figures.reference
-    assert clear["verdict"] == "regression" and clear["pairs_needed"] is None
+    assert clear.verdict == "regression"
+    assert clear.interval is not None and clear.interval.pairs_needed is None

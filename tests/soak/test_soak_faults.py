@@ -328,10 +328,10 @@ def test_a_server_restarted_as_a_slower_build_halfway_shows_as_throughput_drift(
     (result,) = box
     assert isinstance(result, SoakCommandResult), result
     (series,) = result.verdict.figures.series
-    shift = series.get("throughput_shift")
+    shift = series.throughput_shift
     figures = json.dumps(result.to_json(), indent=1)
     assert shift is not None, figures
-    assert shift["change"] < -0.2 and shift["change_ci95"][1] < 0, figures
+    assert shift.change < -0.2 and shift.high < 0, figures
     assert any("throughput drifted" in r for r in result.verdict.reasons)
     assert not result.verdict.stable
 

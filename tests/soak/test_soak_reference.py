@@ -107,27 +107,28 @@ def test_a_drop_in_every_cycle_is_a_confirmed_regression() -> None:
     (entry,) = reference_ratios(
         samples([0.90, 0.91, 0.89, 0.92, 0.90, 0.88]), PARAMS, threshold=0.03
     )
-    assert entry["verdict"] == "regression" and entry["confirmed"]
+    assert entry.verdict == "regression" and entry.confirmed
     # 5 judged after the warm-up, one surplus current-first cycle dropped: 4, balanced
-    assert entry["n_cycles"] == 4 and entry["warmup_cycles"] == [0] and entry["ci95"][1] < 0.97
-    assert entry["unbalanced_dropped"] == [5]
-    assert 0.88 < entry["estimate"] < 0.92
+    assert entry.n_cycles == 4 and entry.warmup_cycles == (0,)
+    assert entry.ci95 is not None and entry.ci95[1] < 0.97
+    assert entry.unbalanced_dropped == (5,)
+    assert entry.estimate is not None and 0.88 < entry.estimate < 0.92
 
 
 def test_a_drop_in_one_half_only_is_not_confirmed() -> None:
     (entry,) = reference_ratios(
         samples([1.0, 0.99, 1.01, 1.0, 0.85, 0.86, 0.84, 0.85]), PARAMS, threshold=0.03
     )
-    assert not entry["confirmed"]
+    assert not entry.confirmed
 
 
 def test_steady_ratios_are_no_change_and_too_few_cycles_are_not_judged() -> None:
     (entry,) = reference_ratios(
         samples([1.0, 1.01, 0.99, 1.0, 1.005, 0.995, 1.0, 1.01, 0.99, 1.0]), PARAMS, threshold=0.03
     )
-    assert entry["verdict"] == "no change" and not entry["confirmed"]
+    assert entry.verdict == "no change" and not entry.confirmed
     (short,) = reference_ratios(samples([0.5] * MIN_CYCLES), PARAMS, threshold=0.03)
-    assert short["ci95"] is None and short["verdict"] == "insufficient data"
+    assert short.ci95 is None and short.verdict == "insufficient data"
 
 
 def test_restarts_alternate_the_order_over_judged_cycles_and_fall_on_cycle_starts() -> None:
@@ -153,16 +154,17 @@ def test_cold_cycles_are_warm_up_and_each_process_pair_is_one_replicate() -> Non
     cold = {(arm, block_of[(arm, k)]) for k in range(0, 14, 2) for arm in ("s", "s@ref")}
     cold.add(("s@ref", block_of[("s@ref", 5)]))
     (entry,) = reference_ratios(data, PAIRED, threshold=0.03, cold=cold)
-    assert entry["warmup_cycles"] == [0, 2, 4, 5, 6, 8, 10, 12]
-    judged = [c["cycle"] for c in entry["cycles"] if c["judged"]]
-    assert judged == [1, 3, 7, 9, 11, 13] and entry["n_pairs"] == 6
-    firsts = [c["current_first"] for c in entry["cycles"] if c["judged"]]
+    assert entry.warmup_cycles == (0, 2, 4, 5, 6, 8, 10, 12)
+    judged = [c.cycle for c in entry.cycles if c.judged]
+    assert judged == [1, 3, 7, 9, 11, 13] and entry.n_pairs == 6
+    firsts = [c.current_first for c in entry.cycles if c.judged]
     assert firsts.count(True) == firsts.count(False) == 3
-    assert entry["unbalanced_dropped"] == []
-    assert 0.94 < entry["estimate"] < 0.96 and entry["verdict"] == "regression"
+    assert entry.unbalanced_dropped == ()
+    assert entry.estimate is not None and 0.94 < entry.estimate < 0.96
+    assert entry.verdict == "regression"
     # without the cold blocks, the warm-up cycles' 1.3 would be judged
     (blind,) = reference_ratios(data, PAIRED, threshold=0.03)
-    assert blind["estimate"] > 1.0
+    assert blind.estimate is not None and blind.estimate > 1.0
 
 
 def test_judged_cycles_of_one_process_pair_are_averaged_into_one_replicate() -> None:
@@ -172,15 +174,15 @@ def test_judged_cycles_of_one_process_pair_are_averaged_into_one_replicate() -> 
     block_of = {(s.profile, s.block // 2): s.block for s in data}
     cold = {(arm, block_of[(arm, k)]) for k in range(0, 15, 3) for arm in ("s", "s@ref")}
     (entry,) = reference_ratios(data, params, threshold=0.03, cold=cold)
-    assert entry["n_pairs"] == 5 and entry["n_cycles"] == 10 and entry["unbalanced_dropped"] == []
-    assert abs(entry["estimate"] - (0.95 * 0.97) ** 0.5) < 1e-9
+    assert entry.n_pairs == 5 and entry.n_cycles == 10 and entry.unbalanced_dropped == ()
+    assert entry.estimate is not None and abs(entry.estimate - (0.95 * 0.97) ** 0.5) < 1e-9
 
 
 def test_an_odd_count_of_judged_cycles_is_balanced_by_dropping_the_latest_surplus() -> None:
     (entry,) = reference_ratios(samples([1.0, 1.0, 1.01, 0.99, 1.0, 1.02]), PARAMS, threshold=0.03)
-    firsts = [c["current_first"] for c in entry["cycles"] if c["judged"]]
-    assert entry["n_cycles"] == 4 and firsts.count(True) == firsts.count(False)
-    assert entry["unbalanced_dropped"] == [5]
+    firsts = [c.current_first for c in entry.cycles if c.judged]
+    assert entry.n_cycles == 4 and firsts.count(True) == firsts.count(False)
+    assert entry.unbalanced_dropped == (5,)
 
 
 def test_a_soak_without_references_has_no_paired_series() -> None:
@@ -248,24 +250,24 @@ def test_a_soak_beside_the_reference_files_a_slower_build_and_never_an_identical
         )
 
     (aa,) = runs["aa"].verdict.figures.reference
-    assert aa["aa"] and aa["reference_id"] == ref.id and aa["n_pairs"] >= MIN_CYCLES, aa
-    pairs = [c["process_pair"] for c in aa["cycles"] if c["judged"]]
+    assert aa.aa and aa.reference_id == ref.id and aa.n_pairs >= MIN_CYCLES, aa
+    pairs = [c.process_pair for c in aa.cycles if c.judged]
     assert len(set(pairs)) == len(pairs)  # one judged cycle per process pair
-    assert {0, 2, 4} <= set(aa["warmup_cycles"])  # every planned restart left a warm-up cycle
-    assert 0.8 < aa["estimate"] < 1.25, aa
+    assert {0, 2, 4} <= set(aa.warmup_cycles)  # every planned restart left a warm-up cycle
+    assert aa.estimate is not None and 0.8 < aa.estimate < 1.25, aa
     assert not [r for r in runs["aa"].verdict.reasons if "reference" in r]
     # Both arms are paired, so throughput drift is judged on their ratio: a host that gets
     # busier mid-soak (a neighbour's job: CI once read both arms 12% slower in the last third)
     # is a note with its size, never a reason; and on an A/A soak a ratio drift is a note too.
     # So no load beside this test can put a drift reason here.
     assert not [r for r in runs["aa"].verdict.reasons if "throughput drifted" in r]
-    assert {s["drift_judged"] for s in runs["aa"].verdict.figures.series} == {"paired"}
+    assert {s.judged for s in runs["aa"].verdict.figures.series} == {"paired"}
 
     (slow_entry,) = runs["slow"].verdict.figures.reference
-    figures = json.dumps({"aa": aa, "slow": slow_entry}, default=str)
+    figures = json.dumps({"aa": aa.to_json(), "slow": slow_entry.to_json()}, default=str)
     print(figures)  # the margin, kept by `pytest -rP` (benchmarks/controls_beside_neighbour.py)
-    assert not slow_entry["aa"] and slow_entry["verdict"] == "regression", figures
-    assert slow_entry["confirmed"] and slow_entry["ci95"][1] < 0.97
+    assert not slow_entry.aa and slow_entry.verdict == "regression", figures
+    assert slow_entry.confirmed and slow_entry.ci95 is not None and slow_entry.ci95[1] < 0.97
     assert not runs["slow"].verdict.stable
     assert any("vs reference" in r for r in runs["slow"].verdict.reasons)
 
@@ -281,7 +283,7 @@ def test_a_soak_beside_the_reference_files_a_slower_build_and_never_an_identical
     finally:
         db.close()
     assert [(r.campaign_id, r.category, r.aa, r.verdict) for r in stored] == [
-        (runs["aa"].campaign_id, "soak c1", True, aa["verdict"]),
+        (runs["aa"].campaign_id, "soak c1", True, aa.verdict),
         (runs["slow"].campaign_id, "soak c1", False, "regression"),
     ]
     assert stored[1].confirmed

@@ -300,8 +300,8 @@ def test_a_step_in_the_last_third_is_a_level_shift_that_theil_sen_understates() 
     rows = speeds([140.0] * 40 + [50.0] * 20)
     shift = level_shift(rows)
     assert shift is not None
-    assert shift["change"] == pytest.approx(50 / 140 - 1, abs=0.03)
-    assert shift["change_ci95"][1] < -0.5
+    assert shift.change == pytest.approx(50 / 140 - 1, abs=0.03)
+    assert shift.high < -0.5
     x = [(r.started_at - rows[0].started_at).total_seconds() for r in rows]
     trend = theil_sen([(x, [r.decode_tps or 0.0 for r in rows])])
     assert trend is not None
@@ -313,7 +313,7 @@ def test_a_steady_soak_shows_no_level_shift_and_too_few_requests_none() -> None:
     shift = level_shift(speeds([100.0] * 60, seed=3))
     assert shift is not None
     # Never beyond the 10% drift threshold: the verdict stays stable.
-    assert abs(shift["change"]) < 0.03 and shift["change_ci95"][0] > -0.10
+    assert abs(shift.change) < 0.03 and shift.low > -0.10
     assert level_shift(speeds([100.0] * 10)) is None
 
 

@@ -39,7 +39,7 @@ def record_findings(
         if ratio.aa or not ratio.confirmed:
             continue
         label = f"{ratio.profile} c{ratio.concurrency}"
-        evidence = SoakRatioEvidence.from_verdict(dict(ratio.entry))
+        evidence = SoakRatioEvidence.from_verdict(ratio.to_json())
         findings.add_once(
             NewFinding(
                 campaign_id=campaign_id,

@@ -8,14 +8,15 @@ from publish/soak_report.py, which renders the rest.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from collections.abc import Sequence
+from typing import Literal
 
 from watchkeeper.format import ci
 from watchkeeper.publish import markdown as md
 from watchkeeper.publish.soak_summary import SoakSummary
 from watchkeeper.soak.depth import settle_text
 from watchkeeper.soak.judgement import SeriesDrift
+from watchkeeper.soak.series_figures import SeriesTrend
 
 
 def _pct(ci: Sequence[float] | None) -> str:
@@ -27,12 +28,12 @@ def _ci(ends: Sequence[float] | None) -> str:
     return ci(low, high, "+.0%", "..")
 
 
-def drift_entries(series: Sequence[Mapping[str, Any]]) -> list[SeriesDrift]:
+def drift_entries(series: Sequence[SeriesTrend]) -> list[SeriesDrift]:
     """Each series' judged throughput drift, by the estimator its figures name: at concurrency
     1 (or paired) the slope of its block medians; above 1, unpaired, the aggregate
     throughput's slope with its verdict (`drift`, `no drift`, `no slowdown`, `inconclusive`)
     and block count (soak/depth.py)."""
-    return [d for e in series if (d := SeriesDrift.of_series(e)) is not None]
+    return [d for e in series if (d := e.drift()) is not None]
 
 
 def unresolved_drift(s: SoakSummary) -> list[SeriesDrift]:

@@ -51,14 +51,16 @@ import math
 import statistics
 from collections import defaultdict
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import datetime
-from typing import Any
 
 import numpy as np
 
 from watchkeeper.format import ci
 from watchkeeper.soak.ar1 import correlation_matrix, lag1, used_lag1
+from watchkeeper.soak.depth_figures import Autocorrelation, DipEntry, Explanation, SlopeDrift
 from watchkeeper.soak.dips import deviation, dip_notes, split_dips
+from watchkeeper.soak.judgement import BlockRow
 from watchkeeper.soak.views import SoakSampleView
 from watchkeeper.student import t_quantile
 
@@ -120,7 +122,7 @@ def common_work(counts: Sequence[int]) -> int:
 
 def block_rows(
     rows: Sequence[SoakSampleView], origin: datetime, *, block_s: float | None = None
-) -> list[dict[str, Any]]:
+) -> list[BlockRow]:
     """One row per block of one (arm, concurrency) series, in time order: its start (hours
     from the soak's origin), load requests, the work (its first K requests by start, K of
     `common_work` over what each block finished before its nominal length `block_s`; all
@@ -143,18 +145,18 @@ def block_rows(
         tokens = sum(int(s.completion_tokens or 0) for s in work)
         tps = [s.decode_tps for s in part if s.decode_tps]
         out.append(
-            {
-                "block": block,
-                "t_h": (part[0].started_at - origin).total_seconds() / 3600.0,
-                "requests": len(part),
-                "work_requests": k,
-                "tokens": tokens,
-                "busy_s": round(busy, 3),
-                "throughput_tps": max(1, part[0].concurrency) * tokens / busy,
-                "median_decode_tps": statistics.median(tps) if tps else None,
-            }
+            BlockRow(
+                block=block,
+                t_h=(part[0].started_at - origin).total_seconds() / 3600.0,
+                requests=len(part),
+                work_requests=k,
+                tokens=tokens,
+                busy_s=round(busy, 3),
+                throughput_tps=max(1, part[0].concurrency) * tokens / busy,
+                median_decode_tps=statistics.median(tps) if tps else None,
+            )
         )
-    return sorted(out, key=lambda r: r["t_h"])
+    return sorted(out, key=lambda r: r.t_h)
 
 
 def line_and_step(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -168,9 +170,9 @@ def line_and_step(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     return design, y - design @ coef
 
 
-def is_slowdown(drift: dict[str, Any]) -> bool:
+def is_slowdown(drift: SlopeDrift) -> bool:
     """A drift verdict that is a reason: beyond the threshold, and slower."""
-    return bool(drift["verdict"] == "drift" and drift["change"] < 0)
+    return drift.is_slowdown
 
 
 def slope_drift(
@@ -180,7 +182,7 @@ def slope_drift(
     threshold: float,
     floor: float = 0.3,
     confidence: float = 0.95,
-) -> dict[str, Any] | None:
+) -> SlopeDrift | None:
     """The change over the soak of ``values`` (positive, in time order at ``t_h`` hours) from
     a least-squares slope of their logs, its AR(1)-aware t interval and the verdict. None
     below `MIN_DEPTH_BLOCKS` values or when all share one time."""
@@ -207,19 +209,18 @@ def slope_drift(
     span = float(x[-1] - x[0])
     change = math.expm1(slope * span)
     low, high = math.expm1((slope - q * se) * span), math.expm1((slope + q * se) * span)
-    return {
-        "estimator": "ols slope of log aggregate throughput over all blocks",
-        "change": change,
-        "change_ci95": [low, high],
-        "half_width": (high - low) / 2.0,
-        "slope_per_h": slope,
-        "span_h": span,
-        "blocks": n,
-        "autocorrelation": {"estimate": r_hat, "used": r},
-        "n_eff": n / c,
-        "threshold": threshold,
-        "verdict": classify_drift(change, low, high, threshold),
-    }
+    return SlopeDrift(
+        change=change,
+        low=low,
+        high=high,
+        slope_per_h=slope,
+        span_h=span,
+        blocks=n,
+        autocorrelation=Autocorrelation(r_hat, r),
+        n_eff=n / c,
+        threshold=threshold,
+        verdict=classify_drift(change, low, high, threshold),
+    )
 
 
 def classify_drift(change: float, low: float, high: float, threshold: float) -> str:
@@ -236,36 +237,30 @@ def classify_drift(change: float, low: float, high: float, threshold: float) -> 
     return "inconclusive"
 
 
-def _dip_entry(row: dict[str, Any], dip: float, why: dict[str, Any] | None) -> dict[str, Any]:
+def _dip_entry(row: BlockRow, dip: float, why: Explanation | None) -> DipEntry:
     """A dip as the figures keep it, with what outside the server explains it, if anything:
-    the other arm's block (`other_block`, `other_deviation`) or the host's CPU outside the
-    servers (`host_other_cpu`, `host_median`, `host_z`)."""
-    out = {"block": row["block"], "t_h": row["t_h"], "deviation": dip}
-    if why is not None and "host_other_cpu" in why:
-        out.update({k: why[k] for k in ("host_other_cpu", "host_median", "host_z")})
-    elif why is not None:
-        out.update({"other_block": why["block"], "other_deviation": why["deviation"]})
-    return out
+    the other arm's block or the host's CPU outside the servers."""
+    return DipEntry(row.block, row.t_h, dip, why)
 
 
 def series_drift(
-    rows: Sequence[dict[str, Any]],
+    rows: Sequence[BlockRow],
     *,
     threshold: float,
     floor: float,
-    others: Sequence[Sequence[dict[str, Any]]] = (),
-) -> dict[str, Any] | None:
+    others: Sequence[Sequence[BlockRow]] = (),
+) -> SlopeDrift | None:
     """`slope_drift` over a series' `block_rows` (their aggregate throughput), its first
     `WARMUP_BLOCKS` set aside, and at most one dip that the other arms' blocks at the same time
     (``others``: the other profiles' `block_rows`) or the host's CPU outside the servers (each
     row's `host_other_cpu`, where recorded) explain (`soak/dips.py`). Every dip is kept
     in the figures with its deviation from its two neighbours (geometric mean) and named in the
     report: `transients` set aside, `dips` kept in the slope."""
-    usable = [r for r in rows if r["throughput_tps"] > 0][WARMUP_BLOCKS:]
-    t_h = [r["t_h"] for r in usable]
-    values = [r["throughput_tps"] for r in usable]
-    theirs = [[r for r in o if r["throughput_tps"] > 0][WARMUP_BLOCKS:] for o in others]
-    host = [r.get("host_other_cpu") for r in usable]
+    usable = [r for r in rows if r.throughput_tps > 0][WARMUP_BLOCKS:]
+    t_h = [r.t_h for r in usable]
+    values = [r.throughput_tps for r in usable]
+    theirs = [[r for r in o if r.throughput_tps > 0][WARMUP_BLOCKS:] for o in others]
+    host = [r.host_other_cpu for r in usable]
     aside, kept, why = split_dips(t_h, values, theirs, host)
     keep = [i for i in range(len(usable)) if i not in aside]
     drift = slope_drift(
@@ -273,15 +268,16 @@ def series_drift(
     )
     if drift is None:
         return None
-    out = {**drift, "warmup_blocks": WARMUP_BLOCKS, "work_requests": usable[0]["work_requests"]}
-    if aside:
-        out["transients"] = [_dip_entry(usable[i], deviation(values, i), why.get(i)) for i in aside]
-    if kept:
-        out["dips"] = [_dip_entry(usable[i], deviation(values, i), why.get(i)) for i in kept]
-    if len(kept) >= RECURRING_DIPS and out["verdict"] in ("no drift", "no slowdown"):
+    out = replace(
+        drift,
+        warmup_blocks=WARMUP_BLOCKS,
+        work_requests=usable[0].work_requests,
+        transients=tuple(_dip_entry(usable[i], deviation(values, i), why.get(i)) for i in aside),
+        dips=tuple(_dip_entry(usable[i], deviation(values, i), why.get(i)) for i in kept),
+    )
+    if len(kept) >= RECURRING_DIPS and out.verdict in ("no drift", "no slowdown"):
         # The slope may sit still while the server stalls every few blocks: not resolved.
-        out["slope_verdict"] = out["verdict"]
-        out["verdict"] = "inconclusive"
+        out = replace(out, slope_verdict=out.verdict, verdict="inconclusive")
     return out
 
 
@@ -298,15 +294,15 @@ def settle_text(half_width: float, change: float, threshold: float) -> str:
     return f"about {(half_width / room) ** 2:.1f}x the blocks if its {change:+.0%} holds"
 
 
-def _warmup(drift: dict[str, Any]) -> str:
-    return f" after {drift['warmup_blocks']} warm-up" if drift.get("warmup_blocks") else ""
+def _warmup(drift: SlopeDrift) -> str:
+    return f" after {drift.warmup_blocks} warm-up" if drift.warmup_blocks else ""
 
 
-def _small_work(name: str, drift: dict[str, Any]) -> list[str]:
+def _small_work(name: str, drift: SlopeDrift) -> list[str]:
     """A note when each block's work was under `MIN_WORK` requests: the verdict stands (its CI
     carries the noise) but its power rests on K, and a slow host shrinks K silently, so it is
     said whatever the verdict."""
-    k = drift.get("work_requests")
+    k = drift.work_requests
     if k is None or k >= MIN_WORK:
         return []
     return [
@@ -316,9 +312,7 @@ def _small_work(name: str, drift: dict[str, Any]) -> list[str]:
     ]
 
 
-def depth_lines(
-    name: str, drift: dict[str, Any] | None, blocks: int
-) -> tuple[list[str], list[str]]:
+def depth_lines(name: str, drift: SlopeDrift | None, blocks: int) -> tuple[list[str], list[str]]:
     """(reasons, notes) of one depth > 1 series judged on its aggregate throughput: a slowdown
     beyond the threshold is a reason; a speed-up, an inconclusive CI and a resolved `no drift`
     are notes with their figures."""
@@ -328,41 +322,41 @@ def depth_lines(
             f"{WARMUP_BLOCKS} warm-up, fewer than {MIN_DEPTH_BLOCKS}: aggregate throughput "
             "drift not judged"
         ]
-    low, high = drift["change_ci95"]
+    low, high = drift.ci95
     extra = _small_work(name, drift) + dip_notes(name, drift)
     figures = (
-        f"{drift['change']:+.0%} over the soak (aggregate throughput per block, slope over "
-        f"{drift['blocks']} blocks{_warmup(drift)}, {ci(low, high, '+.0%', '..')}, lag-1 r "
-        f"{drift['autocorrelation']['estimate']:+.2f}, used {drift['autocorrelation']['used']:.2f}"
+        f"{drift.change:+.0%} over the soak (aggregate throughput per block, slope over "
+        f"{drift.blocks} blocks{_warmup(drift)}, {ci(low, high, '+.0%', '..')}, lag-1 r "
+        f"{drift.autocorrelation.estimate:+.2f}, used {drift.autocorrelation.used:.2f}"
         ")"
     )
-    if is_slowdown(drift):
+    if drift.is_slowdown:
         return [
             f"{name}: throughput drifted {figures} (absolute: the host's load counts too)"
         ], extra
-    if drift["verdict"] == "drift":
+    if drift.verdict == "drift":
         return [], [f"{name}: throughput rose {figures}: not a reason", *extra]
-    if drift["verdict"] == "no drift":
+    if drift.verdict == "no drift":
         return [], [
-            f"{name}: no throughput drift beyond {drift['threshold']:.0%}: {figures}",
+            f"{name}: no throughput drift beyond {drift.threshold:.0%}: {figures}",
             *extra,
         ]
-    if drift["verdict"] == "no slowdown":
+    if drift.verdict == "no slowdown":
         return [], [
-            f"{name}: no slowdown beyond {drift['threshold']:.0%}: {figures}; only its rise "
+            f"{name}: no slowdown beyond {drift.threshold:.0%}: {figures}; only its rise "
             f"is unresolved (up to {high:+.0%}), which is not a reason",
             *extra,
         ]
-    if "slope_verdict" in drift:
+    if drift.slope_verdict is not None:
         return [], [
-            f"{name}: throughput drift not resolved: {len(drift['dips'])} blocks fell off and "
-            f"came back (named below), where the slope alone reads {drift['slope_verdict']}: "
+            f"{name}: throughput drift not resolved: {len(drift.dips)} blocks fell off and "
+            f"came back (named below), where the slope alone reads {drift.slope_verdict}: "
             f"{figures}",
             *extra,
         ]
     return [], [
         f"{name}: throughput drift inconclusive: {figures} reaches past "
-        f"-{drift['threshold']:.0%} (a slowdown that large is not ruled out); at this noise, "
-        f"{settle_text(drift['half_width'], drift['change'], drift['threshold'])}",
+        f"-{drift.threshold:.0%} (a slowdown that large is not ruled out); at this noise, "
+        f"{settle_text(drift.half_width, drift.change, drift.threshold)}",
         *extra,
     ]

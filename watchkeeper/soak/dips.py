@@ -30,11 +30,16 @@ import math
 from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
+from watchkeeper.soak.depth_figures import DipEntry, Explanation, HostBusy, OtherBlock
 from watchkeeper.soak.views import SoakSampleView
+
+if TYPE_CHECKING:
+    from watchkeeper.soak.depth_figures import SlopeDrift
+    from watchkeeper.soak.judgement import BlockRow
 
 TRANSIENT_Z = 5.0
 """Block-noise sds beyond both neighbours for a block to read as a dip: one short neighbour beside a
@@ -103,27 +108,27 @@ def deviation(values: Sequence[float], i: int) -> float:
 
 
 def explained(
-    t_h: float, dip: float, others: Sequence[Sequence[dict[str, Any]]], spacing_h: float
-) -> dict[str, Any] | None:
+    t_h: float, dip: float, others: Sequence[Sequence[BlockRow]], spacing_h: float
+) -> OtherBlock | None:
     """The other arm's block that explains a dip of ``dip`` at ``t_h`` hours: among the other
     profiles' series (their `block_rows`), a block within `SAME_TIME` of the series' block
     spacing (the same cycle: blocks alternate, so the other arm's run just before or after)
     that moved the same way by `TRANSIENT_MIN` or more against its own neighbours. None when
     none did (or there is no other arm)."""
-    best: dict[str, Any] | None = None
+    best: OtherBlock | None = None
+    best_moved = 0.0
     for rows in others:
-        values = [float(r["throughput_tps"]) for r in rows]
+        values = [float(r.throughput_tps) for r in rows]
         for i, r in enumerate(rows):
-            if abs(float(r["t_h"]) - t_h) > SAME_TIME * spacing_h:
+            if abs(float(r.t_h) - t_h) > SAME_TIME * spacing_h:
                 continue
             moved = deviation(values, i) * math.copysign(1.0, dip)
-            if moved >= TRANSIENT_MIN and (best is None or moved > best["moved"]):
-                best = {"block": r["block"], "t_h": r["t_h"], "deviation": deviation(values, i),
-                        "moved": moved}  # fmt: skip
+            if moved >= TRANSIENT_MIN and (best is None or moved > best_moved):
+                best, best_moved = OtherBlock(r.block, deviation(values, i)), moved
     return best
 
 
-def host_explained(host: Sequence[float | None], i: int) -> dict[str, Any] | None:
+def host_explained(host: Sequence[float | None], i: int) -> HostBusy | None:
     """The host's CPU outside the soak's servers that explains block ``i`` falling off: its
     share (``host``: one per block, None where not recorded) at least `HOST_BUSY` and `HOST_Z`
     robust sds above the median of the series' other recorded blocks (at least
@@ -137,27 +142,27 @@ def host_explained(host: Sequence[float | None], i: int) -> dict[str, Any] | Non
     z = (mine - centre) / scale
     if mine < HOST_BUSY or z < HOST_Z:
         return None
-    return {"host_other_cpu": mine, "host_median": centre, "host_z": z}
+    return HostBusy(mine, centre, z)
 
 
 def split_dips(
     t_h: Sequence[float],
     values: Sequence[float],
-    others: Sequence[Sequence[dict[str, Any]]],
+    others: Sequence[Sequence[BlockRow]],
     host: Sequence[float | None] = (),
-) -> tuple[list[int], list[int], dict[int, dict[str, Any]]]:
+) -> tuple[list[int], list[int], dict[int, Explanation]]:
     """(set aside, kept in the slope, what explained each explained dip) for one series' dips:
     the explained dip that fell furthest is set aside, up to `MAX_SET_ASIDE`; every other dip
-    is kept. An explanation is the other arm's block (`explained`, keys `block`, `deviation`)
-    or, for a block that fell, the host's CPU (`host_explained`, ``host`` one share a block)."""
+    is kept. An explanation is the other arm's block (`explained`) or, for a block that fell,
+    the host's CPU (`host_explained`, ``host`` one share a block)."""
     found = dip_candidates(values)
     if not found:
         return [], [], {}
     spacing = float(np.median(np.diff(np.asarray(t_h, float)))) if len(t_h) > 1 else 0.0
-    why = {}
+    why: dict[int, Explanation] = {}
     for i in found:
         dip = deviation(values, i)
-        reason = explained(t_h[i], dip, others, spacing)
+        reason: Explanation | None = explained(t_h[i], dip, others, spacing)
         if reason is None and dip < 0:
             reason = host_explained(host, i)
         if reason is not None:
@@ -192,36 +197,38 @@ def block_host_cpu(
     return out
 
 
-def _why(t: dict[str, Any]) -> str:
-    if "host_other_cpu" in t:
+def _why(t: DipEntry) -> str:
+    why = t.why
+    if isinstance(why, HostBusy):
         return (
-            f"the host's CPU outside the servers {t['host_other_cpu']:.0%} of its cores then, "
-            f"against {t['host_median']:.0%} usually"
+            f"the host's CPU outside the servers {why.host_other_cpu:.0%} of its cores then, "
+            f"against {why.host_median:.0%} usually"
         )
-    return f"the other arm's block {t['other_block']} {t['other_deviation']:+.0%} at the same time"
+    assert why is not None
+    return f"the other arm's block {why.block} {why.deviation:+.0%} at the same time"
 
 
-def dip_notes(name: str, drift: dict[str, Any]) -> list[str]:
+def dip_notes(name: str, drift: SlopeDrift) -> list[str]:
     """The dips, by name and size: set aside (with what outside the server explains it), and
     kept in the slope (the verdict is judged with them in: recurring or unexplained dips are
     the server's own until something outside it says otherwise; an explained one beyond
     `MAX_SET_ASIDE` is named with its explanation)."""
     out = []
-    aside = drift.get("transients") or []
+    aside = drift.transients
     if aside:
-        items = ", ".join(f"block {t['block']} ({t['deviation']:+.0%}; {_why(t)})" for t in aside)
+        items = ", ".join(f"block {t.block} ({t.deviation:+.0%}; {_why(t)})" for t in aside)
         out.append(
             f"{name}: set aside from the slope as transient (beyond both neighbours by more "
             f"than {TRANSIENT_Z:.0f} sds of the block noise, and {TRANSIENT_MIN:.0%}, and "
             f"explained from outside the server): {items}"
         )
-    kept = drift.get("dips") or []
+    kept = drift.dips
     if kept:
         items = ", ".join(
-            f"block {d['block']} ({d['deviation']:+.0%}"
+            f"block {d.block} ({d.deviation:+.0%}"
             + (
                 f"; {_why(d)}, but only {MAX_SET_ASIDE} a series is set aside"
-                if _explained(d)
+                if d.explained
                 else ""
             )
             + ")"
@@ -235,7 +242,3 @@ def dip_notes(name: str, drift: dict[str, Any]) -> list[str]:
             f"{MAX_SET_ASIDE} did; a recurring dip is a stability finding, not noise"
         )
     return out
-
-
-def _explained(d: dict[str, Any]) -> bool:
-    return "host_other_cpu" in d or "other_block" in d

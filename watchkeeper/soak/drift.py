@@ -18,13 +18,17 @@ from __future__ import annotations
 import statistics
 from collections import defaultdict
 from collections.abc import Collection, Sequence
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
 from watchkeeper.config import SoakConfig
 from watchkeeper.format import ci
 from watchkeeper.soak.depth import block_rows, depth_lines, series_drift
+from watchkeeper.soak.depth_figures import SlopeDrift
 from watchkeeper.soak.dips import block_host_cpu
+from watchkeeper.soak.judgement import BlockRow
+from watchkeeper.soak.series_figures import AcceptanceTrend, DriftJudged, SeriesTrend, Slice
 from watchkeeper.soak.trends import (
     MIN_BLOCKS,
     block_medians,
@@ -60,60 +64,68 @@ def series_trends(
     paired: Collection[str] = (),
     block_s: float | None = None,
     host_cpu: Sequence[tuple[datetime, float]] = (),
-) -> tuple[list[dict[str, Any]], list[str], list[str]]:
+) -> tuple[list[SeriesTrend], list[str], list[str]]:
     """Per (profile, concurrency): the slice table, one row per block (`depth.block_rows`:
     kept so the drift can be redone from the figures), its absolute throughput drift and
-    level shift, and its acceptance drift. An arm in ``paired`` gets the figures (labelled
-    `drift_judged: paired`) but no throughput reason: its pair's ratio is judged instead.
-    An unpaired series at concurrency above 1 is judged on its aggregate throughput per
-    block (`drift_judged: aggregate`, soak/depth.py): its per-request speeds scatter with
-    the batch they shared. ``host_cpu`` (the resource samples' taken_at and host CPU outside
-    the servers, in time order) gives each block row its `host_other_cpu`, which may explain a
-    dip (soak/dips.py)."""
+    level shift, and its acceptance drift. An arm in ``paired`` gets the figures (judged
+    `paired`) but no throughput reason: its pair's ratio is judged instead. An unpaired series
+    at concurrency above 1 is judged on its aggregate throughput per block (`aggregate`,
+    soak/depth.py): its per-request speeds scatter with the batch they shared. ``host_cpu``
+    (the resource samples' taken_at and host CPU outside the servers, in time order) gives
+    each block row its `host_other_cpu`, which may explain a dip (soak/dips.py)."""
     reasons: list[str] = []
     notes: list[str] = []
-    out: list[dict[str, Any]] = []
+    out: list[SeriesTrend] = []
     groups: dict[tuple[str, int], list[SoakSampleView]] = defaultdict(list)
     for s in samples:
         if not s.is_probe and s.error is None:
             groups[(s.profile, s.concurrency)].append(s)
-    by_series = {key: block_rows(rows, origin, block_s=block_s) for key, rows in groups.items()}
+    by_series = {}
     for key, rows in groups.items():
         host = block_host_cpu(rows, host_cpu)
-        for row in by_series[key]:
-            row["host_other_cpu"] = host.get(row["block"])
+        by_series[key] = [
+            replace(row, host_other_cpu=host.get(row.block))
+            for row in block_rows(rows, origin, block_s=block_s)
+        ]
     for (profile, conc), rows in sorted(groups.items()):
-        entry = _series_entry(profile, conc, rows, origin, slice_s)
-        entry["block_rows"] = by_series[(profile, conc)]
+        mine = by_series[(profile, conc)]
         # The other profiles' blocks: what may explain a dip (soak/dips.py).
         others = [r for (p, _), r in sorted(by_series.items()) if p != profile]
-        name = f"{profile} c{conc}"
-        if profile in paired:
-            entry["drift_judged"] = "paired"
-        elif conc > 1:
-            entry["drift_judged"] = "aggregate"
-            entry["depth_drift"] = series_drift(
-                entry["block_rows"],
+        judged: DriftJudged = (
+            "paired" if profile in paired else "aggregate" if conc > 1 else "absolute"
+        )
+        depth = None
+        if judged == "aggregate":
+            depth = series_drift(
+                mine,
                 threshold=cfg.drift_threshold,
                 floor=cfg.autocorrelation_floor,
                 others=others,
             )
-            reason, note = depth_lines(name, entry["depth_drift"], len(entry["block_rows"]))
+        entry = _series_entry(profile, conc, rows, origin, slice_s, judged, depth, mine)
+        if judged == "aggregate":
+            reason, note = depth_lines(entry.name, depth, len(mine))
             reasons.extend(reason)
             notes.extend(note)
-        else:
-            entry["drift_judged"] = "absolute"
-            reason, missing = _absolute_drift(name, entry, cfg)
+        elif judged == "absolute":
+            reason, missing = _absolute_drift(entry, cfg)
             reasons.extend(reason)
             notes.extend(missing)
-        reasons.extend(_acceptance_drift(name, entry, cfg))
+        reasons.extend(_acceptance_drift(entry, cfg))
         out.append(entry)
     return out, reasons, notes
 
 
 def _series_entry(
-    profile: str, conc: int, rows: list[SoakSampleView], origin: datetime, slice_s: float
-) -> dict[str, Any]:
+    profile: str,
+    conc: int,
+    rows: list[SoakSampleView],
+    origin: datetime,
+    slice_s: float,
+    judged: DriftJudged,
+    depth: SlopeDrift | None,
+    mine: Sequence[BlockRow],
+) -> SeriesTrend:
     slices: dict[int, list[SoakSampleView]] = defaultdict(list)
     for s in rows:
         slices[int((s.started_at - origin).total_seconds() // slice_s)].append(s)
@@ -124,75 +136,65 @@ def _series_entry(
         drafted = sum(s.draft_n or 0 for s in part)
         accepted = sum(s.draft_n_accepted or 0 for s in part)
         table.append(
-            {
-                "t_h": (index + 0.5) * slice_s / 3600.0,
-                "requests": len(part),
-                "decode_tps": statistics.median(tps) if tps else None,
-                "tokens": sum(s.completion_tokens or 0 for s in part),
-                "acceptance": accepted / drafted if drafted else None,
-            }
+            Slice(
+                t_h=(index + 0.5) * slice_s / 3600.0,
+                requests=len(part),
+                decode_tps=statistics.median(tps) if tps else None,
+                tokens=sum(s.completion_tokens or 0 for s in part),
+                acceptance=accepted / drafted if drafted else None,
+            )
         )
-    entry: dict[str, Any] = {"profile": profile, "concurrency": conc, "slices": table}
     span_h = (len(slices) * slice_s) / 3600.0
     # One point per block (its median): the block is the replicate, not the time slice.
     points = [(_hours(when, origin), v) for when, v in block_medians(rows)]
-    entry["blocks"] = len(points)
-    relative = relative_trend(points, span_h, min_points=MIN_BLOCKS)
-    if relative is not None:
-        entry["throughput_drift"] = {
-            **relative.trend.to_json(),
-            "unit": "tok/s per hour",
-            "level_tps": relative.level,
-            "change": relative.change,
-            "change_ci95": [relative.low, relative.high],
-        }
-    shift = level_shift(rows)
-    if shift is not None:
-        entry["throughput_shift"] = shift
-    acc_points = [(r["t_h"], r["acceptance"]) for r in table if r["acceptance"] is not None]
+    acc_points = [(r.t_h, r.acceptance) for r in table if r.acceptance is not None]
     acc = theil_sen([tuple(zip(*acc_points, strict=True))]) if len(acc_points) >= 3 else None  # type: ignore[list-item]
-    if acc is not None:
-        entry["acceptance_drift"] = {
-            **acc.to_json(),
-            "unit": "acceptance per hour",
-            "change_points": acc.slope * span_h,
-            "change_ci95": [acc.low * span_h, acc.high * span_h],
-        }
-    return entry
+    return SeriesTrend(
+        profile=profile,
+        concurrency=conc,
+        judged=judged,
+        depth_drift=depth,
+        slices=tuple(table),
+        blocks=len(points),
+        throughput_drift=relative_trend(points, span_h, min_points=MIN_BLOCKS),
+        throughput_shift=level_shift(rows),
+        acceptance_drift=None if acc is None else AcceptanceTrend.of(acc, span_h),
+        block_rows=tuple(mine),
+    )
 
 
-def _absolute_drift(name: str, entry: dict[str, Any], cfg: SoakConfig) -> Lines:
+def _absolute_drift(entry: SeriesTrend, cfg: SoakConfig) -> Lines:
     """The unpaired arm's own drift: the Theil-Sen slope first, else the late step."""
-    if "throughput_drift" not in entry:
+    name = entry.name
+    drift = entry.throughput_drift
+    if drift is None:
         return [], [
-            f"{name}: {entry['blocks']} block(s), fewer than {MIN_BLOCKS}: throughput drift "
-            "not judged"
+            f"{name}: {entry.blocks} block(s), fewer than {MIN_BLOCKS}: throughput drift not judged"
         ]
-    drift = entry["throughput_drift"]
-    low, high = drift["change_ci95"]
-    if drift["change"] < -cfg.drift_threshold and high < 0:
+    low, high = drift.low, drift.high
+    if drift.change < -cfg.drift_threshold and high < 0:
         return [
-            f"{name}: throughput drifted {drift['change']:+.0%} over the soak (absolute, an "
+            f"{name}: throughput drifted {drift.change:+.0%} over the soak (absolute, an "
             f"arm without a partner: the host's load counts too; {ci(low, high, '+.0%', '..')})"
         ], []
-    shift = entry.get("throughput_shift")
+    shift = entry.throughput_shift
     if shift is None:
         return [], []
-    low, high = shift["change_ci95"]
-    if shift["change"] < -cfg.drift_threshold and high < 0:
+    low, high = shift.low, shift.high
+    if shift.change < -cfg.drift_threshold and high < 0:
         return [
-            f"{name}: throughput drifted {shift['change']:+.0%} from the first to the last "
+            f"{name}: throughput drifted {shift.change:+.0%} from the first to the last "
             "third of the soak (absolute, an arm without a partner: the host's load counts "
             f"too; {ci(low, high, '+.0%', '..')})"
         ], []
     return [], []
 
 
-def _acceptance_drift(name: str, entry: dict[str, Any], cfg: SoakConfig) -> list[str]:
+def _acceptance_drift(entry: SeriesTrend, cfg: SoakConfig) -> list[str]:
     """Acceptance is a count of tokens, not a speed: a busy host does not move it."""
-    acc = entry.get("acceptance_drift")
+    acc = entry.acceptance_drift
     if acc is None or not (
-        acc["change_points"] < -cfg.acceptance_drift_threshold and acc["ci95"][1] < 0
+        acc.change_points < -cfg.acceptance_drift_threshold and acc.trend.high < 0
     ):
         return []
-    return [f"{name}: acceptance drifted {acc['change_points'] * 100:+.1f} points"]
+    return [f"{entry.name}: acceptance drifted {acc.change_points * 100:+.1f} points"]

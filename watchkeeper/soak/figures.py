@@ -1,11 +1,11 @@
 """The soak verdict's figures as one typed value (soak/verdicts.py's `judge` builds it).
 
 The readers (the soak's summary, its findings, `watchkeeper report`) take attributes: the
-counts, the probes' two rates, each arm's RSS trend, each series' drift by the estimator it
-names (soak/judgement.py), each paired ratio against the reference, and each pair's drift
-(soak/pair_drift.py). The per-series slice tables and the acceptance curves are the judges'
-own working (soak/drift.py, soak/paired.py) and travel as their JSON; `to_json` writes the
-figures key for key as `soak --json` and the campaign's stored summary have always held them.
+counts, the probes' two rates, each arm's RSS trend, each series' figures with the estimator
+that judged it (soak/series_figures.py), each paired ratio against the reference, and each
+pair's drift (soak/pair_drift.py). The acceptance curves are the judge's own working and
+travel as their JSON; `to_json` writes the figures key for key as `soak --json` and the
+campaign's stored summary have always held them.
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from watchkeeper.soak.judgement import (
-    BlockRow,
     BlockSeries,
     OutputRates,
     ProbeTally,
@@ -23,7 +22,9 @@ from watchkeeper.soak.judgement import (
     RssTrend,
 )
 from watchkeeper.soak.pair_drift import PairDrift
+from watchkeeper.soak.paired_figures import ReferenceRatio
 from watchkeeper.soak.probes import ProbeGroup
+from watchkeeper.soak.series_figures import SeriesTrend
 from watchkeeper.soak.trends import Trend
 
 Entry = Mapping[str, Any]
@@ -66,46 +67,6 @@ class RssEntry:
 
 
 @dataclass(frozen=True, slots=True)
-class ReferenceRatio:
-    """One (profile, concurrency)'s paired ratio against its pinned reference, as the findings
-    and the nightly series read it; `entry` is the judge's JSON of it (soak/paired.py), which
-    a regression finding keeps as its evidence."""
-
-    profile: str
-    concurrency: int
-    reference_id: int
-    host_fingerprint: str
-    estimate: float | None
-    ci95: tuple[float, float] | None
-    n_cycles: int
-    n_pairs: int
-    threshold: float
-    verdict: str
-    aa: bool
-    confirmed: bool
-    entry: Entry
-
-    @classmethod
-    def of(cls, entry: Entry) -> ReferenceRatio:
-        ci = entry.get("ci95")
-        return cls(
-            str(entry["profile"]),
-            int(entry["concurrency"]),
-            int(entry["reference_id"]),
-            str(entry["host_fingerprint"]),
-            entry.get("estimate"),
-            None if not ci else (ci[0], ci[1]),
-            int(entry["n_cycles"]),
-            int(entry["n_pairs"]),
-            float(entry["threshold"]),
-            str(entry["verdict"]),
-            bool(entry["aa"]),
-            bool(entry.get("confirmed")),
-            entry,
-        )
-
-
-@dataclass(frozen=True, slots=True)
 class SoakFigures:
     """Everything `judge` measured of one soak campaign (every block, every resume)."""
 
@@ -126,8 +87,8 @@ class SoakFigures:
     rates: OutputRates
     probe_totals: ProbeTotals
     identical_output: tuple[ProbeGroup, ...]
-    series: tuple[Entry, ...]
-    reference: tuple[Entry, ...]
+    series: tuple[SeriesTrend, ...]
+    reference: tuple[ReferenceRatio, ...]
     paired_drift: tuple[PairDrift, ...]
     rss: tuple[RssEntry, ...]
     acceptance_curves: tuple[Entry, ...]
@@ -144,15 +105,7 @@ class SoakFigures:
     @property
     def blocks(self) -> tuple[BlockSeries, ...]:
         """Each series' block rows (soak/depth.py), kept so its drift can be redone."""
-        return tuple(
-            BlockSeries(
-                str(e["profile"]),
-                int(e["concurrency"]),
-                tuple(BlockRow.from_json(r) for r in e["block_rows"]),
-            )
-            for e in self.series
-            if "block_rows" in e
-        )
+        return tuple(BlockSeries(e.profile, e.concurrency, e.block_rows) for e in self.series)
 
     @property
     def identity(self) -> tuple[ProbeTally, ...]:
@@ -161,7 +114,9 @@ class SoakFigures:
 
     @property
     def ratios(self) -> tuple[ReferenceRatio, ...]:
-        return tuple(ReferenceRatio.of(e) for e in self.reference)
+        """Each paired ratio against the reference, as the findings and the nightly series
+        read them."""
+        return self.reference
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -184,8 +139,8 @@ class SoakFigures:
             **self.rates.to_json(),
             "probe_totals": self.probe_totals.to_json(),
             "identical_output": [g.to_json() for g in self.identical_output],
-            "series": list(self.series),
-            "reference": list(self.reference),
+            "series": [e.to_json() for e in self.series],
+            "reference": [r.to_json() for r in self.reference],
             "paired_drift": [d.to_json() for d in self.paired_drift],
             "rss": [e.to_json() for e in self.rss],
             "acceptance_curves": list(self.acceptance_curves),

@@ -133,36 +133,6 @@ class SeriesDrift:
         return self.slope_verdict is not None
 
     @classmethod
-    def of_series(cls, entry: Mapping[str, Any]) -> SeriesDrift | None:
-        """From one series of the verdict's figures (soak/drift.py), by the estimator its
-        `drift_judged` names; None where it has no drift figure (too few blocks)."""
-        depth = entry.get("depth_drift")
-        if entry.get("drift_judged") == "aggregate" and depth is not None:
-            return cls(
-                str(entry["profile"]),
-                int(entry["concurrency"]),
-                depth["change"],
-                _pair(depth["change_ci95"]),
-                "aggregate",
-                depth["verdict"],
-                depth["blocks"],
-                depth["autocorrelation"],
-                depth.get("warmup_blocks"),
-                depth.get("work_requests"),
-                depth.get("slope_verdict"),
-                _dips(depth.get("dips")),
-            )
-        drift = entry.get("throughput_drift")
-        if drift is None:
-            return None
-        return cls(
-            str(entry["profile"]),
-            int(entry["concurrency"]),
-            drift["change"],
-            _pair(drift["change_ci95"]),
-        )
-
-    @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> SeriesDrift:
         estimator: Estimator = (
             "aggregate" if data.get("estimator") == "aggregate" else "block medians"

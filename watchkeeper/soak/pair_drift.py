@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,6 +19,7 @@ from scipy.stats import levene
 
 from watchkeeper.format import ci
 from watchkeeper.soak.drift import Lines
+from watchkeeper.soak.paired_figures import CycleRow, ReferenceRatio
 from watchkeeper.soak.trends import MIN_BLOCKS, Shift, relative_shift, theil_sen, thirds
 
 
@@ -117,45 +118,48 @@ class PairDrift:
         }
 
 
-def pair_drift(entry: Mapping[str, Any]) -> PairDrift:
+def pair_drift(entry: ReferenceRatio) -> PairDrift:
     """The drift of one pair (an entry of `paired.reference_ratios`), from its warm cycles in
     time order: `ratio` (current over reference) and `host` (the geometric mean of the two
     arms: what both felt alike), each as a Theil-Sen trend over the cycles and a
     first-third/last-third shift. None for either below `MIN_BLOCKS` cycles."""
-    warm = set(entry["warmup_cycles"])
-    cycles = [c for c in entry["cycles"] if c["cycle"] not in warm]
-    x = [float(c["cycle"]) for c in cycles]
-    ratio = [c["current_tps"] / c["reference_tps"] for c in cycles]
-    host = [math.sqrt(c["current_tps"] * c["reference_tps"]) for c in cycles]
+    warm = set(entry.warmup_cycles)
+    cycles = [c for c in entry.cycles if c.cycle not in warm]
+    x = [float(c.cycle) for c in cycles]
+    ratio = [c.current_tps / c.reference_tps for c in cycles]
+    host = [math.sqrt(c.current_tps * c.reference_tps) for c in cycles]
     return PairDrift(
-        profile=entry["profile"],
-        concurrency=entry["concurrency"],
-        reference_arm=entry["reference_arm"],
-        aa=entry["aa"],
+        profile=entry.profile,
+        concurrency=entry.concurrency,
+        reference_arm=entry.reference_arm,
+        aa=entry.aa,
         cycles=len(cycles),
         ratio=_relative_change(x, ratio),
         host=_relative_change(x, host),
-        current=relative_shift([c["current_tps"] for c in cycles]),
-        reference=relative_shift([c["reference_tps"] for c in cycles]),
+        current=relative_shift([c.current_tps for c in cycles]),
+        reference=relative_shift([c.reference_tps for c in cycles]),
         spread=ratio_spread(ratio),
         requests=block_requests(cycles),
     )
 
 
 def block_requests(
-    cycles: Sequence[Mapping[str, Any]],
+    cycles: Sequence[CycleRow],
 ) -> tuple[BlockRequests, BlockRequests] | None:
     """Each arm's median requests per block in the first and the last third of the cycles,
     (current, reference) (None below `MIN_BLOCKS` cycles, or for figures stored before the
     counts were)."""
-    if len(cycles) < MIN_BLOCKS or any(c.get("current_requests") is None for c in cycles):
+    if len(cycles) < MIN_BLOCKS or any(c.current_requests is None for c in cycles):
         return None
 
-    def arm(name: str) -> BlockRequests:
-        first, last = thirds([int(c[f"{name}_requests"]) for c in cycles])
+    def arm(counts: Sequence[int | None]) -> BlockRequests:
+        first, last = thirds([int(n or 0) for n in counts])
         return BlockRequests(statistics.median(first), statistics.median(last))
 
-    return arm("current"), arm("reference")
+    return (
+        arm([c.current_requests for c in cycles]),
+        arm([c.reference_requests for c in cycles]),
+    )
 
 
 FEW_REQUESTS = 2

@@ -40,6 +40,8 @@ from watchkeeper.soak.ar1 import (
     used_lag1,
     variance_factor,
 )
+from watchkeeper.soak.depth_figures import Autocorrelation
+from watchkeeper.soak.paired_figures import CycleRow, RatioInterval, ReferenceRatio
 from watchkeeper.soak.views import IncidentView, SoakSampleView
 
 MIN_CYCLES = 4
@@ -209,7 +211,7 @@ def reference_ratios(
     threshold: float,
     cold: set[tuple[str, int]] | None = None,
     autocorrelation_floor: float = 0.3,
-) -> list[dict[str, Any]]:
+) -> list[ReferenceRatio]:
     """One entry per (profile, concurrency) soaked beside a reference arm; [] without one.
 
     ``params`` is the campaign's: ``references`` maps each current profile to its reference
@@ -236,22 +238,26 @@ def reference_ratios(
             segments = _process_pairs(cycles, skipped)
             judged, unbalanced = _balanced([c for c in cycles if c.index not in skipped])
             values = _replicates(judged, segments, by_pair=by_pair)
-            entry: dict[str, Any] = {
-                "profile": profile,
-                "concurrency": conc,
-                "reference_arm": ref["arm"],
-                "reference_id": ref["reference_id"],
-                "aa": bool(ref.get("aa")),
-                "host_fingerprint": ref.get("host_fingerprint", ""),
-                "threshold": threshold,
-                "cycles": _cycle_rows(cycles, judged, segments),
-                "warmup_cycles": sorted(skipped),
-                "unbalanced_dropped": unbalanced,
-                "n_cycles": len(judged),
-                "n_pairs": len(values),
-            }
-            entry.update(_ratio_verdict(values, threshold, autocorrelation_floor))
-            out.append(entry)
+            estimate, verdict, interval = _ratio_verdict(values, threshold, autocorrelation_floor)
+            out.append(
+                ReferenceRatio(
+                    profile=profile,
+                    concurrency=conc,
+                    reference_arm=ref["arm"],
+                    reference_id=ref["reference_id"],
+                    aa=bool(ref.get("aa")),
+                    host_fingerprint=ref.get("host_fingerprint", ""),
+                    threshold=threshold,
+                    cycles=_cycle_rows(cycles, judged, segments),
+                    warmup_cycles=tuple(sorted(skipped)),
+                    unbalanced_dropped=tuple(unbalanced),
+                    n_cycles=len(judged),
+                    n_pairs=len(values),
+                    estimate=estimate,
+                    verdict=verdict,
+                    interval=interval,
+                )
+            )
     return out
 
 
@@ -310,60 +316,59 @@ def _replicates(
 
 def _cycle_rows(
     cycles: Sequence[_Cycle], judged: Sequence[_Cycle], segments: dict[int, int]
-) -> list[dict[str, Any]]:
+) -> tuple[CycleRow, ...]:
     """Every paired cycle as the report shows it, judged or set aside."""
-    return [
-        {
-            "cycle": c.index,
-            "current_tps": c.current_tps,
-            "reference_tps": c.reference_tps,
-            "ratio": c.current_tps / c.reference_tps,
-            "current_first": c.current_first,
-            "current_requests": c.current_requests,
-            "reference_requests": c.reference_requests,
-            "judged": c in judged,
-            "process_pair": segments.get(c.index),
-        }
+    return tuple(
+        CycleRow(
+            cycle=c.index,
+            current_tps=c.current_tps,
+            reference_tps=c.reference_tps,
+            current_first=c.current_first,
+            current_requests=c.current_requests,
+            reference_requests=c.reference_requests,
+            judged=c in judged,
+            process_pair=segments.get(c.index),
+        )
         for c in cycles
-    ]
+    )
 
 
 def _ratio_verdict(
     values: Sequence[float], threshold: float, autocorrelation_floor: float
-) -> dict[str, Any]:
-    """The estimate, its interval and the verdict; `insufficient data` below MIN_CYCLES
-    replicates, and a regression is `confirmed` only when both halves show it alone."""
+) -> tuple[float | None, str, RatioInterval | None]:
+    """The estimate, the verdict and the interval; `insufficient data` (and no interval)
+    below MIN_CYCLES replicates, and a regression is `confirmed` only when both halves show
+    it alone."""
     if len(values) < MIN_CYCLES:
         estimate = math.exp(float(np.mean(values))) if values else None
-        return {"estimate": estimate, "ci95": None, "verdict": "insufficient data"}
+        return estimate, "insufficient data", None
     interval = ar1_t_interval(values, floor=autocorrelation_floor)
     estimate, low, high = (math.exp(v) for v in (interval.mean, interval.low, interval.high))
     verdict = SERIES_VERDICTS[classify(estimate, low, high, threshold)]
     half = len(values) // 2
-    halves = [_geomean_logs(values[:half]), _geomean_logs(values[half:])]
-    return {
-        "estimate": estimate,
-        "ci95": [low, high],
-        "half_width": math.sqrt(high / low) - 1.0,
-        "pairs_needed": (
-            list(sizing)
-            if verdict == "inconclusive"
-            and (sizing := pairs_needed(values, threshold=threshold, floor=autocorrelation_floor))
-            else None
+    halves = (_geomean_logs(values[:half]), _geomean_logs(values[half:]))
+    sizing = (
+        pairs_needed(values, threshold=threshold, floor=autocorrelation_floor)
+        if verdict == "inconclusive"
+        else None
+    )
+    return (
+        estimate,
+        verdict,
+        RatioInterval(
+            low=low,
+            high=high,
+            half_width=math.sqrt(high / low) - 1.0,
+            pairs_needed=None if sizing is None else (sizing.low, sizing.high),
+            autocorrelation=Autocorrelation(interval.r_estimate, interval.r_used),
+            n_eff=interval.n_eff,
+            halves=halves,
+            # Both halves beyond the threshold on their own: the drop is not one bad hour.
+            confirmed=verdict == "regression"
+            and all(h is not None and h < 1.0 - threshold for h in halves),
         ),
-        "autocorrelation": {"estimate": interval.r_estimate, "used": interval.r_used},
-        "n_eff": interval.n_eff,
-        "verdict": verdict,
-        "halves": halves,
-        # Both halves beyond the threshold on their own: the drop is not one bad hour.
-        "confirmed": verdict == "regression"
-        and all(h is not None and h < 1.0 - threshold for h in halves),
-    }
+    )
 
 
 def _geomean_logs(logs: Sequence[float]) -> float | None:
     return math.exp(float(np.mean(logs))) if len(logs) else None
-
-
-def series_label(entry: dict[str, Any]) -> str:
-    return f"{entry['profile']} c{entry['concurrency']}"

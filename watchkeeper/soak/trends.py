@@ -196,7 +196,7 @@ def relative_shift(
 
 def level_shift(
     rows: Sequence[SoakSampleView], *, min_blocks: int = MIN_BLOCKS, resamples: int = 2000
-) -> dict[str, Any] | None:
+) -> Shift | None:
     """Median block speed of the last third of the soak's blocks against the first third, with
     a bootstrap CI of the relative change that resamples *blocks* within each third.
 
@@ -205,15 +205,6 @@ def level_shift(
     slower at 2 a.m. is exactly such a step, so it gets its own check. The replicate is the
     block, never the request: requests of one block share its minutes. None below
     ``min_blocks`` blocks: not judged."""
-    shift = relative_shift(
+    return relative_shift(
         [v for _, v in block_medians(rows)], min_values=min_blocks, resamples=resamples
     )
-    if shift is None:
-        return None
-    return {
-        "first_third_tps": shift.first_third,
-        "last_third_tps": shift.last_third,
-        "blocks": list(shift.n),
-        "change": shift.change,
-        "change_ci95": [shift.low, shift.high],
-    }

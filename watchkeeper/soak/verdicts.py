@@ -34,8 +34,8 @@ from watchkeeper.soak.paired import (
     SIZING_POWER,
     cold_blocks,
     reference_ratios,
-    series_label,
 )
+from watchkeeper.soak.paired_figures import RatioInterval, ReferenceRatio
 from watchkeeper.soak.trends import MIN_BLOCKS, Trend, block_medians, level_shift, theil_sen
 from watchkeeper.soak.views import SoakData, SoakSampleView
 
@@ -190,43 +190,42 @@ def _error_rate(
     )
 
 
-def _reference_lines(paired: Sequence[dict[str, Any]]) -> Lines:
+def _reference_lines(paired: Sequence[ReferenceRatio]) -> Lines:
     """The ratio against the pinned reference: a confirmed regression of a different system
     is a reason; an A/A soak's verdict is a false alarm (a note the digest counts)."""
     reasons: list[str] = []
     notes: list[str] = []
     for entry in paired:
-        label = f"{series_label(entry)} vs reference #{entry['reference_id']}"
-        if entry["ci95"] is None:
+        label = f"{entry.label} vs reference #{entry.reference_id}"
+        interval = entry.interval
+        if interval is None:
             notes.append(
-                f"{label}: {entry['n_pairs']} process pair(s) with {entry['n_cycles']} judged "
+                f"{label}: {entry.n_pairs} process pair(s) with {entry.n_cycles} judged "
                 f"cycle(s), fewer than {MIN_CYCLES}: ratio not judged"
             )
             continue
-        low, high = entry["ci95"]
         text = (
-            f"{label}: {entry['estimate']:.3f}x ({ci(low, high, '.3f', '..')}, "
-            f"{entry['n_cycles']} cycles, {entry['n_pairs']} process pairs, effective n "
-            f"{entry['n_eff']:.1f}, threshold {entry['threshold']:.0%}), {entry['verdict']}"
+            f"{label}: {entry.estimate:.3f}x ({ci(interval.low, interval.high, '.3f', '..')}, "
+            f"{entry.n_cycles} cycles, {entry.n_pairs} process pairs, effective n "
+            f"{interval.n_eff:.1f}, threshold {entry.threshold:.0%}), {entry.verdict}"
         )
-        if entry["verdict"] == "inconclusive":
-            text += _sizing(entry)
-        if entry["verdict"] == "regression" and not entry["aa"] and entry["confirmed"]:
+        if entry.verdict == "inconclusive":
+            text += _sizing(entry, interval)
+        if entry.verdict == "regression" and not entry.aa and entry.confirmed:
             reasons.append(text + ", in both halves of the soak")
-        elif entry["aa"] and entry["verdict"] in ("regression", "improvement"):
+        elif entry.aa and entry.verdict in ("regression", "improvement"):
             notes.append(text + " on an A/A soak: a false alarm, counted in the digest")
         else:
             notes.append(text)
     return reasons, notes
 
 
-def _sizing(entry: dict[str, Any]) -> str:
+def _sizing(entry: ReferenceRatio, interval: RatioInterval) -> str:
     """What would decide an inconclusive ratio (soak.paired.pairs_needed), as a range of pairs
     (the point spread to its upper confidence bound) and of this soak's length: the one figure
-    an operator needs to plan the next soak. A soak judged before the range (one number) reads
-    as a range of one."""
-    sized, n = entry.get("pairs_needed"), entry["n_pairs"]
-    low, high = (sized, sized) if not isinstance(sized, list) else sized
+    an operator needs to plan the next soak."""
+    n = entry.n_pairs
+    low, high = interval.pairs_needed or (None, None)
     if low is None:
         if n < MIN_SIZING_PAIRS:
             return (
@@ -247,7 +246,7 @@ def _sizing(entry: dict[str, Any]) -> str:
     return (
         f"; at this noise about {pairs} process pairs ({times}x this soak; the upper end if "
         f"its spread is at its {SIGMA_CONFIDENCE:.0%} upper bound) would decide it "
-        f"{_power_text()} if its {entry['estimate']:.3f}x holds"
+        f"{_power_text()} if its {entry.estimate:.3f}x holds"
     )
 
 
