@@ -9,8 +9,26 @@ import pytest
 
 from watchkeeper.analysis.stats import classify, log_t_interval
 from watchkeeper.soak.ar1 import ar1_t_interval, lag1
+from watchkeeper.soak.depth_figures import Autocorrelation
 from watchkeeper.soak.paired import MAX_SIZED_PAIRS, pairs_needed
+from watchkeeper.soak.paired_figures import RatioInterval, ReferenceRatio
 from watchkeeper.soak.verdicts import _sizing
+
+
+def _sized(
+    pairs: tuple[int | None, int | None], n_pairs: int, estimate: float
+) -> tuple[ReferenceRatio, RatioInterval]:
+    """The two typed values `_sizing` reads (its figures: the pairs, their count, the
+    estimate), the rest neutral."""
+    interval = RatioInterval(
+        estimate, estimate, 0.0, pairs, Autocorrelation(0.3, 0.3), n_pairs, (None, None), False
+    )
+    entry = ReferenceRatio(
+        "p", 1, "p@reference", 1, False, "", 0.03, (), (), (), n_pairs, n_pairs, estimate,
+        "inconclusive", interval,
+    )  # fmt: skip
+    return entry, interval
+
 
 REPS = 3000
 
@@ -123,7 +141,7 @@ def test_a_hint_from_six_pairs_is_a_range_that_holds_and_never_gives_up() -> Non
         if sized.low is not None:
             assert sized.high is None or sized.high >= sized.low
         highs.append(sized.high if sized.high is not None else MAX_SIZED_PAIRS + 1)
-        entry = {"pairs_needed": list(sized), "n_pairs": 6, "estimate": float(np.exp(logs.mean()))}
-        assert "not even" not in _sizing(entry)
+        entry, interval = _sized(tuple(sized), 6, float(np.exp(logs.mean())))
+        assert "not even" not in _sizing(entry, interval)
     assert sum(h >= truth for h in highs) >= 16  # measured: 19 of 20
     assert sorted(highs)[10] <= 3 * truth  # the median high end stays near: measured 37
