@@ -8,6 +8,7 @@ import json
 from dataclasses import replace
 
 from support.dipseries import MODEL, dip, other, rows
+from support.pairedsoak import paired_soak, steady
 
 from watchkeeper.config import SoakConfig
 from watchkeeper.simulation.soak_series import simulate_series
@@ -60,8 +61,6 @@ def test_a_drift_with_dips_of_either_explanation_reads_back_from_its_json() -> N
 def test_every_ratio_to_the_reference_reads_back_from_its_json_as_the_same_value() -> None:
     """Judged, inconclusive (with its sizing) and too short to judge: each writes the keys the
     figures always held and reads back to the same value."""
-    from test_soak_drift import paired_soak, steady
-
     noisy = paired_soak(lambda _: 93.0, steady, cycles=8, seed=1, scatter=lambda _: 0.06)
     clear = paired_soak(lambda _: 50.0, steady)
     short = paired_soak(lambda _: 50.0, steady, cycles=3)
