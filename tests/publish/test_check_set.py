@@ -67,7 +67,7 @@ def test_a_json_whose_cache_changed_disagrees_with_its_unit_and_its_soak(copy: P
 
 
 def test_a_readme_figure_no_file_holds_is_named(copy: Path) -> None:
-    _edit(copy / "README.md", "1.96x\n  (95% CI 1.70-2.27)", "2.10x\n  (95% CI 1.80-2.40)")
+    _edit(copy / "README.md", "1.63x\n  (95% CI 1.40-1.91)", "2.10x\n  (95% CI 1.80-2.40)")
     found = check_set_command(copy).disagreements
     assert [(d.field, d.found) for d in found] == [("figure", "2.10x (1.80-2.40)")]
     assert found[0].file.startswith("README.md:")
@@ -102,7 +102,7 @@ def test_a_soak_job_deeper_than_the_unit_and_a_false_slots_claim(copy: Path) -> 
 
 
 def test_the_readme_selling_an_unresolved_soak_or_a_baseline_unit_is_named(copy: Path) -> None:
-    _edit(copy / "README.md", "is unresolved: 36 minutes, drift and memory not judged; ", "")
+    _edit(copy / "README.md", "is unresolved: 37 minutes, drift and memory not judged; ", "")
     _edit(copy / "README.md", "**it does not speculate**", "**the one to install**")
     fields = sorted(d.field for d in check_set_command(copy).disagreements)
     assert fields == ["claim", "claim"]
