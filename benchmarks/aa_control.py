@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import argparse
 
-from watchkeeper.analysis.stats import wilson
 from watchkeeper.simulation.aa_control import Shape, alarm_rate
+from watchkeeper.simulation.rates import wilson_text
 
 DESIGNS = ((12, 1), (18, 1), (36, 1), (18, 3))
 SHAPES = {"plain": Shape(), "stalls 5%": Shape(stall_share=0.05)}
@@ -22,8 +22,7 @@ SHAPES = {"plain": Shape(), "stalls 5%": Shape(stall_share=0.05)}
 def _rate(hits: int, n: int) -> str:
     if n == 0:
         return "no interval"
-    low, high = wilson(hits, n)
-    return f"{hits / n:.1%} ({low:.1%}-{high:.1%})"
+    return wilson_text(hits, n)
 
 
 def main() -> None:

@@ -19,8 +19,8 @@ from __future__ import annotations
 import argparse
 
 from watchkeeper.analysis.category_tasks import MIN_CATEGORY_TASKS
-from watchkeeper.analysis.stats import wilson
 from watchkeeper.simulation.category_tasks import simulate_categories, simulate_coverage
+from watchkeeper.simulation.rates import wilson_text
 
 SHAPES = ("normal", "skewed", "bimodal")
 PER_CATEGORY = (4, 5, 6, 8, 10, 12, 50)
@@ -31,11 +31,6 @@ DESIGNS = (
     (50,) * 6,
     (100, 60, 50, 40, 30, 20),
 )
-
-
-def _wilson(count: int, n: int) -> str:
-    low, high = wilson(count, n)
-    return f"{count / n:.1%} ({low:.1%}-{high:.1%})"
 
 
 def _label(sizes: tuple[int, ...]) -> str:
@@ -75,7 +70,7 @@ def main() -> None:
             p15 = simulate_categories(shape, sizes, n, seed=3, faster=1.15, **kw)
             cover = f"{null.coverage:.1%}" if null.intervals else "no interval"
             print(
-                f"| {shape} | {_label(sizes)} | {cover} | {_wilson(null.picked, n)} | "
+                f"| {shape} | {_label(sizes)} | {cover} | {wilson_text(null.picked, n)} | "
                 f"{null.picked_alone / n:.1%} | {p10.power:.1%} ({p10.power_alone:.1%}) | "
                 f"{p15.power:.1%} ({p15.power_alone:.1%}) |"
             )

@@ -16,16 +16,11 @@ from __future__ import annotations
 
 import argparse
 
-from watchkeeper.analysis.stats import wilson
 from watchkeeper.simulation.mix_tasks import simulate_pick
+from watchkeeper.simulation.rates import wilson_text
 
 SHAPES = ("normal", "skewed", "bimodal")
 DESIGNS = ((12, 0, False), (36, 0, False), (300, 0, False), (36, 300, False), (36, 0, True))
-
-
-def _wilson(count: int, n: int) -> str:
-    low, high = wilson(count, n)
-    return f"{count / n:.1%} ({low:.1%}-{high:.1%})"
 
 
 def main() -> None:
@@ -51,7 +46,7 @@ def main() -> None:
             label += ", --mix 0.7 on one" if stated else ""
             print(
                 f"| {shape} | {label} | {null.arm_coverage:.1%} | {null.coverage:.1%} | "
-                f"{_wilson(null.picked, n)} | {p10.power:.1%} | {p15.power:.1%} |"
+                f"{wilson_text(null.picked, n)} | {p10.power:.1%} | {p15.power:.1%} |"
             )
 
 
