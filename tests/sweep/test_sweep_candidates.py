@@ -24,13 +24,12 @@ from watchkeeper.analysis.racing_types import (
     RaceState,
 )
 from watchkeeper.analysis.stats import RatioCI
-from watchkeeper.campaign.calibration import Calibration, DraftCost, VerifyCost
+from watchkeeper.campaign.calibration import Calibration, DraftCost, VerifyCost, arm_ceiling
 from watchkeeper.campaign.race_runs import cells_of
 from watchkeeper.campaign.racer import (
     EXACT_PROBE_SHARE,
     PROBE_SHARE,
     Racer,
-    arm_ceiling,
     probe_share,
     race_arms,
 )

@@ -5,7 +5,8 @@ model run alone against the baseline) and what verifying a draft costs in target
 (`VerifyCost`, one batch on the baseline server). Both are measured, never assumed, because a
 bound priced with a guessed cost can sit below the measurement it is meant to bound. They live
 apart from the bench's orchestration so the bench reads as steps and `Calibration` is one
-value it passes on.
+value it passes on. `arm_ceiling` reads the two as a draft setting's bound at perfect
+acceptance (the sweep's ceiling rule before round 1, campaign/racer.py).
 """
 
 from __future__ import annotations
@@ -15,7 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from watchkeeper.analysis import aa_control
+from watchkeeper.analysis.bench_bound import perfect_acceptance_bound
 from watchkeeper.analysis.benchmark import ArmSpec
+from watchkeeper.analysis.racing_types import Ceiling
 from watchkeeper.analysis.stats import median
 from watchkeeper.campaign.campaigns import measure_run
 from watchkeeper.config import Config, ProfileConfig
@@ -301,3 +304,17 @@ def arm_specs(
         for p in prepared[1:]
     ]
     return arms
+
+
+def arm_ceiling(arm: str, draft_length: int, costs: Calibration) -> Ceiling | None:
+    """The arm's bound at perfect acceptance, where both its costs were measured."""
+    draft = costs.draft_cost(arm)
+    verify = costs.verify_cost(arm)
+    if draft.ratio is None or draft.ratio <= 0 or verify.cost is None:
+        return None
+    bound = perfect_acceptance_bound(draft_length, draft.ratio, verify.tokens, verify.cost)
+    how = (
+        f"n {draft_length}: ({draft_length} + 1) / ({draft_length} x draft {draft.ratio:.2f} "
+        f"+ verify {bound.verify_cost:.2f}) target steps"
+    )
+    return Ceiling(arm, bound.predicted_speedup, how)

@@ -15,7 +15,6 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 
 from watchkeeper.analysis import aa_control
-from watchkeeper.analysis.bench_bound import perfect_acceptance_bound
 from watchkeeper.analysis.racing import (
     budget_for_ci,
     budget_text,
@@ -32,14 +31,13 @@ from watchkeeper.analysis.racing_tasks import (
     task_ci_text,
 )
 from watchkeeper.analysis.racing_types import (
-    Ceiling,
     RaceArm,
     RaceSettings,
     Table,
     arm_cost,
 )
 from watchkeeper.analysis.task_sample import TaskSample, arm_sample_cis, stratified_sample
-from watchkeeper.campaign.calibration import Calibration
+from watchkeeper.campaign.calibration import Calibration, arm_ceiling
 from watchkeeper.campaign.race_runs import cells_of, drafted_in_round, round_seconds
 from watchkeeper.campaign.round_price import (
     RoundPrice,
@@ -432,17 +430,3 @@ class Racer:
             f"exact probes ({exact / 60:.1f} min) passes the identity pass's "
             f"{IDENTITY_SHARE:.0%} of the budget ({cap / 60:.1f} min)"
         )
-
-
-def arm_ceiling(arm: str, draft_length: int, costs: Calibration) -> Ceiling | None:
-    """The arm's bound at perfect acceptance, where both its costs were measured."""
-    draft = costs.draft_cost(arm)
-    verify = costs.verify_cost(arm)
-    if draft.ratio is None or draft.ratio <= 0 or verify.cost is None:
-        return None
-    bound = perfect_acceptance_bound(draft_length, draft.ratio, verify.tokens, verify.cost)
-    how = (
-        f"n {draft_length}: ({draft_length} + 1) / ({draft_length} x draft {draft.ratio:.2f} "
-        f"+ verify {bound.verify_cost:.2f}) target steps"
-    )
-    return Ceiling(arm, bound.predicted_speedup, how)

@@ -292,16 +292,21 @@ def sweep_plan(
         else None,
         sample=racer.sampled if racer is not None else None,
         restart_every=0 if race else plan.restart_every,
-        renew_each_round=frozenset(
-            n
-            for n in generated
-            if LEARNS_ACROSS_REQUESTS & set((config.profiles[n].spec_type or "").split(","))
-        )
-        if race
-        else frozenset(),
+        renew_each_round=renewed_arms(config, generated) if race else frozenset(),
         reuse_prompts=race,
         served_identity=served_identity,
         served_gate=(lambda: racer.served_skipped) if racer is not None else None,
+    )
+
+
+def renewed_arms(config: Config, generated: Mapping[str, ProfileConfig]) -> frozenset[str]:
+    """The raced arms given a fresh process before every round after the first (the bench's
+    `renew_each_round`): spec types that learn across requests would otherwise draft round 2
+    from round 1's answers. Every other raced arm keeps one process for the whole sweep."""
+    return frozenset(
+        n
+        for n in generated
+        if LEARNS_ACROSS_REQUESTS & set((config.profiles[n].spec_type or "").split(","))
     )
 
 
