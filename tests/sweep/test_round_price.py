@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 
 import pytest
 
+from watchkeeper.analysis.racing_tasks import plan
 from watchkeeper.analysis.racing_types import RaceArm, RaceSettings
 from watchkeeper.campaign.calibration import Calibration, DraftCost, VerifyCost
 from watchkeeper.campaign.racer import EXACT_PROBE_SHARE, Racer
@@ -21,6 +22,8 @@ from watchkeeper.campaign.round_price import (
     round_price,
     task_chars,
 )
+from watchkeeper.campaign.sweep_plan import kept_arms
+from watchkeeper.config import Config, ProfileConfig
 from watchkeeper.load.records import RequestSample, RunResult, Task
 
 T0 = datetime(2026, 12, 7, tzinfo=UTC)
@@ -130,11 +133,11 @@ def test_an_exact_probe_prefills_a_token_a_pass_and_verifies_a_draft_token_a_ste
     assert price.exact_pass_s(probes, ["draft"]) == pytest.approx(2 * 58.1 + 2 * 2 * 0.1)
 
 
-def _racer(budget_s: float, *, clock: list[float]) -> Racer:
+def _racer(budget_s: float, *, clock: list[float], kept: tuple[str, ...] = ()) -> Racer:
     arms = [RaceArm("base", 0.0, True), RaceArm("ngram", 1.0), RaceArm("draft", 4.0)]
     racer = Racer(
         arms, RaceSettings(seed=3), budget_s=budget_s, clock=iter(clock).__next__,
-        progress=lambda _m: None, probe_share=EXACT_PROBE_SHARE,
+        progress=lambda _m: None, probe_share=EXACT_PROBE_SHARE, kept=kept,
     )  # fmt: skip
     racer.probe_count, racer.probe_fraction = 1, 1 / 4
     return racer
@@ -166,3 +169,83 @@ def test_the_racer_plans_its_round_from_the_tasks_sizes_and_its_probes_by_task()
     )  # fmt: skip
     run = RunResult("base", "base", 1, False, 1, T0, T0, (r1,), ())
     assert racer.probe_seconds([run], ["base"]) == pytest.approx(54.5 + 6.4)
+
+
+def test_a_later_round_leaves_out_the_prefill_of_kept_arms_only() -> None:
+    """Round 1 of the four tasks is 131.7 s; its prefill is 2 x 1.5 + 2 x 6 = 15 s on the
+    baseline and on ngram (15 ms a token) and 22.5 s on the draft arm (22.5 ms). A kept
+    process restores every prompt from its cache in round 2: base and draft kept, ngram
+    renewed each round (a fresh process, every prompt prefilled again), 131.7 - 15 - 22.5."""
+    price = round_price(RUNS, TASKS, ARMS, "base", COSTS)
+    assert price is not None
+    first = price.round_s(TASKS, ARMS)
+    assert first == pytest.approx(131.7)
+    prefill = {
+        a: sum(price.prompt_tokens(t) * (price.rates[a].prefill_s or 0) for t in TASKS)
+        for a in ARMS
+    }
+    assert prefill == pytest.approx({"base": 15.0, "ngram": 15.0, "draft": 22.5})
+    kept = {"base", "draft"}
+    assert price.later_round_s(TASKS, ARMS, kept) == pytest.approx(first - 15.0 - 22.5)
+    assert price.later_round_s(TASKS, ARMS, set(ARMS)) == pytest.approx(first - 52.5)
+    assert price.later_round_s(TASKS, ["ngram"], kept) == pytest.approx(
+        price.round_s(TASKS, ["ngram"])
+    )
+    assert price.later_request_s(LONG, "base") == pytest.approx(5.0 + 0.1)  # answer + overhead
+    assert price.later_round_s(TASKS, ARMS, ()) == pytest.approx(first)
+
+
+def test_the_plan_counts_round_1_then_cheaper_later_rounds() -> None:
+    """The code-edit sweep of 7 Dec 2026 (9 arms, 8 tasks, 64-token answers): 23.1 min for
+    rounds after the reserve; round 1 took 8.7 min, rounds 2 and 3 (six of the nine arms'
+    prompts restored) 5.5 and 5.3. Priced like round 1, every round at 8.7: 2 rounds fit, no
+    CI; round 1 then 5.5 a round: 3 fit, a CI over rounds after round 3, as the race found."""
+    room, reserve = 23.1 * 60, 9.0 * 60
+    old = plan(8, 8.7 * 60, room + reserve, reserve_s=reserve)
+    assert (old.rounds, old.ci_after) == (2, None)
+    assert "~8.7 min a round of every arm" in old.why
+    new = plan(8, 8.7 * 60, room + reserve, reserve_s=reserve, later_s=5.5 * 60)
+    assert (new.design, new.rounds, new.ci_after) == ("rounds", 3, 3)
+    assert "~8.7 min round 1 of every arm and ~5.5 min each round after it" in new.why
+    assert (
+        "23.1 min for rounds after the identity probes' reserve (9.0 min): 3 round(s) fit"
+        in new.why
+    )
+    # Not even round 1 fits: none, however cheap the later ones.
+    assert plan(8, 8.7 * 60, 8 * 60, later_s=60.0).rounds == 0
+    assert plan(8, 8.7 * 60, 60 * 60, later_s=60.0, max_rounds=5).rounds == 5
+
+
+def test_the_racer_plans_three_rounds_where_its_kept_arms_later_rounds_fit() -> None:
+    """A 480 s budget: a quarter (120 s) caps the identity reserve, 360 s are left for rounds.
+    Round 1 is 131.7 s; with ngram renewed each round and the others kept a later round is
+    94.2 s: 131.7 + 2 x 94.2 = 320.1 s, 3 rounds fit. Every round priced like round 1 (no arm
+    known to be kept), 2 x 131.7: 2 rounds, no CI."""
+    racer = _racer(480.0, clock=[0.0, 0.0], kept=("base", "draft"))
+    racer.ceiling(COSTS)
+    racer.probe_tasks = lambda: (LONG,)
+    got = racer.plan_rounds(RUNS, 4, [(t.id, t.category) for t in TASKS], TASKS)
+    assert (got.design, got.rounds, got.ci_after) == ("rounds", 3, 3)
+    assert "~2.2 min round 1 of every arm and ~1.6 min each round after it" in got.why
+    assert "6.0 min for rounds after the identity probes' reserve (2.0 min): 3 round(s)" in got.why
+    before = _racer(480.0, clock=[0.0, 0.0])
+    before.ceiling(COSTS)
+    before.probe_tasks = lambda: (LONG,)
+    old = before.plan_rounds(RUNS, 4, [(t.id, t.category) for t in TASKS], TASKS)
+    assert (old.rounds, old.ci_after) == (2, None) and "~2.2 min a round of every arm" in old.why
+
+
+def test_the_sweep_keeps_every_arm_but_the_renewed_and_those_without_a_prompt_cache() -> None:
+    """ngram-mod learns across requests (a fresh process each round); a profile's own
+    `--cache-ram 0` turns the host prompt cache off: both prefill every round."""
+    model = "qwen2.5-coder-1.5b-instruct-q4_k_m"
+    generated = {
+        "base": ProfileConfig(model=model),
+        "simple": ProfileConfig(model=model, spec_type="ngram-simple"),
+        "mod": ProfileConfig(model=model, spec_type="ngram-mod"),
+        "nocache": ProfileConfig(model=model, spec_type="ngram-simple", extra_args=["-cram", "0"]),
+        "nocache2": ProfileConfig(model=model, extra_args=["--cache-ram=0"]),
+        "bigcache": ProfileConfig(model=model, extra_args=["--cache-ram", "16384"]),
+    }
+    config = Config(profiles=generated)
+    assert kept_arms(config, generated) == {"base", "simple", "bigcache"}

@@ -17,7 +17,8 @@ task's own noise from its effect, which this estimand does not need. It applies 
 on seeded task sets (normal, skewed, bimodal task effects; `benchmarks/task_interval.py`).
 
 `plan` chooses the design for a budget before round 1 (campaign/racer.py calls it after the
-warm-up, which prices a round): rounds where `MIN_ROUNDS` of them fit, else, with
+warm-up, which prices round 1 and each round after it, cheaper where kept processes restore
+the prompts): rounds where `MIN_ROUNDS` of them fit, else, with
 `MIN_TASK_REPLICATES` or more tasks and one round inside the budget, one round gives every
 racing arm a CI over its tasks and the remaining budget buys further rounds. Whatever the
 plan, a race stopped short of `MIN_ROUNDS` rounds reports every racing arm's CI over tasks
@@ -191,10 +192,13 @@ def plan(
     strata: Mapping[str, int] | None = None,
     reserve_of: Callable[[int], float] | None = None,
     seed: int = 0,
+    later_s: float | None = None,
 ) -> Plan:
     """Tasks and rounds planned together before round 1: ``round_s`` is one round of every
-    racing arm over all ``tasks`` (estimated from the warm-up; 0: not known), ``budget_s``
-    what is left for the rounds and ``reserve_s`` the identity probes after them.
+    racing arm over all ``tasks`` (estimated from the warm-up; 0: not known), ``later_s`` each
+    round after it (None: the same; less where kept processes restore the prompts from their
+    cache: campaign/round_price.py), ``budget_s`` what is left for the rounds and
+    ``reserve_s`` the identity probes after them.
 
     Rounds where `MIN_ROUNDS` fit: they measure the round's drift that the interval over
     tasks can only assume (`ROUND_SD`). Tasks where they do not and the set has
@@ -211,10 +215,18 @@ def plan(
     (`sample_plan`): ``reserve_of`` prices the identity reserve for a sample of n tasks (its
     probes come from the sample), ``seed`` is the draw's, named in the plan."""
     known = round_s > 0
-    fits = min(int(max(budget_s - reserve_s, 0.0) // round_s), max_rounds) if known else max_rounds
+    room = max(budget_s - reserve_s, 0.0)
+    later = min(later_s, round_s) if later_s is not None and later_s > 0 else round_s
+    fits = rounds_fit(room, round_s, later, max_rounds) if known else max_rounds
+    each = (
+        f"~{round_s / 60:.1f} min a round of every arm (from the warm-up)"
+        if later >= round_s
+        else f"~{round_s / 60:.1f} min round 1 of every arm and ~{later / 60:.1f} min each "
+        "round after it (from the warm-up; the kept processes restore the prompts from their "
+        "cache)"
+    )
     pace = (
-        f"{tasks} tasks, ~{round_s / 60:.1f} min a round of every arm (from the warm-up), "
-        f"{max(budget_s - reserve_s, 0.0) / 60:.1f} min for rounds after the identity "
+        f"{tasks} tasks, {each}, {room / 60:.1f} min for rounds after the identity "
         f"probes' reserve ({reserve_s / 60:.1f} min): {fits} round(s) fit"
         if known
         else f"{tasks} tasks, the round's cost not known before round 1"
@@ -260,6 +272,16 @@ def plan(
         f"{pace}, short of the {MIN_ROUNDS} a CI over rounds needs, and {short}: no CI "
         "within this budget",
     )
+
+
+def rounds_fit(room_s: float, first_s: float, later_s: float, most: int) -> int:
+    """Rounds that fit ``room_s``: the first at ``first_s``, each after it at ``later_s``
+    (at most ``most``)."""
+    if later_s >= first_s:
+        return min(int(room_s // first_s), most)
+    if room_s < first_s:
+        return 0
+    return min(1 + int((room_s - first_s) // later_s), most)
 
 
 def sample_plan(

@@ -12,7 +12,7 @@ over rounds where enough rounds fit the budget, else over the tasks of one round
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 
 from watchkeeper.analysis import aa_control
 from watchkeeper.analysis.racing import (
@@ -110,8 +110,12 @@ class Racer:
         probe_share: float = PROBE_SHARE,
         probe_fraction: float = 1.0,
         served: bool = False,
+        kept: Collection[str] = (),
     ) -> None:
         self.arms = list(arms)
+        self.kept = frozenset(kept)
+        """Arms whose one process and prompt cache last the race: their later rounds are
+        priced without prefill (`RoundPrice.later_round_s`); the rest as round 1."""
         self.probe_share = probe_share
         self.probe_fraction = probe_fraction
         """The share of the measured tasks the identity pass probes (the sweep's
@@ -195,9 +199,10 @@ class Racer:
         """Before round 1: a round priced from the warm-up, the probes' reserve, and the
         design that gives every racing arm a CI within what is left of the budget. Given the
         set's tasks (``task_list``), each is priced from its size (campaign/round_price.py,
-        and the exact probes too); else each racing arm's mean warm-up request times the task
-        count. ``strata``: the set's (task id, category); where one round of every task does
-        not fit, the rounds measure a stratified sample of them sized to fit (`sample`,
+        and the exact probes too), a round after the first without the prefill of the `kept`
+        arms; else each racing arm's mean warm-up request times the task count. ``strata``:
+        the set's (task id, category); where one round of every task does not fit, the
+        rounds measure a stratified sample of them sized to fit (`sample`,
         analysis/task_sample.py). Printed, kept for the report."""
         warm = [r for r in runs if r.is_warmup and r.arm in self.state.active]
         per_arm: dict[str, list[float]] = {}
@@ -208,8 +213,10 @@ class Racer:
         base_s = sum(per_arm.get(base) or [0.0]) / max(1, len(per_arm.get(base) or []))
         active = list(self.state.active)
         self.price = round_price(runs, task_list, active, base, self.costs) if task_list else None
+        later_s = task_s  # each task of a round after the first
         if self.price is not None:
             task_s = self.price.round_s(task_list, active) / len(task_list)
+            later_s = self.price.later_round_s(task_list, active, self.kept) / len(task_list)
             base_s = self.price.round_s(task_list, [base]) / len(task_list)
             self.progress(f"race price: each task from its size; {self.price.how}")
 
@@ -233,6 +240,7 @@ class Racer:
             strata=Counter(c for _, c in strata) if len(strata) == tasks else None,
             reserve_of=reserve,
             seed=self.settings.seed,
+            later_s=tasks * later_s,
         )
         if self.plan.sample:
             self.sample = stratified_sample(strata, self.plan.sample, seed=self.settings.seed)

@@ -28,6 +28,22 @@ A task's cost is its prompt and its answer, and the set's prompts differ tenfold
 
 An arm whose warm-up has no timings is priced as before: its mean warm-up request.
 
+**Rounds after the first** (`later_round_s`): the sweep keeps one process per arm for the
+whole race and lets its requests reuse the prompt cache (`BenchPlan.reuse_prompts`,
+`restart_every = 0`; llama-server keeps seen prompts in host memory, `--cache-ram`, 8 GiB by
+default, far more than a sweep's prompts: about 1 GiB for 48 tasks of ~700 tokens at the 28
+KiB a token of Qwen2.5-1.5B's KV), so from round 2 on a kept arm's prompts are restored, not
+prefilled (54-96 ms against 3.3-4.9 s on two CPU cores, docs/sweep.md), and its request is
+priced without the prefill. An arm renewed each round (`BenchPlan.renew_each_round`: spec
+types that learn across requests, `sweep_plan.renewed_arms`) or whose profile turns the
+cache off (`--cache-ram 0`) prefills every round afresh: priced as in round 1. Pricing every
+round like round 1 cost the code-edit sweep of 7 Dec 2026 (9 arms, 8 tasks, 64-token
+answers, 36 min) its CI by the plan: it priced a round at 13.5 min and said "1 round(s) fit
+[...] no CI within this budget"; round 1 took 8.7 min and rounds 2 and 3, the six kept arms'
+prompts restored, 5.5 and 5.3, and the race decided after round 3 all the same
+(reports/code-edit/2026-12-07-sweep-c3/report.md). The racer's plan now counts round 1 at
+its price and every later round at this one (`analysis/racing_tasks.plan`).
+
 The exact identity pass (`bench.identity_mode = exact`) runs every probe on a server at
 `--ubatch-size 1`: each prompt token is a pass of its own (`EXACT_PREFILL_STEPS` decode
 steps, times the arm's prefill against the baseline's where a draft model prefills too), and
@@ -44,7 +60,7 @@ from __future__ import annotations
 
 import json
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from watchkeeper.campaign.calibration import Calibration
@@ -117,6 +133,27 @@ class RoundPrice:
 
     def round_s(self, tasks: Sequence[Task], arms: Sequence[str]) -> float:
         return sum(self.request_s(t, a) for t in tasks for a in arms)
+
+    def later_request_s(self, task: Task, arm: str) -> float:
+        """One request of `task` on `arm` in a round after the first on a kept process: its
+        prompt restored from the prompt cache, so priced without its prefill (an arm priced
+        at its mean warm-up request keeps that price: its prefill is not known apart)."""
+        rate = self.rates.get(arm)
+        if rate is None or rate.prefill_s is None:
+            return self.request_s(task, arm)
+        return self.request_s(task, arm) - self.prompt_tokens(task) * rate.prefill_s
+
+    def later_round_s(
+        self, tasks: Sequence[Task], arms: Sequence[str], kept: Collection[str]
+    ) -> float:
+        """A round after the first: each arm of `kept` (one process for the whole race, its
+        prompt cache holding every task) without its prefill, every other arm (a fresh
+        process each round) as in round 1."""
+        return sum(
+            self.later_request_s(t, a) if a in kept else self.request_s(t, a)
+            for t in tasks
+            for a in arms
+        )
 
     def exact_probe_s(
         self, arm: str, prompt: float, answer: float, sample: RequestSample | None = None

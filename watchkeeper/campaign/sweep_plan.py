@@ -22,7 +22,7 @@ from watchkeeper.errors import ConfigError
 from watchkeeper.load.sampling import SamplingSettings
 from watchkeeper.load.shape import LoadShape
 from watchkeeper.load.tasks import cap_tokens, select
-from watchkeeper.server.flags import LEARNS_ACROSS_REQUESTS, HelpInfo, read_help
+from watchkeeper.server.flags import LEARNS_ACROSS_REQUESTS, SPELLINGS, HelpInfo, read_help
 from watchkeeper.server.install import ensure_binary, resolve_binary
 from watchkeeper.server.models import CATALOG, ModelStore
 from watchkeeper.server.profiles import QWEN_DRAFT, QWEN_TARGET, SMOLLM2, get_profile
@@ -153,7 +153,9 @@ def sweep_racer(
 ) -> Racer:
     """The racer over the generated arms, in a budget of seconds, told each draft profile's
     draft length (the ceiling rule drops a draft no acceptance can make pay before round 1;
-    not a chain's, whose n-gram part drafts without the model)."""
+    not a chain's, whose n-gram part drafts without the model), and which arms keep their
+    process and prompt cache from round to round (`kept_arms`: the plan prices their later
+    rounds without prefill)."""
     drafts = {
         n: p.draft_n_max
         for n in generated
@@ -170,6 +172,7 @@ def sweep_racer(
         draft_lengths=drafts,
         probe_share=probe_share(config.bench.identity_mode),
         served=served_identity and config.bench.identity_mode == "exact",
+        kept=kept_arms(config, generated),
     )
 
 
@@ -308,6 +311,29 @@ def renewed_arms(config: Config, generated: Mapping[str, ProfileConfig]) -> froz
         for n in generated
         if LEARNS_ACROSS_REQUESTS & set((config.profiles[n].spec_type or "").split(","))
     )
+
+
+def kept_arms(config: Config, generated: Mapping[str, ProfileConfig]) -> frozenset[str]:
+    """The raced arms that keep one process, and its prompt cache, for the whole race
+    (`sweep_plan` races with `restart_every = 0` and `reuse_prompts`): every arm but those
+    renewed each round and those whose profile turns the host prompt cache off
+    (`--cache-ram 0`; the build's default keeps 8 GiB)."""
+    renewed = renewed_arms(config, generated)
+    return frozenset(
+        n for n in generated if n not in renewed and not _cache_off(config.profiles[n].extra_args)
+    )
+
+
+def _cache_off(extra_args: Sequence[str]) -> bool:
+    """The profile's own `--cache-ram 0` (or `-cram 0`, `--cache-ram=0`)."""
+    spellings = SPELLINGS["cache_ram"]
+    for i, arg in enumerate(extra_args):
+        flag, eq, value = arg.partition("=")
+        if flag in spellings:
+            given = value if eq else (extra_args[i + 1] if i + 1 < len(extra_args) else "")
+            if given.strip() == "0":
+                return True
+    return False
 
 
 def race_records(state: RaceState, arms: Sequence[RaceArm]) -> list[RaceArmRecord]:
