@@ -19,6 +19,7 @@ from watchkeeper.campaign.calibration import Calibration, DraftCost, VerifyCost
 from watchkeeper.campaign.racer import EXACT_PROBE_SHARE, Racer
 from watchkeeper.campaign.round_price import (
     EXACT_PREFILL_STEPS,
+    pair_probe_s,
     round_price,
     task_chars,
 )
@@ -249,3 +250,31 @@ def test_the_sweep_keeps_every_arm_but_the_renewed_and_those_without_a_prompt_ca
     }
     config = Config(profiles=generated)
     assert kept_arms(config, generated) == {"base", "simple", "bigcache"}
+
+
+def test_the_nightlys_exact_pass_is_priced_a_probe_on_both_servers() -> None:
+    """The draft arm's round 1: LONG and code-2, 400-token prompts, 50 tokens answered with 40
+    drafted and 30 accepted in 10 s: 58.1 s a probe at ubatch 1 (as above). The nightly probes
+    each on its reference's server and tonight's (2 x 2 x 58.1), the reference replays its
+    floor (2 probes x 50 positions x 0.1 s) and tonight's server its divergences (2 x 2 x 0.1
+    s): 242.8 s for the two probes. The baseline's settings draft nothing: no divergences."""
+    price = round_price(RUNS, TASKS, ARMS, "base", COSTS)
+    assert price is not None
+
+    def one(tid: str, arm: str) -> RequestSample:
+        drafts = (40, 30) if arm == "draft" else (None, None)
+        return RequestSample(
+            tid, "code", 0, T0, latency_s=20.0, prompt_tokens=400, completion_tokens=50,
+            predicted_ms=50 * (200.0 if arm == "draft" else 100.0), draft_n=drafts[0],
+            draft_n_accepted=drafts[1],
+        )  # fmt: skip
+
+    runs = [
+        RunResult(a, a, 1, False, 1, T0, T0, (one("code-1", a), one("code-2", a)), ())
+        for a in ("base", "draft")
+    ]
+    assert pair_probe_s(price, runs, "draft") == pytest.approx((4 * 58.1 + 10.0 + 0.4) / 2)
+    # The baseline: 400 x 0.8 x 0.1 + 50 x 0.1 + 0.1 = 37.1 s a probe, its floor, no replays.
+    assert pair_probe_s(price, runs, "base") == pytest.approx((4 * 37.1 + 10.0) / 2)
+    assert pair_probe_s(price, runs, "ngram") is None  # no round-1 request of it
+    assert pair_probe_s(price, RUNS, "draft") is None  # warm-up runs only

@@ -51,7 +51,8 @@ a speculative arm verifies each drafted token in a step of its own, so a rejecte
 costs a whole step. Then the baseline replays up to `positions_per_probe` positions of each
 probe on its cached prefix (the A/A floor), a step each, and each speculative arm's
 divergences (`DIVERGENCE_REPLAYS` a probe, priced as if every probe diverged). Server starts
-are not priced: no run records them.
+are not priced: no run records them. The nightly's pass, two servers of one setting, is priced
+the same way a probe from the sweep's round 1 (`pair_probe_s`, for `deliver-set`).
 
 Pure: runs and tasks in, seconds out.
 """
@@ -284,6 +285,34 @@ def measured_pass_s(
     }
     stand = [(t.id, price.prompt_tokens(t), price.answer_tokens(t)) for t in probes]
     return price.exact_pass_s(stand, arms, measured)
+
+
+def pair_probe_s(price: RoundPrice, runs: Sequence[RunResult], arm: str) -> float | None:
+    """One probe of an exact pass on two servers of `arm`'s settings, as the nightly runs it
+    (campaign/night.py: its reference and tonight's system; identity_pass.exact_pass probes
+    every measured task on both at ubatch 1): the probe on each (`probes_s`, from `arm`'s
+    round-1 requests: their prompts, answers and drafts), the reference's A/A floor over
+    them (`floor_s`) and tonight's divergence replays where `arm` speculates, over the
+    requests; None where round 1 has no clean request of `arm` with its prompt tokens."""
+    measured = {
+        (arm, s.task_id): s
+        for r in runs
+        if r.arm == arm and r.round == 1 and not r.is_warmup
+        for s in r.samples
+        if s.ok and s.prompt_tokens
+    }
+    if not measured or arm not in price.rates:
+        return None
+    stand = [
+        (t, float(s.prompt_tokens or 0), float(s.completion_tokens or 0))
+        for (_, t), s in measured.items()
+    ]
+    n = len(stand)
+    total = 2 * price.probes_s(stand, [arm], measured)
+    total += price.floor_s(n, sum(a for _, _, a in stand) / n)
+    if arm != price.baseline:
+        total += n * DIVERGENCE_REPLAYS * price.step_s
+    return total / n
 
 
 def round_price(

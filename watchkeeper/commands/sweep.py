@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from watchkeeper.analysis import aa_control
 from watchkeeper.analysis.benchmark import BenchResult
@@ -36,6 +36,7 @@ from watchkeeper.campaign.bench import execute_bench
 from watchkeeper.campaign.bench_report import finish_with_report
 from watchkeeper.campaign.load_shape import load_text
 from watchkeeper.campaign.racer import Racer, race_arms
+from watchkeeper.campaign.round_price import pair_probe_s
 from watchkeeper.campaign.sweep_plan import (
     race_records,
     sweep_arm_plan,
@@ -47,6 +48,7 @@ from watchkeeper.config import Config, ProfileConfig
 from watchkeeper.config.paths import under_working_dir
 from watchkeeper.config.requests import SweepRequest
 from watchkeeper.errors import ConfigError
+from watchkeeper.load.records import RunResult
 from watchkeeper.load.sampling import command_sampling
 from watchkeeper.load.shape import LoadShape
 from watchkeeper.load.tasks import load_taskset
@@ -61,6 +63,7 @@ from watchkeeper.publish.verify import record_digests
 from watchkeeper.publish.verify_price_section import read_verify_price
 from watchkeeper.store.db import Database, open_database
 from watchkeeper.store.racing_store import RacingStore
+from watchkeeper.store.repository import Repository
 
 Progress = Callable[[str], None]
 Clock = Callable[[], float]
@@ -82,6 +85,11 @@ class SweepResult:
     """The racer's design before round 1, in words."""
     task_cis: dict[str, dict[str, float]] = field(default_factory=dict)
     """Each racing arm's CI over tasks where the race stopped short of a CI over rounds."""
+    pair_probe_s: float = 0.0
+    """An exact identity probe of the chosen setting on two servers, as the nightly that
+    guards it runs it (campaign/round_price.pair_probe_s, from its round 1); 0: not priced
+    (no race, or its round was not priced task by task). `deliver-set` prices its nightly
+    stage with it."""
 
     def to_json(self) -> dict[str, Any]:
         race = None
@@ -395,7 +403,15 @@ def _report(
         wall_s=wall_s,
         plan=view.race_plan,
         task_cis=racer.task_cis_json() if racer is not None else {},
+        pair_probe_s=_pair_probe_s(db, result.campaign_id, racer, chosen),
     )
+
+
+def _pair_probe_s(db: Database, campaign_id: int, racer: Racer | None, chosen: str) -> float:
+    if racer is None or racer.price is None:
+        return 0.0
+    runs = cast(list[RunResult], Repository(db).load_runs(campaign_id))  # arm, round, samples
+    return pair_probe_s(racer.price, runs, chosen) or 0.0
 
 
 def _committed_name(path: Path) -> str:

@@ -14,8 +14,15 @@ sized to their budget (the race stops rounds that do not fit; the soak runs that
 ladder and the nightly are not: each is priced first at the sweep's measured seconds per
 request, and one that does not fit is skipped with the price in its line, leaving the claims it
 would support "not yet" (the unit keeps the sweep's own load line; the soak's hours stay short
-of the target). Progress goes to `progress`; the state goes to the set's `deliver_set.json`
-after every stage, so a rerun of the same command continues from the first unfinished stage.
+of the target). The nightly's price adds its exact identity pass (`nightly_price`): every task
+it measures probed on both servers at `--ubatch-size 1`, priced as the sweep prices its own
+exact probes (campaign/round_price.pair_probe_s). Without it the code-edit set of 7 Dec 2026
+priced its nightly at its rounds alone, 12.4 min (6 rounds x 2 arms x 8 tasks = 96 requests at
+the sweep's 7.73 s), inside the stage's 14.1 min; the night took 30.8 min, 18.2 of them the
+identity pass (8 probes of ~600-token prompts on each server, a prompt token a pass).
+
+Progress goes to `progress`; the state goes to the set's `deliver_set.json` after every stage,
+so a rerun of the same command continues from the first unfinished stage.
 """
 
 from __future__ import annotations
@@ -210,6 +217,7 @@ def _sweep(
             "pace_s": result.wall_s / max(1, requests),
             "requests": requests,
             "tasks": tasks,
+            "pair_probe_s": result.pair_probe_s,
         },
     )
 
@@ -297,20 +305,60 @@ def _soak(
     )
 
 
+@dataclass(frozen=True, slots=True)
+class NightlyPrice:
+    """The nightly's first A/A pair: its rounds at the sweep's pace, then its identity pass."""
+
+    requests: int
+    rounds_s: float
+    probes: int
+    probes_s: float
+    """The exact identity pass: every measured task probed on both servers at ubatch 1, the
+    floor and the replays (`pair_probe_s` a probe, from the sweep); 0: not priced."""
+
+    @property
+    def seconds(self) -> float:
+        return self.rounds_s + self.probes_s
+
+    @property
+    def text(self) -> str:
+        rounds = f"{self.requests} requests at the sweep's pace"
+        if not self.probes_s:
+            return f"{self.seconds / 60:.1f} min ({rounds})"
+        return (
+            f"{self.seconds / 60:.1f} min ({rounds}, {self.rounds_s / 60:.1f} min, and "
+            f"{self.probes} exact identity probes on both servers, {self.probes_s / 60:.1f} min)"
+        )
+
+
+def nightly_price(config: Config, sweep: Mapping[str, Any], categories: int) -> NightlyPrice:
+    """The nightly's rounds at the sweep's seconds a request (`sweep`: its stage's facts)
+    and, in the exact identity mode, its probes: the nightly probes every task it measures
+    (campaign/night.py sets no `identity_tasks`), each on the reference's server and
+    tonight's, priced at the sweep's `pair_probe_s` (campaign/round_price.py). The batched
+    mode's probes are not priced."""
+    n = config.nightly
+    tasks = n.per_category * max(1, categories)
+    requests = n.rounds * 2 * tasks
+    rounds_s = requests * float(sweep.get("pace_s", 0.0))
+    exact = config.bench.identity_mode == "exact"
+    probes_s = tasks * float(sweep.get("pair_probe_s", 0.0)) if exact else 0.0
+    return NightlyPrice(requests, rounds_s, tasks, probes_s)
+
+
 def _nightly(
     config: Config, plan: SetPlan, state: SetState, budget: float, progress: Progress
 ) -> StageState:
     record = read_record(_record_path(plan))
     cats = len(record.workload.categories) if record.workload else 1
-    requests = config.nightly.rounds * 2 * config.nightly.per_category * max(1, cats)
-    price = requests * _pace(state)
-    if price > budget:
+    price = nightly_price(config, state.stage("sweep").facts, cats)
+    if price.seconds > budget:
         return StageState(
             "nightly",
             budget,
             "skipped",
-            detail=f"its first A/A pair priced at {price / 60:.1f} min ({requests} requests at "
-            f"the sweep's pace), over its {budget / 60:.1f} min: no A/A night yet",
+            detail=f"its first A/A pair priced at {price.text}, over its {budget / 60:.1f} "
+            "min: no A/A night yet",
         )
     request = NightlyRequest(recommendation=_record_path(plan))
     outcome = nightly_command(config, request, progress=progress)
