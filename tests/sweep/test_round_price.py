@@ -278,3 +278,46 @@ def test_the_nightlys_exact_pass_is_priced_a_probe_on_both_servers() -> None:
     assert pair_probe_s(price, runs, "base") == pytest.approx((4 * 37.1 + 10.0) / 2)
     assert pair_probe_s(price, runs, "ngram") is None  # no round-1 request of it
     assert pair_probe_s(price, RUNS, "draft") is None  # warm-up runs only
+
+
+def _round_1(arm: str, tps: float) -> RunResult:
+    """Round 1 of the four tasks on `arm`: 10 s a request (40 s), decoding at `tps`."""
+    drafts = (None, None) if arm == "base" else (20, 15)
+    samples = []
+    for i, t in enumerate(TASKS):
+        s = RequestSample(
+            t.id, t.category, i, T0, latency_s=10.0, prompt_tokens=task_chars(t) // 4,
+            completion_tokens=50, predicted_ms=50_000 / tps, decode_tps_server=tps,
+            draft_n=drafts[0], draft_n_accepted=drafts[1],
+        )  # fmt: skip
+        samples.append(s)
+    return RunResult(arm, arm, 1, False, 1, T0, T0, tuple(samples), ())
+
+
+def test_after_round_1_the_next_round_is_priced_at_the_kept_arms_later_share() -> None:
+    """Round 1 took 120 s (3 arms x 40 s) and 300 s have passed of 480. Priced as round 1
+    again, round 2 (120 s) and the probes' reserve (79.9 s) pass the budget: stop, though
+    the plan said 3 rounds fit. Each kept arm's round 2 is its round 1 times its priced later
+    share (base 0.576: 15 of its 35.4 s were prefill; draft 0.642), ngram's (renewed) as
+    measured: 23.1 + 40 + 25.7 = 88.7 s, and round 2 runs."""
+    runs = [*RUNS, _round_1("base", 10.0), _round_1("ngram", 11.0), _round_1("draft", 8.0)]
+    go: dict[tuple[str, ...], bool] = {}
+    for kept in (("base", "draft"), ()):
+        said: list[str] = []
+        racer = Racer(
+            [RaceArm("base", 0.0, True), RaceArm("ngram", 1.0), RaceArm("draft", 4.0)],
+            RaceSettings(seed=3), budget_s=480.0, clock=iter([0.0, 0.0, 300.0]).__next__,
+            progress=said.append, probe_share=EXACT_PROBE_SHARE, kept=kept,
+        )  # fmt: skip
+        racer.probe_count, racer.probe_fraction = 1, 1 / 4
+        racer.ceiling(COSTS)
+        racer.probe_tasks = lambda: (LONG,)
+        racer.plan_rounds(RUNS, 4, [(t.id, t.category) for t in TASKS], TASKS)
+        _, go[kept] = racer(runs)
+        if kept:
+            assert racer.later == pytest.approx(
+                {"base": 1 - 15.0 / 35.4, "ngram": 1.0, "draft": 1 - 22.5 / 62.9}
+            )
+        else:
+            assert "another round of 3 arm(s) (~2.0 min)" in racer.stop_reason
+    assert go == {("base", "draft"): True, (): False}

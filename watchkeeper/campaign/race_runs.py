@@ -1,11 +1,12 @@
 """What the sweep's racer reads from a round's runs: its cells for the racing rule, each
-arm's drafting (the idle rule) and what the round cost (the budget). Pure readers of
-`RunResult`s, kept apart from `campaign/racer.py` so the racer holds its policy alone.
+arm's drafting (the idle rule), what the round cost and what the next will (the budget).
+Pure readers of `RunResult`s, kept apart from `campaign/racer.py` so the racer holds its
+policy alone.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from watchkeeper.analysis.racing_types import Cell
 from watchkeeper.load.records import RunResult
@@ -49,3 +50,15 @@ def round_seconds(
     return sum(
         s.latency_s or 0.0 for r in runs if r.round == which and r.arm in arms for s in r.samples
     )
+
+
+def next_round_seconds(
+    runs: Sequence[RunResult], arms: Sequence[str], later: Mapping[str, float]
+) -> float:
+    """What the next round will cost `arms`: the last round's, except after round 1, where
+    each arm's is scaled by `later` (its later round's price over its round 1's: a kept
+    process restores the prompts from round 2 on, campaign/round_price.py); an arm not in
+    `later` as measured."""
+    if not runs or max(r.round for r in runs) != 1 or all(later.get(a, 1.0) == 1.0 for a in arms):
+        return round_seconds(runs, arms)
+    return sum(round_seconds(runs, [a]) * later.get(a, 1.0) for a in arms)

@@ -38,7 +38,12 @@ from watchkeeper.analysis.racing_types import (
 )
 from watchkeeper.analysis.task_sample import TaskSample, arm_sample_cis, stratified_sample
 from watchkeeper.campaign.calibration import Calibration, arm_ceiling
-from watchkeeper.campaign.race_runs import cells_of, drafted_in_round, round_seconds
+from watchkeeper.campaign.race_runs import (
+    cells_of,
+    drafted_in_round,
+    next_round_seconds,
+    round_seconds,
+)
 from watchkeeper.campaign.round_price import (
     RoundPrice,
     measured_pass_s,
@@ -158,6 +163,7 @@ class Racer:
         self.costs: Calibration | None = None  # calibrated before round 1: prices the prefill
         self.price: RoundPrice | None = None
         """Each task's cost from its size (`plan_rounds`); None: from the warm-up's mean."""
+        self.later: dict[str, float] = {}  # per arm: later round / round 1, as priced
 
     @property
     def plan_text(self) -> str:
@@ -217,6 +223,7 @@ class Racer:
         if self.price is not None:
             task_s = self.price.round_s(task_list, active) / len(task_list)
             later_s = self.price.later_round_s(task_list, active, self.kept) / len(task_list)
+            self.later = self.price.later_shares(task_list, active, self.kept)
             base_s = self.price.round_s(task_list, [base]) / len(task_list)
             self.progress(f"race price: each task from its size; {self.price.how}")
 
@@ -261,7 +268,7 @@ class Racer:
         self.state = idle_drops(self.state, drafted_in_round(runs), baseline=base, keep=controls)
         for d in self.state.drops[before:]:
             self.progress(f"race: dropped {d.arm} after round {d.round} ({d.rule}): {d.reason}")
-        nxt = round_seconds(runs, self.state.active)
+        nxt = next_round_seconds(runs, self.state.active, self.later)
         probed = self.probe_arms(runs)
         elapsed = self.clock() - self.started
         reserve = self.probe_seconds(runs, probed)

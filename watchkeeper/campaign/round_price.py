@@ -42,7 +42,9 @@ answers, 36 min) its CI by the plan: it priced a round at 13.5 min and said "1 r
 [...] no CI within this budget"; round 1 took 8.7 min and rounds 2 and 3, the six kept arms'
 prompts restored, 5.5 and 5.3, and the race decided after round 3 all the same
 (reports/code-edit/2026-12-07-sweep-c3/report.md). The racer's plan now counts round 1 at
-its price and every later round at this one (`analysis/racing_tasks.plan`).
+its price and every later round at this one (`analysis/racing_tasks.plan`), and its check
+after round 1 prices round 2 at each arm's measured round 1 times its later share
+(`later_shares`, `race_runs.next_round_seconds`).
 
 The exact identity pass (`bench.identity_mode = exact`) runs every probe on a server at
 `--ubatch-size 1`: each prompt token is a pass of its own (`EXACT_PREFILL_STEPS` decode
@@ -155,6 +157,16 @@ class RoundPrice:
             for t in tasks
             for a in arms
         )
+
+    def later_shares(
+        self, tasks: Sequence[Task], arms: Sequence[str], kept: Collection[str]
+    ) -> dict[str, float]:
+        """Each priced arm's later round over its round 1 (1: a renewed arm's)."""
+        return {
+            a: self.later_round_s(tasks, [a], kept) / first
+            for a in arms
+            if (first := self.round_s(tasks, [a])) > 0
+        }
 
     def exact_probe_s(
         self, arm: str, prompt: float, answer: float, sample: RequestSample | None = None
