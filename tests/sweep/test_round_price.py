@@ -12,6 +12,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import pytest
+from support.nights import HOST, MODEL, PROFILE
 
 from watchkeeper.analysis.racing_tasks import plan
 from watchkeeper.analysis.racing_types import RaceArm, RaceSettings
@@ -24,8 +25,11 @@ from watchkeeper.campaign.round_price import (
     task_chars,
 )
 from watchkeeper.campaign.sweep_plan import kept_arms
+from watchkeeper.commands.sweep import _pair_probe_s as stored_pair_probe_s
 from watchkeeper.config import Config, ProfileConfig
 from watchkeeper.load.records import RequestSample, RunResult, Task
+from watchkeeper.store.db import open_database
+from watchkeeper.store.repository import Repository
 
 T0 = datetime(2026, 12, 7, tzinfo=UTC)
 COSTS = Calibration(
@@ -252,6 +256,23 @@ def test_the_sweep_keeps_every_arm_but_the_renewed_and_those_without_a_prompt_ca
     assert kept_arms(config, generated) == {"base", "simple", "bigcache"}
 
 
+def _one(tid: str, arm: str, seq: int) -> RequestSample:
+    drafts = (40, 30) if arm == "draft" else (None, None)
+    return RequestSample(
+        tid, "code", seq, T0, latency_s=20.0, prompt_tokens=400, completion_tokens=50,
+        predicted_ms=50 * (200.0 if arm == "draft" else 100.0), draft_n=drafts[0],
+        draft_n_accepted=drafts[1],
+    )  # fmt: skip
+
+
+def _pair_runs() -> list[RunResult]:
+    """Round 1 of code-1 and code-2 on the baseline and the draft arm."""
+    return [
+        RunResult(a, a, 1, False, 1, T0, T0, (_one("code-1", a, 0), _one("code-2", a, 1)), ())
+        for a in ("base", "draft")
+    ]
+
+
 def test_the_nightlys_exact_pass_is_priced_a_probe_on_both_servers() -> None:
     """The draft arm's round 1: LONG and code-2, 400-token prompts, 50 tokens answered with 40
     drafted and 30 accepted in 10 s: 58.1 s a probe at ubatch 1 (as above). The nightly probes
@@ -260,24 +281,29 @@ def test_the_nightlys_exact_pass_is_priced_a_probe_on_both_servers() -> None:
     s): 242.8 s for the two probes. The baseline's settings draft nothing: no divergences."""
     price = round_price(RUNS, TASKS, ARMS, "base", COSTS)
     assert price is not None
-
-    def one(tid: str, arm: str) -> RequestSample:
-        drafts = (40, 30) if arm == "draft" else (None, None)
-        return RequestSample(
-            tid, "code", 0, T0, latency_s=20.0, prompt_tokens=400, completion_tokens=50,
-            predicted_ms=50 * (200.0 if arm == "draft" else 100.0), draft_n=drafts[0],
-            draft_n_accepted=drafts[1],
-        )  # fmt: skip
-
-    runs = [
-        RunResult(a, a, 1, False, 1, T0, T0, (one("code-1", a), one("code-2", a)), ())
-        for a in ("base", "draft")
-    ]
+    runs = _pair_runs()
     assert pair_probe_s(price, runs, "draft") == pytest.approx((4 * 58.1 + 10.0 + 0.4) / 2)
     # The baseline: 400 x 0.8 x 0.1 + 50 x 0.1 + 0.1 = 37.1 s a probe, its floor, no replays.
     assert pair_probe_s(price, runs, "base") == pytest.approx((4 * 37.1 + 10.0) / 2)
     assert pair_probe_s(price, runs, "ngram") is None  # no round-1 request of it
     assert pair_probe_s(price, RUNS, "draft") is None  # warm-up runs only
+
+
+def test_the_sweep_prices_the_pair_probe_from_its_stored_runs(db_url: str) -> None:
+    """What deliver-set keeps from the sweep: the chosen arm's pair probe, from the campaign's
+    runs as the store gives them back (121.4 s, as above); no race, no price."""
+    racer = _racer(1500.0, clock=[0.0, 0.0])
+    racer.price = round_price(RUNS, TASKS, ARMS, "base", COSTS)
+    runs = _pair_runs()
+    with open_database(db_url) as db:
+        repo = Repository(db)
+        host, model = repo.ensure_host(HOST), repo.ensure_model(MODEL)
+        profile = repo.ensure_profile("draft", PROFILE, target_model_id=model, draft_model_id=None)
+        campaign = repo.create_campaign(kind="sweep", host_id=host, build_id=None, params={})
+        for run in [*RUNS, *runs]:
+            repo.save_run(campaign, profile, run)
+        assert stored_pair_probe_s(db, campaign, racer, "draft") == pytest.approx(121.4)
+        assert stored_pair_probe_s(db, campaign, None, "draft") == 0.0  # no race: not priced
 
 
 def _round_1(arm: str, tps: float) -> RunResult:
