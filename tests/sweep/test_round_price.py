@@ -5,7 +5,10 @@ priced its round at 24.6 min from two short, cached warm-up prompts and took 31.
 Hand-checkable fixtures, no server, no clock: a warm-up task of 400 characters as JSON sent
 as 100 prompt tokens (0.25 a character), answered to half its 100-token cap at 100 ms a
 decode step on the baseline; the calibration's batches of 17 and 49 tokens cost 4.0 and 8.8
-decode steps: 0.15 steps (15 ms) a prompt token."""
+decode steps: 0.15 steps (15 ms) a prompt token. A round after the first leaves out the
+prefill of the arms whose process the race keeps (the code-edit sweep of 7 Dec priced every
+round like round 1 and planned 1 round where 3 ran), and the nightly's exact pass is priced a
+probe on both its servers (deliver-set priced that night without it: 12.4 min, took 30.8)."""
 
 from __future__ import annotations
 
