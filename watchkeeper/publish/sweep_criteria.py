@@ -139,8 +139,8 @@ def criteria_section(v: SweepView) -> list[str]:
     out.append(f"2. **Speed-up of {REQUEST_SPEEDUP:g}x: {speed}.** Measured {_ci(ci)}{level}.")
     if v.soak is not None:
         fallback = (
-            f"3. **Stable under sustained load: {md.text(v.soak.get('verdict'))}** (latest "
-            f"soak of {v.chosen} on this host: campaign {v.soak.get('campaign_id')}, "
+            f"3. **Stable under sustained load: {md.text(v.soak.get('verdict'))}** (soak "
+            f"of this sweep's {v.chosen} on this host: campaign {v.soak.get('campaign_id')}, "
             f"{v.soak.get('started_at')}, {md.text(v.soak.get('duration'))}, "
             f"{md.inline(str(v.soak.get('headline') or v.soak.get('status')))})."
         )
