@@ -62,6 +62,22 @@ def control_note(v: SweepView) -> list[str]:
     ]
 
 
+def not_yet_measured(arm: str, record: str = "") -> str:
+    """Criterion 3 where no soak of this sweep's pick exists: the command that soaks `arm`
+    from the set's own `record` (its path; empty: the default set's). Its own function so
+    the committed campaign reports can be held to it (tests/publish/test_committed_rerender.py)."""
+    command = (
+        recommendation_soak_command(record=record) if record else recommendation_soak_command()
+    )
+    return (
+        f"3. **Stable under sustained load: not yet measured** for {arm} beside the "
+        f"baseline on this host. Run `{command}` with [service] "
+        "slots = 4 (it soaks the unit as shipped, and refuses a depth beyond the unit's "
+        f"slots): it writes [{SOAK_REPORT}]({SOAK_REPORT}) beside this report and fills in "
+        "this line."
+    )
+
+
 def criteria_section(v: SweepView) -> list[str]:
     out = ["## The request's acceptance criteria", ""]
     out.append(
@@ -146,16 +162,7 @@ def criteria_section(v: SweepView) -> list[str]:
         )
     else:
         record = str((v.record.extra.get("record") if v.record else None) or "")
-        command = (
-            recommendation_soak_command(record=record) if record else recommendation_soak_command()
-        )
-        fallback = (
-            f"3. **Stable under sustained load: not yet measured** for {arm} beside the "
-            f"baseline on this host. Run `{command}` with [service] "
-            "slots = 4 (it soaks the unit as shipped, and refuses a depth beyond the unit's "
-            f"slots): it writes [{SOAK_REPORT}]({SOAK_REPORT}) beside this report and fills in "
-            "this line."
-        )
+        fallback = not_yet_measured(arm, record)
     out += [BEGIN, stability_line(v.soak_report, fallback=fallback), END]
     out.append("")
     out += control_note(v)
