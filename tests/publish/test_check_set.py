@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,8 @@ import pytest
 from watchkeeper.cli.app import main
 from watchkeeper.commands.check_set import check_set_command
 from watchkeeper.errors import ConfigError
+from watchkeeper.publish.soak_report import read_summary, splice, stability_line, write_summary
+from watchkeeper.publish.soak_summary import SoakSummary
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -89,6 +92,59 @@ def test_a_report_telling_the_reader_to_render_another_sets_unit_is_named(copy: 
         "--output /etc/systemd/system/llama-server-speculative.service",
     )
     assert _found(copy) == {("reports/code-edit/speculative_benchmark.md", "path (--output)")}
+
+
+def _stability_from(report: Path, soak: SoakSummary) -> None:
+    """`report`'s stability line rendered from `soak`, as a sweep or a soak splices it."""
+    report.write_text(
+        splice(report.read_text(encoding="utf-8"), stability_line(soak, fallback="")),
+        encoding="utf-8",
+    )
+
+
+def test_a_campaign_report_citing_the_soak_of_the_set_before_is_named(copy: Path) -> None:
+    """7 Dec 2026: sweep campaign 3's folder said "Soak campaign 2", the set before's soak of an
+    arm of the same name (made for sweep campaign 1): the report cites a soak that is not its
+    pick's. First with the stale soak gone (only the set's own is committed), then with it
+    still in the folder, as it was."""
+    own = read_summary(copy / "reports/code-edit/speculative_soak.json")
+    assert own is not None and own.sweep_campaign == 3
+    stale = replace(own, campaign_id=2, sweep_campaign=1)
+    report = "reports/code-edit/2026-12-07-sweep-c3/report.md"
+    _stability_from(copy / report, stale)
+    found = check_set_command(copy).disagreements
+    assert [(d.file, d.field, d.found) for d in found] == [
+        (report, "stability (soak)", "soak campaign 2 of qwen-code-sweep-ngram-simple")
+    ]
+    dated = copy / "reports/code-edit/2026-12-06-soak-c2"
+    dated.mkdir()
+    write_summary(dated / "speculative_soak.json", stale)
+    found = check_set_command(copy).disagreements
+    assert [(d.file, d.field, d.found, d.source) for d in found] == [
+        (
+            report,
+            "stability (soak)",
+            "soak campaign 2 of qwen-code-sweep-ngram-simple (soaked sweep campaign 1, not 3)",
+            "reports/code-edit/2026-12-06-soak-c2/speculative_soak.json",
+        )
+    ]
+
+
+def test_an_older_sweeps_report_citing_the_sets_soak_is_named(copy: Path) -> None:
+    """The set's soak (made for sweep campaign 3) spliced into the report of sweep campaign 1
+    in the same folder: a soak of another pick."""
+    own = read_summary(copy / "reports/code-edit/speculative_soak.json")
+    assert own is not None
+    report = "reports/code-edit/2026-11-28-sweep-c1/report.md"
+    _stability_from(copy / report, own)
+    found = check_set_command(copy).disagreements
+    assert [(d.file, d.field, d.found) for d in found] == [
+        (
+            report,
+            "stability (soak)",
+            "soak campaign 4 of qwen-code-sweep-ngram-simple (soaked sweep campaign 3, not 1)",
+        )
+    ]
 
 
 def test_a_soak_job_deeper_than_the_unit_and_a_false_slots_claim(copy: Path) -> None:

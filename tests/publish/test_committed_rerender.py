@@ -9,7 +9,10 @@ report's part that re-renders from committed JSON is its stability criterion (be
 soak markers), which `soak --recommendation` splices in from the summary beside it; the rest
 of a sweep report reads the identity replay and the host as measured, which no committed file
 keeps in full (commands/report.py refuses it for that reason). The dated sweep folders keep
-their "not yet measured" line: no soak JSON sits beside them.
+their "not yet measured" line: no soak JSON sits beside them. Each set's own campaign folder
+keeps the line its sweep rendered, byte for byte: a sweep reads only a soak of its own pick
+(publish/soak_lineage.py), none exists before the sweep ends, and `soak --recommendation`
+rewrites the set's report and `latest.md`, not the campaign folder.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from watchkeeper.publish.deliverable import RECORD_NAME, read_record
 from watchkeeper.publish.soak_report import (
     BEGIN,
     END,
@@ -30,10 +34,12 @@ from watchkeeper.publish.soak_report import (
     stability_line,
     write_summary,
 )
+from watchkeeper.publish.sweep_criteria import not_yet_measured
 
 REPORTS = Path(__file__).resolve().parents[2] / "reports"
 SOAKS = sorted(REPORTS.rglob(SOAK_SUMMARY))
 SWEEPS = sorted(p for p in REPORTS.rglob("*.md") if BEGIN in p.read_text(encoding="utf-8"))
+RECORDS = sorted(REPORTS.rglob(RECORD_NAME))
 
 
 def test_the_committed_reports_are_found() -> None:
@@ -82,3 +88,16 @@ def test_each_sweep_reports_stability_line_rerenders_byte_identical(path: Path) 
     assert splice(report, stability_line(beside, fallback="")).encode("utf-8") == (
         path.read_bytes()
     )
+
+
+@pytest.mark.parametrize("path", RECORDS, ids=lambda p: str(p.parent.relative_to(REPORTS)))
+def test_each_sets_campaign_report_keeps_the_line_its_sweep_renders(path: Path) -> None:
+    """The line a sweep renders with no soak of its pick: on 7 Dec the code-edit set's
+    (campaign 3) quoted the soak of the set before and was mended by hand, in other words
+    than the sweep's; now it is the sweep's line, the mend a note below the markers."""
+    record = read_record(path)
+    assert record.subject is not None, path
+    report = (path.parent / record.campaign_report).read_text(encoding="utf-8")
+    line = report.split(BEGIN, 1)[1].split(END, 1)[0].strip("\n")
+    own = path.relative_to(REPORTS.parent).as_posix()  # the set's record, as check-set wants
+    assert line == not_yet_measured(record.subject.name, own)

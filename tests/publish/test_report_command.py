@@ -46,11 +46,14 @@ def config_for(tmp_path: Path, url: str) -> Config:
     )
 
 
-def stored_soak(config: Config, db: Database, *, kind: str = "soak") -> int:
-    """Six 1-minute blocks per arm at concurrency 1, 8 requests each, as the soak stores them."""
+def stored_soak(
+    config: Config, db: Database, *, kind: str = "soak", sweep: int | None = None
+) -> int:
+    """Six 1-minute blocks per arm at concurrency 1, 8 requests each, as the soak stores them;
+    `sweep`: the sweep campaign it soaked, as `soak --recommendation` keeps it (none before)."""
     repo = Repository(db)
     record = read_record(config.bench.resolved_reports_dir() / RECORD_NAME)
-    params = {
+    params: dict[str, object] = {
         "duration": "12m",
         "duration_s": 720.0,
         "block_s": 60.0,
@@ -60,6 +63,8 @@ def stored_soak(config: Config, db: Database, *, kind: str = "soak") -> int:
         "cache_ram_mib": 0,
         "unit": soaked_unit(config, record, ARMS),
     }
+    if sweep is not None:
+        params["sweep_campaign"] = sweep
     campaign = repo.create_campaign(
         kind=kind, host_id=repo.ensure_host(collect()), build_id=None, params=params
     )
@@ -174,6 +179,30 @@ def test_the_cli_rerenders_a_soak_and_refuses_what_the_store_cannot_rebuild(
     assert "no such campaign" in capsys.readouterr().err
     with pytest.raises(PublishError):
         report_command(config, campaign_id=sweep)
+
+
+def test_a_soak_of_another_sweeps_pick_is_not_rerendered_as_this_records(
+    sqlite_url: str, tmp_path: Path
+) -> None:
+    """A soak that kept the sweep it soaked is re-rendered only against that sweep's record:
+    against another, its summary would claim the record's campaign and its line would go into
+    that sweep's report (the stability line of another pick)."""
+    config = config_for(tmp_path, sqlite_url)
+    reports = config.bench.resolved_reports_dir()
+    sweep = read_record(reports / RECORD_NAME).campaign_id
+    db = Database(sqlite_url)
+    try:
+        other = stored_soak(config, db, sweep=sweep + 1)
+        own = stored_soak(config, db, sweep=sweep)
+    finally:
+        db.close()
+    before = (reports / "speculative_benchmark.md").read_text()
+    with pytest.raises(PublishError, match=f"soaked sweep campaign {sweep + 1}'s pick"):
+        report_command(config, campaign_id=other)
+    assert (reports / "speculative_benchmark.md").read_text() == before
+    assert not (reports / SOAK_SUMMARY).exists()
+    report_command(config, campaign_id=own)
+    assert json.loads((reports / SOAK_SUMMARY).read_text())["sweep_campaign"] == sweep
 
 
 def test_a_rebuilt_command_names_the_recommendation_relative_to_the_working_directory() -> None:

@@ -32,6 +32,8 @@ from watchkeeper.server.install import ServerBinary
 from watchkeeper.server.models import ModelFile
 from watchkeeper.server.profiles import SMOLLM2
 from watchkeeper.soak.records import RunKey
+from watchkeeper.store.campaigns import CampaignRows
+from watchkeeper.store.db import Database
 
 
 def arm(
@@ -112,6 +114,13 @@ def test_the_soaks_live_servers_run_the_units_execstart_for_each_arm(
     report = (tmp_path / "reports" / SOAK_REPORT).read_text()
     assert "Unit soaked: `systemd/llama-server-speculative.service`" in report
     assert f"- s-ngram: `{' '.join(units['s-ngram'])}`" in report
+    # The store keeps the sweep it soaked: a later sweep's report never quotes it as its own.
+    db = Database(sqlite_url)
+    try:
+        stored = CampaignRows(db).read(result.campaign_id)
+    finally:
+        db.close()
+    assert stored is not None and stored.params["sweep_campaign"] == record.campaign_id
 
 
 def test_a_soak_of_the_unit_under_another_service_cache_is_not_resumed_as_the_same_plan(

@@ -1,6 +1,7 @@
 """`watchkeeper check-set`: do a deliverable set's files agree (report, JSON, unit, soak,
-jobs, README, docs)? One line per disagreement, naming the file and the field; exit 1 when
-there is any. Run over every committed set by `tests/publish/test_check_set.py`."""
+each report's stability line with the soak it cites, jobs, README, docs)? One line per
+disagreement, naming the file and the field; exit 1 when there is any. Run over every
+committed set by `tests/publish/test_check_set.py`."""
 
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ from watchkeeper.publish.set_check import (
 from watchkeeper.publish.set_identity import check_identity
 from watchkeeper.publish.set_ladder import check_ladder
 from watchkeeper.publish.set_prose import check_prose
+from watchkeeper.publish.set_stability import check_stability
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +97,7 @@ def check_set_command(root: Path, folders: Sequence[Path] = ()) -> CheckSetResul
             check_ladder,
             check_latest,
             check_soak,
+            check_stability,
         ):
             found += check(root, s)
     found += check_jobs(root, every, chosen)

@@ -72,6 +72,21 @@ def _campaign(db: Database, campaign_id: int) -> StoredCampaign:
     return found
 
 
+def _same_sweep(campaign: StoredCampaign, sweep: int, source: Path) -> None:
+    """The soak re-rendered against the record it soaked: its summary takes the record's
+    campaign as the sweep it soaked and its line goes into that sweep's report, so a soak of
+    another sweep's pick (`soak --recommendation` keeps it in the params since 7 Dec 2026)
+    would be quoted as this pick's, as a sweep once quoted the set before's soak."""
+    soaked = campaign.params.get("sweep_campaign")
+    if soaked is not None and soaked != sweep:
+        raise PublishError(
+            f"report --campaign {campaign.id}: the soak soaked sweep campaign {soaked}'s pick, "
+            f"and {_shown(source)} is sweep campaign {sweep}'s",
+            hint="pass the record it soaked as --recommendation (and --out DIR to keep the "
+            "committed set as it is)",
+        )
+
+
 def _command(config: Config, campaign: StoredCampaign, reports: Path, recommendation: Path) -> str:
     """The command the report names: the one its summary kept, else one rebuilt from the
     campaign's plan (the store does not keep the command line)."""
@@ -112,6 +127,7 @@ def report_command(
         target = config.model_copy(update={"bench": bench})
     with open_database(config.database.resolved_url(), given=database) as db:
         campaign = _campaign(db, campaign_id)
+        _same_sweep(campaign, record.campaign_id, source)
         verdict = judge(
             SoakStore(db).load(campaign_id),
             config.soak,

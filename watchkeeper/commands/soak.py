@@ -260,6 +260,8 @@ def _soak(
             )
             | _served_params(config, prepared, shipped=shipped is not None)
             | ({"unit": soaked_unit(config, shipped, shape.names)} if shipped else {})
+            # the sweep whose pick this soaks: the sweep's report reads only its own soak
+            | ({"sweep_campaign": shipped.campaign_id} if shipped else {})
             | ({"arrival": arrival.to_json()} if arrival is not None else {}),
             progress=progress,
         )

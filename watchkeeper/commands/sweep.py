@@ -365,7 +365,9 @@ def _report(
         wall_s=clock() - started,
         chosen=chosen,
         chosen_profile=config.profiles.get(chosen),
-        soak=store.latest_soak(result.host.fingerprint, chosen),
+        # only a soak of this sweep's own pick, from the store or the folder: one of the
+        # sweep before (same arm name, another pick) lies in both (publish/soak_lineage.py)
+        soak=store.latest_soak(result.host.fingerprint, chosen, sweep_campaign=result.campaign_id),
         soak_command=soak_command(chosen),
         service_path=service_path,
         max_tokens=max_tokens,

@@ -27,6 +27,7 @@ from watchkeeper.publish.soak_drift import (
     unresolved_text,
 )
 from watchkeeper.publish.soak_hours import hours_shortfall, overnight_lines
+from watchkeeper.publish.soak_lineage import soaked
 from watchkeeper.publish.soak_summary import SoakSummary
 from watchkeeper.soak.judgement import (
     OutputRates,
@@ -387,12 +388,10 @@ def read_summary(path: Path) -> SoakSummary | None:
 
 
 def summary_for(reports_dir: Path, record: RecommendationRecord) -> SoakSummary | None:
-    """The committed soak summary, when it soaked this recommendation's subject arm."""
-    data = read_summary(reports_dir / SOAK_SUMMARY)
-    subject = record.subject
-    if data is None or subject is None or data.subject != subject.name:
-        return None
-    return data
+    """The committed soak summary, when it soaked this recommendation's pick: its sweep
+    campaign, subject arm and unit (publish/soak_lineage.py). A soak of the set before, still
+    in the folder, is another pick's, whatever its arm is called: None, "not yet measured"."""
+    return soaked(read_summary(reports_dir / SOAK_SUMMARY), record)
 
 
 def write_text(path: Path, text: str) -> Path:

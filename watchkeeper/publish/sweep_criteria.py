@@ -62,6 +62,22 @@ def control_note(v: SweepView) -> list[str]:
     ]
 
 
+def not_yet_measured(arm: str, record: str = "") -> str:
+    """Criterion 3 where no soak of this sweep's pick exists: the command that soaks `arm`
+    from the set's own `record` (its path; empty: the default set's). Its own function so
+    the committed campaign reports can be held to it (tests/publish/test_committed_rerender.py)."""
+    command = (
+        recommendation_soak_command(record=record) if record else recommendation_soak_command()
+    )
+    return (
+        f"3. **Stable under sustained load: not yet measured** for {arm} beside the "
+        f"baseline on this host. Run `{command}` with [service] "
+        "slots = 4 (it soaks the unit as shipped, and refuses a depth beyond the unit's "
+        f"slots): it writes [{SOAK_REPORT}]({SOAK_REPORT}) beside this report and fills in "
+        "this line."
+    )
+
+
 def criteria_section(v: SweepView) -> list[str]:
     out = ["## The request's acceptance criteria", ""]
     out.append(
@@ -139,23 +155,14 @@ def criteria_section(v: SweepView) -> list[str]:
     out.append(f"2. **Speed-up of {REQUEST_SPEEDUP:g}x: {speed}.** Measured {_ci(ci)}{level}.")
     if v.soak is not None:
         fallback = (
-            f"3. **Stable under sustained load: {md.text(v.soak.get('verdict'))}** (latest "
-            f"soak of {v.chosen} on this host: campaign {v.soak.get('campaign_id')}, "
+            f"3. **Stable under sustained load: {md.text(v.soak.get('verdict'))}** (soak "
+            f"of this sweep's {v.chosen} on this host: campaign {v.soak.get('campaign_id')}, "
             f"{v.soak.get('started_at')}, {md.text(v.soak.get('duration'))}, "
             f"{md.inline(str(v.soak.get('headline') or v.soak.get('status')))})."
         )
     else:
         record = str((v.record.extra.get("record") if v.record else None) or "")
-        command = (
-            recommendation_soak_command(record=record) if record else recommendation_soak_command()
-        )
-        fallback = (
-            f"3. **Stable under sustained load: not yet measured** for {arm} beside the "
-            f"baseline on this host. Run `{command}` with [service] "
-            "slots = 4 (it soaks the unit as shipped, and refuses a depth beyond the unit's "
-            f"slots): it writes [{SOAK_REPORT}]({SOAK_REPORT}) beside this report and fills in "
-            "this line."
-        )
+        fallback = not_yet_measured(arm, record)
     out += [BEGIN, stability_line(v.soak_report, fallback=fallback), END]
     out.append("")
     out += control_note(v)

@@ -38,6 +38,7 @@ class SweepView:
     chosen: str
     chosen_profile: ProfileConfig | None
     soak: Mapping[str, Any] | None
+    """The stored soak of this sweep's pick (`RacingStore.latest_soak` with its campaign)."""
     soak_command: str
     service_path: Path
     max_tokens: int = 0
@@ -45,7 +46,8 @@ class SweepView:
     record: RecommendationRecord | None = None
     """The committed recommendation (publish/deliverable.py): the opening lines read it."""
     soak_report: SoakSummary | None = None
-    """The committed soak of the recommendation's subject arm (publish/soak_report.py)."""
+    """The committed soak of this sweep's pick, never one of the sweep before that lies in
+    the same folder (publish/soak_lineage.py); None: "not yet measured"."""
     profiles: Mapping[str, ProfileConfig] = field(default_factory=dict)
     unprobed: Mapping[str, str] = field(default_factory=dict)
     """Surviving arms the identity probes left out, and why (commands/sweep.Racer)."""

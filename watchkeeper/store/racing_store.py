@@ -98,11 +98,16 @@ class RacingStore:
                 for r in rows
             ]
 
-    def latest_soak(self, host_fingerprint: str, profile: str) -> dict[str, Any] | None:
+    def latest_soak(
+        self, host_fingerprint: str, profile: str, *, sweep_campaign: int | None = None
+    ) -> dict[str, Any] | None:
         """The newest *completed* soak campaign on this host that soaked `profile`: its id,
         status, when, and the verdict it stored (None when there is none). An interrupted or
         running soak is no evidence of stability: one stopped after a minute had stored
-        "stable" over 16 requests, and the sweep's report quoted it for a 100-minute soak."""
+        "stable" over 16 requests, and the sweep's report quoted it for a 100-minute soak.
+        `sweep_campaign`: only a soak of that sweep's pick (`soak --recommendation` keeps the
+        record's campaign in its params): a profile's name is no lineage, and a sweep's report
+        quoted the soak of the sweep before, which had picked an arm of the same name."""
         with self._db.session() as s:
             rows = s.execute(
                 select(Campaign)
@@ -115,7 +120,10 @@ class RacingStore:
                 .order_by(Campaign.id.desc())
             ).scalars()
             for c in rows:
-                if profile in (c.params or {}).get("profiles", []):
+                params = c.params or {}
+                if sweep_campaign is not None and params.get("sweep_campaign") != sweep_campaign:
+                    continue
+                if profile in params.get("profiles", []):
                     summary = c.summary or {}
                     return {
                         "campaign_id": c.id,
@@ -123,7 +131,7 @@ class RacingStore:
                         "started_at": c.started_at.isoformat(timespec="seconds"),
                         "verdict": summary.get("verdict"),
                         "headline": summary.get("headline"),
-                        "duration": (c.params or {}).get("duration"),
+                        "duration": params.get("duration"),
                     }
         return None
 
