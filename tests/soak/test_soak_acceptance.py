@@ -3,8 +3,10 @@ kept, one delta per server process (a restart starts the counters again)."""
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
 
+from watchkeeper.analysis.acceptance import AcceptanceCurve
 from watchkeeper.config import SoakConfig
 from watchkeeper.server.endpoints import (
     PER_POSITION,
@@ -54,7 +56,7 @@ def test_each_process_counts_from_its_first_sample_and_a_restart_adds_a_new_span
     (c,) = acceptance_curves(data(first + second + plain))
     assert c.arm == "spec"
     assert c.drafts == 20 + 20
-    assert c.per_position == (16 + 16, 10 + 10)
+    assert c.per_position == (16.0 + 16, 10.0 + 10)
     assert c.rates == (32 / 40, 20 / 40)
     assert c.consistent
 
@@ -71,7 +73,37 @@ def test_the_verdict_carries_the_curve_in_its_figures_and_reads_it_in_a_note() -
         view(60, "spec", 11, counters(100, [90, 40, 10, 2], 400)),
     ]
     verdict = judge(data(points), SoakConfig())
+    assert verdict.figures is not None
     (figure,) = verdict.figures.acceptance_curves
-    assert figure["arm"] == "spec" and figure["rates"] == [0.9, 0.4, 0.1, 0.02]
-    assert figure["consistent"] is True
+    assert figure.arm == "spec" and figure.rates == (0.9, 0.4, 0.1, 0.02)
+    assert figure.consistent
     assert any("positions 3-4 accept under 20%" in n for n in verdict.notes)
+
+
+def test_the_figures_write_the_curve_as_the_json_they_always_held_and_read_it_back() -> None:
+    """Typed in the figures, the curve is written key for key as `soak --json` and the stored
+    summary held it as a dict (issue 71), and `AcceptanceCurve.from_json` reads that JSON
+    back to the same curve, whose JSON is byte-identical."""
+    points = [
+        view(0, "spec", 11, counters(0, [], 0)),
+        view(60, "spec", 11, counters(100, [90, 40, 10, 2], 400)),
+    ]
+    verdict = judge(data(points), SoakConfig())
+    assert verdict.figures is not None
+    written = verdict.to_json()["figures"]["acceptance_curves"]
+    assert written == [
+        {
+            "arm": "spec",
+            "drafts": 100.0,
+            "drafted": 400.0,
+            "accepted": 142.0,
+            "per_position": [90.0, 40.0, 10.0, 2.0],
+            "rates": [0.9, 0.4, 0.1, 0.02],
+            "n_max": None,
+            "consistent": True,
+        }
+    ]
+    text = json.dumps(written, sort_keys=False)
+    read = tuple(AcceptanceCurve.from_json(c) for c in json.loads(text))
+    assert read == verdict.figures.acceptance_curves
+    assert json.dumps([c.to_json() for c in read], sort_keys=False) == text

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from support.racekit import run_race
 
 from watchkeeper.analysis import aa_control
 from watchkeeper.analysis.racing import race_round, start
@@ -50,14 +51,8 @@ def cells(truth: dict[str, float], *, rounds: int, seed: int = 3, tasks: int = 4
 
 
 def race(truth: dict[str, float]) -> RaceState:
-    table_cells = cells(truth, rounds=SETTINGS.max_rounds)
-    state = start(ARMS)
-    for k in range(1, SETTINGS.max_rounds + 1):
-        seen = [c for c in table_cells if c.round < k or (c.round == k and c.arm in state.active)]
-        state = race_round(Table(seen), ARMS, state, SETTINGS)
-        if state.decided:
-            break
-    return state
+    """The sweep's race loop (support.racekit) over every planned round of ``truth``."""
+    return run_race(cells(truth, rounds=SETTINGS.max_rounds), ARMS, SETTINGS)
 
 
 def test_the_control_is_never_dropped_by_the_early_rule_even_far_behind() -> None:

@@ -8,9 +8,17 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from support import racekit
 
 from watchkeeper.analysis.racing import decide, early_error, keep_going, race_round, simulate, start
-from watchkeeper.analysis.racing_types import Cell, RaceArm, RaceSettings, Table, arm_cost
+from watchkeeper.analysis.racing_types import (
+    Cell,
+    RaceArm,
+    RaceSettings,
+    RaceState,
+    Table,
+    arm_cost,
+)
 
 CATEGORIES = ("prose", "tool_call", "code_edit")
 ARMS = (
@@ -55,14 +63,9 @@ TRUTH = {
 }
 
 
-def run_race(cells: list[Cell], settings: RaceSettings = SETTINGS):
-    state = start(ARMS)
-    for k in range(1, settings.max_rounds + 1):
-        seen = [c for c in cells if c.round < k or (c.round == k and c.arm in state.active)]
-        state = race_round(Table(seen), ARMS, state, settings)
-        if state.decided:
-            break
-    return state
+def run_race(cells: list[Cell], settings: RaceSettings = SETTINGS) -> RaceState:
+    """The sweep's race loop (support.racekit) over these tests' four arms."""
+    return racekit.run_race(cells, ARMS, settings)
 
 
 def test_an_arm_far_slower_on_every_task_is_dropped_after_the_first_round() -> None:
@@ -106,7 +109,7 @@ def test_each_category_gets_its_own_winner_and_ties_go_to_the_cheaper_arm() -> N
 
 
 def test_identical_arms_leave_the_baseline_as_every_pick() -> None:
-    twins = {"base": {}, "ngram": {}, "draft4": {}, "draft16": {}}
+    twins: dict[str, dict[str, float]] = {"base": {}, "ngram": {}, "draft4": {}, "draft16": {}}
     for seed in range(4):
         state = run_race(synthetic(twins, rounds=6, seed=seed))
         assert {d.pick for d in state.decisions if d.status == "decided"} <= {"base"}

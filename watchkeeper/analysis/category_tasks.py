@@ -11,9 +11,13 @@ category's task log ratios (df = tasks - 1), floored as the interval over every 
 pick (analysis/recommend.py) reads it. A category with fewer tasks keeps no CI and
 `category_note` says so, with what would give it one.
 
-`family_low`: a category's pick is one choice among every candidate arm in every category,
-so its lower bound is taken at 1 - FAMILY_ALPHA / (arms x categories) (Bonferroni), not at
-95%: over rounds on the CI's two-way floor, over a category's tasks on its t interval.
+`family_low`: a category's pick is one choice among the comparisons that could be claimed,
+so its lower bound is taken at 1 - FAMILY_ALPHA / family (Bonferroni), not at 95%: over rounds
+on the CI's two-way floor, over a category's tasks on its t interval. `pick_families` sizes
+the family: (arms with an interval in that category) x (categories with an interval). A
+comparison that cannot lead to a pick (an arm the ceiling or idle rule stopped unmeasured, a
+category with too few tasks for an interval) has no "faster" verdict to claim, so it spends
+none of the family's alpha.
 
 Rates simulated before the rule decided anything (watchkeeper/simulation/category_tasks.py,
 `benchmarks/category_tasks.py`): docs/statistics-checks.md, "Per-category picks over tasks".
@@ -22,7 +26,7 @@ Rates simulated before the rule decided anything (watchkeeper/simulation/categor
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import replace
 
 import numpy as np
@@ -40,11 +44,34 @@ MIN_CATEGORY_TASKS = 8
 docs/statistics-checks.md, "Per-category picks over tasks")."""
 
 
+def pick_families(rows: Iterable[CategoryStats], candidates: Collection[str]) -> dict[str, int]:
+    """category -> the family its pick is guarded across: the ``candidates`` with an interval
+    in that category (`RatioCI.has_ci`) times the categories where any candidate has one.
+
+    Why these and no more: only a comparison with an interval can read `faster`, so only it
+    can name a pick. An arm the ceiling rule dropped before round 1 (or the idle rule after
+    one round, whose rows get no interval over tasks) and a category with too few tasks for
+    an interval can never be claimed; counting them made every bound wider for nothing (the
+    power lost: docs/statistics-checks.md, "Per-category picks over tasks"). Still
+    family-wise: each of the K categories spends FAMILY_ALPHA / K, split over its own a_c
+    arms (alpha / (a_c x K) each), so the comparisons that can be claimed spend FAMILY_ALPHA
+    in all. Which rows have an interval is fixed by the design (tasks, rounds run) and by
+    rules that read no speed (ceiling, idle); the early rule, which does read speeds, stops an
+    arm only below 0.67x on every task, where an arm at 1.0x lands with the near-zero chance
+    `racing.early_error` prints, so the family it leaves is the design's.
+    A category absent here has no interval, so no comparison to guard."""
+    arms: dict[str, set[str]] = {}
+    for c in rows:
+        if c.arm in candidates and c.speedup is not None and c.speedup.has_ci:
+            arms.setdefault(c.category, set()).add(c.arm)
+    return {category: len(names) * len(arms) for category, names in arms.items()}
+
+
 def family_low(ci: RatioCI, family: int) -> float:
     """A category CI's lower bound across the ``family`` of comparisons the per-category picks
-    choose among (every candidate arm in every category): Bonferroni, 1 - FAMILY_ALPHA /
-    family, on the CI's floor over rounds and tasks (`two_way_floor` from its per-round
-    ratios and task log ratios), never above its own 95% bound. With four arms identical to
+    choose among (`pick_families`): Bonferroni, 1 - FAMILY_ALPHA / family, on the CI's floor
+    over rounds and tasks (`two_way_floor` from its per-round ratios and task log ratios),
+    never above its own 95% bound. With four arms identical to
     the baseline (3 tasks x 5 rounds, 6 categories) some category's pick was named in 15% of
     sweeps on each arm's own CI, 22% with uneven code edits (`benchmarks/mix_shapes.py
     --only-family`). The CI's own bound where the floor cannot be rebuilt or there is one

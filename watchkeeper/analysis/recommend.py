@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from watchkeeper.analysis.benchmark import ALL, BenchResult, CategoryStats
-from watchkeeper.analysis.category_tasks import family_low
+from watchkeeper.analysis.category_tasks import family_low, pick_families
 from watchkeeper.analysis.stats import MIN_ROUNDS, MIN_TASKS, RatioCI
 from watchkeeper.analysis.task_pick import TaskCIs
 from watchkeeper.analysis.workload_mix import (
@@ -401,12 +401,13 @@ def recommend(
     candidates = [a.name for a in result.arms if a.role == "candidate"]
     overall = _choose(ALL, [s.overall for s in result.arm_stats if s.arm in candidates], excluded)
     categories = sorted({c.category for c in result.categories})
+    families = pick_families(result.categories, candidates)
     per_category = tuple(
         _choose(
             cat,
             [c for c in result.categories if c.category == cat and c.arm in candidates],
             excluded,
-            family=len(candidates) * len(categories),
+            family=families.get(cat, 1),
         )
         for cat in categories
     )

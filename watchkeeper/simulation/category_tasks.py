@@ -4,18 +4,21 @@ baseline, and the power per category (issue 75, items 2, 3 and 6).
 
 Where a one-round sweep answers from its tasks, a category row with `MIN_CATEGORY_TASKS` tasks
 or more reads the interval over its own tasks (analysis/category_tasks.py) and the category's
-pick reads that row, guarded across arms x categories. This draws that design and runs the real
+pick reads that row, guarded across the comparisons that could name it. This draws that design and runs the real
 code on it: `stats.paired_speedup` on the category's one-round pairs (no CI from one round),
 `category_tasks.category_ratio` (the interval over the category's tasks), then
-`recommend._choose` with the family the recommendation gives it (every candidate arm in every
-category) and, for contrast, with none (each category on its own 95% CI).
+`recommend._choose` with the family the recommendation gives it (`category_tasks.pick_families`:
+the arms with an interval in the category x the categories with one) and, for contrast, with
+none (each category on its own 95% CI) and with the family before it (every candidate, the
+ones the ceiling rule dropped unmeasured included, x every category, with an interval or not).
 
 One sweep: ``arms`` arms, categories of ``sizes`` tasks each; every arm's task effects drawn
 fresh in every category from a shape around its true speed-up (`racing_tasks.effects_of`:
 normal and skewed with log sd 0.2, bimodal with 30% of tasks at 2x), so the population is the
 estimand, and every category's truth is the arm's speed-up. Each arm has its own instance
 offset and round effect (`INSTANCE_SD`, `ROUND_SD`: the sizes the interval floors by) shared
-by all its categories, and a back-to-back cell noise per task.
+by all its categories, and a back-to-back cell noise per task. ``dropped`` more candidates
+were dropped by the ceiling rule before round 1: they have no rows, as in a sweep.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from watchkeeper.analysis.category_tasks import (
     MIN_CATEGORY_TASKS,
     category_interval,
     category_ratio,
+    pick_families,
 )
 from watchkeeper.analysis.racing_tasks import INSTANCE_SD, ROUND_SD, effects_of
 from watchkeeper.analysis.recommend import _choose
@@ -49,7 +53,7 @@ class CategoryRates:
     covered: int
     """Of those, intervals that covered the arm's truth."""
     picked: int
-    """Sweeps where some category's pick named an arm, guarded across arms x categories
+    """Sweeps where some category's pick named an arm, guarded across `pick_families`
     (every arm at 1.0x: a family-wise false pick)."""
     picked_alone: int
     """The same on each category's own 95% CI, no guard."""
@@ -58,6 +62,9 @@ class CategoryRates:
     right: int
     """Category picks that named the truly faster arm (power, guarded)."""
     right_alone: int
+    picked_wide: int = 0
+    """False picks with the family before `pick_families`: every candidate x every category."""
+    right_wide: int = 0
 
     @property
     def coverage(self) -> float:
@@ -70,6 +77,10 @@ class CategoryRates:
     @property
     def power_alone(self) -> float:
         return self.right_alone / max(self.chances, 1)
+
+    @property
+    def power_wide(self) -> float:
+        return self.right_wide / max(self.chances, 1)
 
 
 def _row(
@@ -92,14 +103,18 @@ def simulate_categories(
     seed: int = 0,
     arms: int = 4,
     faster: float = 1.0,
+    dropped: int = 0,
 ) -> CategoryRates:
-    """``sweeps`` one-round sweeps of ``arms`` arms over categories of ``sizes`` tasks: every
-    arm's true speed-up 1.0x in every category, except the first at ``faster`` (power: a
-    category's pick names it)."""
+    """``sweeps`` one-round sweeps of ``arms`` measured arms over categories of ``sizes``
+    tasks: every arm's true speed-up 1.0x in every category, except the first at ``faster``
+    (power: a category's pick names it); ``dropped`` candidates more, stopped by the ceiling
+    rule before round 1 (no rows)."""
     rng = np.random.default_rng(seed)
-    family = arms * len(sizes)
+    candidates = [f"a{a}" for a in range(arms + dropped)]
+    wide = len(candidates) * len(sizes)
     enough = sum(n >= MIN_CATEGORY_TASKS for n in sizes)
     intervals = covered = picked = picked_alone = right = right_alone = 0
+    picked_wide = right_wide = 0
     for _ in range(sweeps):
         rows: dict[str, list[CategoryStats]] = {f"c{k}": [] for k in range(len(sizes))}
         for a in range(arms):
@@ -112,13 +127,17 @@ def simulate_categories(
                 if ci is not None and ci.has_ci:
                     intervals += 1
                     covered += ci.low <= target <= ci.high
-        guarded = [_choose(c, r, {}, family=family).profile for c, r in rows.items()]
+        families = pick_families((r for by in rows.values() for r in by), candidates)
+        guarded = [_choose(c, r, {}, families.get(c, 1)).profile for c, r in rows.items()]
         alone = [_choose(c, r, {}, family=1).profile for c, r in rows.items()]
+        before = [_choose(c, r, {}, family=wide).profile for c, r in rows.items()]
         picked += any(p is not None for p in guarded)
         picked_alone += any(p is not None for p in alone)
+        picked_wide += any(p is not None for p in before)
         if faster > 1.0:
             right += sum(p == "a0" for p in guarded)
             right_alone += sum(p == "a0" for p in alone)
+            right_wide += sum(p == "a0" for p in before)
     return CategoryRates(
         sweeps,
         intervals,
@@ -128,6 +147,8 @@ def simulate_categories(
         sweeps * enough,
         right,
         right_alone,
+        picked_wide,
+        right_wide,
     )
 
 

@@ -3,9 +3,11 @@
 The readers (the soak's summary, its findings, `watchkeeper report`) take attributes: the
 counts, the probes' two rates, each arm's RSS trend, each series' figures with the estimator
 that judged it (soak/series_figures.py), each paired ratio against the reference, and each
-pair's drift (soak/pair_drift.py). The acceptance curves are the judge's own working and
-travel as their JSON; `to_json` writes the figures key for key as `soak --json` and the
-campaign's stored summary have always held them.
+pair's drift (soak/pair_drift.py), and each arm's acceptance curve (analysis/acceptance.py's
+`AcceptanceCurve`, the type a bench's curves already have; they travelled here as its JSON,
+so a reader indexed string keys and `consistent` existed only as a written key). `to_json`
+writes the figures key for key as `soak --json` and the campaign's stored summary have always
+held them; `AcceptanceCurve.from_json` reads a curve back at the edge.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from watchkeeper.analysis.acceptance import AcceptanceCurve
 from watchkeeper.soak.judgement import (
     BlockSeries,
     OutputRates,
@@ -26,10 +29,6 @@ from watchkeeper.soak.paired_figures import ReferenceRatio
 from watchkeeper.soak.probes import ProbeGroup
 from watchkeeper.soak.series_figures import SeriesTrend
 from watchkeeper.soak.trends import Trend
-
-Entry = Mapping[str, Any]
-"""One entry of a judge's own working (a series' slice table and drift figures, a paired
-ratio, a probe group, an acceptance curve), as it is written to the JSON."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,7 +90,7 @@ class SoakFigures:
     reference: tuple[ReferenceRatio, ...]
     paired_drift: tuple[PairDrift, ...]
     rss: tuple[RssEntry, ...]
-    acceptance_curves: tuple[Entry, ...]
+    acceptance_curves: tuple[AcceptanceCurve, ...]
     leak_threshold_mb_per_hour: float
 
     @property
@@ -143,6 +142,6 @@ class SoakFigures:
             "reference": [r.to_json() for r in self.reference],
             "paired_drift": [d.to_json() for d in self.paired_drift],
             "rss": [e.to_json() for e in self.rss],
-            "acceptance_curves": list(self.acceptance_curves),
+            "acceptance_curves": [c.to_json() for c in self.acceptance_curves],
             "leak_threshold_mb_per_hour": self.leak_threshold_mb_per_hour,
         }

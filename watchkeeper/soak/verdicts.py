@@ -388,7 +388,7 @@ def judge(data: SoakData, cfg: SoakConfig, *, near_tie_threshold: float = 0.1) -
         reference=tuple(paired),
         paired_drift=tuple(drifts),
         rss=tuple(rss),
-        acceptance_curves=tuple(c.to_json() for c in curves),
+        acceptance_curves=tuple(curves),
         leak_threshold_mb_per_hour=cfg.leak_threshold_mb_per_hour,
     )
     return SoakVerdict(
