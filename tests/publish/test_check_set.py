@@ -76,6 +76,18 @@ def test_a_readme_figure_no_file_holds_is_named(copy: Path) -> None:
     assert found[0].file.startswith("README.md:")
 
 
+def test_a_readme_figure_of_a_middle_rung_is_the_ladders_and_a_wrong_one_is_named(
+    copy: Path,
+) -> None:
+    """README may quote a rung the header leaves out (c2), from the record's ladder; a rung's
+    figure the ladder does not hold is still named."""
+    readme = copy / "README.md"
+    assert "1.85x (1.45-2.38) at 2" in readme.read_text(encoding="utf-8")
+    _edit(readme, "1.85x (1.45-2.38) at 2", "1.95x (1.45-2.38) at 2")
+    found = check_set_command(copy).disagreements
+    assert [(d.field, d.found) for d in found] == [("figure", "1.95x (1.45-2.38)")]
+
+
 def test_latest_md_of_a_set_is_its_sweep(copy: Path) -> None:
     nightly = copy / "reports/code-edit/2026-11-28-nightly-c4/report.md"
     shutil.copy(nightly, copy / "reports/code-edit/latest.md")

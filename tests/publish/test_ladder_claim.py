@@ -120,3 +120,20 @@ def test_the_ladder_round_trips_through_the_record() -> None:
 )
 def test_the_ladder_climbs_to_the_units_slots(slots: int, levels: list[int]) -> None:
     assert served_levels(slots) == levels
+
+
+def test_a_ladder_run_on_another_host_than_the_sweeps_says_so() -> None:
+    """The code-edit pick's ladder (Intel Xeon) ran a session after its sweep (AMD EPYC):
+    the header must not let the ladder's figures pass for the sweep host's."""
+    rungs = (_claim(1, 2.7, 2.4, 3.1, "faster"), _claim(4, 1.5, 1.1, 2.0, "faster"))
+    sweep_host = read_record(RECORD).hardware
+    other = replace(_ladder(*rungs), hardware="2 CPU cores (Intel(R) Xeon(R) Processor), no GPU")
+    header = _header(other)
+    assert (
+        "The ladder ran on another host than the sweep (2 CPU cores (Intel(R) Xeon(R) "
+        f"Processor), no GPU; the sweep: {sweep_host})" in header
+    )
+    same = _header(replace(_ladder(*rungs), hardware=sweep_host))
+    unknown = _header(_ladder(*rungs))
+    assert "another host" not in same and "another host" not in unknown
+    assert served_ladder({LADDER_KEY: other.to_json()}) == other

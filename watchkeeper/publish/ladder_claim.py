@@ -76,6 +76,12 @@ class ServedLadder:
     max_tokens: int
     levels: tuple[LevelClaim, ...]
     wall_s: float = 0.0
+    hardware: str = ""
+    """The host the ladder ran on (`deliverable.hardware_text`; empty: a record from before it
+    was kept). A served-ladder run is often a later session's, on another machine than the
+    sweep's: the code-edit pick read 1.63x one request at a time in its sweep on an AMD EPYC
+    host and 2.73x at c1 in its ladder on an Intel Xeon one, so the header names the ladder's
+    host wherever it is not the sweep's."""
 
     def at(self, level: int) -> LevelClaim | None:
         return next((c for c in self.levels if c.level == level), None)
@@ -131,7 +137,13 @@ def _load(level: int) -> str:
     return "one request at a time" if level == 1 else f"{level} concurrent requests"
 
 
-def load_note(measured_load: str, extra: Mapping[str, Any], *, speculates: bool = False) -> str:
+def load_note(
+    measured_load: str,
+    extra: Mapping[str, Any],
+    *,
+    speculates: bool = False,
+    sweep_hardware: str = "",
+) -> str:
     """The header's sentence on load: the served ladder's figures where it ran, else the
     sweep's own load and where to measure another (for a speculating unit serving more slots
     than that: that its own load is not yet measured, and the command that measures it)."""
@@ -180,12 +192,20 @@ def load_note(measured_load: str, extra: Mapping[str, Any], *, speculates: bool 
         f"{ladder.ctx_per_slot * ladder.slots} tokens of context over {ladder.slots} slots at "
         f"{ladder.slots} requests, over as many slots as requests below"
     )
+    elsewhere = (
+        f" The ladder ran on another host than the sweep ({ladder.hardware}; the sweep: "
+        f"{sweep_hardware}): its figures and the headline's are two hosts' readings."
+        if ladder.hardware and sweep_hardware and ladder.hardware != sweep_hardware
+        else ""
+    )
     return (
-        f"{how}, prompt cache {cache}; {ladder.report}, {ladder.rounds} rounds, answers cut "
+        f"{how}, prompt cache {cache}; {ladder.report}, {ladder.rounds} rounds, "
+        "answers cut "
         f"at {ladder.max_tokens or 'their own'} tokens; decode speed-up is per-request tok/s, "
         f"pick over baseline, CI over tasks and rounds; E2E p90 is baseline over pick, CI "
         f"over rounds): {rungs}. {ladder.arm} is {verdict}. The headline's figure is the "
         "sweep's, one request at a time on one slot."
+        f"{elsewhere}"
     )
 
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from watchkeeper.publish.ladder_claim import served_ladder
 from watchkeeper.publish.set_check import (
     SOAK_JSON,
     SOAK_MD,
@@ -92,6 +93,11 @@ def _sources(root: Path, s: DeliverableSet) -> str:
     # The unit's header states the served ladder's figures (publish/ladder_claim.py).
     if s.unit and (root / s.unit).is_file():
         texts.append((root / s.unit).read_text(encoding="utf-8"))
+    # The header states the rungs at 1 and at the slots; prose may quote any rung the record
+    # keeps (its page prints them to three places, which the figure pattern does not read).
+    ladder = served_ladder(s.record.extra)
+    if ladder is not None:
+        texts.extend(f"{c.decode_text()} {c.e2e_text()}" for c in ladder.levels)
     return "\n".join(texts)
 
 

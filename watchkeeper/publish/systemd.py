@@ -121,7 +121,14 @@ def notes(record: RecommendationRecord, service: ServiceConfig) -> list[str]:
     out = _comment(f"Measured on {record.hardware}; {record.models}; sampler {record.sampler}.")
     out += _comment(f"What it means: {record.meaning}.")
     if record.load:
-        out += _comment(load_note(record.load, record.extra, speculates=record.speculates))
+        out += _comment(
+            load_note(
+                record.load,
+                record.extra,
+                speculates=record.speculates,
+                sweep_hardware=record.hardware,
+            )
+        )
     if not record.speculates:
         closest = record.closest
         if closest is not None:

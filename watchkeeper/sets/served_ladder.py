@@ -24,8 +24,14 @@ from watchkeeper.campaign.ladder import level_ratios
 from watchkeeper.commands.ladder import ladder_command
 from watchkeeper.config import Config
 from watchkeeper.errors import ConfigError
+from watchkeeper.host import info as host_info
 from watchkeeper.load.shape import LoadShape
-from watchkeeper.publish.deliverable import RecommendationRecord, read_record, write_record
+from watchkeeper.publish.deliverable import (
+    RecommendationRecord,
+    hardware_text,
+    read_record,
+    write_record,
+)
 from watchkeeper.publish.ladder_claim import LevelClaim, ServedLadder, level_claim
 from watchkeeper.publish.served import as_rendered, served_settings, shipped_profiles
 from watchkeeper.publish.systemd import render_unit, unit_name, write_service
@@ -147,6 +153,7 @@ def served_ladder_command(
         max_tokens=max_tokens,
         levels=tuple(claims),
         wall_s=result.wall_s,
+        hardware=hardware_text(host_info.collect()),
     )
     record = replace(record, extra={**record.extra, "served_ladder": ladder.to_json()})
     write_record(recommendation, record)
