@@ -4,9 +4,10 @@ baseline, and the power per category (issue 75, items 2, 3 and 6).
 
 Where a one-round sweep answers from its tasks, a category row with `MIN_CATEGORY_TASKS` tasks
 or more reads the interval over its own tasks (analysis/category_tasks.py) and the category's
-pick reads that row, guarded across the comparisons that could name it. This draws that design and runs the real
-code on it: `stats.paired_speedup` on the category's one-round pairs (no CI from one round),
-`category_tasks.category_ratio` (the interval over the category's tasks), then
+pick reads that row, guarded across the comparisons that could name it. This draws that
+design and runs the real code on it: `stats.paired_speedup` on the category's one-round
+pairs (no CI from one round), `category_tasks.category_ratio` (the interval over the
+category's tasks), then
 `recommend._choose` with the family the recommendation gives it (`category_tasks.pick_families`:
 the arms with an interval in the category x the categories with one) and, for contrast, with
 none (each category on its own 95% CI) and with the family before it (every candidate, the
