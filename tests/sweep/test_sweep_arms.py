@@ -7,7 +7,7 @@ from pathlib import Path
 
 from support.ggufkit import write_gguf
 
-from watchkeeper.campaign.sweep_arms import plan_arms
+from watchkeeper.campaign.sweep_arms import TRIM_TIER, plan_arms
 from watchkeeper.config import ProfileConfig
 from watchkeeper.server.gguf import read_metadata
 from watchkeeper.server.spec_discovery import discover, model_facts
@@ -252,3 +252,18 @@ def test_p_min_arms_are_out_on_a_build_without_the_knob_and_take_no_cap_place(
     # The cap counts raceable arms only: 11 race, the rest (size arms) over the cap.
     assert sum(a.included for a in plan.arms) == 11
     assert "over --max-arms 11" in out["q-sweep-ngram-mod-match12"]
+
+
+def test_the_budgets_trim_order_is_the_knob_settings_last_planned_first(tmp_path: Path) -> None:
+    """What the racer may drop before round 1 to fit its budget (campaign/budget_trim.py):
+    the tier-3 knob settings only, never the baseline, the A/A control, the request's draft
+    lengths, a method at its default or the chain."""
+    target = model_facts(_model(tmp_path, "t", **{"general.architecture": "qwen2"}), "qwen-1.5b")
+    draft = model_facts(_model(tmp_path, "d", **{"general.architecture": "qwen2"}), "qwen-0.5b")
+    methods = list(discover(BUILD, target, draft))
+    plan = plan_arms("q", ProfileConfig(model="t"), "d", methods, KNOBS, control=True)
+    tiers = {a.name: a.tier for a in plan.arms if a.included}
+    trim = plan.trim_order
+    assert set(trim) == {a for a, t in tiers.items() if t >= TRIM_TIER} != set()
+    assert list(trim) == [a.name for a in reversed(plan.arms) if a.name in trim]
+    assert not {"q-baseline", "q-aa-control", "q-sweep-draft4", "q-sweep-ngram-mod"} & set(trim)

@@ -34,6 +34,17 @@ def ceiling_drops(
     return replace(state, active=tuple(active), drops=tuple(drops))
 
 
+def budget_drop(state: RaceState, arm: str, reason: str) -> RaceState:
+    """Before round 1: an arm stops unmeasured because one round of every arm would not fit
+    the budget (rule `budget`, recorded at round 0 like the ceiling's). Only arms the sweep
+    named as trimmable reach here (`sweep_arms.ArmPlan.trim_order`): knob settings of a method
+    that is raced at its default anyway."""
+    if arm not in state.active:
+        return state
+    active = tuple(a for a in state.active if a != arm)
+    return replace(state, active=active, drops=(*state.drops, Drop(arm, 0, "budget", reason)))
+
+
 def idle_drops(
     state: RaceState,
     drafted: Mapping[str, tuple[int, int]],

@@ -50,9 +50,10 @@ class BenchPlan:
     ceiling: Ceiling | None = None
     """The sweep's rule before round 1, on the calibrated costs (never with `speed_only`,
     which calibrates nothing)."""
-    before_rounds: Callable[[Sequence[RunResult]], object] | None = None
+    before_rounds: Callable[[Sequence[RunResult]], Sequence[str] | None] | None = None
     """Called once after the warm-up, before round 1, with every run so far (the warm-up's
-    priced a round): the sweep's racer plans tasks and rounds together there."""
+    priced a round): the sweep's racer plans tasks and rounds together there, and returns the
+    arms round 1 measures (it may drop some to fit the budget; None: all still active)."""
     restart_every: int = 0
     """Fresh server processes for every arm before every this many measured rounds (0: one
     process per arm for the whole campaign). A process keeps whatever made it a little fast

@@ -96,7 +96,9 @@ def _run_schedule(
     plan = bench.plan
     for done, (round_index, warm) in enumerate(rounds, start=before + 1):
         if round_index == 1 and not warm and plan.before_rounds is not None:
-            plan.before_rounds(bench.rows.runs)
+            keep = plan.before_rounds(bench.rows.runs)
+            if keep is not None:  # the plan dropped arms to fit the budget
+                bench.active[:] = [a for a in bench.active if a in keep]
         if not warm and restarts_before(round_index, plan.restart_every):
             with bench.split.phase(SERVER_STARTS):
                 bench.servers.restart(bench.active)  # arms a race dropped stay stopped

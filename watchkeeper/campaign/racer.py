@@ -116,8 +116,11 @@ class Racer:
         probe_fraction: float = 1.0,
         served: bool = False,
         kept: Collection[str] = (),
+        trim: Sequence[str] = (),
     ) -> None:
         self.arms = list(arms)
+        self.trim = tuple(trim)
+        """Arms `budget_trim.plan_active` may drop before round 1, in order."""
         self.kept = frozenset(kept)
         """Arms whose one process and prompt cache last the race: their later rounds are
         priced without prefill (`RoundPrice.later_round_s`); the rest as round 1."""

@@ -83,6 +83,10 @@ class PlannedArm:
     left_out: str = ""
 
 
+TRIM_TIER = 3
+"""Arms of this tier and above are the budget's to drop before round 1 (`ArmPlan.trim_order`)."""
+
+
 @dataclass(frozen=True, slots=True)
 class ArmPlan:
     methods: tuple[Method, ...]
@@ -91,6 +95,15 @@ class ArmPlan:
     @property
     def profiles(self) -> dict[str, ProfileConfig]:
         return {a.name: a.profile for a in self.arms if a.included}
+
+    @property
+    def trim_order(self) -> tuple[str, ...]:
+        """The arms the racer may drop before round 1 where one round of every arm cannot fit
+        the budget, in the order it drops them: the tier-3 knob settings, last planned first.
+        Each tunes a method raced at its default anyway, so the request's own lengths, every
+        method and the chain stay; the default Qwen sweep on two cores priced a round of its
+        16 arms past its 40 minutes (7 Dec: 43 min with 15 arms, the plan 5.9 min over)."""
+        return tuple(a.name for a in reversed(self.arms) if a.included and a.tier >= TRIM_TIER)
 
     def lines(self) -> list[str]:
         """The plan as the sweep prints it (and `--dry-run` shows)."""

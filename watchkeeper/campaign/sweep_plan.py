@@ -14,6 +14,7 @@ from pathlib import Path
 
 from watchkeeper.analysis.racing_types import RaceArm, RaceSettings, RaceState
 from watchkeeper.campaign.bench_plan import BenchPlan, plan_bench
+from watchkeeper.campaign.budget_trim import plan_active
 from watchkeeper.campaign.load_shape import shape_plan
 from watchkeeper.campaign.racer import Racer, probe_share
 from watchkeeper.campaign.sweep_arms import DEFAULT_MAX_ARMS, ArmPlan, plan_arms
@@ -150,6 +151,7 @@ def sweep_racer(
     clock: Clock,
     progress: Progress,
     served_identity: bool = False,
+    trim: Sequence[str] = (),
 ) -> Racer:
     """The racer over the generated arms, in a budget of seconds, told each draft profile's
     draft length (the ceiling rule drops a draft no acceptance can make pay before round 1;
@@ -173,6 +175,7 @@ def sweep_racer(
         probe_share=probe_share(config.bench.identity_mode),
         served=served_identity and config.bench.identity_mode == "exact",
         kept=kept_arms(config, generated),
+        trim=trim,
     )
 
 
@@ -185,10 +188,11 @@ def sweep_candidates(
     profile: str | None,
     progress: Progress,
     max_arms: int = DEFAULT_MAX_ARMS,
-) -> tuple[Config, dict[str, ProfileConfig]]:
+) -> tuple[Config, dict[str, ProfileConfig], tuple[str, ...]]:
     """The config with the candidate profiles added (a user's own profile of the same name
-    wins, as everywhere else), and the candidates: every method the installed build and the
-    pair's models can run (campaign/sweep_arms.py), the plan printed first."""
+    wins, as everywhere else), the candidates: every method the installed build and the
+    pair's models can run (campaign/sweep_arms.py), the plan printed first, and those the
+    racer may drop before round 1 to fit its budget (`ArmPlan.trim_order`)."""
     config, plan = sweep_arm_plan(
         config,
         family=family,
@@ -201,7 +205,8 @@ def sweep_candidates(
     for line in plan.lines():
         progress(f"plan: {line}")
     generated = plan.profiles
-    return config.model_copy(update={"profiles": {**generated, **config.profiles}}), generated
+    merged = config.model_copy(update={"profiles": {**generated, **config.profiles}})
+    return merged, generated, plan.trim_order
 
 
 def sweep_arm_plan(
@@ -287,8 +292,8 @@ def sweep_plan(
         race=racer,
         ceiling=racer.ceiling if racer is not None else None,
         before_rounds=(
-            lambda runs: racer.plan_rounds(
-                runs, len(tasks), [(t.id, t.category) for t in tasks], tasks
+            lambda runs: plan_active(
+                racer, runs, len(tasks), [(t.id, t.category) for t in tasks], tasks
             )
         )
         if racer is not None

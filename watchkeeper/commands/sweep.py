@@ -153,7 +153,7 @@ def sweep_command(
         _check_mix(mix, request.taskset or config.bench.resolved_taskset(), categories)
     started = clock()
     sampling = command_sampling(config, given=request.sampler())
-    config, generated = sweep_candidates(
+    config, generated, trim = sweep_candidates(
         config,
         family=request.family,
         target=request.target,
@@ -178,6 +178,7 @@ def sweep_command(
             clock=clock,
             progress=progress,
             served_identity=request.identity_as_served,
+            trim=trim,
         )
         if race
         else None
